@@ -1,0 +1,256 @@
+//! Compiles a C program against `devlend_wire.h` with gcc and checks that
+//! the size and offset of every field, and the value of every constant,
+//! is what the bindgen-generated Rust says.
+//!
+//! bindgen asks clang; this asks gcc, the compiler the kernel module is
+//! built with. Skipped (with a message) only when gcc is not installed.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::mem::{offset_of, size_of};
+use std::path::PathBuf;
+use std::process::Command;
+
+use devlend_wire::sys;
+
+/// One field as Rust sees it.
+struct Field {
+    strukt: &'static str,
+    /// The C name (bindgen renames `type` to `type_`).
+    c_name: &'static str,
+    offset: usize,
+    /// `None` for the flexible array member.
+    size: Option<usize>,
+}
+
+const fn size_of_field<S, T>(_: fn(S) -> T) -> usize {
+    size_of::<T>()
+}
+
+macro_rules! field {
+    ($s:ident . $f:ident) => {
+        field!($s.$f as stringify!($f))
+    };
+    ($s:ident . $f:ident as $c:expr) => {
+        Field {
+            strukt: stringify!($s),
+            c_name: $c,
+            offset: offset_of!(sys::$s, $f),
+            size: Some(size_of_field(|x: sys::$s| x.$f)),
+        }
+    };
+}
+
+fn rust_fields() -> Vec<Field> {
+    vec![
+        field!(dl_ctl_header.magic),
+        field!(dl_ctl_header.layout_version),
+        field!(dl_ctl_header.max_hosts),
+        field!(dl_ctl_header.ring_slots),
+        field!(dl_ctl_header.slot_size),
+        field!(dl_ctl_header.hosts_off),
+        field!(dl_ctl_header.host_stride),
+        field!(dl_ctl_header.rings_off),
+        field!(dl_ctl_header.ring_stride),
+        field!(dl_ctl_header.total_size),
+        field!(dl_ctl_header.fabric_id),
+        field!(dl_ctl_header.reserved),
+        field!(dl_host_info.magic),
+        field!(dl_host_info.state),
+        field!(dl_host_info.host_id),
+        field!(dl_host_info.incarnation),
+        field!(dl_host_info.heartbeat),
+        field!(dl_host_info.proto_min),
+        field!(dl_host_info.proto_max),
+        field!(dl_host_info.reserved0),
+        field!(dl_host_info.ram_size),
+        field!(dl_host_info.ram_low_size),
+        field!(dl_host_info.ram_high_base),
+        field!(dl_host_info.ident_phys),
+        field!(dl_host_info.ident_token),
+        field!(dl_host_info.name),
+        field!(dl_host_info.reserved),
+        field!(dl_ring_ctrl.prod),
+        field!(dl_ring_ctrl.pad0),
+        field!(dl_ring_ctrl.cons),
+        field!(dl_ring_ctrl.pad1),
+        field!(dl_msg_hdr.type_ as "type"),
+        field!(dl_msg_hdr.proto),
+        field!(dl_msg_hdr.len),
+        field!(dl_msg_hdr.flags),
+        field!(dl_msg_hdr.src),
+        field!(dl_msg_hdr.epoch),
+        field!(dl_msg_hdr.seq),
+        field!(dl_msg_hdr.status),
+        field!(dl_msg_hdr.req_id),
+        field!(dl_ping.test_seq),
+        field!(dl_ping.data_crc),
+        field!(dl_ping.nonce),
+        Field {
+            strukt: "dl_ping",
+            c_name: "data",
+            offset: offset_of!(sys::dl_ping, data),
+            size: None,
+        },
+    ]
+}
+
+fn rust_struct_sizes() -> Vec<(&'static str, usize)> {
+    vec![
+        ("dl_ctl_header", size_of::<sys::dl_ctl_header>()),
+        ("dl_host_info", size_of::<sys::dl_host_info>()),
+        ("dl_ring_ctrl", size_of::<sys::dl_ring_ctrl>()),
+        ("dl_msg_hdr", size_of::<sys::dl_msg_hdr>()),
+        ("dl_ping", size_of::<sys::dl_ping>()),
+    ]
+}
+
+/// Every constant of the header, as the generated Rust has it.
+fn rust_constants() -> Vec<(&'static str, u64)> {
+    macro_rules! consts {
+        ($($c:ident),* $(,)?) => { vec![$((stringify!($c), sys::$c as u64)),*] };
+    }
+    consts![
+        DL_CTL_MAGIC,
+        DL_HOST_MAGIC,
+        DL_CTL_LAYOUT_VERSION,
+        DL_PROTO_V1,
+        DL_PROTO_MIN,
+        DL_PROTO_MAX,
+        DL_MAX_HOSTS,
+        DL_MAX_SLOT_SIZE,
+        DL_MIN_SLOT_SIZE,
+        DL_MAX_RING_SLOTS,
+        DL_DEFAULT_RING_SLOTS,
+        DL_DEFAULT_SLOT_SIZE,
+        DL_DEFAULT_CTL_SIZE,
+        DL_HEARTBEAT_MS,
+        DL_PEER_TIMEOUT_MS,
+        DL_DB_VEC_MSG,
+        DL_DB_VECTORS,
+        DL_HOST_ABSENT,
+        DL_HOST_INIT,
+        DL_HOST_UP,
+        DL_MSG_PING,
+        DL_MSG_F_RESPONSE,
+        DL_STATUS_OK,
+        DL_STATUS_EINVAL,
+        DL_STATUS_ENOTSUPP,
+        DL_STATUS_EBUSY,
+        DL_STATUS_ENODEV,
+        DL_STATUS_EIO,
+        DL_CTL_HEADER_SIZE,
+        DL_HOST_INFO_SIZE,
+        DL_RING_CTRL_SIZE,
+        DL_MSG_HDR_SIZE,
+        DL_PING_SIZE,
+    ]
+}
+
+fn c_program(fields: &[Field]) -> String {
+    let mut c = String::from(
+        "#include <stddef.h>\n#include <stdio.h>\n#include \"devlend_wire.h\"\n\n\
+         #define FIELD(s, f) printf(\"field %s %s %zu %zu\\n\", #s, #f, \
+         offsetof(struct s, f), sizeof(((struct s *)0)->f))\n\
+         #define FLEX(s, f) printf(\"field %s %s %zu -\\n\", #s, #f, offsetof(struct s, f))\n\
+         #define SIZE(s) printf(\"size %s %zu\\n\", #s, sizeof(struct s))\n\
+         #define CONST(c) printf(\"const %s %llu\\n\", #c, (unsigned long long)(c))\n\n\
+         int main(void)\n{\n",
+    );
+    for (s, _) in rust_struct_sizes() {
+        writeln!(c, "\tSIZE({s});").unwrap();
+    }
+    for f in fields {
+        let mac = if f.size.is_some() { "FIELD" } else { "FLEX" };
+        writeln!(c, "\t{mac}({}, {});", f.strukt, f.c_name).unwrap();
+    }
+    for (name, _) in rust_constants() {
+        writeln!(c, "\tCONST({name});").unwrap();
+    }
+    c.push_str("\treturn 0;\n}\n");
+    c
+}
+
+#[test]
+fn gcc_agrees_with_generated_layout() {
+    if Command::new("gcc").arg("--version").output().is_err() {
+        eprintln!("SKIPPED gcc_agrees_with_generated_layout: gcc is not installed");
+        return;
+    }
+    let include = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../mdev-kmod/include");
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("layout.c");
+    let exe = dir.path().join("layout");
+    let fields = rust_fields();
+    std::fs::write(&src, c_program(&fields)).unwrap();
+
+    let out = Command::new("gcc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(&include)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gcc failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(&exe).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+
+    let mut c_sizes = BTreeMap::new();
+    let mut c_fields = BTreeMap::new();
+    let mut c_consts = BTreeMap::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[..] {
+            ["size", s, n] => {
+                c_sizes.insert(s.to_owned(), n.parse::<usize>().unwrap());
+            }
+            ["field", s, f, off, size] => {
+                let size = (size != "-").then(|| size.parse::<usize>().unwrap());
+                c_fields.insert(
+                    (s.to_owned(), f.to_owned()),
+                    (off.parse::<usize>().unwrap(), size),
+                );
+            }
+            ["const", c, v] => {
+                c_consts.insert(c.to_owned(), v.parse::<u64>().unwrap());
+            }
+            _ => panic!("unexpected output line {line:?}"),
+        }
+    }
+
+    for (s, size) in rust_struct_sizes() {
+        assert_eq!(c_sizes[s], size, "sizeof(struct {s})");
+    }
+    for f in &fields {
+        let key = (f.strukt.to_owned(), f.c_name.to_owned());
+        assert_eq!(
+            c_fields[&key],
+            (f.offset, f.size),
+            "offset and size of {}.{}",
+            f.strukt,
+            f.c_name
+        );
+    }
+    for (name, value) in rust_constants() {
+        assert_eq!(c_consts[name], value, "{name}");
+    }
+
+    // The list above names every field: in each packed struct the fields
+    // tile it from 0 to its size without gaps or overlaps.
+    for (s, size) in rust_struct_sizes() {
+        let mut members: Vec<&Field> = fields.iter().filter(|f| f.strukt == s).collect();
+        members.sort_by_key(|f| f.offset);
+        let mut end = 0;
+        for f in members {
+            assert_eq!(f.offset, end, "gap or overlap before {s}.{}", f.c_name);
+            end = f.offset + f.size.unwrap_or(0);
+        }
+        assert_eq!(end, size, "fields of {s} do not reach its end");
+    }
+}
