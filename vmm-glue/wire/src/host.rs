@@ -107,23 +107,23 @@ impl RamLayout {
                 "exceeds ram_size",
             ));
         }
-        if self.high_size() > 0 {
-            if self.high_base < self.low_size {
-                return Err(WireError::invalid(
-                    INFO,
-                    "ram_high_base",
-                    self.high_base,
-                    "lies below the end of low RAM",
-                ));
-            }
-            if self.high_base.checked_add(self.high_size()).is_none() {
-                return Err(WireError::invalid(
-                    INFO,
-                    "ram_high_base",
-                    self.high_base,
-                    "high RAM wraps the address space",
-                ));
-            }
+        // Like the kernel, even without high RAM: the high base is where
+        // the hole ends, which is never below the end of low RAM.
+        if self.high_base < self.low_size {
+            return Err(WireError::invalid(
+                INFO,
+                "ram_high_base",
+                self.high_base,
+                "lies below the end of low RAM",
+            ));
+        }
+        if self.high_base.checked_add(self.high_size()).is_none() {
+            return Err(WireError::invalid(
+                INFO,
+                "ram_high_base",
+                self.high_base,
+                "high RAM wraps the address space",
+            ));
         }
         Ok(())
     }
@@ -154,7 +154,10 @@ pub struct HostInfo {
     pub ident_phys: u64,
     /// Random token identifying the owner's RAM in a window.
     pub ident_token: u64,
-    /// The owner's host name: printable ASCII, at most 31 bytes.
+    /// The owner's host name, at most 32 bytes, for humans only. Decoding
+    /// replaces every byte that is not printable ASCII other than space
+    /// and `=` with `?` (as the kernel module does), so it is one word
+    /// safe to print.
     pub name: String,
 }
 
@@ -162,11 +165,11 @@ impl HostInfo {
     /// Decodes a `struct dl_host_info` from the start of `buf`.
     ///
     /// Rejects a slot without [`crate::DL_HOST_MAGIC`] (never written, or
-    /// garbage), an unknown state, and a name that is not NUL-terminated
-    /// and NUL-padded printable ASCII. When the state is `Up` it also
-    /// checks what peers rely on: `proto_min <= proto_max`, both nonzero;
-    /// a possible RAM layout; `ident_phys` a page of that RAM; a nonzero
-    /// `ident_token`. Reserved bytes are ignored.
+    /// garbage) and an unknown state. When the state is `Up` it also checks
+    /// what peers rely on: `proto_min <= proto_max`, both nonzero; a
+    /// possible RAM layout; `ident_phys` a page of that RAM; a nonzero
+    /// `ident_token`. The name is sanitized, not checked (see
+    /// [`HostInfo::name`]); reserved bytes are ignored.
     pub fn decode(buf: &[u8]) -> Result<Self, WireError> {
         check_len(INFO, buf.len(), DL_HOST_INFO_SIZE)?;
         let magic: u64 = get!(buf, dl_host_info, magic);
@@ -194,7 +197,7 @@ impl HostInfo {
             },
             ident_phys: get!(buf, dl_host_info, ident_phys),
             ident_token: get!(buf, dl_host_info, ident_token),
-            name: decode_name(&buf[field_range!(dl_host_info, name)])?,
+            name: decode_name(&buf[field_range!(dl_host_info, name)]),
         };
         if info.state == HostState::Up {
             info.validate_up()?;
@@ -265,8 +268,9 @@ impl HostInfo {
     }
 
     /// Writes this as a `struct dl_host_info` (magic set, reserved bytes
-    /// zeroed) to the start of `buf`. Fails if the name does not fit or is
-    /// not printable ASCII; the other fields are written as they are.
+    /// zeroed) to the start of `buf`. Fails if the name is longer than 31
+    /// bytes (the kernel writes it NUL-terminated) or would not decode to
+    /// itself; the other fields are written as they are.
     pub fn encode(&self, buf: &mut [u8]) -> Result<(), WireError> {
         check_len(INFO, buf.len(), DL_HOST_INFO_SIZE)?;
         let name = self.name.as_bytes();
@@ -283,7 +287,7 @@ impl HostInfo {
                 INFO,
                 "name",
                 pos as u64,
-                "byte at this index is not printable ASCII",
+                "byte at this index is not printable ASCII or is '='",
             ));
         }
         let buf = &mut buf[..DL_HOST_INFO_SIZE];
@@ -315,36 +319,16 @@ impl HostInfo {
 }
 
 fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_graphic() || b == b' '
+    b.is_ascii_graphic() && b != b'='
 }
 
-fn decode_name(raw: &[u8]) -> Result<String, WireError> {
-    let Some(end) = raw.iter().position(|&b| b == 0) else {
-        return Err(WireError::invalid(
-            INFO,
-            "name",
-            raw.len() as u64,
-            "is not NUL-terminated",
-        ));
-    };
-    if let Some(pos) = raw[end..].iter().position(|&b| b != 0) {
-        return Err(WireError::invalid(
-            INFO,
-            "name",
-            (end + pos) as u64,
-            "byte at this index follows the terminating NUL but is not NUL",
-        ));
-    }
-    if let Some(pos) = raw[..end].iter().position(|b| !is_name_byte(*b)) {
-        return Err(WireError::invalid(
-            INFO,
-            "name",
-            pos as u64,
-            "byte at this index is not printable ASCII",
-        ));
-    }
-    // Printable ASCII is UTF-8.
-    Ok(raw[..end].iter().map(|&b| char::from(b)).collect())
+/// The name up to its first NUL (or all 32 bytes), with every byte that is
+/// not [`is_name_byte`] replaced by `?`.
+fn decode_name(raw: &[u8]) -> String {
+    raw.iter()
+        .take_while(|&&b| b != 0)
+        .map(|&b| if is_name_byte(b) { char::from(b) } else { '?' })
+        .collect()
 }
 
 #[cfg(test)]
@@ -505,25 +489,14 @@ mod tests {
         }
 
         let name = offset_of!(H, name);
-        // Not NUL-terminated.
+        // Names are sanitized, not rejected, as in the kernel: all 32 bytes
+        // without a NUL, bytes after the NUL ignored, odd bytes replaced.
+        assert_eq!(patched(name, &[b'a'; 32]).unwrap().name, "a".repeat(32));
+        assert_eq!(patched(name + 20, b"a").unwrap().name, "borrower-1");
         assert_eq!(
-            patched(name, &[b'a'; 32]).unwrap_err().field(),
-            Some("name")
+            patched(name + 2, b"\n\x1b =\x7f\xc3").unwrap().name,
+            "bo??????-1"
         );
-        // Garbage after the terminator.
-        assert_eq!(patched(name + 20, b"a").unwrap_err().field(), Some("name"));
-        // Control characters and non-ASCII.
-        for bad in [b'\n', 0x1b, 0x7f, 0xc3] {
-            assert_eq!(
-                patched(name + 2, &[bad]).unwrap_err(),
-                WireError::invalid(
-                    "dl_host_info",
-                    "name",
-                    2u64,
-                    "byte at this index is not printable ASCII"
-                )
-            );
-        }
         // Reserved bytes are ignored.
         assert!(patched(offset_of!(H, reserved0), &[1, 2, 3, 4]).is_ok());
         assert!(patched(offset_of!(H, reserved) + 143, &[9]).is_ok());
@@ -531,11 +504,25 @@ mod tests {
 
     #[test]
     fn ram_layout_without_high_ram() {
+        // The high base must not lie below low RAM even when unused.
         let h = HostInfo {
             ram: RamLayout {
                 size: GIB,
                 low_size: GIB,
                 high_base: 0,
+            },
+            ident_phys: 0,
+            ..up_host()
+        };
+        assert_eq!(
+            HostInfo::decode(&encoded(&h)).unwrap_err().field(),
+            Some("ram_high_base")
+        );
+        let h = HostInfo {
+            ram: RamLayout {
+                size: GIB,
+                low_size: GIB,
+                high_base: 4 * GIB,
             },
             ident_phys: GIB - PAGE,
             ..up_host()
@@ -565,7 +552,13 @@ mod tests {
     #[test]
     fn encode_rejects_bad_names() {
         let mut buf = [0u8; DL_HOST_INFO_SIZE];
-        for name in ["x".repeat(32), "tab\there".into(), "höst".into()] {
+        for name in [
+            "x".repeat(32),
+            "tab\there".into(),
+            "two words".into(),
+            "a=b".into(),
+            "höst".into(),
+        ] {
             let h = HostInfo { name, ..up_host() };
             assert_eq!(h.encode(&mut buf).unwrap_err().field(), Some("name"));
         }
