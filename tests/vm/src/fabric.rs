@@ -1,0 +1,137 @@
+//! Driving the devlend module's fabric layer inside a host, through the
+//! agent: load it, read peers from sysfs and debugfs, run the self-test.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use devlend_agent::AgentClient;
+
+const CMD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The built module: `$DEVLEND_KMOD`, else `mdev-kmod/devlend.ko`.
+pub fn module_path() -> PathBuf {
+    std::env::var_os("DEVLEND_KMOD")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| devlend_cluster::tools::repo_root().join("mdev-kmod/devlend.ko"))
+}
+
+/// Runs `cmd` with sh in a host; its stdout, or an error with everything.
+pub fn sh(agent: &AgentClient, cmd: &str) -> anyhow::Result<String> {
+    sh_timeout(agent, cmd, CMD_TIMEOUT)
+}
+
+/// [`sh`] with a timeout of its own.
+pub fn sh_timeout(agent: &AgentClient, cmd: &str, timeout: Duration) -> anyhow::Result<String> {
+    let out = agent
+        .sh(cmd, timeout)
+        .with_context(|| format!("agent could not run `{cmd}`"))?;
+    if out.exit_code != Some(0) || out.timed_out {
+        bail!(
+            "`{cmd}` failed (exit {:?}, signal {:?}, timed out {}):\nstdout: {}\nstderr: {}",
+            out.exit_code,
+            out.signal,
+            out.timed_out,
+            out.stdout.trim_end(),
+            out.stderr.trim_end()
+        );
+    }
+    Ok(out.stdout)
+}
+
+/// Loads the module in a host unless it is loaded.
+pub fn ensure_module(agent: &AgentClient) -> anyhow::Result<()> {
+    let ko = module_path();
+    if !ko.is_file() {
+        bail!("{} is not built: run `make -C mdev-kmod`", ko.display());
+    }
+    sh(
+        agent,
+        &format!(
+            "grep -q '^devlend ' /proc/modules || insmod {}; \
+             mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug",
+            ko.display()
+        ),
+    )?;
+    Ok(())
+}
+
+/// The sysfs directory of the fabric adapter in a host.
+const FABRIC: &str = "/sys/bus/pci/devices/*/fabric";
+
+/// The host's own fabric id.
+pub fn host_id(agent: &AgentClient) -> anyhow::Result<u32> {
+    let s = sh(agent, &format!("cat {FABRIC}/host_id"))?;
+    s.trim().parse().with_context(|| format!("host_id {s:?}"))
+}
+
+/// The state of peer `peer` as the host sees it ("up", "down"), or None if
+/// the host does not know it.
+pub fn peer_state(agent: &AgentClient, peer: u32) -> anyhow::Result<Option<String>> {
+    let out = agent.sh(&format!("cat {FABRIC}/peers/{peer}/state"), CMD_TIMEOUT)?;
+    Ok((out.exit_code == Some(0)).then(|| out.stdout.trim().to_owned()))
+}
+
+/// Waits until the host reports `peer` in `want` state; the time it took.
+pub fn wait_peer_state(
+    agent: &AgentClient,
+    peer: u32,
+    want: &str,
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    let mut last = None;
+    while t0.elapsed() < timeout {
+        last = peer_state(agent, peer)?;
+        if last.as_deref() == Some(want) {
+            return Ok(t0.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!("peer {peer} not {want} after {timeout:?} (last state: {last:?})")
+}
+
+/// `key=value` pairs of one line.
+pub fn parse_kv(line: &str) -> HashMap<String, String> {
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// The debugfs counters of one peer.
+pub fn peer_counters(agent: &AgentClient, peer: u32) -> anyhow::Result<HashMap<String, String>> {
+    let text = sh(agent, "cat /sys/kernel/debug/devlend/peers")?;
+    text.lines()
+        .map(parse_kv)
+        .find(|kv| kv.get("peer").map(String::as_str) == Some(&peer.to_string()))
+        .with_context(|| format!("peer {peer} not in debugfs peers:\n{text}"))
+}
+
+/// A counter as a number.
+pub fn counter(kv: &HashMap<String, String>, key: &str) -> anyhow::Result<u64> {
+    kv.get(key)
+        .with_context(|| format!("no {key} in {kv:?}"))?
+        .parse()
+        .with_context(|| format!("{key} is not a number in {kv:?}"))
+}
+
+/// Runs the module's fabric self-test toward `peer`; its result line.
+pub fn selftest(
+    agent: &AgentClient,
+    peer: u32,
+    count: u32,
+    size: u32,
+    window: u32,
+) -> anyhow::Result<HashMap<String, String>> {
+    let out = sh_timeout(
+        agent,
+        &format!(
+            "echo 'peer={peer} count={count} size={size} window={window}' > /sys/kernel/debug/devlend/selftest; \
+             cat /sys/kernel/debug/devlend/selftest"
+        ),
+        Duration::from_secs(600),
+    )?;
+    Ok(parse_kv(out.trim()))
+}

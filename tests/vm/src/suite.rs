@@ -1,0 +1,158 @@
+//! Running named checks against a shared cluster, with logs on failure.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use devlend_cluster::Cluster;
+
+/// One check: a name and what it does with the cluster.
+pub struct Check {
+    /// Name, printed and matched by filters.
+    pub name: &'static str,
+    /// The check; an error fails it.
+    pub run: fn(&mut Cluster) -> anyhow::Result<()>,
+}
+
+impl std::fmt::Debug for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// A list of checks and the arguments that select them.
+#[derive(Debug)]
+pub struct Suite {
+    name: &'static str,
+    checks: Vec<Check>,
+    filters: Vec<String>,
+    list_only: bool,
+}
+
+/// Where failure logs go: `$DEVLEND_ARTIFACTS`, else `target/vm-artifacts`.
+pub fn artifacts_dir() -> PathBuf {
+    std::env::var_os("DEVLEND_ARTIFACTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| devlend_cluster::tools::repo_root().join("target/vm-artifacts"))
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+impl Suite {
+    /// A suite named `name` (the test binary) with the process arguments.
+    pub fn new(name: &'static str, checks: Vec<Check>) -> Suite {
+        let mut filters = Vec::new();
+        let mut list_only = false;
+        for a in std::env::args().skip(1) {
+            match a.as_str() {
+                "--list" => list_only = true,
+                // Flags cargo or a user may pass to a libtest harness.
+                s if s.starts_with('-') => {}
+                s => filters.push(s.to_owned()),
+            }
+        }
+        Suite {
+            name,
+            checks,
+            filters,
+            list_only,
+        }
+    }
+
+    fn selected(&self) -> Vec<&Check> {
+        self.checks
+            .iter()
+            .filter(|c| self.filters.is_empty() || self.filters.iter().any(|f| c.name.contains(f)))
+            .collect()
+    }
+
+    /// Boots the cluster with `boot` (only if a check is selected), runs the
+    /// selected checks, tears down, prints the summary and exits.
+    pub fn run(self, boot: impl FnOnce() -> anyhow::Result<Cluster>) -> ! {
+        let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
+            .is_test(false)
+            .try_init();
+        let selected = self.selected();
+        if self.list_only {
+            for c in &selected {
+                println!("{}: test", c.name);
+            }
+            std::process::exit(0);
+        }
+        println!("running {} checks of {}", selected.len(), self.name);
+        if selected.is_empty() {
+            println!("0 passed, 0 failed");
+            std::process::exit(0);
+        }
+        let t0 = Instant::now();
+        let mut cluster = match boot() {
+            Ok(c) => c,
+            Err(e) => {
+                println!("cluster boot FAILED: {e:#}");
+                println!("0 passed, {} failed", selected.len());
+                std::process::exit(1);
+            }
+        };
+        println!("cluster up in {:.1} s", t0.elapsed().as_secs_f64());
+        let (mut passed, mut failed) = (0, Vec::new());
+        for c in selected {
+            println!("test {} ...", c.name);
+            let t = Instant::now();
+            let res =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (c.run)(&mut cluster)))
+                    .unwrap_or_else(|p| {
+                        let msg = p
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_default();
+                        Err(anyhow::anyhow!("panicked: {msg}"))
+                    });
+            let secs = t.elapsed().as_secs_f64();
+            match res {
+                Ok(()) => {
+                    println!("test {} ... ok ({secs:.1} s)", c.name);
+                    passed += 1;
+                }
+                Err(e) => {
+                    println!("test {} ... FAILED ({secs:.1} s): {e:#}", c.name);
+                    collect_failure(&cluster, self.name, c.name);
+                    failed.push(c.name);
+                }
+            }
+        }
+        cluster.keep_logs(!failed.is_empty());
+        drop(cluster);
+        if !failed.is_empty() {
+            println!("failed: {}", failed.join(", "));
+        }
+        println!("{passed} passed, {} failed", failed.len());
+        std::process::exit(i32::from(!failed.is_empty()));
+    }
+}
+
+/// Copies logs and every reachable host's dmesg to the artifacts directory
+/// and prints the tail of each.
+fn collect_failure(cluster: &Cluster, suite: &str, check: &str) {
+    let dir = artifacts_dir().join(suite).join(check);
+    let _ = std::fs::create_dir_all(&dir);
+    for log in cluster.log_files() {
+        if let Some(name) = log.file_name() {
+            let _ = std::fs::copy(&log, dir.join(name));
+        }
+        println!("---- tail of {} ----\n{}", log.display(), tail(&log, 30));
+    }
+    for h in &cluster.topology().hosts {
+        if let Ok(agent) = cluster.agent(&h.name) {
+            if let Ok(out) = agent.sh("dmesg", std::time::Duration::from_secs(20)) {
+                let path = dir.join(format!("{}.dmesg", h.name));
+                let _ = std::fs::write(&path, &out.stdout);
+                println!("---- tail of {} dmesg ----\n{}", h.name, tail(&path, 30));
+            }
+        }
+    }
+    println!("logs kept in {}", dir.display());
+}

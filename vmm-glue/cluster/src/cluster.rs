@@ -1,0 +1,336 @@
+//! A running emulated cluster: the ivshmem server, one QEMU per host, and an
+//! agent connection into each host. Dropping it tears everything down.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use devlend_agent::AgentClient;
+
+use crate::process::Child;
+use crate::qemu::{host_args, BootFiles, RunPaths};
+use crate::rundir;
+use crate::topology::Topology;
+
+/// How long a host may take from QEMU start to an answering agent. Under TCG
+/// on a busy 2-core machine a boot takes 5 to 30 s.
+pub const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Errors bringing a cluster up or acting on it.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The run directory could not be made.
+    #[error(transparent)]
+    RunDir(#[from] rundir::RunDirError),
+    /// A child could not be started.
+    #[error(transparent)]
+    Process(#[from] crate::process::ProcessError),
+    /// A file of the run could not be made.
+    #[error("cannot create {path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The ivshmem server did not come up.
+    #[error("ivshmem server did not create {socket} within {secs} s (log: {log})")]
+    ServerStart {
+        /// The socket that did not appear.
+        socket: PathBuf,
+        /// Seconds waited.
+        secs: u64,
+        /// Its log.
+        log: PathBuf,
+    },
+    /// A host's QEMU exited.
+    #[error("QEMU of host {host} exited ({status}); see {log}")]
+    QemuExited {
+        /// The host.
+        host: String,
+        /// Its exit status.
+        status: String,
+        /// QEMU's own log.
+        log: PathBuf,
+    },
+    /// A host booted but its agent never answered.
+    #[error("host {host}: agent did not answer within {secs} s: {source}; serial log: {serial}")]
+    AgentTimeout {
+        /// The host.
+        host: String,
+        /// Seconds waited.
+        secs: u64,
+        /// The last error.
+        source: Box<devlend_agent::AgentError>,
+        /// The host's console log.
+        serial: PathBuf,
+    },
+    /// No host has that name.
+    #[error("no host {0} in this cluster")]
+    NoHost(String),
+    /// A host is not running.
+    #[error("host {0} is not running")]
+    HostDown(String),
+}
+
+/// Programs and files a cluster needs.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The topology.
+    pub topology: Topology,
+    /// Kernel, initramfs and agent the hosts boot.
+    pub boot: BootFiles,
+    /// `qemu-system-x86_64`.
+    pub qemu: PathBuf,
+    /// `devlend-ivshmem-server`.
+    pub ivshmem_server: PathBuf,
+    /// Base of run directories.
+    pub run_base: PathBuf,
+}
+
+#[derive(Debug)]
+struct Host {
+    qemu: Option<Child>,
+    agent: Option<AgentClient>,
+}
+
+/// A running cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    cfg: ClusterConfig,
+    paths: RunPaths,
+    server: Option<Child>,
+    hosts: Vec<Host>,
+    keep_logs: bool,
+}
+
+fn wait_for_path(path: &Path, timeout: Duration) -> bool {
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    path.exists()
+}
+
+fn create_sparse(path: &Path, size: u64) -> Result<(), ClusterError> {
+    let err = |source| ClusterError::File {
+        path: path.to_owned(),
+        source,
+    };
+    let f = std::fs::File::create(path).map_err(err)?;
+    f.set_len(size).map_err(err)
+}
+
+impl Cluster {
+    /// Starts the server and every host, and waits until each host's agent
+    /// answers. On error everything started so far is torn down.
+    pub fn start(cfg: ClusterConfig) -> Result<Cluster, ClusterError> {
+        for run in rundir::reap_stale(&cfg.run_base) {
+            log::info!("removed stale run {run}");
+        }
+        let paths = rundir::create(&cfg.run_base, &cfg.topology.name)?;
+        crate::cleanup::register(&paths);
+        let mut cluster = Cluster {
+            hosts: cfg
+                .topology
+                .hosts
+                .iter()
+                .map(|_| Host {
+                    qemu: None,
+                    agent: None,
+                })
+                .collect(),
+            cfg,
+            paths,
+            server: None,
+            keep_logs: false,
+        };
+        cluster.start_server()?;
+        for spec in &cluster.cfg.topology.hosts {
+            for d in &spec.nvme {
+                create_sparse(&cluster.paths.nvme_file(&spec.name, &d.id), d.size.0)?;
+            }
+        }
+        // Start every QEMU first, then wait: the hosts boot in parallel.
+        for id in 0..cluster.hosts.len() {
+            cluster.spawn_host(id)?;
+        }
+        for id in 0..cluster.hosts.len() {
+            cluster.connect_agent(id)?;
+        }
+        Ok(cluster)
+    }
+
+    fn start_server(&mut self) -> Result<(), ClusterError> {
+        let p = &self.paths;
+        let n = self.cfg.topology.hosts.len();
+        let args: Vec<OsString> = vec![
+            "--socket-dir".into(),
+            p.state.clone().into(),
+            "--hosts".into(),
+            n.to_string().into(),
+            "--ctl-path".into(),
+            p.ctl_file().into(),
+            "--vectors".into(),
+            crate::qemu::DOORBELL_VECTORS.to_string().into(),
+            "--pidfile".into(),
+            p.state.join("ivshmem-server.pid").into(),
+        ];
+        let log = p.state.join("ivshmem-server.log");
+        let server = Child::spawn("ivshmem-server", &self.cfg.ivshmem_server, &args, &log)?;
+        self.server = Some(server);
+        for id in 0..n {
+            let sock = p.doorbell_sock(id);
+            if !wait_for_path(&sock, Duration::from_secs(10)) {
+                return Err(ClusterError::ServerStart {
+                    socket: sock,
+                    secs: 10,
+                    log,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn_host(&mut self, id: usize) -> Result<(), ClusterError> {
+        let name = self.cfg.topology.hosts[id].name.clone();
+        // Sockets of a previous QEMU of this host would confuse the wait.
+        let _ = std::fs::remove_file(self.paths.agent_sock(&name));
+        let _ = std::fs::remove_file(self.paths.qmp_sock(&name));
+        let args = host_args(&self.cfg.topology, id, &self.paths, &self.cfg.boot);
+        let log = self.paths.state.join(format!("{name}.qemu.log"));
+        let child = Child::spawn(&format!("qemu {name}"), &self.cfg.qemu, &args, &log)?;
+        log::info!("host {name} (fabric id {id}): QEMU pid {}", child.pid());
+        self.hosts[id].qemu = Some(child);
+        self.hosts[id].agent = None;
+        Ok(())
+    }
+
+    fn connect_agent(&mut self, id: usize) -> Result<(), ClusterError> {
+        let name = self.cfg.topology.hosts[id].name.clone();
+        let sock = self.paths.agent_sock(&name);
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.hosts[id].qemu.as_mut().and_then(|q| q.exited()) {
+                return Err(ClusterError::QemuExited {
+                    host: name.clone(),
+                    status,
+                    log: self.paths.state.join(format!("{name}.qemu.log")),
+                });
+            }
+            // Short slices, so a QEMU that died is noticed quickly.
+            let left = BOOT_TIMEOUT.saturating_sub(start.elapsed());
+            match AgentClient::connect_ready(&sock, left.min(Duration::from_secs(5))) {
+                Ok(client) => {
+                    log::info!(
+                        "host {name}: agent answered after {:.1} s",
+                        start.elapsed().as_secs_f64()
+                    );
+                    self.hosts[id].agent = Some(client);
+                    return Ok(());
+                }
+                Err(e) if start.elapsed() >= BOOT_TIMEOUT => {
+                    return Err(ClusterError::AgentTimeout {
+                        host: name.clone(),
+                        secs: BOOT_TIMEOUT.as_secs(),
+                        source: Box::new(e),
+                        serial: self.paths.serial_log(&name),
+                    })
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    fn id(&self, host: &str) -> Result<usize, ClusterError> {
+        self.cfg
+            .topology
+            .host(host)
+            .map(|(id, _)| id)
+            .ok_or_else(|| ClusterError::NoHost(host.to_owned()))
+    }
+
+    /// The agent of a running host.
+    pub fn agent(&self, host: &str) -> Result<&AgentClient, ClusterError> {
+        self.hosts[self.id(host)?]
+            .agent
+            .as_ref()
+            .ok_or_else(|| ClusterError::HostDown(host.to_owned()))
+    }
+
+    /// Kills a host's QEMU at once, as a power failure would.
+    pub fn kill_host(&mut self, host: &str) -> Result<(), ClusterError> {
+        let id = self.id(host)?;
+        let h = &mut self.hosts[id];
+        h.agent = None;
+        if let Some(mut q) = h.qemu.take() {
+            q.kill();
+        }
+        Ok(())
+    }
+
+    /// Boots a host again (after [`Cluster::kill_host`]) and waits for its agent.
+    pub fn restart_host(&mut self, host: &str) -> Result<(), ClusterError> {
+        let id = self.id(host)?;
+        self.kill_host(host)?;
+        self.spawn_host(id)?;
+        self.connect_agent(id)
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.cfg.topology
+    }
+
+    /// The run's paths.
+    pub fn paths(&self) -> &RunPaths {
+        &self.paths
+    }
+
+    /// Keep the logs (serial, QEMU, server) when the cluster is dropped, e.g.
+    /// because a test failed.
+    pub fn keep_logs(&mut self, keep: bool) {
+        self.keep_logs = keep;
+    }
+
+    /// The log files of this run, serial consoles first.
+    pub fn log_files(&self) -> Vec<PathBuf> {
+        let mut logs: Vec<PathBuf> = self
+            .cfg
+            .topology
+            .hosts
+            .iter()
+            .map(|h| self.paths.serial_log(&h.name))
+            .collect();
+        for h in &self.cfg.topology.hosts {
+            logs.push(self.paths.state.join(format!("{}.qemu.log", h.name)));
+        }
+        logs.push(self.paths.state.join("ivshmem-server.log"));
+        logs
+    }
+
+    /// Stops everything and removes the run's files (but the logs, if asked
+    /// to keep them). Also done on drop.
+    pub fn shutdown(&mut self) {
+        for h in &mut self.hosts {
+            h.agent = None;
+            if let Some(mut q) = h.qemu.take() {
+                q.stop(Duration::from_secs(2));
+            }
+        }
+        if let Some(mut s) = self.server.take() {
+            s.stop(Duration::from_secs(2));
+        }
+        rundir::remove(&self.paths, self.keep_logs);
+        crate::cleanup::unregister(&self.paths);
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,347 @@
+//! The QEMU command line of one emulated host.
+//!
+//! Everything that makes a set of QEMU processes a PCIe cluster is here:
+//! - the host's RAM is a shared file, so peers can map it;
+//! - per peer, an `ivshmem-plain` whose memory is that peer's RAM file: a
+//!   window onto the peer's whole physical memory, as an NTB window with an
+//!   identity translation would be;
+//! - one `ivshmem-doorbell` (the fabric adapter) connected to devlend's
+//!   ivshmem server on the socket of this host's id: doorbells to peers, and
+//!   the shared control area with the message rings;
+//! - lenders sit on q35 behind an emulated Intel IOMMU and carry the devices
+//!   they lend, each behind its own root port so it is alone in its IOMMU
+//!   group;
+//! - the host boots devlend's initramfs, which mounts the outer machine's
+//!   root read-only over 9p and runs the agent the harness talks to.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::topology::{HostSpec, Topology};
+
+/// Where one run of a cluster keeps its files.
+#[derive(Debug, Clone)]
+pub struct RunPaths {
+    /// Sockets, logs, backing files, the control area: `/var/tmp/devlend/<run>`.
+    pub state: PathBuf,
+    /// RAM files of the hosts, in memory: `/dev/shm/devlend-<run>`.
+    pub ram: PathBuf,
+    /// Directory shared read-write with every host (same path inside).
+    pub share: PathBuf,
+}
+
+impl RunPaths {
+    /// The RAM file of a host.
+    pub fn ram_file(&self, host: &str) -> PathBuf {
+        self.ram.join(format!("{host}.ram"))
+    }
+    /// The serial console log of a host.
+    pub fn serial_log(&self, host: &str) -> PathBuf {
+        self.state.join(format!("{host}.serial.log"))
+    }
+    /// The agent's socket of a host.
+    pub fn agent_sock(&self, host: &str) -> PathBuf {
+        self.state.join(format!("{host}.agent.sock"))
+    }
+    /// The QMP socket of a host.
+    pub fn qmp_sock(&self, host: &str) -> PathBuf {
+        self.state.join(format!("{host}.qmp.sock"))
+    }
+    /// The QEMU pidfile of a host.
+    pub fn pidfile(&self, host: &str) -> PathBuf {
+        self.state.join(format!("{host}.pid"))
+    }
+    /// The ivshmem server socket for fabric host id `id`.
+    pub fn doorbell_sock(&self, id: usize) -> PathBuf {
+        self.state.join(format!("doorbell-{id}.sock"))
+    }
+    /// The fabric control area file.
+    pub fn ctl_file(&self) -> PathBuf {
+        self.state.join("fabric.ctl")
+    }
+    /// The backing file of an NVMe drive.
+    pub fn nvme_file(&self, host: &str, id: &str) -> PathBuf {
+        self.state.join(format!("{host}-{id}.img"))
+    }
+}
+
+/// What a host boots.
+#[derive(Debug, Clone)]
+pub struct BootFiles {
+    /// Kernel image.
+    pub kernel: PathBuf,
+    /// Host initramfs.
+    pub initrd: PathBuf,
+    /// The agent binary, run inside the host from the outer machine's root.
+    pub agent: PathBuf,
+}
+
+/// Doorbell vectors of the fabric adapter.
+pub const DOORBELL_VECTORS: u32 = devlend_wire::DL_DB_VECTORS;
+
+fn push(args: &mut Vec<OsString>, items: &[&str]) {
+    args.extend(items.iter().map(OsString::from));
+}
+
+fn path_str(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The arguments (without the program) of QEMU for host `id`.
+pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles) -> Vec<OsString> {
+    let host: &HostSpec = &topo.hosts[id];
+    let mem = host.memory.mib();
+    let mut a: Vec<OsString> = Vec::new();
+    push(
+        &mut a,
+        &[
+            "-name",
+            &format!(
+                "devlend-{}-{},process=devlend-{}",
+                topo.name, host.name, host.name
+            ),
+            "-machine",
+            "q35,accel=tcg,memory-backend=ram",
+            "-cpu",
+            "max",
+            "-smp",
+            &host.cpus.to_string(),
+            "-m",
+            &format!("{mem}M"),
+            "-object",
+            &format!(
+                "memory-backend-file,id=ram,size={mem}M,mem-path={},share=on",
+                path_str(&paths.ram_file(&host.name))
+            ),
+            "-nodefaults",
+            "-display",
+            "none",
+            "-no-reboot",
+            "-serial",
+            &format!("file:{}", path_str(&paths.serial_log(&host.name))),
+            "-pidfile",
+            &path_str(&paths.pidfile(&host.name)),
+            "-qmp",
+            &format!(
+                "unix:{},server=on,wait=off",
+                path_str(&paths.qmp_sock(&host.name))
+            ),
+        ],
+    );
+    // The IOMMU must come before the devices it translates for.
+    if host.iommu {
+        push(&mut a, &["-device", "intel-iommu"]);
+    }
+    let mut cmdline = format!(
+        "console=ttyS0 panic=-1 devlend.agent={} devlend.share={} devlend.hostname={}",
+        path_str(&boot.agent),
+        path_str(&paths.share),
+        host.name
+    );
+    if host.iommu {
+        cmdline.push_str(" intel_iommu=on");
+    }
+    push(
+        &mut a,
+        &[
+            "-kernel",
+            &path_str(&boot.kernel),
+            "-initrd",
+            &path_str(&boot.initrd),
+            "-append",
+            &cmdline,
+            "-virtfs",
+            "local,path=/,mount_tag=hostroot,security_model=none,readonly=on",
+            "-virtfs",
+            &format!(
+                "local,path={},mount_tag=devlend-share,security_model=none",
+                path_str(&paths.share)
+            ),
+            "-device",
+            "virtio-serial-pci",
+            "-chardev",
+            &format!(
+                "socket,id=agent,path={},server=on,wait=off",
+                path_str(&paths.agent_sock(&host.name))
+            ),
+            "-device",
+            "virtserialport,chardev=agent,name=org.devlend.agent",
+        ],
+    );
+    // The fabric adapter.
+    push(
+        &mut a,
+        &[
+            "-chardev",
+            &format!(
+                "socket,id=fabric,path={}",
+                path_str(&paths.doorbell_sock(id))
+            ),
+            "-device",
+            &format!("ivshmem-doorbell,id=fabric0,chardev=fabric,vectors={DOORBELL_VECTORS}"),
+        ],
+    );
+    // A window onto every peer's RAM.
+    for (pid, peer) in topo.hosts.iter().enumerate() {
+        if pid == id {
+            continue;
+        }
+        push(
+            &mut a,
+            &[
+                "-object",
+                &format!(
+                    "memory-backend-file,id=win{pid},size={}M,mem-path={},share=on",
+                    peer.memory.mib(),
+                    path_str(&paths.ram_file(&peer.name))
+                ),
+                "-device",
+                &format!("ivshmem-plain,id=window{pid},memdev=win{pid}"),
+            ],
+        );
+    }
+    // Devices to lend, each behind its own root port (alone in its group).
+    for (n, d) in host.nvme.iter().enumerate() {
+        let serial = d
+            .serial
+            .clone()
+            .unwrap_or_else(|| format!("devlend-{}-{}", host.name, d.id));
+        push(
+            &mut a,
+            &[
+                "-device",
+                &format!(
+                    "pcie-root-port,id=rp-{},chassis={},slot={}",
+                    d.id,
+                    n + 1,
+                    n + 1
+                ),
+                "-drive",
+                &format!(
+                    "if=none,id=drv-{},file={},format=raw,cache=none,aio=threads",
+                    d.id,
+                    path_str(&paths.nvme_file(&host.name, &d.id))
+                ),
+                "-device",
+                &format!(
+                    "nvme,id={},drive=drv-{},serial={serial},bus=rp-{}",
+                    d.id, d.id, d.id
+                ),
+            ],
+        );
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topo() -> Topology {
+        let t: Topology = toml::from_str(
+            "name='t'\n[[host]]\nname='lender'\nmemory='1G'\niommu=true\n\
+             [[host.nvme]]\nid='nvme0'\nsize='64M'\n\
+             [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n",
+        )
+        .unwrap();
+        t.validate().unwrap();
+        t
+    }
+
+    fn paths() -> RunPaths {
+        RunPaths {
+            state: "/var/tmp/devlend/t-1".into(),
+            ram: "/dev/shm/devlend-t-1".into(),
+            share: "/var/tmp/devlend/t-1/share".into(),
+        }
+    }
+
+    fn boot() -> BootFiles {
+        BootFiles {
+            kernel: "/img/vmlinuz".into(),
+            initrd: "/img/host-initrd.img".into(),
+            agent: "/bin/devlend-agent".into(),
+        }
+    }
+
+    fn args(id: usize) -> Vec<String> {
+        host_args(&topo(), id, &paths(), &boot())
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect()
+    }
+
+    fn value_after<'a>(a: &'a [String], flag: &str, containing: &str) -> Vec<&'a str> {
+        a.windows(2)
+            .filter(|w| w[0] == flag && w[1].contains(containing))
+            .map(|w| w[1].as_str())
+            .collect()
+    }
+
+    #[test]
+    fn ram_is_a_shared_file() {
+        let a = args(0);
+        assert_eq!(
+            value_after(&a, "-object", "id=ram,"),
+            ["memory-backend-file,id=ram,size=1024M,mem-path=/dev/shm/devlend-t-1/lender.ram,share=on"]
+        );
+        assert!(value_after(&a, "-machine", "memory-backend=ram").len() == 1);
+    }
+
+    #[test]
+    fn each_host_has_a_window_onto_every_peer() {
+        let lender = args(0);
+        assert_eq!(
+            value_after(&lender, "-object", "id=win"),
+            ["memory-backend-file,id=win1,size=512M,mem-path=/dev/shm/devlend-t-1/borrower.ram,share=on"]
+        );
+        let borrower = args(1);
+        assert_eq!(
+            value_after(&borrower, "-object", "id=win"),
+            ["memory-backend-file,id=win0,size=1024M,mem-path=/dev/shm/devlend-t-1/lender.ram,share=on"]
+        );
+        assert_eq!(value_after(&borrower, "-device", "ivshmem-plain").len(), 1);
+    }
+
+    #[test]
+    fn doorbell_uses_the_socket_of_the_host_id() {
+        let a = args(1);
+        assert_eq!(
+            value_after(&a, "-chardev", "id=fabric"),
+            ["socket,id=fabric,path=/var/tmp/devlend/t-1/doorbell-1.sock"]
+        );
+        assert_eq!(
+            value_after(&a, "-device", "ivshmem-doorbell"),
+            [format!(
+                "ivshmem-doorbell,id=fabric0,chardev=fabric,vectors={DOORBELL_VECTORS}"
+            )]
+        );
+    }
+
+    #[test]
+    fn lender_has_iommu_before_its_nvme_behind_a_root_port() {
+        let a = args(0);
+        let iommu = a.iter().position(|s| s == "intel-iommu").unwrap();
+        let nvme = a.iter().position(|s| s.starts_with("nvme,")).unwrap();
+        assert!(iommu < nvme);
+        assert_eq!(
+            a[nvme],
+            "nvme,id=nvme0,drive=drv-nvme0,serial=devlend-lender-nvme0,bus=rp-nvme0"
+        );
+        assert!(value_after(&a, "-append", "intel_iommu=on").len() == 1);
+        let b = args(1);
+        assert!(!b.iter().any(|s| s == "intel-iommu"));
+        assert!(!b.iter().any(|s| s.starts_with("nvme,")));
+    }
+
+    #[test]
+    fn boots_the_agent_with_hostroot() {
+        let a = args(1);
+        let append = value_after(&a, "-append", "devlend.agent")[0];
+        assert!(append.contains("devlend.agent=/bin/devlend-agent"));
+        assert!(append.contains("devlend.hostname=borrower"));
+        assert!(append.contains("devlend.share=/var/tmp/devlend/t-1/share"));
+        assert_eq!(value_after(&a, "-virtfs", "mount_tag=hostroot").len(), 1);
+        assert_eq!(value_after(&a, "-smp", "2"), ["2"]);
+    }
+}

@@ -1,0 +1,295 @@
+//! The topology file: which hosts a cluster has, how big they are, and which
+//! devices each one carries to lend.
+//!
+//! ```toml
+//! name = "two-host"
+//! [[host]]
+//! name = "lender"
+//! memory = "1G"
+//! iommu = true
+//! [[host.nvme]]
+//! id = "nvme0"
+//! size = "256M"
+//! [[host]]
+//! name = "borrower"
+//! memory = "1G"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Most hosts one fabric carries (the wire format's `DL_MAX_HOSTS`).
+pub const MAX_HOSTS: usize = devlend_wire::DL_MAX_HOSTS as usize;
+
+/// Errors in a topology file.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// The file could not be read.
+    #[error("cannot read topology {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML of the expected shape.
+    #[error("topology {path} is malformed: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        source: Box<toml::de::Error>,
+    },
+    /// The file parsed but describes something we cannot build.
+    #[error("topology {name}: {what}")]
+    Invalid {
+        /// The topology's name.
+        name: String,
+        /// What is wrong, in words.
+        what: String,
+    },
+}
+
+/// A whole cluster.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Short name, used in file names; `[a-z0-9-]`.
+    pub name: String,
+    /// The hosts, in host id order (host `i` gets fabric id `i`).
+    #[serde(rename = "host")]
+    pub hosts: Vec<HostSpec>,
+}
+
+/// One emulated host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// Host name, unique in the cluster; `[a-z0-9-]`.
+    pub name: String,
+    /// RAM size, a power of two ("512M", "1G"): peers see it through a PCI
+    /// BAR, and BARs are powers of two.
+    pub memory: Size,
+    /// Virtual CPUs.
+    #[serde(default = "one")]
+    pub cpus: u32,
+    /// Put an emulated Intel IOMMU in front of the host's devices: a lender
+    /// needs one to isolate what it lends.
+    #[serde(default)]
+    pub iommu: bool,
+    /// NVMe drives this host carries.
+    #[serde(default)]
+    pub nvme: Vec<NvmeSpec>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// An emulated NVMe drive backed by a file on the outer machine.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvmeSpec {
+    /// Device id, unique in the host; `[a-z0-9-]`.
+    pub id: String,
+    /// Size of the backing file created for this run.
+    pub size: Size,
+    /// NVMe serial number; defaults to `devlend-<host>-<id>`.
+    #[serde(default)]
+    pub serial: Option<String>,
+}
+
+/// A byte count written as "256M", "1G" or a plain number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl Size {
+    /// Parses "4096", "64K", "256M", "1G" (binary multiples).
+    pub fn parse(s: &str) -> Option<Size> {
+        let s = s.trim();
+        let (digits, shift) = match s.as_bytes().last()? {
+            b'K' | b'k' => (&s[..s.len() - 1], 10),
+            b'M' | b'm' => (&s[..s.len() - 1], 20),
+            b'G' | b'g' => (&s[..s.len() - 1], 30),
+            _ => (s, 0),
+        };
+        let n: u64 = digits.parse().ok()?;
+        n.checked_mul(1u64 << shift).map(Size)
+    }
+
+    /// In mebibytes, rounded down.
+    pub fn mib(self) -> u64 {
+        self.0 >> 20
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Num(n) => Ok(Size(n)),
+            Raw::Text(t) => Size::parse(&t)
+                .ok_or_else(|| serde::de::Error::custom(format!("bad size {t:?}: want e.g. 512M"))),
+        }
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 31
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+impl Topology {
+    /// Reads and validates a topology file.
+    pub fn load(path: &Path) -> Result<Topology, TopologyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let topo: Topology = toml::from_str(&text).map_err(|e| TopologyError::Parse {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })?;
+        topo.validate()?;
+        Ok(topo)
+    }
+
+    /// Checks everything the launcher relies on.
+    pub fn validate(&self) -> Result<(), TopologyError> {
+        let bad = |what: String| {
+            Err(TopologyError::Invalid {
+                name: self.name.clone(),
+                what,
+            })
+        };
+        if !is_name(&self.name) {
+            return bad(format!("name {:?} must be 1-31 of [a-z0-9-]", self.name));
+        }
+        if self.hosts.is_empty() || self.hosts.len() > MAX_HOSTS {
+            return bad(format!(
+                "needs 1 to {MAX_HOSTS} hosts, has {}",
+                self.hosts.len()
+            ));
+        }
+        for (i, h) in self.hosts.iter().enumerate() {
+            if !is_name(&h.name) {
+                return bad(format!("host name {:?} must be 1-31 of [a-z0-9-]", h.name));
+            }
+            if self.hosts[..i].iter().any(|o| o.name == h.name) {
+                return bad(format!("host name {:?} used twice", h.name));
+            }
+            let mem = h.memory.0;
+            if !mem.is_power_of_two() || !(128 << 20..=2 << 30).contains(&mem) {
+                return bad(format!(
+                    "host {}: memory must be a power of two from 128M to 2G (it is a PCI BAR of every peer), not {mem}",
+                    h.name
+                ));
+            }
+            if h.cpus == 0 || h.cpus > 8 {
+                return bad(format!("host {}: cpus must be 1 to 8", h.name));
+            }
+            if !h.nvme.is_empty() && !h.iommu {
+                return bad(format!(
+                    "host {}: a host that lends devices needs `iommu = true` to isolate them",
+                    h.name
+                ));
+            }
+            for (j, d) in h.nvme.iter().enumerate() {
+                if !is_name(&d.id) || h.nvme[..j].iter().any(|o| o.id == d.id) {
+                    return bad(format!(
+                        "host {}: nvme id {:?} bad or repeated",
+                        h.name, d.id
+                    ));
+                }
+                if d.size.0 < 1 << 20 || d.size.0 % 4096 != 0 {
+                    return bad(format!(
+                        "host {}: nvme {} size must be a multiple of 4K, at least 1M",
+                        h.name, d.id
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The host with this name, and its fabric id.
+    pub fn host(&self, name: &str) -> Option<(usize, &HostSpec)> {
+        self.hosts.iter().enumerate().find(|(_, h)| h.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Topology, TopologyError> {
+        let t: Topology = toml::from_str(s).map_err(|e| TopologyError::Parse {
+            path: "t".into(),
+            source: Box::new(e),
+        })?;
+        t.validate()?;
+        Ok(t)
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(Size::parse("4096"), Some(Size(4096)));
+        assert_eq!(Size::parse("64K"), Some(Size(64 << 10)));
+        assert_eq!(Size::parse("256M"), Some(Size(256 << 20)));
+        assert_eq!(Size::parse("1G"), Some(Size(1 << 30)));
+        assert_eq!(Size::parse(""), None);
+        assert_eq!(Size::parse("G"), None);
+        assert_eq!(Size::parse("1T"), None);
+        assert_eq!(Size::parse("99999999999999999G"), None);
+    }
+
+    #[test]
+    fn shipped_topology_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../qemu-scripts/topologies/two-host.toml");
+        let t = Topology::load(&path).unwrap();
+        assert_eq!(t.hosts.len(), 2);
+        assert_eq!(t.host("borrower").unwrap().0, 1);
+        assert_eq!(t.hosts[0].nvme[0].size, Size(256 << 20));
+    }
+
+    #[test]
+    fn rejects_what_cannot_boot() {
+        let ok = "name='a'\n[[host]]\nname='h'\nmemory='512M'\n";
+        assert!(parse(ok).is_ok());
+        for (bad, why) in [
+            ("name='A'\n[[host]]\nname='h'\nmemory='512M'\n", "name"),
+            (
+                "name='a'\n[[host]]\nname='h'\nmemory='768M'\n",
+                "power of two",
+            ),
+            (
+                "name='a'\n[[host]]\nname='h'\nmemory='4G'\n",
+                "power of two",
+            ),
+            (
+                "name='a'\n[[host]]\nname='h'\nmemory='512M'\n[[host]]\nname='h'\nmemory='512M'\n",
+                "twice",
+            ),
+            (
+                "name='a'\n[[host]]\nname='h'\nmemory='512M'\n[[host.nvme]]\nid='n'\nsize='1M'\n",
+                "iommu",
+            ),
+            (
+                "name='a'\n[[host]]\nname='h'\nmemory='512M'\ncolour='red'\n",
+                "unknown field",
+            ),
+        ] {
+            let err = parse(bad).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
+    }
+}
