@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Sets everything up and runs all of devlend's tests: style gates, hermetic
+# unit tests, then the VM tests that boot the emulated cluster.
+# Usage: sudo ./test.sh [FILTER...]   (filters select VM checks by name)
+set -euo pipefail
+top=$(cd "$(dirname "$0")" && pwd)
+. "$top/qemu-scripts/common.sh"
+cd "$top"
+start=$(date +%s)
+
+devlend_setup_and_build "$top"
+
+step "style: rustfmt, clippy, checkpatch --strict"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+make -C mdev-kmod KVER="$KVER" checkpatch
+
+step "unit tests (hermetic, no VMs)"
+cargo test --workspace --exclude devlend-vmtests
+
+step "VM tests on the emulated cluster (boots QEMU hosts under TCG; a few minutes)"
+cargo test -p devlend-vmtests -- "$@"
+
+printf '\nALL TESTS PASSED in %d s\n' $(( $(date +%s) - start ))
