@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The boundary between the fabric core and a fabric backend.
+ *
+ * A backend owns the hardware: it finds the fabric adapter, maps the
+ * control area (host info slots and message rings), rings doorbells,
+ * receives doorbell interrupts and knows the memory windows onto peers.
+ * The core owns everything above: peers and liveness, rings, requests,
+ * sysfs and debugfs. The emulated backend is ivshmem.c; a backend for real
+ * NTB adapters would provide the same operations.
+ */
+#ifndef DL_FABRIC_BACKEND_H
+#define DL_FABRIC_BACKEND_H
+
+#include <linux/types.h>
+
+struct device;
+struct dl_fabric;
+
+/**
+ * struct dl_fabric_window - a memory window a backend offers, onto the RAM
+ * of some peer. The backend embeds it in its own window object.
+ * @dev: the device providing the window.
+ * @phys_addr: CPU physical address of the window.
+ * @size: bytes in the window.
+ */
+struct dl_fabric_window {
+	struct device *dev;
+	phys_addr_t phys_addr;
+	resource_size_t size;
+};
+
+/**
+ * struct dl_fabric_ident - how to recognize the window onto a peer.
+ * @offset: window offset of the peer's identification page.
+ * @token: the little-endian 64-bit value the peer wrote there.
+ * @min_size: bytes the window must have at least (the peer's RAM).
+ */
+struct dl_fabric_ident {
+	u64 offset;
+	u64 token;
+	u64 min_size;
+};
+
+/**
+ * struct dl_fabric_backend_ops - what the core asks of a backend.
+ * @name: backend name, for logs.
+ * @peer_db_set: ring doorbell @vector of @peer. Any context.
+ * @window_find: find an unclaimed window that shows @id, claim it and
+ *	return it, or return NULL. Process context, may sleep.
+ * @window_put: give a claimed window back. Process context, may sleep.
+ */
+struct dl_fabric_backend_ops {
+	const char *name;
+	void (*peer_db_set)(struct dl_fabric *fab, u32 peer,
+			    unsigned int vector);
+	struct dl_fabric_window *(*window_find)(struct dl_fabric *fab,
+						const struct dl_fabric_ident *id);
+	void (*window_put)(struct dl_fabric *fab, struct dl_fabric_window *win);
+};
+
+/**
+ * struct dl_fabric_config - what a backend hands the core to create a fabric.
+ * @dev: the fabric adapter; sysfs attributes go there.
+ * @ops: the backend's operations.
+ * @priv: backend data, returned by dl_fabric_backend_priv().
+ * @ctl: the control area, mapped write-back.
+ * @ctl_size: bytes mapped at @ctl.
+ * @host_id: this host's id on the fabric.
+ * @db_vectors: doorbell vectors the adapter receives.
+ */
+struct dl_fabric_config {
+	struct device *dev;
+	const struct dl_fabric_backend_ops *ops;
+	void *priv;
+	void *ctl;
+	size_t ctl_size;
+	u32 host_id;
+	unsigned int db_vectors;
+};
+
+struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg);
+int dl_fabric_start(struct dl_fabric *fab);
+void dl_fabric_stop(struct dl_fabric *fab);
+void dl_fabric_destroy(struct dl_fabric *fab);
+void *dl_fabric_backend_priv(struct dl_fabric *fab);
+void dl_fabric_db_event(struct dl_fabric *fab, unsigned int vector);
+void dl_fabric_window_lost(struct dl_fabric *fab, struct dl_fabric_window *win);
+
+/* The emulated backend (ivshmem.c). */
+int dl_ivshmem_init(void);
+void dl_ivshmem_exit(void);
+
+#endif /* DL_FABRIC_BACKEND_H */

@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Fabric core: the life cycle of a fabric, its notifier, doorbells and the
+ * accessors the rest of the module uses.
+ *
+ * A backend creates a fabric once it has mapped the control area, sets up
+ * its doorbell interrupts, then starts it: this host attaches to its rings
+ * and publishes its host info, and the liveness work begins. Stopping
+ * reverses that: every peer goes down (failing its requests), users are
+ * told, and the host info says ABSENT. The backend then frees its
+ * interrupts and destroys the fabric.
+ */
+#include <linux/device.h>
+#include <linux/minmax.h>
+#include <linux/notifier.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/workqueue.h>
+
+#include "internal.h"
+
+static BLOCKING_NOTIFIER_HEAD(dl_fabric_chain);
+
+/**
+ * dl_fabric_register_notifier() - subscribe to fabric and peer events.
+ * @nb: called with an &enum dl_fabric_event_type and a
+ *	&struct dl_fabric_event; in process context, from the liveness work
+ *	or the adapter's probe and remove. A callback may use the fabric API
+ *	but must not wait for the liveness work.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_fabric_register_notifier(struct notifier_block *nb)
+{
+	return blocking_notifier_chain_register(&dl_fabric_chain, nb);
+}
+
+/**
+ * dl_fabric_unregister_notifier() - unsubscribe from fabric events.
+ * @nb: as registered.
+ *
+ * Return: 0 or -ENOENT.
+ */
+int dl_fabric_unregister_notifier(struct notifier_block *nb)
+{
+	return blocking_notifier_chain_unregister(&dl_fabric_chain, nb);
+}
+
+/**
+ * dl_fabric_notify() - tell subscribers about an event.
+ * @fab: the fabric.
+ * @type: the event.
+ * @peer: the peer, for peer events.
+ * @proto: the negotiated version, for %DL_FABRIC_EV_PEER_UP.
+ */
+void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
+		      u32 peer, u16 proto)
+{
+	struct dl_fabric_event ev = {
+		.fab = fab,
+		.peer = peer,
+		.proto = proto,
+	};
+
+	blocking_notifier_call_chain(&dl_fabric_chain, type, &ev);
+}
+
+/**
+ * dl_fabric_create() - validate the control area and set up a fabric.
+ * @cfg: what the backend found.
+ *
+ * Return: the fabric, or an ERR_PTR(): -EINVAL if the control area or the
+ * host id cannot be used (with a message saying why), -ENOMEM, -ENODEV.
+ */
+struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg)
+{
+	struct dl_fabric *fab;
+	u32 id;
+	int ret;
+
+	fab = kzalloc(sizeof(*fab), GFP_KERNEL);
+	if (!fab)
+		return ERR_PTR(-ENOMEM);
+
+	fab->dev = cfg->dev;
+	fab->ops = cfg->ops;
+	fab->backend_priv = cfg->priv;
+	fab->db_vectors = min_t(unsigned int, cfg->db_vectors, DL_DB_VECTORS);
+	fab->ctl = cfg->ctl;
+	fab->host_id = cfg->host_id;
+
+	ret = dl_ctl_validate(cfg->dev, cfg->ctl, cfg->ctl_size, &fab->geom);
+	if (ret)
+		goto err_free_fab;
+	if (fab->host_id >= fab->geom.max_hosts) {
+		dev_err(fab->dev, "host id %u is not below the fabric's %u hosts\n",
+			fab->host_id, fab->geom.max_hosts);
+		ret = -EINVAL;
+		goto err_free_fab;
+	}
+	fab->self = dl_ctl_host(fab, fab->host_id);
+
+	mutex_init(&fab->lock);
+	mutex_init(&fab->selftest_lock);
+	init_rwsem(&fab->handlers_lock);
+	spin_lock_init(&fab->db_lock);
+	dl_req_init(fab);
+	for (id = 0; id < fab->geom.max_hosts; id++)
+		dl_peer_init(fab, &fab->peers[id], id);
+	INIT_WORK(&fab->rx_work, dl_ring_rx_work);
+	INIT_DELAYED_WORK(&fab->live_work, dl_peer_live_work);
+
+	fab->rx_buf = kmalloc(fab->geom.slot_size, GFP_KERNEL);
+	if (!fab->rx_buf) {
+		ret = -ENOMEM;
+		goto err_free_fab;
+	}
+	/* Doorbells are latency: high priority. Storage I/O may wait on it. */
+	fab->wq = alloc_workqueue("devlend-fabric", WQ_HIGHPRI | WQ_MEM_RECLAIM,
+				  0);
+	if (!fab->wq) {
+		ret = -ENOMEM;
+		goto err_free_rx_buf;
+	}
+	ret = dl_hostinfo_init(fab);
+	if (ret)
+		goto err_destroy_wq;
+	ret = dl_selftest_init(fab);
+	if (ret)
+		goto err_free_hostinfo;
+	return fab;
+
+err_free_hostinfo:
+	dl_hostinfo_free(fab);
+err_destroy_wq:
+	destroy_workqueue(fab->wq);
+err_free_rx_buf:
+	kfree(fab->rx_buf);
+err_free_fab:
+	kfree(fab);
+	return ERR_PTR(ret);
+}
+
+/**
+ * dl_fabric_start() - attach to the rings, publish this host, go live.
+ * @fab: a fabric from dl_fabric_create(), its doorbells set up.
+ *
+ * Return: 0 or -errno; on error the host info says ABSENT.
+ */
+int dl_fabric_start(struct dl_fabric *fab)
+{
+	u32 id;
+	int ret;
+
+	dl_hostinfo_begin(fab);
+	for (id = 0; id < fab->geom.max_hosts; id++)
+		if (id != fab->host_id)
+			dl_ring_attach(fab, &fab->peers[id]);
+	dl_hostinfo_publish(fab);
+
+	ret = dl_sysfs_add(fab);
+	if (ret)
+		goto err_leave;
+	dl_debugfs_add(fab);
+
+	dev_info(fab->dev,
+		 "fabric %016llx: host %u of %u, rings of %u x %u bytes, %s backend\n",
+		 fab->geom.fabric_id, fab->host_id, fab->geom.max_hosts,
+		 fab->geom.ring_slots, fab->geom.slot_size, fab->ops->name);
+
+	dl_fabric_notify(fab, DL_FABRIC_EV_ADDED, 0, 0);
+	queue_delayed_work(fab->wq, &fab->live_work, 0);
+	return 0;
+
+err_leave:
+	dl_hostinfo_leave(fab);
+	return ret;
+}
+
+/**
+ * dl_fabric_stop() - take every peer down and leave the fabric.
+ * @fab: a started fabric.
+ *
+ * Waits for a running self-test and for sysfs readers. Afterwards no peer
+ * is up, nobody is told anything more, and the host info says ABSENT.
+ */
+void dl_fabric_stop(struct dl_fabric *fab)
+{
+	mutex_lock(&fab->lock);
+	fab->stopping = true;
+	mutex_unlock(&fab->lock);
+	cancel_delayed_work_sync(&fab->live_work);
+
+	dl_peers_down_all(fab);
+	dl_debugfs_remove(fab);
+	dl_sysfs_remove(fab);
+	dl_fabric_notify(fab, DL_FABRIC_EV_REMOVING, 0, 0);
+	dl_hostinfo_leave(fab);
+	dev_info(fab->dev, "left fabric %016llx\n", fab->geom.fabric_id);
+}
+
+/**
+ * dl_fabric_destroy() - free a fabric.
+ * @fab: a stopped (or never started) fabric whose backend no longer calls
+ *	dl_fabric_db_event().
+ */
+void dl_fabric_destroy(struct dl_fabric *fab)
+{
+	/* Drains the receive work; nothing queues it any more. */
+	destroy_workqueue(fab->wq);
+	dl_req_destroy(fab);
+	dl_selftest_exit(fab);
+	dl_hostinfo_free(fab);
+	kfree(fab->rx_buf);
+	kfree(fab);
+}
+
+/**
+ * dl_fabric_backend_priv() - the backend data given to dl_fabric_create().
+ * @fab: the fabric.
+ *
+ * Return: &dl_fabric_config.priv.
+ */
+void *dl_fabric_backend_priv(struct dl_fabric *fab)
+{
+	return fab->backend_priv;
+}
+
+/**
+ * dl_fabric_db_event() - a doorbell vector of this host was rung.
+ * @fab: the fabric.
+ * @vector: the vector.
+ *
+ * Called by the backend from its interrupt handler.
+ */
+void dl_fabric_db_event(struct dl_fabric *fab, unsigned int vector)
+{
+	struct dl_db_handler *h;
+
+	if (vector == DL_DB_VEC_MSG) {
+		queue_work(fab->wq, &fab->rx_work);
+		return;
+	}
+	if (vector >= fab->db_vectors)
+		return;
+	spin_lock(&fab->db_lock);
+	h = &fab->db_handlers[vector];
+	if (h->fn)
+		h->fn(fab, vector, h->priv);
+	spin_unlock(&fab->db_lock);
+}
+
+/**
+ * dl_fabric_db_register() - be called when a peer rings a doorbell vector.
+ * @fab: the fabric.
+ * @vector: a vector other than %DL_DB_VEC_MSG.
+ * @fn: called in hard interrupt context; the doorbell does not say
+ *	which peer rang.
+ * @priv: passed to @fn.
+ *
+ * Return: 0, -EINVAL if the adapter has no such vector, -EBUSY if it is
+ * taken.
+ */
+int dl_fabric_db_register(struct dl_fabric *fab, unsigned int vector,
+			  dl_fabric_db_fn fn, void *priv)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	if (vector >= fab->db_vectors || !fn)
+		return -EINVAL;
+	if (vector == DL_DB_VEC_MSG)
+		return -EBUSY;
+
+	spin_lock_irqsave(&fab->db_lock, flags);
+	if (fab->db_handlers[vector].fn) {
+		ret = -EBUSY;
+	} else {
+		fab->db_handlers[vector].fn = fn;
+		fab->db_handlers[vector].priv = priv;
+	}
+	spin_unlock_irqrestore(&fab->db_lock, flags);
+	return ret;
+}
+
+/**
+ * dl_fabric_db_unregister() - stop being called for a doorbell vector.
+ * @fab: the fabric.
+ * @vector: as registered.
+ *
+ * When this returns the callback is not running and will not run again.
+ */
+void dl_fabric_db_unregister(struct dl_fabric *fab, unsigned int vector)
+{
+	unsigned long flags;
+
+	if (vector >= fab->db_vectors || vector == DL_DB_VEC_MSG)
+		return;
+	spin_lock_irqsave(&fab->db_lock, flags);
+	fab->db_handlers[vector].fn = NULL;
+	fab->db_handlers[vector].priv = NULL;
+	spin_unlock_irqrestore(&fab->db_lock, flags);
+}
+
+/**
+ * dl_fabric_peer_db_set() - ring a doorbell vector of a peer.
+ * @fab: the fabric.
+ * @peer: the peer's host id.
+ * @vector: the vector.
+ *
+ * Any context. A doorbell to a peer that is not listening is lost.
+ *
+ * Return: 0 or -EINVAL.
+ */
+int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,
+			  unsigned int vector)
+{
+	if (!dl_fabric_is_peer(fab, peer) || vector >= DL_DB_VECTORS)
+		return -EINVAL;
+	fab->ops->peer_db_set(fab, peer, vector);
+	return 0;
+}
+
+/**
+ * dl_fabric_device() - the fabric adapter.
+ * @fab: the fabric.
+ *
+ * Return: the adapter's device (a PCI function with the ivshmem backend).
+ */
+struct device *dl_fabric_device(struct dl_fabric *fab)
+{
+	return fab->dev;
+}
+
+/**
+ * dl_fabric_host_id() - this host's id on the fabric.
+ * @fab: the fabric.
+ *
+ * Return: the id, below dl_fabric_max_hosts().
+ */
+u32 dl_fabric_host_id(struct dl_fabric *fab)
+{
+	return fab->host_id;
+}
+
+/**
+ * dl_fabric_max_hosts() - how many hosts the fabric has room for.
+ * @fab: the fabric.
+ *
+ * Return: host ids are below this.
+ */
+u32 dl_fabric_max_hosts(struct dl_fabric *fab)
+{
+	return fab->geom.max_hosts;
+}
+
+/**
+ * dl_fabric_max_payload() - the largest message payload.
+ * @fab: the fabric.
+ *
+ * Return: bytes.
+ */
+size_t dl_fabric_max_payload(struct dl_fabric *fab)
+{
+	return fab->geom.slot_size - DL_MSG_HDR_SIZE;
+}
+
+/**
+ * dl_fabric_link_is_up() - whether a peer is up.
+ * @fab: the fabric.
+ * @peer: the peer's host id.
+ *
+ * Any context.
+ *
+ * Return: true if messages can be sent to @peer.
+ */
+bool dl_fabric_link_is_up(struct dl_fabric *fab, u32 peer)
+{
+	struct dl_peer *p = dl_fabric_peer(fab, peer);
+
+	return p && dl_peer_link(p, NULL, NULL);
+}
+
+/**
+ * dl_fabric_peer_info() - what a peer published about itself.
+ * @fab: the fabric.
+ * @peer: the peer's host id.
+ * @info: filled in; valid for the incarnation last seen.
+ *
+ * Any context.
+ *
+ * Return: 0 or -EINVAL for a bad peer.
+ */
+int dl_fabric_peer_info(struct dl_fabric *fab, u32 peer,
+			struct dl_fabric_peer_info *info)
+{
+	struct dl_peer *p = dl_fabric_peer(fab, peer);
+	unsigned long flags;
+
+	if (!p)
+		return -EINVAL;
+	spin_lock_irqsave(&p->link_lock, flags);
+	info->up = p->up;
+	info->proto = p->proto;
+	info->incarnation = p->incarnation;
+	info->ram_size = p->layout.ram_size;
+	strscpy(info->name, p->name, sizeof(info->name));
+	spin_unlock_irqrestore(&p->link_lock, flags);
+	return 0;
+}
+
+/**
+ * dl_fabric_peer_mw() - the memory window onto an up peer's RAM.
+ * @fab: the fabric.
+ * @peer: the peer's host id.
+ * @mw: filled in.
+ *
+ * Any context. The window may be used until the peer goes down.
+ *
+ * Return: 0, -EINVAL for a bad peer, -ENOTCONN if it is not up.
+ */
+int dl_fabric_peer_mw(struct dl_fabric *fab, u32 peer,
+		      struct dl_fabric_mw *mw)
+{
+	struct dl_peer *p = dl_fabric_peer(fab, peer);
+	unsigned long flags;
+	int ret = 0;
+
+	if (!p)
+		return -EINVAL;
+	spin_lock_irqsave(&p->link_lock, flags);
+	if (p->up) {
+		mw->dev = p->win->dev;
+		mw->phys_addr = p->win->phys_addr;
+		mw->size = p->win->size;
+	} else {
+		ret = -ENOTCONN;
+	}
+	spin_unlock_irqrestore(&p->link_lock, flags);
+	return ret;
+}
+
+/**
+ * dl_fabric_peer_mw_xlate() - where a peer's RAM appears in our window.
+ * @fab: the fabric.
+ * @peer: the peer's host id.
+ * @peer_addr: a physical address in the peer, as the peer gave it.
+ * @len: bytes from @peer_addr; the range must lie in one RAM part.
+ * @mw_addr: set to the CPU physical address of @peer_addr in the window.
+ *
+ * Any context.
+ *
+ * Return: 0, -EINVAL, -ENOTCONN if the peer is not up, -ERANGE if the
+ * range is not the peer's RAM or not inside the window.
+ */
+int dl_fabric_peer_mw_xlate(struct dl_fabric *fab, u32 peer, u64 peer_addr,
+			    u64 len, phys_addr_t *mw_addr)
+{
+	struct dl_peer *p = dl_fabric_peer(fab, peer);
+	unsigned long flags;
+	u64 off;
+	int ret;
+
+	if (!p)
+		return -EINVAL;
+	spin_lock_irqsave(&p->link_lock, flags);
+	if (!p->up) {
+		ret = -ENOTCONN;
+		goto out_unlock;
+	}
+	ret = dl_layout_xlate(&p->layout, peer_addr, len, &off);
+	if (ret)
+		goto out_unlock;
+	if (off + len > p->win->size) {
+		ret = -ERANGE;
+		goto out_unlock;
+	}
+	*mw_addr = p->win->phys_addr + off;
+out_unlock:
+	spin_unlock_irqrestore(&p->link_lock, flags);
+	return ret;
+}
+
+/**
+ * dl_fabric_init() - module init of the fabric layer.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_fabric_init(void)
+{
+	int ret;
+
+	ret = dl_debugfs_init();
+	if (ret)
+		return ret;
+	ret = dl_ivshmem_init();
+	if (ret)
+		goto err_debugfs_exit;
+	return 0;
+
+err_debugfs_exit:
+	dl_debugfs_exit();
+	return ret;
+}
+
+/**
+ * dl_fabric_exit() - module exit of the fabric layer.
+ */
+void dl_fabric_exit(void)
+{
+	dl_ivshmem_exit();
+	dl_debugfs_exit();
+}

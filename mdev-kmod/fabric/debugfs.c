@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * debugfs: /sys/kernel/debug/devlend/
+ *
+ *   peers     one line per peer ever seen: peer=<id> name=<n>
+ *             state=<up|down> proto=<v> and every counter as key=value
+ *   status    this host's side of the fabric, one key=value per line
+ *   selftest  write "peer=<id> count=<n> size=<bytes> window=<n>" to run
+ *             the self-test (the write returns when it is done, with an
+ *             error if it failed); read the result of the last run
+ */
+#include <linux/debugfs.h>
+#include <linux/fs.h>
+#include <linux/seq_file.h>
+#include <linux/uaccess.h>
+#include <linux/xarray.h>
+
+#include "internal.h"
+
+static struct dentry *dl_debugfs_root;
+
+const char * const dl_peer_counter_names[DL_CNT_NR] = {
+	[DL_CNT_TX_MSGS] = "tx_msgs",
+	[DL_CNT_RX_MSGS] = "rx_msgs",
+	[DL_CNT_TX_RING_FULL] = "tx_ring_full",
+	[DL_CNT_RX_SEQ_ERRORS] = "rx_seq_errors",
+	[DL_CNT_RX_BAD_MSGS] = "rx_bad_msgs",
+	[DL_CNT_RX_CORRUPT_RING] = "rx_corrupt_ring",
+	[DL_CNT_RX_STALE] = "rx_stale",
+	[DL_CNT_LATE_RESPONSES] = "late_responses",
+	[DL_CNT_PING_RX] = "ping_rx",
+	[DL_CNT_PING_CRC_ERRORS] = "ping_crc_errors",
+	[DL_CNT_PING_ORDER_ERRORS] = "ping_order_errors",
+	[DL_CNT_LINK_UPS] = "link_ups",
+	[DL_CNT_LINK_DOWNS] = "link_downs",
+};
+
+static int dl_peers_show(struct seq_file *s, void *unused)
+{
+	struct dl_fabric *fab = s->private;
+	u32 id;
+	int c;
+
+	/* fab->lock keeps known, name and the link state together. */
+	mutex_lock(&fab->lock);
+	for (id = 0; id < fab->geom.max_hosts; id++) {
+		struct dl_peer *peer = &fab->peers[id];
+
+		if (id == fab->host_id || !peer->known)
+			continue;
+		seq_printf(s, "peer=%u name=%s state=%s proto=%u", id,
+			   peer->name[0] ? peer->name : "-",
+			   peer->up ? "up" : "down", peer->up ? peer->proto : 0);
+		for (c = 0; c < DL_CNT_NR; c++)
+			seq_printf(s, " %s=%lld", dl_peer_counter_names[c],
+				   atomic64_read(&peer->cnt[c]));
+		seq_putc(s, '\n');
+	}
+	mutex_unlock(&fab->lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(dl_peers);
+
+static int dl_status_show(struct seq_file *s, void *unused)
+{
+	struct dl_fabric *fab = s->private;
+	unsigned long idx;
+	u32 id, up = 0;
+	void *req;
+	u64 pending = 0;
+
+	for (id = 0; id < fab->geom.max_hosts; id++)
+		if (id != fab->host_id && dl_peer_link(&fab->peers[id], NULL, NULL))
+			up++;
+	xa_for_each(&fab->reqs, idx, req)
+		pending++;
+
+	seq_printf(s, "backend=%s\n", fab->ops->name);
+	seq_printf(s, "fabric_id=%016llx\n", fab->geom.fabric_id);
+	seq_printf(s, "host_id=%u\n", fab->host_id);
+	seq_printf(s, "max_hosts=%u\n", fab->geom.max_hosts);
+	seq_printf(s, "ring_slots=%u\n", fab->geom.ring_slots);
+	seq_printf(s, "slot_size=%u\n", fab->geom.slot_size);
+	seq_printf(s, "proto_min=%u\n", DL_PROTO_MIN);
+	seq_printf(s, "proto_max=%u\n", DL_PROTO_MAX);
+	seq_printf(s, "incarnation=%016llx\n", fab->incarnation);
+	seq_printf(s, "heartbeat=%llu\n",
+		   le64_to_cpu(READ_ONCE(fab->self->heartbeat)));
+	seq_printf(s, "ram_size=%llu\n", fab->layout.ram_size);
+	seq_printf(s, "ram_low_size=%llu\n", fab->layout.ram_low_size);
+	seq_printf(s, "ram_high_base=%#llx\n", fab->layout.ram_high_base);
+	seq_printf(s, "peers_up=%u\n", up);
+	seq_printf(s, "requests_pending=%llu\n", pending);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(dl_status);
+
+static ssize_t dl_selftest_read(struct file *file, char __user *ubuf,
+				size_t count, loff_t *ppos)
+{
+	struct dl_fabric *fab = file->private_data;
+	char buf[256];
+	int len;
+
+	len = dl_selftest_show(fab, buf, sizeof(buf));
+	if (len < 0)
+		return len;
+	return simple_read_from_buffer(ubuf, count, ppos, buf, len);
+}
+
+static ssize_t dl_selftest_write(struct file *file, const char __user *ubuf,
+				 size_t count, loff_t *ppos)
+{
+	struct dl_fabric *fab = file->private_data;
+	char buf[128];
+	int ret;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = '\0';
+
+	ret = dl_selftest_run(fab, buf);
+	return ret ? ret : count;
+}
+
+static const struct file_operations dl_selftest_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = dl_selftest_read,
+	.write = dl_selftest_write,
+	.llseek = default_llseek,
+};
+
+/**
+ * dl_debugfs_init() - create /sys/kernel/debug/devlend/.
+ *
+ * Return: 0; debugfs failures are not fatal.
+ */
+int dl_debugfs_init(void)
+{
+	dl_debugfs_root = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	return 0;
+}
+
+/**
+ * dl_debugfs_exit() - remove /sys/kernel/debug/devlend/.
+ */
+void dl_debugfs_exit(void)
+{
+	debugfs_remove(dl_debugfs_root);
+	dl_debugfs_root = NULL;
+}
+
+/**
+ * dl_debugfs_add() - create the fabric's files.
+ * @fab: the fabric (one per module: the backend allows one adapter).
+ */
+void dl_debugfs_add(struct dl_fabric *fab)
+{
+	fab->debugfs_files[0] = debugfs_create_file("peers", 0444,
+						    dl_debugfs_root, fab,
+						    &dl_peers_fops);
+	fab->debugfs_files[1] = debugfs_create_file("status", 0444,
+						    dl_debugfs_root, fab,
+						    &dl_status_fops);
+	fab->debugfs_files[2] = debugfs_create_file("selftest", 0600,
+						    dl_debugfs_root, fab,
+						    &dl_selftest_fops);
+}
+
+/**
+ * dl_debugfs_remove() - remove the fabric's files.
+ * @fab: the fabric.
+ *
+ * Waits for readers and writers, a running self-test included.
+ */
+void dl_debugfs_remove(struct dl_fabric *fab)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(fab->debugfs_files); i++) {
+		debugfs_remove(fab->debugfs_files[i]);
+		fab->debugfs_files[i] = NULL;
+	}
+}

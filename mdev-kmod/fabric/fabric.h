@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * devlend fabric API: what the rest of the module uses to talk to peers.
+ *
+ * The shape follows the Linux NTB API (include/linux/ntb.h), so that a
+ * backend for real NTB adapters can sit beside the emulated one:
+ *
+ *  - links: a peer is up or down; changes are reported through a notifier
+ *    (like ntb_ctx_ops.link_event);
+ *  - memory windows: each up peer has one window onto its whole RAM, with
+ *    a translation from the peer's physical addresses to the window's
+ *    (like ntb_peer_mw_get_addr() plus the peer's ntb_mw_set_trans());
+ *  - doorbells: ring a vector of a peer (like ntb_peer_db_set()); vector
+ *    %DL_DB_VEC_MSG belongs to the fabric, the others may be claimed;
+ *  - host info: what each peer publishes about itself (the scratchpads);
+ *  - messages: posted sends, requests that wait for a response, and
+ *    per-type handlers for what peers send (like ntb_msg_*, but with
+ *    rings of slots instead of single registers).
+ *
+ * Everything a peer sends is untrusted; the fabric checks indices, lengths,
+ * sources and sequence numbers, but handlers must still check payloads.
+ */
+#ifndef DL_FABRIC_H
+#define DL_FABRIC_H
+
+#include <linux/completion.h>
+#include <linux/ktime.h>
+#include <linux/notifier.h>
+#include <linux/stddef.h>
+#include <linux/types.h>
+
+#include "devlend_wire.h"
+
+struct device;
+struct dl_fabric;
+
+/* Message types handlers can be registered for are below this. */
+#define DL_FABRIC_MAX_TYPES	64
+
+/* Default time dl_fabric_request() waits for a response. */
+#define DL_FABRIC_REQ_TIMEOUT_MS	2000
+
+/**
+ * enum dl_fabric_event_type - what a fabric notifier is told about.
+ * @DL_FABRIC_EV_ADDED: a fabric adapter was set up; no peer is up yet.
+ * @DL_FABRIC_EV_REMOVING: the adapter is going away; every peer is
+ *	already down. Drop all references to the fabric before returning.
+ * @DL_FABRIC_EV_PEER_UP: a peer became reachable: messages can be sent
+ *	and its memory window is known.
+ * @DL_FABRIC_EV_PEER_DOWN: a peer went away; its requests have already
+ *	failed with -ENOTCONN and its window must no longer be used.
+ */
+enum dl_fabric_event_type {
+	DL_FABRIC_EV_ADDED,
+	DL_FABRIC_EV_REMOVING,
+	DL_FABRIC_EV_PEER_UP,
+	DL_FABRIC_EV_PEER_DOWN,
+};
+
+/**
+ * struct dl_fabric_event - the data of a fabric notifier call.
+ * @fab: the fabric.
+ * @peer: the peer's host id (peer events only).
+ * @proto: the negotiated protocol version (%DL_FABRIC_EV_PEER_UP only).
+ */
+struct dl_fabric_event {
+	struct dl_fabric *fab;
+	u32 peer;
+	u16 proto;
+};
+
+/**
+ * struct dl_fabric_mw - a memory window onto a peer's RAM.
+ * @dev: the device that provides the window (for logs and sysfs).
+ * @phys_addr: CPU physical address of the window, usable as a DMA target
+ *	for peer-to-peer transfers (e.g. in an IOMMU mapping).
+ * @size: bytes in the window.
+ */
+struct dl_fabric_mw {
+	struct device *dev;
+	phys_addr_t phys_addr;
+	resource_size_t size;
+};
+
+/**
+ * struct dl_fabric_peer_info - what a peer published about itself.
+ * @up: whether the link to the peer is up.
+ * @proto: negotiated protocol version, 0 when not up.
+ * @incarnation: the peer's incarnation; changes when it re-attaches.
+ * @ram_size: bytes of RAM the peer has.
+ * @name: the peer's host name, for humans only.
+ */
+struct dl_fabric_peer_info {
+	bool up;
+	u16 proto;
+	u64 incarnation;
+	u64 ram_size;
+	char name[sizeof_field(struct dl_host_info, name) + 1];
+};
+
+/**
+ * struct dl_fabric_msg - a received message, as handed to a handler.
+ * @peer: the sender's host id.
+ * @type: the message type.
+ * @proto: the protocol version it is encoded with.
+ * @req_id: nonzero if the sender waits for a response (dl_fabric_respond()).
+ * @data: the payload; valid only during the handler call.
+ * @len: bytes at @data.
+ */
+struct dl_fabric_msg {
+	u32 peer;
+	u16 type;
+	u16 proto;
+	u64 req_id;
+	const void *data;
+	size_t len;
+};
+
+/*
+ * A handler runs in the fabric's receive work, in process context, one
+ * message at a time per fabric. It may sleep briefly (e.g. to respond) but
+ * must never wait for another message from the fabric: nothing else is
+ * received until it returns.
+ */
+typedef void (*dl_fabric_msg_fn)(struct dl_fabric *fab,
+				 const struct dl_fabric_msg *msg, void *priv);
+
+/* Called from hard interrupt context when a peer rings @vector. */
+typedef void (*dl_fabric_db_fn)(struct dl_fabric *fab, unsigned int vector,
+				void *priv);
+
+/**
+ * struct dl_fabric_req - one request in flight, owned by the caller.
+ * @resp: where the response payload goes (may be NULL if @resp_size is 0).
+ * @resp_size: bytes available at @resp.
+ * @resp_len: bytes the response carried (may exceed @resp_size, then the
+ *	result is -EMSGSIZE and @resp holds the first @resp_size bytes).
+ * @status: the result: 0, -errno mapped from the response status,
+ *	-ETIMEDOUT, -ENOTCONN or -ENODEV.
+ * @sent: when the request was published to the peer.
+ * @done: when its response arrived (valid if @status is not a local error).
+ * @peer: private: the peer asked.
+ * @wire_id: private: the request id on the wire.
+ * @completion: private: completed once the request has a result.
+ *
+ * Fill in @resp and @resp_size, then dl_fabric_req_submit() and
+ * dl_fabric_req_wait(). After dl_fabric_req_wait() returns (or submit
+ * fails) the fabric no longer references the request.
+ */
+struct dl_fabric_req {
+	void *resp;
+	size_t resp_size;
+	size_t resp_len;
+	int status;
+	ktime_t sent;
+	ktime_t done;
+
+	u32 peer;
+	u64 wire_id;
+	struct completion completion;
+};
+
+/* Module init and exit of the fabric layer (main.c). */
+int dl_fabric_init(void);
+void dl_fabric_exit(void);
+
+/* Events: called in process context with no fabric lock a subscriber needs. */
+int dl_fabric_register_notifier(struct notifier_block *nb);
+int dl_fabric_unregister_notifier(struct notifier_block *nb);
+
+/* The fabric and its peers. */
+struct device *dl_fabric_device(struct dl_fabric *fab);
+u32 dl_fabric_host_id(struct dl_fabric *fab);
+u32 dl_fabric_max_hosts(struct dl_fabric *fab);
+size_t dl_fabric_max_payload(struct dl_fabric *fab);
+bool dl_fabric_link_is_up(struct dl_fabric *fab, u32 peer);
+int dl_fabric_peer_info(struct dl_fabric *fab, u32 peer,
+			struct dl_fabric_peer_info *info);
+
+/* Memory windows. */
+int dl_fabric_peer_mw(struct dl_fabric *fab, u32 peer,
+		      struct dl_fabric_mw *mw);
+int dl_fabric_peer_mw_xlate(struct dl_fabric *fab, u32 peer, u64 peer_addr,
+			    u64 len, phys_addr_t *mw_addr);
+
+/* Doorbells. */
+int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,
+			  unsigned int vector);
+int dl_fabric_db_register(struct dl_fabric *fab, unsigned int vector,
+			  dl_fabric_db_fn fn, void *priv);
+void dl_fabric_db_unregister(struct dl_fabric *fab, unsigned int vector);
+
+/* Messages. */
+int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
+			       dl_fabric_msg_fn fn, void *priv);
+void dl_fabric_unregister_handler(struct dl_fabric *fab, u16 type);
+int dl_fabric_send(struct dl_fabric *fab, u32 peer, u16 type,
+		   const void *data, size_t len);
+int dl_fabric_respond(struct dl_fabric *fab, const struct dl_fabric_msg *req,
+		      int err, const void *data, size_t len);
+int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
+			 const void *data, size_t len,
+			 struct dl_fabric_req *req);
+int dl_fabric_req_wait(struct dl_fabric *fab, struct dl_fabric_req *req,
+		       unsigned int timeout_ms);
+int dl_fabric_request(struct dl_fabric *fab, u32 peer, u16 type,
+		      const void *data, size_t len, void *resp,
+		      size_t resp_size, size_t *resp_len,
+		      unsigned int timeout_ms);
+
+#endif /* DL_FABRIC_H */

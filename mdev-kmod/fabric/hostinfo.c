@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Host info: what this host publishes about itself in its slot of the
+ * control area, and reading what peers publish in theirs.
+ *
+ * A host's slot is written by that host only. While attaching, the owner
+ * sets the state to INIT, fills in every field and only then sets UP, with
+ * write barriers between, so a reader that sees UP before and after its
+ * copy has fields that belong together. Readers treat everything as
+ * untrusted: a peer can write anything into its own slot.
+ *
+ * The RAM layout tells peers how this host's physical addresses map onto
+ * their window of its RAM: the emulated window is the host's RAM file,
+ * where q35 puts RAM below the PCI hole at the same offset and RAM from
+ * 4 GiB up right after it.
+ */
+#include <linux/ctype.h>
+#include <linux/device.h>
+#include <linux/gfp.h>
+#include <linux/io.h>
+#include <linux/ioport.h>
+#include <linux/mm.h>
+#include <linux/overflow.h>
+#include <linux/random.h>
+#include <linux/sizes.h>
+#include <linux/string.h>
+#include <linux/utsname.h>
+
+#include "internal.h"
+
+struct dl_ram_scan {
+	u64 low_end;
+	u64 high_bytes;
+};
+
+static int dl_ram_range(struct resource *res, void *arg)
+{
+	struct dl_ram_scan *scan = arg;
+	u64 start = res->start;
+	u64 end = (u64)res->end + 1;
+
+	if (start < SZ_4G)
+		scan->low_end = max(scan->low_end, min_t(u64, end, SZ_4G));
+	if (end > SZ_4G)
+		scan->high_bytes += end - max_t(u64, start, SZ_4G);
+	return 0;
+}
+
+/*
+ * The low part ends where the highest System RAM below 4 GiB ends, rounded
+ * up to 256 MiB: firmware reserves the top pages of low RAM, but they are
+ * still in the RAM file, and q35 splits low and high RAM on such a bound.
+ */
+static int dl_ram_layout_compute(struct device *dev, struct dl_ram_layout *l)
+{
+	struct dl_ram_scan scan = {};
+
+	walk_iomem_res_desc(IORES_DESC_NONE,
+			    IORESOURCE_SYSTEM_RAM | IORESOURCE_BUSY,
+			    0, U64_MAX, &scan, dl_ram_range);
+	if (!scan.low_end) {
+		dev_err(dev, "no System RAM below 4 GiB: cannot describe RAM to peers\n");
+		return -ENODEV;
+	}
+	l->ram_low_size = round_up(scan.low_end, SZ_256M);
+	l->ram_high_base = SZ_4G;
+	l->ram_size = l->ram_low_size + scan.high_bytes;
+	return 0;
+}
+
+/**
+ * dl_layout_xlate() - translate a host's physical range to a window offset.
+ * @l: the host's RAM layout.
+ * @addr: physical address in the host.
+ * @len: bytes from @addr, at least one; the range must not cross the split.
+ * @offset: the offset of @addr in the window onto the host's RAM.
+ *
+ * Return: 0, -EINVAL for an empty range, -ERANGE if the range is not RAM
+ * of the layout.
+ */
+int dl_layout_xlate(const struct dl_ram_layout *l, u64 addr, u64 len,
+		    u64 *offset)
+{
+	u64 off, end;
+
+	if (!len)
+		return -EINVAL;
+	if (addr < l->ram_low_size) {
+		if (check_add_overflow(addr, len, &end) ||
+		    end > l->ram_low_size)
+			return -ERANGE;
+		off = addr;
+	} else if (addr >= l->ram_high_base) {
+		off = addr - l->ram_high_base + l->ram_low_size;
+	} else {
+		return -ERANGE;	/* the hole between low and high RAM */
+	}
+	if (check_add_overflow(off, len, &end) || end > l->ram_size)
+		return -ERANGE;
+	*offset = off;
+	return 0;
+}
+
+static bool dl_layout_valid(const struct dl_ram_layout *l)
+{
+	return l->ram_size && l->ram_low_size <= l->ram_size &&
+	       l->ram_low_size <= l->ram_high_base;
+}
+
+/**
+ * dl_hostinfo_init() - choose this incarnation's identity and describe RAM.
+ * @fab: the fabric being created.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_hostinfo_init(struct dl_fabric *fab)
+{
+	u64 off;
+	int ret;
+
+	ret = dl_ram_layout_compute(fab->dev, &fab->layout);
+	if (ret)
+		return ret;
+
+	fab->incarnation = get_random_u64();
+	do {
+		fab->ident_token = get_random_u64();
+	} while (!fab->ident_token);
+
+	fab->ident_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	if (!fab->ident_page)
+		return -ENOMEM;
+	if (dl_layout_xlate(&fab->layout, page_to_phys(fab->ident_page), 8,
+			    &off)) {
+		dev_err(fab->dev, "ident page %#llx is outside the RAM layout\n",
+			(u64)page_to_phys(fab->ident_page));
+		ret = -ENODEV;
+		goto err_free_page;
+	}
+	WRITE_ONCE(*(__le64 *)page_address(fab->ident_page),
+		   cpu_to_le64(fab->ident_token));
+
+	dev_dbg(fab->dev, "RAM %llu bytes, low %llu, high base %#llx\n",
+		fab->layout.ram_size, fab->layout.ram_low_size,
+		fab->layout.ram_high_base);
+	return 0;
+
+err_free_page:
+	__free_page(fab->ident_page);
+	fab->ident_page = NULL;
+	return ret;
+}
+
+/**
+ * dl_hostinfo_free() - free what dl_hostinfo_init() allocated.
+ * @fab: the fabric; its slot must already say ABSENT.
+ */
+void dl_hostinfo_free(struct dl_fabric *fab)
+{
+	if (fab->ident_page)
+		__free_page(fab->ident_page);
+	fab->ident_page = NULL;
+}
+
+static void dl_hostinfo_set_state(struct dl_fabric *fab, u32 state)
+{
+	WRITE_ONCE(fab->self->state, cpu_to_le32(state));
+}
+
+/* The host name is for humans; a torn read of it would be harmless. */
+static void dl_hostinfo_set_name(struct dl_fabric *fab)
+{
+	char name[sizeof_field(struct dl_host_info, name)];
+
+	strscpy_pad(name, init_utsname()->nodename, sizeof(name));
+	if (memcmp(fab->self->name, name, sizeof(name)))
+		memcpy(fab->self->name, name, sizeof(name));
+}
+
+/**
+ * dl_hostinfo_begin() - tell peers this host is attaching (state INIT).
+ * @fab: the fabric.
+ *
+ * Peers stop treating this host as up when they see it, so the caller may
+ * then reset the rings and the slot's fields.
+ */
+void dl_hostinfo_begin(struct dl_fabric *fab)
+{
+	dl_hostinfo_set_state(fab, DL_HOST_INIT);
+	/* INIT must be visible before any field changes. */
+	smp_wmb();
+}
+
+/**
+ * dl_hostinfo_publish() - write every field of this host's slot, then UP.
+ * @fab: the fabric, after dl_hostinfo_begin().
+ */
+void dl_hostinfo_publish(struct dl_fabric *fab)
+{
+	struct dl_host_info *hi = fab->self;
+
+	memset(hi->reserved, 0, sizeof(hi->reserved));
+	hi->reserved0 = 0;
+	hi->magic = cpu_to_le64(DL_HOST_MAGIC);
+	hi->host_id = cpu_to_le32(fab->host_id);
+	hi->incarnation = cpu_to_le64(fab->incarnation);
+	fab->heartbeat = 0;
+	hi->heartbeat = cpu_to_le64(fab->heartbeat);
+	hi->proto_min = cpu_to_le16(DL_PROTO_MIN);
+	hi->proto_max = cpu_to_le16(DL_PROTO_MAX);
+	hi->ram_size = cpu_to_le64(fab->layout.ram_size);
+	hi->ram_low_size = cpu_to_le64(fab->layout.ram_low_size);
+	hi->ram_high_base = cpu_to_le64(fab->layout.ram_high_base);
+	hi->ident_phys = cpu_to_le64(page_to_phys(fab->ident_page));
+	hi->ident_token = cpu_to_le64(fab->ident_token);
+	dl_hostinfo_set_name(fab);
+
+	/* Every field must be visible before UP vouches for them. */
+	smp_wmb();
+	dl_hostinfo_set_state(fab, DL_HOST_UP);
+}
+
+/**
+ * dl_hostinfo_leave() - tell peers this host has left (state ABSENT).
+ * @fab: the fabric.
+ */
+void dl_hostinfo_leave(struct dl_fabric *fab)
+{
+	dl_hostinfo_set_state(fab, DL_HOST_ABSENT);
+}
+
+/**
+ * dl_hostinfo_beat() - bump this host's heartbeat.
+ * @fab: the fabric, published.
+ */
+void dl_hostinfo_beat(struct dl_fabric *fab)
+{
+	dl_hostinfo_set_name(fab);
+	fab->heartbeat++;
+	WRITE_ONCE(fab->self->heartbeat, cpu_to_le64(fab->heartbeat));
+}
+
+/* Names end up in sysfs and in key=value lines: keep them one word. */
+static void dl_hostinfo_copy_name(char *dst, const char *src, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len && src[i]; i++)
+		dst[i] = isgraph(src[i]) && src[i] != '=' ? src[i] : '?';
+	dst[i] = '\0';
+}
+
+/**
+ * dl_hostinfo_read() - take a consistent copy of a peer's host info.
+ * @fab: the fabric.
+ * @id: the peer's host id.
+ * @snap: filled in; only @snap->state when the state is not UP.
+ *
+ * Return: 0 if @snap is valid, -ENOENT if the slot was never written,
+ * -EAGAIN if it changed while being read, -EINVAL if it is malformed.
+ */
+int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap)
+{
+	const struct dl_host_info *hi = dl_ctl_host(fab, id);
+	struct dl_host_info c;
+	u32 state;
+
+	state = le32_to_cpu(READ_ONCE(hi->state));
+	/* Read the fields only after the state that vouches for them ... */
+	smp_rmb();
+	memcpy(&c, hi, sizeof(c));
+	/* ... and check that it still does after. */
+	smp_rmb();
+	if (le32_to_cpu(READ_ONCE(hi->state)) != state)
+		return -EAGAIN;
+
+	if (le64_to_cpu(c.magic) != DL_HOST_MAGIC)
+		return -ENOENT;
+	if (le32_to_cpu(c.host_id) != id || state > DL_HOST_UP)
+		return -EINVAL;
+	snap->state = state;
+	if (state != DL_HOST_UP)
+		return 0;
+
+	snap->incarnation = le64_to_cpu(c.incarnation);
+	snap->heartbeat = le64_to_cpu(c.heartbeat);
+	snap->proto_min = le16_to_cpu(c.proto_min);
+	snap->proto_max = le16_to_cpu(c.proto_max);
+	snap->layout.ram_size = le64_to_cpu(c.ram_size);
+	snap->layout.ram_low_size = le64_to_cpu(c.ram_low_size);
+	snap->layout.ram_high_base = le64_to_cpu(c.ram_high_base);
+	snap->ident_phys = le64_to_cpu(c.ident_phys);
+	snap->ident_token = le64_to_cpu(c.ident_token);
+	dl_hostinfo_copy_name(snap->name, c.name, sizeof(c.name));
+
+	if (snap->proto_min > snap->proto_max ||
+	    !dl_layout_valid(&snap->layout))
+		return -EINVAL;
+	return 0;
+}

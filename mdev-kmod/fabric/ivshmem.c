@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The emulated fabric backend: QEMU ivshmem devices (1af4:1110).
+ *
+ * Two kinds of ivshmem device make up the emulated NTB adapter:
+ *  - one ivshmem-doorbell, the adapter: BAR0 holds the registers, BAR1 the
+ *    MSI-X table, BAR2 the control area shared by all hosts (formatted by
+ *    devlend's ivshmem server). IVPosition is this host's id; writing
+ *    (peer << 16) | vector to Doorbell interrupts that peer's vector.
+ *  - one ivshmem-plain per peer, without MSI-X: BAR2 is a window onto the
+ *    whole RAM of some peer. Which peer is not known from the device; the
+ *    core finds out by looking for the peer's ident token through it.
+ *
+ * The devices may probe in any order: windows wait in a list until the
+ * core claims them. Only one adapter is supported.
+ *
+ * Lock order: dl_ivs_adapter_lock, then the fabric's lock, then
+ * dl_ivs_windows_lock.
+ */
+#include <linux/device.h>
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <linux/list.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+
+#include "internal.h"
+
+#define DL_IVS_VENDOR		0x1af4
+#define DL_IVS_DEVICE		0x1110
+
+/* BAR0 registers (QEMU docs/specs/ivshmem-spec.rst). */
+#define DL_IVS_INTR_MASK	0x00
+#define DL_IVS_INTR_STATUS	0x04
+#define DL_IVS_IV_POSITION	0x08
+#define DL_IVS_DOORBELL		0x0c
+
+#define DL_IVS_BAR_REGS		0
+#define DL_IVS_BAR_SHMEM	2
+
+enum dl_ivs_role {
+	DL_IVS_ADAPTER,
+	DL_IVS_WINDOW,
+};
+
+struct dl_ivs_adapter;
+
+struct dl_ivs_vector {
+	struct dl_ivs_adapter *adapter;
+	unsigned int vector;
+};
+
+struct dl_ivs_adapter {
+	enum dl_ivs_role role;	/* first: pci drvdata of both kinds */
+	struct pci_dev *pdev;
+	void __iomem *regs;
+	struct dl_fabric *fab;
+	unsigned int nvec;
+	struct dl_ivs_vector vecs[DL_DB_VECTORS];
+};
+
+struct dl_ivs_window {
+	enum dl_ivs_role role;	/* first: pci drvdata of both kinds */
+	struct dl_fabric_window fw;
+	struct pci_dev *pdev;
+	struct list_head node;
+	bool claimed;
+};
+
+static DEFINE_MUTEX(dl_ivs_adapter_lock);	/* the adapter; window removal */
+static struct dl_ivs_adapter *dl_ivs_adapter;
+static DEFINE_MUTEX(dl_ivs_windows_lock);	/* the list and claims */
+static LIST_HEAD(dl_ivs_windows);
+
+static void dl_ivs_peer_db_set(struct dl_fabric *fab, u32 peer,
+			       unsigned int vector)
+{
+	struct dl_ivs_adapter *a = dl_fabric_backend_priv(fab);
+
+	/* writel orders this after the ring writes that precede it. */
+	writel(peer << 16 | vector, a->regs + DL_IVS_DOORBELL);
+}
+
+/* Whether the window shows @id: the token at its offset. */
+static bool dl_ivs_window_shows(struct dl_ivs_window *w,
+				const struct dl_fabric_ident *id)
+{
+	u64 page = round_down(id->offset, PAGE_SIZE);
+	void *map;
+	u64 token;
+
+	if (w->fw.size < id->min_size || w->fw.size < 8 ||
+	    id->offset > w->fw.size - 8)
+		return false;
+
+	map = memremap(w->fw.phys_addr + page, PAGE_SIZE, MEMREMAP_WB);
+	if (!map)
+		return false;
+	token = le64_to_cpu(READ_ONCE(*(__le64 *)(map + id->offset - page)));
+	memunmap(map);
+	return token == id->token;
+}
+
+static struct dl_fabric_window *
+dl_ivs_window_find(struct dl_fabric *fab, const struct dl_fabric_ident *id)
+{
+	struct dl_fabric_window *found = NULL;
+	struct dl_ivs_window *w;
+
+	mutex_lock(&dl_ivs_windows_lock);
+	list_for_each_entry(w, &dl_ivs_windows, node) {
+		if (w->claimed || !dl_ivs_window_shows(w, id))
+			continue;
+		w->claimed = true;
+		found = &w->fw;
+		break;
+	}
+	mutex_unlock(&dl_ivs_windows_lock);
+	return found;
+}
+
+static void dl_ivs_window_put(struct dl_fabric *fab,
+			      struct dl_fabric_window *win)
+{
+	struct dl_ivs_window *w = container_of(win, struct dl_ivs_window, fw);
+
+	mutex_lock(&dl_ivs_windows_lock);
+	w->claimed = false;
+	mutex_unlock(&dl_ivs_windows_lock);
+}
+
+static const struct dl_fabric_backend_ops dl_ivs_ops = {
+	.name = "ivshmem",
+	.peer_db_set = dl_ivs_peer_db_set,
+	.window_find = dl_ivs_window_find,
+	.window_put = dl_ivs_window_put,
+};
+
+static irqreturn_t dl_ivs_irq(int irq, void *data)
+{
+	struct dl_ivs_vector *v = data;
+
+	dl_fabric_db_event(v->adapter->fab, v->vector);
+	return IRQ_HANDLED;
+}
+
+static void dl_ivs_free_irqs(struct dl_ivs_adapter *a, unsigned int n)
+{
+	while (n--)
+		free_irq(pci_irq_vector(a->pdev, n), &a->vecs[n]);
+	pci_free_irq_vectors(a->pdev);
+}
+
+static int dl_ivs_setup_irqs(struct dl_ivs_adapter *a)
+{
+	struct pci_dev *pdev = a->pdev;
+	unsigned int i;
+	int ret;
+
+	ret = pci_alloc_irq_vectors(pdev, 1, DL_DB_VECTORS, PCI_IRQ_MSIX);
+	if (ret < 0) {
+		dev_err(&pdev->dev, "cannot enable MSI-X for doorbells: %d\n",
+			ret);
+		return ret;
+	}
+	a->nvec = ret;
+
+	for (i = 0; i < a->nvec; i++) {
+		a->vecs[i].adapter = a;
+		a->vecs[i].vector = i;
+		ret = request_irq(pci_irq_vector(pdev, i), dl_ivs_irq, 0,
+				  KBUILD_MODNAME, &a->vecs[i]);
+		if (ret) {
+			dev_err(&pdev->dev, "cannot request doorbell vector %u: %d\n",
+				i, ret);
+			dl_ivs_free_irqs(a, i);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* Enable the device and map its registers and the control area. */
+static int dl_ivs_adapter_map(struct dl_ivs_adapter *a,
+			      struct dl_fabric_config *cfg)
+{
+	struct pci_dev *pdev = a->pdev;
+	resource_size_t len;
+	int ret;
+
+	ret = pcim_enable_device(pdev);
+	if (ret)
+		return ret;
+	a->regs = pcim_iomap_region(pdev, DL_IVS_BAR_REGS, KBUILD_MODNAME);
+	if (IS_ERR(a->regs))
+		return PTR_ERR(a->regs);
+	ret = pcim_request_region(pdev, DL_IVS_BAR_SHMEM, KBUILD_MODNAME);
+	if (ret)
+		return ret;
+
+	len = pci_resource_len(pdev, DL_IVS_BAR_SHMEM);
+	if (!len) {
+		dev_err(&pdev->dev, "no shared memory in BAR2\n");
+		return -ENODEV;
+	}
+	/* Ordinary shared RAM on the host side: map it cached. */
+	cfg->ctl = devm_memremap(&pdev->dev,
+				 pci_resource_start(pdev, DL_IVS_BAR_SHMEM),
+				 len, MEMREMAP_WB);
+	if (IS_ERR(cfg->ctl))
+		return PTR_ERR(cfg->ctl);
+	cfg->ctl_size = len;
+	cfg->host_id = readl(a->regs + DL_IVS_IV_POSITION);
+
+	/* MSI-X messages are memory writes by the device. */
+	pci_set_master(pdev);
+	return 0;
+}
+
+static int dl_ivs_adapter_probe(struct pci_dev *pdev)
+{
+	struct dl_fabric_config cfg = {
+		.dev = &pdev->dev,
+		.ops = &dl_ivs_ops,
+	};
+	struct dl_ivs_adapter *a;
+	int ret;
+
+	a = devm_kzalloc(&pdev->dev, sizeof(*a), GFP_KERNEL);
+	if (!a)
+		return -ENOMEM;
+	a->role = DL_IVS_ADAPTER;
+	a->pdev = pdev;
+
+	mutex_lock(&dl_ivs_adapter_lock);
+	if (dl_ivs_adapter) {
+		dev_err(&pdev->dev, "fabric adapter %s is already bound; only one is supported\n",
+			pci_name(dl_ivs_adapter->pdev));
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	ret = dl_ivs_adapter_map(a, &cfg);
+	if (ret)
+		goto out_unlock;
+
+	cfg.priv = a;
+	cfg.db_vectors = DL_DB_VECTORS;
+	a->fab = dl_fabric_create(&cfg);
+	if (IS_ERR(a->fab)) {
+		ret = PTR_ERR(a->fab);
+		goto out_unlock;
+	}
+	ret = dl_ivs_setup_irqs(a);
+	if (ret)
+		goto err_destroy_fabric;
+
+	ret = dl_fabric_start(a->fab);
+	if (ret)
+		goto err_free_irqs;
+
+	pci_set_drvdata(pdev, a);
+	dl_ivs_adapter = a;
+	mutex_unlock(&dl_ivs_adapter_lock);
+	return 0;
+
+err_free_irqs:
+	dl_ivs_free_irqs(a, a->nvec);
+err_destroy_fabric:
+	dl_fabric_destroy(a->fab);
+out_unlock:
+	mutex_unlock(&dl_ivs_adapter_lock);
+	return ret;
+}
+
+static void dl_ivs_adapter_remove(struct dl_ivs_adapter *a)
+{
+	mutex_lock(&dl_ivs_adapter_lock);
+	dl_fabric_stop(a->fab);
+	dl_ivs_adapter = NULL;
+	mutex_unlock(&dl_ivs_adapter_lock);
+
+	dl_ivs_free_irqs(a, a->nvec);
+	dl_fabric_destroy(a->fab);
+}
+
+static int dl_ivs_window_probe(struct pci_dev *pdev)
+{
+	struct dl_ivs_window *w;
+	int ret;
+
+	w = devm_kzalloc(&pdev->dev, sizeof(*w), GFP_KERNEL);
+	if (!w)
+		return -ENOMEM;
+	w->role = DL_IVS_WINDOW;
+	w->pdev = pdev;
+
+	/* Enabled so that the BAR decodes, for the CPU and for peer DMA. */
+	ret = pcim_enable_device(pdev);
+	if (ret)
+		return ret;
+	ret = pcim_request_region(pdev, DL_IVS_BAR_SHMEM, KBUILD_MODNAME);
+	if (ret)
+		return ret;
+	w->fw.dev = &pdev->dev;
+	w->fw.phys_addr = pci_resource_start(pdev, DL_IVS_BAR_SHMEM);
+	w->fw.size = pci_resource_len(pdev, DL_IVS_BAR_SHMEM);
+	if (!w->fw.size) {
+		dev_err(&pdev->dev, "no memory in BAR2\n");
+		return -ENODEV;
+	}
+	pci_set_drvdata(pdev, w);
+
+	mutex_lock(&dl_ivs_windows_lock);
+	list_add_tail(&w->node, &dl_ivs_windows);
+	mutex_unlock(&dl_ivs_windows_lock);
+
+	dev_info(&pdev->dev, "memory window of %llu MiB at %pa\n",
+		 (u64)w->fw.size >> 20, &w->fw.phys_addr);
+	return 0;
+}
+
+static void dl_ivs_window_remove(struct dl_ivs_window *w)
+{
+	bool claimed;
+
+	mutex_lock(&dl_ivs_adapter_lock);
+
+	mutex_lock(&dl_ivs_windows_lock);
+	list_del(&w->node);
+	claimed = w->claimed;
+	mutex_unlock(&dl_ivs_windows_lock);
+
+	/* Off the list nobody can claim it; take it from who has it. */
+	if (claimed && dl_ivs_adapter)
+		dl_fabric_window_lost(dl_ivs_adapter->fab, &w->fw);
+
+	mutex_unlock(&dl_ivs_adapter_lock);
+}
+
+static int dl_ivs_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	/* Only ivshmem-doorbell has MSI-X; ivshmem-plain is a window. */
+	if (pci_find_capability(pdev, PCI_CAP_ID_MSIX))
+		return dl_ivs_adapter_probe(pdev);
+	return dl_ivs_window_probe(pdev);
+}
+
+static void dl_ivs_remove(struct pci_dev *pdev)
+{
+	enum dl_ivs_role *role = pci_get_drvdata(pdev);
+
+	if (*role == DL_IVS_ADAPTER)
+		dl_ivs_adapter_remove(container_of(role, struct dl_ivs_adapter,
+						   role));
+	else
+		dl_ivs_window_remove(container_of(role, struct dl_ivs_window,
+						  role));
+}
+
+static const struct pci_device_id dl_ivs_ids[] = {
+	{ PCI_DEVICE(DL_IVS_VENDOR, DL_IVS_DEVICE) },
+	{ }
+};
+MODULE_DEVICE_TABLE(pci, dl_ivs_ids);
+
+static struct pci_driver dl_ivs_driver = {
+	.name = KBUILD_MODNAME,
+	.id_table = dl_ivs_ids,
+	.probe = dl_ivs_probe,
+	.remove = dl_ivs_remove,
+};
+
+/**
+ * dl_ivshmem_init() - register the ivshmem backend's PCI driver.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_ivshmem_init(void)
+{
+	return pci_register_driver(&dl_ivs_driver);
+}
+
+/**
+ * dl_ivshmem_exit() - unregister it; removes the adapter and windows.
+ */
+void dl_ivshmem_exit(void)
+{
+	pci_unregister_driver(&dl_ivs_driver);
+}

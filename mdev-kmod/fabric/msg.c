@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Messages: posted sends, responses, and the per-type handler table that
+ * received requests and posted messages are dispatched through.
+ */
+#include <linux/device.h>
+#include <linux/rwsem.h>
+
+#include "internal.h"
+
+/**
+ * dl_status_to_errno() - map a response status from the wire to -errno.
+ * @status: an &enum dl_msg_status, or anything a peer wrote.
+ *
+ * Return: 0 or -errno; -EPROTO for a status this host does not know.
+ */
+int dl_status_to_errno(u32 status)
+{
+	switch (status) {
+	case DL_STATUS_OK:
+		return 0;
+	case DL_STATUS_EINVAL:
+		return -EINVAL;
+	case DL_STATUS_ENOTSUPP:
+		return -EOPNOTSUPP;
+	case DL_STATUS_EBUSY:
+		return -EBUSY;
+	case DL_STATUS_ENODEV:
+		return -ENODEV;
+	case DL_STATUS_EIO:
+		return -EIO;
+	default:
+		return -EPROTO;
+	}
+}
+
+static u32 dl_errno_to_status(int err)
+{
+	switch (err) {
+	case 0:
+		return DL_STATUS_OK;
+	case -EINVAL:
+	case -ERANGE:
+	case -EMSGSIZE:
+		return DL_STATUS_EINVAL;
+	case -EOPNOTSUPP:
+		return DL_STATUS_ENOTSUPP;
+	case -EBUSY:
+		return DL_STATUS_EBUSY;
+	case -ENODEV:
+		return DL_STATUS_ENODEV;
+	default:
+		return DL_STATUS_EIO;
+	}
+}
+
+/**
+ * dl_msg_dispatch() - hand a received, checked message to its consumer.
+ * @fab: the fabric.
+ * @peer: the sender.
+ * @msg: the message; its payload is the receive buffer.
+ * @flags: the message's flags.
+ * @status: the message's status (responses only).
+ *
+ * Called by the receive work only.
+ */
+void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,
+		     const struct dl_fabric_msg *msg, u16 flags, u32 status)
+{
+	struct dl_handler h = {};
+
+	if (flags & DL_MSG_F_RESPONSE) {
+		if (!msg->req_id) {
+			dl_peer_count(peer, DL_CNT_RX_BAD_MSGS);
+			dev_warn_ratelimited(fab->dev,
+					     "peer %u: response without request id\n",
+					     peer->id);
+			return;
+		}
+		dl_req_complete(fab, peer, msg, status);
+		return;
+	}
+
+	down_read(&fab->handlers_lock);
+	if (msg->type < DL_FABRIC_MAX_TYPES)
+		h = fab->handlers[msg->type];
+	if (h.fn)
+		h.fn(fab, msg, h.priv);
+	up_read(&fab->handlers_lock);
+	if (h.fn)
+		return;
+
+	if (msg->req_id) {
+		dl_fabric_respond(fab, msg, -EOPNOTSUPP, NULL, 0);
+	} else {
+		dl_peer_count(peer, DL_CNT_RX_BAD_MSGS);
+		dev_dbg_ratelimited(fab->dev,
+				    "peer %u: posted message of unknown type %u\n",
+				    peer->id, msg->type);
+	}
+}
+
+/**
+ * dl_fabric_register_handler() - receive messages of one type.
+ * @fab: the fabric.
+ * @type: the message type, nonzero and below %DL_FABRIC_MAX_TYPES.
+ * @fn: called for each request or posted message of @type.
+ * @priv: passed to @fn.
+ *
+ * Requests of a type nobody handles are answered with
+ * %DL_STATUS_ENOTSUPP. Must not be called from a handler.
+ *
+ * Return: 0, -EINVAL for a bad type, -EBUSY if @type has a handler.
+ */
+int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
+			       dl_fabric_msg_fn fn, void *priv)
+{
+	int ret = 0;
+
+	if (!type || type >= DL_FABRIC_MAX_TYPES || !fn)
+		return -EINVAL;
+
+	down_write(&fab->handlers_lock);
+	if (fab->handlers[type].fn) {
+		ret = -EBUSY;
+	} else {
+		fab->handlers[type].fn = fn;
+		fab->handlers[type].priv = priv;
+	}
+	up_write(&fab->handlers_lock);
+	return ret;
+}
+
+/**
+ * dl_fabric_unregister_handler() - stop receiving messages of one type.
+ * @fab: the fabric.
+ * @type: the message type.
+ *
+ * When this returns, the handler is not running and will not be called
+ * again. Must not be called from a handler.
+ */
+void dl_fabric_unregister_handler(struct dl_fabric *fab, u16 type)
+{
+	if (type >= DL_FABRIC_MAX_TYPES)
+		return;
+	down_write(&fab->handlers_lock);
+	fab->handlers[type].fn = NULL;
+	fab->handlers[type].priv = NULL;
+	up_write(&fab->handlers_lock);
+}
+
+/**
+ * dl_fabric_send() - send a posted message (no response expected).
+ * @fab: the fabric.
+ * @peer: the receiver's host id.
+ * @type: the message type.
+ * @data: the payload.
+ * @len: bytes at @data, at most dl_fabric_max_payload().
+ *
+ * Messages to one peer arrive in the order they were sent. Might sleep
+ * (up to about a second while the peer's ring is full).
+ *
+ * Return: 0 once the message is in the peer's ring, -EINVAL for a bad
+ * peer, or an error of dl_ring_send().
+ */
+int dl_fabric_send(struct dl_fabric *fab, u32 peer, u16 type,
+		   const void *data, size_t len)
+{
+	struct dl_peer *p = dl_fabric_peer(fab, peer);
+	struct dl_fabric_msg msg = {
+		.type = type,
+		.data = data,
+		.len = len,
+	};
+
+	if (!p)
+		return -EINVAL;
+	return dl_ring_send(fab, p, &msg, 0, DL_STATUS_OK);
+}
+
+/**
+ * dl_fabric_respond() - answer a request received by a handler.
+ * @fab: the fabric.
+ * @req: the request, as the handler was given it.
+ * @err: 0 or -errno; sent as the closest &enum dl_msg_status.
+ * @data: the response payload (may be NULL if @len is 0).
+ * @len: bytes at @data.
+ *
+ * Might sleep.
+ *
+ * Return: 0, -EINVAL if @req was a posted message, or an error of
+ * dl_ring_send().
+ */
+int dl_fabric_respond(struct dl_fabric *fab, const struct dl_fabric_msg *req,
+		      int err, const void *data, size_t len)
+{
+	struct dl_peer *p = dl_fabric_peer(fab, req->peer);
+	struct dl_fabric_msg msg = {
+		.type = req->type,
+		.req_id = req->req_id,
+		.data = data,
+		.len = len,
+	};
+
+	if (!p || !req->req_id)
+		return -EINVAL;
+	return dl_ring_send(fab, p, &msg, DL_MSG_F_RESPONSE,
+			    dl_errno_to_status(err));
+}

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Peers: liveness, protocol negotiation, window binding, link up and down.
+ *
+ * Every DL_HEARTBEAT_MS the liveness work bumps this host's heartbeat and
+ * reads every other host's slot. A peer comes up when its info is valid
+ * and says UP, its heartbeat has moved since we started watching this
+ * incarnation, a window showing its RAM has been found and the two hosts
+ * share a protocol version (the highest common one is used). It goes down
+ * when its heartbeat stands still for DL_PEER_TIMEOUT_MS, when its slot
+ * stops saying UP or becomes malformed, or when its incarnation changes;
+ * then it is watched afresh and its window found again. Going down fails
+ * every request in flight to the peer at once.
+ *
+ * The work also drains the receive rings, because a doorbell can be lost
+ * (ivshmem drops doorbells rung before the receiver's interrupts are set
+ * up, and so may a real adapter that resets).
+ */
+#include <linux/device.h>
+#include <linux/jiffies.h>
+#include <linux/lockdep.h>
+#include <linux/minmax.h>
+#include <linux/printk.h>
+#include <linux/string.h>
+
+#include "internal.h"
+
+/**
+ * dl_peer_init() - set up the state kept about one host.
+ * @fab: the fabric being created.
+ * @peer: the peer's entry in @fab.
+ * @id: its host id.
+ */
+void dl_peer_init(struct dl_fabric *fab, struct dl_peer *peer, u32 id)
+{
+	peer->fab = fab;
+	peer->id = id;
+	spin_lock_init(&peer->link_lock);
+	spin_lock_init(&peer->tx.lock);
+}
+
+/**
+ * dl_peer_link() - read the link state of a peer.
+ * @peer: the peer.
+ * @proto: if not NULL, set to the negotiated protocol version.
+ * @epoch: if not NULL, set to the low 32 bits of the peer's incarnation.
+ *
+ * Any context.
+ *
+ * Return: whether the link is up.
+ */
+bool dl_peer_link(struct dl_peer *peer, u16 *proto, u32 *epoch)
+{
+	unsigned long flags;
+	bool up;
+
+	spin_lock_irqsave(&peer->link_lock, flags);
+	up = peer->up;
+	if (proto)
+		*proto = peer->proto;
+	if (epoch)
+		*epoch = peer->epoch;
+	spin_unlock_irqrestore(&peer->link_lock, flags);
+	return up;
+}
+
+static void dl_peer_set_up(struct dl_fabric *fab, struct dl_peer *peer,
+			   u16 proto)
+{
+	unsigned long flags;
+
+	lockdep_assert_held(&fab->lock);
+
+	spin_lock_irqsave(&peer->link_lock, flags);
+	peer->proto = proto;
+	peer->epoch = lower_32_bits(peer->incarnation);
+	peer->up = true;
+	spin_unlock_irqrestore(&peer->link_lock, flags);
+
+	dl_peer_count(peer, DL_CNT_LINK_UPS);
+	dev_info(fab->dev, "peer %u (%s) up: protocol %u, window %s\n",
+		 peer->id, peer->name, proto, dev_name(peer->win->dev));
+	dl_fabric_notify(fab, DL_FABRIC_EV_PEER_UP, peer->id, proto);
+
+	/* It may have sent requests already; they wait in the ring. */
+	queue_work(fab->wq, &fab->rx_work);
+}
+
+static void dl_peer_set_down(struct dl_fabric *fab, struct dl_peer *peer,
+			     const char *why)
+{
+	unsigned long flags;
+
+	lockdep_assert_held(&fab->lock);
+
+	if (!peer->up)
+		return;
+	spin_lock_irqsave(&peer->link_lock, flags);
+	peer->up = false;
+	peer->proto = 0;
+	spin_unlock_irqrestore(&peer->link_lock, flags);
+
+	/*
+	 * Only after the link reads down: a request submitted from now on
+	 * sees it down and fails by itself; one submitted before is in the
+	 * xarray and is failed here. See dl_fabric_req_submit().
+	 */
+	dl_req_fail(fab, peer->id, -ENOTCONN);
+
+	dl_peer_count(peer, DL_CNT_LINK_DOWNS);
+	dev_info(fab->dev, "peer %u (%s) down: %s\n", peer->id, peer->name,
+		 why);
+	dl_fabric_notify(fab, DL_FABRIC_EV_PEER_DOWN, peer->id, 0);
+}
+
+/* The window belongs to one incarnation of the peer; give it back. */
+static void dl_peer_drop_window(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_fabric_window *win = peer->win;
+	unsigned long flags;
+
+	lockdep_assert_held(&fab->lock);
+
+	if (!win)
+		return;
+	spin_lock_irqsave(&peer->link_lock, flags);
+	peer->win = NULL;
+	spin_unlock_irqrestore(&peer->link_lock, flags);
+	fab->ops->window_put(fab, win);
+}
+
+/* Stop watching the current incarnation: down, and forget its window. */
+static void dl_peer_forget(struct dl_fabric *fab, struct dl_peer *peer,
+			   const char *why)
+{
+	dl_peer_set_down(fab, peer, why);
+	dl_peer_drop_window(fab, peer);
+	peer->tracking = false;
+}
+
+/* Start watching a new incarnation: nothing about it is trusted yet. */
+static void dl_peer_track(struct dl_fabric *fab, struct dl_peer *peer,
+			  const struct dl_peer_snap *snap)
+{
+	unsigned long flags;
+	u64 off = 0;
+
+	peer->tracking = true;
+	peer->last_hb = snap->heartbeat;
+	peer->hb_jiffies = jiffies;
+	peer->hb_moved = false;
+	peer->warned = false;
+	peer->proto_min = snap->proto_min;
+	peer->proto_max = snap->proto_max;
+	peer->ident_ok = !dl_layout_xlate(&snap->layout, snap->ident_phys, 8,
+					  &off);
+	peer->ident.offset = off;
+	peer->ident.token = snap->ident_token;
+	peer->ident.min_size = snap->layout.ram_size;
+
+	spin_lock_irqsave(&peer->link_lock, flags);
+	peer->incarnation = snap->incarnation;
+	peer->layout = snap->layout;
+	spin_unlock_irqrestore(&peer->link_lock, flags);
+}
+
+/* Within one incarnation only the heartbeat and the name may change. */
+static bool dl_peer_same_incarnation(struct dl_peer *peer,
+				     const struct dl_peer_snap *snap)
+{
+	return snap->incarnation == peer->incarnation &&
+	       snap->proto_min == peer->proto_min &&
+	       snap->proto_max == peer->proto_max &&
+	       snap->ident_token == peer->ident.token &&
+	       !memcmp(&snap->layout, &peer->layout, sizeof(snap->layout));
+}
+
+static void dl_peer_set_name(struct dl_peer *peer, const char *name)
+{
+	unsigned long flags;
+
+	if (!strcmp(peer->name, name))
+		return;
+	spin_lock_irqsave(&peer->link_lock, flags);
+	strscpy(peer->name, name, sizeof(peer->name));
+	spin_unlock_irqrestore(&peer->link_lock, flags);
+}
+
+/* Log once per incarnation why a live peer cannot come up. */
+static __printf(3, 4) void dl_peer_warn_once(struct dl_fabric *fab,
+					     struct dl_peer *peer,
+					     const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	if (peer->warned)
+		return;
+	peer->warned = true;
+
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	dev_warn_ratelimited(fab->dev, "peer %u: %pV", peer->id, &vaf);
+	va_end(args);
+}
+
+static void dl_peer_try_up(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_fabric_window *win;
+	unsigned long flags;
+	u16 proto;
+
+	lockdep_assert_held(&fab->lock);
+
+	proto = min_t(u16, DL_PROTO_MAX, peer->proto_max);
+	if (proto < max_t(u16, DL_PROTO_MIN, peer->proto_min)) {
+		dl_peer_warn_once(fab, peer,
+				  "speaks protocol %u..%u, this host %u..%u: no common version\n",
+				  peer->proto_min, peer->proto_max,
+				  DL_PROTO_MIN, DL_PROTO_MAX);
+		return;
+	}
+	if (!peer->ident_ok) {
+		dl_peer_warn_once(fab, peer,
+				  "its ident page is outside its RAM layout\n");
+		return;
+	}
+	if (!peer->win) {
+		win = fab->ops->window_find(fab, &peer->ident);
+		if (!win) {
+			dl_peer_warn_once(fab, peer,
+					  "no memory window shows its RAM (yet)\n");
+			return;
+		}
+		spin_lock_irqsave(&peer->link_lock, flags);
+		peer->win = win;
+		spin_unlock_irqrestore(&peer->link_lock, flags);
+	}
+	dl_peer_set_up(fab, peer, proto);
+}
+
+static void dl_peer_scan(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_peer_snap snap;
+	int ret;
+
+	lockdep_assert_held(&fab->lock);
+
+	ret = dl_hostinfo_read(fab, peer->id, &snap);
+	if (ret == -EINVAL)
+		dev_warn_ratelimited(fab->dev, "peer %u: malformed host info\n",
+				     peer->id);
+	if (ret || snap.state != DL_HOST_UP) {
+		if (peer->tracking)
+			dl_peer_forget(fab, peer,
+				       ret ? "host info invalid" :
+				       snap.state == DL_HOST_ABSENT ? "left" :
+				       "re-attaching");
+		return;
+	}
+
+	peer->known = true;
+	dl_peer_set_name(peer, snap.name);
+	if (peer->tracking && !dl_peer_same_incarnation(peer, &snap))
+		dl_peer_forget(fab, peer,
+			       snap.incarnation != peer->incarnation ?
+			       "restarted" : "host info changed");
+	if (!peer->tracking) {
+		dl_peer_track(fab, peer, &snap);
+		return;		/* up only once the heartbeat moves */
+	}
+
+	if (snap.heartbeat != peer->last_hb) {
+		peer->last_hb = snap.heartbeat;
+		peer->hb_jiffies = jiffies;
+		peer->hb_moved = true;
+	} else if (time_after(jiffies, peer->hb_jiffies +
+			      msecs_to_jiffies(DL_PEER_TIMEOUT_MS))) {
+		dl_peer_set_down(fab, peer, "heartbeat timeout");
+		peer->hb_moved = false;	/* it must move again first */
+		return;
+	}
+
+	if (!peer->up && peer->hb_moved)
+		dl_peer_try_up(fab, peer);
+}
+
+/**
+ * dl_peer_live_work() - the liveness work: heartbeat, scan, drain.
+ * @work: &dl_fabric.live_work.
+ */
+void dl_peer_live_work(struct work_struct *work)
+{
+	struct dl_fabric *fab = container_of(to_delayed_work(work),
+					     struct dl_fabric, live_work);
+	u32 id;
+
+	dl_hostinfo_beat(fab);
+
+	mutex_lock(&fab->lock);
+	for (id = 0; id < fab->geom.max_hosts && !fab->stopping; id++)
+		if (id != fab->host_id)
+			dl_peer_scan(fab, &fab->peers[id]);
+	mutex_unlock(&fab->lock);
+
+	/* In case a doorbell was lost. */
+	queue_work(fab->wq, &fab->rx_work);
+	queue_delayed_work(fab->wq, &fab->live_work,
+			   msecs_to_jiffies(DL_HEARTBEAT_MS));
+}
+
+/**
+ * dl_peers_down_all() - take every peer down and give back their windows.
+ * @fab: the fabric, stopping; the liveness work must be stopped.
+ */
+void dl_peers_down_all(struct dl_fabric *fab)
+{
+	u32 id;
+
+	mutex_lock(&fab->lock);
+	for (id = 0; id < fab->geom.max_hosts; id++)
+		if (id != fab->host_id)
+			dl_peer_forget(fab, &fab->peers[id],
+				       "fabric adapter going away");
+	mutex_unlock(&fab->lock);
+}
+
+/**
+ * dl_fabric_window_lost() - a backend's window is going away.
+ * @fab: the fabric.
+ * @win: the window, claimed through &dl_fabric_backend_ops.window_find.
+ *
+ * Takes the peer it shows down; it comes up again when another window
+ * shows it. Returns after @win has been given back with window_put.
+ */
+void dl_fabric_window_lost(struct dl_fabric *fab, struct dl_fabric_window *win)
+{
+	u32 id;
+
+	mutex_lock(&fab->lock);
+	for (id = 0; id < fab->geom.max_hosts; id++) {
+		struct dl_peer *peer = &fab->peers[id];
+
+		if (id == fab->host_id || peer->win != win)
+			continue;
+		dl_peer_set_down(fab, peer, "memory window removed");
+		dl_peer_drop_window(fab, peer);
+	}
+	mutex_unlock(&fab->lock);
+}

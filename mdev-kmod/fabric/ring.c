@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Message rings: sending into the ring to a peer, receiving from the ring
+ * of each peer.
+ *
+ * Each ordered pair of hosts has a ring of fixed-size slots in the control
+ * area. The sender writes a slot, then publishes its producer index and
+ * rings the receiver's DL_DB_VEC_MSG doorbell; the receiver copies the slot
+ * out, handles the copy and then publishes its consumer index. Each side
+ * writes only its own index and keeps the authoritative value locally: the
+ * other side's index is read, checked and never trusted.
+ *
+ * At attach a receiver drops what was left in its rings for an earlier
+ * incarnation (cons = prod); a sender continues from the ring's producer
+ * index, as the receiver counts from there.
+ */
+#include <linux/delay.h>
+#include <linux/device.h>
+#include <linux/jiffies.h>
+#include <linux/lockdep.h>
+#include <linux/printk.h>
+#include <linux/string.h>
+
+#include "internal.h"
+
+static u8 *dl_ring_slot(struct dl_fabric *fab, struct dl_ring *ring, u32 idx)
+{
+	return ring->slots +
+	       (size_t)(idx & (fab->geom.ring_slots - 1)) * fab->geom.slot_size;
+}
+
+/**
+ * dl_ring_attach() - take this host's side of the rings to and from a peer.
+ * @fab: the fabric, attaching (its host info says INIT).
+ * @peer: the peer.
+ */
+void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_rx_ring *rx = &peer->rx;
+	struct dl_tx_ring *tx = &peer->tx;
+
+	dl_ctl_ring(fab, peer->id, fab->host_id, &rx->ring);
+	dl_ctl_ring(fab, fab->host_id, peer->id, &tx->ring);
+
+	/* Messages waiting now were meant for an earlier incarnation. */
+	rx->cons = le32_to_cpu(READ_ONCE(rx->ring.ctrl->prod));
+	WRITE_ONCE(rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
+	rx->synced = false;
+
+	/* The peer's consumer index counts from where we stopped. */
+	tx->prod = le32_to_cpu(READ_ONCE(tx->ring.ctrl->prod));
+	tx->seq = 0;
+}
+
+/* Free slots in the ring to a peer: > 0, 0 when full, -EIO if corrupt. */
+static int dl_ring_tx_room(struct dl_fabric *fab, struct dl_tx_ring *tx)
+{
+	u32 cons, used;
+
+	lockdep_assert_held(&tx->lock);
+
+	/*
+	 * Acquire: the peer is done reading a slot before it publishes the
+	 * consumer index that frees it, so we may overwrite it after this.
+	 */
+	cons = le32_to_cpu(smp_load_acquire(&tx->ring.ctrl->cons));
+	used = tx->prod - cons;
+	if (used > fab->geom.ring_slots)
+		return -EIO;
+	return fab->geom.ring_slots - used;
+}
+
+static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
+			     const struct dl_fabric_msg *msg, u16 proto,
+			     u16 flags, u32 status)
+{
+	u8 *slot = dl_ring_slot(fab, &tx->ring, tx->prod);
+	struct dl_msg_hdr hdr = {
+		.type = cpu_to_le16(msg->type),
+		.proto = cpu_to_le16(proto),
+		.len = cpu_to_le16(msg->len),
+		.flags = cpu_to_le16(flags),
+		.src = cpu_to_le32(fab->host_id),
+		.epoch = cpu_to_le32(lower_32_bits(fab->incarnation)),
+		.seq = cpu_to_le32(tx->seq),
+		.status = cpu_to_le32(status),
+		.req_id = cpu_to_le64(msg->req_id),
+	};
+
+	lockdep_assert_held(&tx->lock);
+
+	memcpy(slot, &hdr, sizeof(hdr));
+	if (msg->len)
+		memcpy(slot + DL_MSG_HDR_SIZE, msg->data, msg->len);
+	tx->seq++;
+	tx->prod++;
+	/* Release: the slot is complete before the index says it is there. */
+	smp_store_release(&tx->ring.ctrl->prod, cpu_to_le32(tx->prod));
+}
+
+/**
+ * dl_ring_send() - put one message into the ring to a peer and ring it.
+ * @fab: the fabric.
+ * @peer: the receiver.
+ * @msg: type, request id and payload; @msg->peer and @msg->proto are
+ *	ignored (the peer's negotiated version is used).
+ * @flags: %DL_MSG_F_RESPONSE or 0.
+ * @status: an &enum dl_msg_status for responses, else 0.
+ *
+ * If the ring is full, waits for room for up to %DL_TX_FULL_WAIT_MS.
+ * Might sleep.
+ *
+ * Return: 0, -EMSGSIZE if the payload does not fit a slot, -ENOTCONN if
+ * the peer is not up, -EAGAIN if the ring stayed full, -EIO if the peer
+ * corrupted its consumer index.
+ */
+int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
+		 const struct dl_fabric_msg *msg, u16 flags, u32 status)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(DL_TX_FULL_WAIT_MS);
+	struct dl_tx_ring *tx = &peer->tx;
+	bool waited = false;
+	u16 proto;
+	int room;
+
+	might_sleep();
+
+	if (msg->len > fab->geom.slot_size - DL_MSG_HDR_SIZE)
+		return -EMSGSIZE;
+
+	for (;;) {
+		if (!dl_peer_link(peer, &proto, NULL))
+			return -ENOTCONN;
+		spin_lock(&tx->lock);
+		room = dl_ring_tx_room(fab, tx);
+		if (room > 0)
+			break;
+		spin_unlock(&tx->lock);
+
+		if (room < 0) {
+			dev_warn_ratelimited(fab->dev,
+					     "peer %u: corrupt consumer index in its ring\n",
+					     peer->id);
+			return -EIO;
+		}
+		if (!waited)
+			dl_peer_count(peer, DL_CNT_TX_RING_FULL);
+		waited = true;
+		if (time_after(jiffies, deadline))
+			return -EAGAIN;
+		/* The receiver frees slots without telling us: poll. */
+		usleep_range(100, 200);
+	}
+	dl_ring_tx_write(fab, tx, msg, proto, flags, status);
+	spin_unlock(&tx->lock);
+
+	dl_peer_count(peer, DL_CNT_TX_MSGS);
+	fab->ops->peer_db_set(fab, peer->id, DL_DB_VEC_MSG);
+	return 0;
+}
+
+/* Count a malformed message; log it, as anything a peer can cause, rate-limited. */
+static __printf(3, 4) void dl_ring_bad(struct dl_fabric *fab,
+				       struct dl_peer *peer,
+				       const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	dl_peer_count(peer, DL_CNT_RX_BAD_MSGS);
+
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	dev_warn_ratelimited(fab->dev, "peer %u: %pV", peer->id, &vaf);
+	va_end(args);
+}
+
+/* The epoch of the incarnation the peer's slot shows right now. */
+static u32 dl_ring_slot_epoch(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	const struct dl_host_info *hi = dl_ctl_host(fab, peer->id);
+
+	return lower_32_bits(le64_to_cpu(READ_ONCE(hi->incarnation)));
+}
+
+/*
+ * Copy, check and dispatch the message in the slot at rx->cons. Returns
+ * false if the message must stay in the ring for now.
+ */
+static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
+			   u16 proto, u32 epoch)
+{
+	struct dl_rx_ring *rx = &peer->rx;
+	const u8 *slot = dl_ring_slot(fab, &rx->ring, rx->cons);
+	const struct dl_msg_hdr *hdr = (const void *)fab->rx_buf;
+	struct dl_fabric_msg msg;
+	u32 seq, msg_epoch;
+	u16 len;
+
+	/* Parse only our copy: the peer can rewrite the slot at any time. */
+	memcpy(fab->rx_buf, slot, DL_MSG_HDR_SIZE);
+	len = le16_to_cpu(hdr->len);
+	if (len > fab->geom.slot_size - DL_MSG_HDR_SIZE) {
+		dl_ring_bad(fab, peer, "message length %u too large\n", len);
+		return true;
+	}
+	memcpy(fab->rx_buf + DL_MSG_HDR_SIZE, slot + DL_MSG_HDR_SIZE, len);
+
+	if (le32_to_cpu(hdr->src) != peer->id) {
+		dl_ring_bad(fab, peer, "message claims source %u\n",
+			    le32_to_cpu(hdr->src));
+		return true;
+	}
+	msg_epoch = le32_to_cpu(hdr->epoch);
+	if (msg_epoch != epoch) {
+		/*
+		 * From the incarnation the peer's slot shows now, which the
+		 * liveness work has not taken in yet: wait until it has (it
+		 * queues this work when the peer is up again). Else from an
+		 * earlier incarnation: drop it, it must not be answered.
+		 */
+		if (msg_epoch == dl_ring_slot_epoch(fab, peer))
+			return false;
+		dl_peer_count(peer, DL_CNT_RX_STALE);
+		return true;
+	}
+	if (le16_to_cpu(hdr->proto) != proto) {
+		dl_ring_bad(fab, peer, "message in protocol %u, agreed %u\n",
+			    le16_to_cpu(hdr->proto), proto);
+		return true;
+	}
+
+	seq = le32_to_cpu(hdr->seq);
+	if (!rx->synced || rx->epoch != msg_epoch) {
+		/* A new sender incarnation starts a new sequence. */
+		rx->synced = true;
+		rx->epoch = msg_epoch;
+	} else if (seq != rx->next_seq) {
+		dl_peer_count(peer, DL_CNT_RX_SEQ_ERRORS);
+		dev_warn_ratelimited(fab->dev,
+				     "peer %u: message sequence %u, expected %u\n",
+				     peer->id, seq, rx->next_seq);
+	}
+	rx->next_seq = seq + 1;
+	dl_peer_count(peer, DL_CNT_RX_MSGS);
+
+	msg.peer = peer->id;
+	msg.type = le16_to_cpu(hdr->type);
+	msg.proto = proto;
+	msg.req_id = le64_to_cpu(hdr->req_id);
+	msg.data = fab->rx_buf + DL_MSG_HDR_SIZE;
+	msg.len = len;
+	dl_msg_dispatch(fab, peer, &msg, le16_to_cpu(hdr->flags),
+			le32_to_cpu(hdr->status));
+	return true;
+}
+
+/* Handle up to one ring's worth of messages; true if more are waiting. */
+static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_rx_ring *rx = &peer->rx;
+	u32 prod, n;
+	u16 proto;
+	u32 epoch;
+
+	/* Leave messages of a peer not up yet where they are. */
+	if (!dl_peer_link(peer, &proto, &epoch))
+		return false;
+
+	/* Acquire: the slots up to prod are complete once we see prod. */
+	prod = le32_to_cpu(smp_load_acquire(&rx->ring.ctrl->prod));
+	if (prod - rx->cons > fab->geom.ring_slots) {
+		dl_peer_count(peer, DL_CNT_RX_CORRUPT_RING);
+		dev_warn_ratelimited(fab->dev,
+				     "peer %u: corrupt ring (prod %u, cons %u), skipping it\n",
+				     peer->id, prod, rx->cons);
+		rx->cons = prod;
+		rx->synced = false;
+		/* Release: nothing of the skipped slots is read after this. */
+		smp_store_release(&rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
+		return false;
+	}
+
+	for (n = 0; rx->cons != prod && n < fab->geom.ring_slots; n++) {
+		if (!dl_ring_rx_one(fab, peer, proto, epoch))
+			return false;
+		rx->cons++;
+		/* Release: we are done with the slot before the sender reuses it. */
+		smp_store_release(&rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
+	}
+	return rx->cons != prod;
+}
+
+/**
+ * dl_ring_rx_work() - the receive work: drain the rings of all up peers.
+ * @work: &dl_fabric.rx_work.
+ *
+ * Queued by the DL_DB_VEC_MSG doorbell and by the liveness work. A work
+ * item never runs concurrently with itself, so the receive state needs no
+ * lock.
+ */
+void dl_ring_rx_work(struct work_struct *work)
+{
+	struct dl_fabric *fab = container_of(work, struct dl_fabric, rx_work);
+	bool more = false;
+	u32 id;
+
+	for (id = 0; id < fab->geom.max_hosts; id++)
+		if (id != fab->host_id)
+			more |= dl_ring_rx_peer(fab, &fab->peers[id]);
+
+	/* Be fair to other work: come back for the rest. */
+	if (more)
+		queue_work(fab->wq, &fab->rx_work);
+}

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * devlend: PCIe device lending for Linux/KVM.
+ *
+ * A device installed in one host (the lender) is used by a KVM guest on
+ * another host (the borrower) as if it were local, across a PCIe fabric.
+ * This module holds the fabric layer (fabric/): peers, their memory
+ * windows, doorbells and messages, over real NTB adapters or, as now, the
+ * emulated ivshmem fabric. The lender and borrower sides build on it.
+ */
+#include <linux/init.h>
+#include <linux/module.h>
+
+#include "fabric/fabric.h"
+
+static int __init devlend_init(void)
+{
+	return dl_fabric_init();
+}
+
+static void __exit devlend_exit(void)
+{
+	dl_fabric_exit();
+}
+
+module_init(devlend_init);
+module_exit(devlend_exit);
+
+MODULE_DESCRIPTION("devlend: PCIe device lending for Linux/KVM");
+MODULE_LICENSE("GPL");
