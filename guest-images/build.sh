@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Build the devlend boot images from installed Debian packages only:
+#   vmlinuz           copy of /boot/vmlinuz-$KVER
+#   host-initrd.img   busybox + host /init (host-init.sh) + 9p modules
+#   guest-initrd.img  busybox + guest /init (guest-init.sh) + nvme modules
+#   kver              the kernel release
+#   inputs            what the cache key was computed from
+# into ${DEVLEND_CACHE:-/var/cache/devlend}/images/<sha256 of the inputs>/.
+#
+# Usage: guest-images/build.sh [KVER]
+#   IMAGES=$(guest-images/build.sh | tail -1)
+# Progress goes to stderr; the output directory is the last line of stdout.
+# The build is reproducible: the same inputs give the same bytes.
+set -euo pipefail
+export LC_ALL=C
+umask 022
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUSYBOX=/bin/busybox
+HOST_MODULES=(netfs 9pnet 9pnet_virtio 9p)
+GUEST_MODULES=(nvme_core nvme)
+# Fixed timestamp for every file in the archives (reproducibility).
+SOURCE_DATE_EPOCH=0
+export SOURCE_DATE_EPOCH
+
+step() { printf '==> %s\n' "$*" >&2; }
+die() {
+	printf 'guest-images/build.sh: error: %s\n' "$*" >&2
+	exit 1
+}
+
+pkg_version() { # package -> version, or empty if not installed
+	dpkg-query -W -f='${db:Status-Abbrev}|${Version}\n' "$1" 2>/dev/null |
+		awk -F'|' '$1 ~ /^ii/ { print $2 }'
+}
+
+need_pkg() { # package [why]
+	local v
+	v=$(pkg_version "$1")
+	[ -n "$v" ] || die "package $1 is not installed${2:+ ($2)}; run qemu-scripts/setup-host.sh or apt-get install $1"
+	printf '%s\n' "$v"
+}
+
+need_cmd() { # command package
+	command -v "$1" >/dev/null 2>&1 || die "command $1 not found; install package $2"
+}
+
+# --- inputs -------------------------------------------------------------------
+KVER=${1:-}
+if [ -z "$KVER" ]; then
+	KVER=$(find /usr/src -maxdepth 1 -name 'linux-headers-6.12.*-amd64' -printf '%f\n' 2>/dev/null |
+		sed 's|^linux-headers-||' | sort -V | tail -n 1)
+	[ -n "$KVER" ] || die "no /usr/src/linux-headers-6.12.*-amd64 installed (package linux-headers-6.12.<n>+deb12-amd64 from bookworm-backports); run qemu-scripts/setup-host.sh, or pass KVER"
+fi
+case "$KVER" in
+*/* | '' | .*) die "bad KVER: '$KVER'" ;;
+esac
+
+need_cmd dpkg-query dpkg
+need_cmd cpio cpio
+need_cmd zstd zstd
+need_cmd xz xz-utils
+need_cmd sha256sum coreutils
+
+VMLINUZ=/boot/vmlinuz-$KVER
+MODDIR=/lib/modules/$KVER
+[ -f "$VMLINUZ" ] || die "$VMLINUZ is missing; install package linux-image-$KVER"
+[ -f "$MODDIR/modules.dep" ] || die "$MODDIR/modules.dep is missing; install package linux-image-$KVER"
+KPKG=$(dpkg-query -S "$VMLINUZ" 2>/dev/null | head -n 1 | cut -d: -f1) ||
+	die "$VMLINUZ belongs to no package; install package linux-image-$KVER"
+[ -n "$KPKG" ] || die "$VMLINUZ belongs to no package; install package linux-image-$KVER"
+KPKG_VER=$(need_pkg "$KPKG" "kernel image")
+BB_VER=$(need_pkg busybox-static "a static busybox for the initramfs")
+[ -x "$BUSYBOX" ] || die "$BUSYBOX is missing; reinstall package busybox-static"
+CPIO_VER=$(need_pkg cpio)
+ZSTD_VER=$(need_pkg zstd)
+XZ_VER=$(need_pkg xz-utils)
+for f in host-init.sh guest-init.sh; do
+	[ -f "$HERE/$f" ] || die "$HERE/$f is missing"
+done
+
+# Module names (as modprobe spells them) -> paths relative to $MODDIR, every
+# module after its dependencies. Built-in modules are skipped.
+resolve_modules() {
+	awk -v want="$*" -v builtin_file="$MODDIR/modules.builtin" '
+	function norm(p,   n) {
+		n = p; sub(/.*\//, "", n); sub(/\.ko(\.(xz|zst|gz))?$/, "", n)
+		gsub(/-/, "_", n); return n
+	}
+	function visit(n,   i, cnt, d) {
+		if (n in seen) return
+		seen[n] = 1
+		cnt = split(deps[n], d, " ")
+		for (i = cnt; i >= 1; i--) visit(norm(d[i]))
+		print path[n]
+	}
+	{
+		p = $1; sub(/:$/, "", p); n = norm(p)
+		path[n] = p; deps[n] = ""
+		for (i = 2; i <= NF; i++) deps[n] = deps[n] " " $i
+	}
+	END {
+		while ((getline line < builtin_file) > 0) builtin[norm(line)] = 1
+		cnt = split(want, w, " ")
+		for (i = 1; i <= cnt; i++) {
+			n = w[i]; gsub(/-/, "_", n)
+			if (n in path) visit(n)
+			else if (n in builtin) continue
+			else { print "missing module " n > "/dev/stderr"; exit 1 }
+		}
+	}' "$MODDIR/modules.dep"
+}
+
+HOST_KOS=$(resolve_modules "${HOST_MODULES[@]}") ||
+	die "a host module is missing from $MODDIR (package $KPKG)"
+GUEST_KOS=$(resolve_modules "${GUEST_MODULES[@]}") ||
+	die "a guest module is missing from $MODDIR (package $KPKG)"
+
+inputs() {
+	echo "devlend-images format 1"
+	echo "kver $KVER"
+	echo "linux-image $KPKG $KPKG_VER"
+	echo "busybox-static $BB_VER"
+	echo "cpio $CPIO_VER"
+	echo "zstd $ZSTD_VER"
+	echo "xz-utils $XZ_VER"
+	echo "vmlinuz $(sha256sum <"$VMLINUZ" | cut -d' ' -f1)"
+	echo "busybox $(sha256sum <"$BUSYBOX" | cut -d' ' -f1)"
+	local ko
+	for ko in $HOST_KOS; do echo "host-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
+	for ko in $GUEST_KOS; do echo "guest-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
+	# Every script and init file here (not the docs, not the self-test).
+	local f
+	while IFS= read -r f; do
+		echo "file $f $(sha256sum <"$HERE/$f" | cut -d' ' -f1)"
+	done < <(cd "$HERE" && find . -type f ! -name '*.md' ! -name selftest.sh -printf '%P\n' | sort)
+}
+
+INPUTS=$(inputs)
+HASH=$(printf '%s\n' "$INPUTS" | sha256sum | cut -d' ' -f1)
+CACHE=${DEVLEND_CACHE:-/var/cache/devlend}
+ROOT=$CACHE/images
+OUT=$ROOT/$HASH
+FILES=(vmlinuz host-initrd.img guest-initrd.img kver inputs)
+
+complete() { # dir
+	local f
+	for f in "${FILES[@]}"; do [ -s "$1/$f" ] || return 1; done
+}
+
+if complete "$OUT"; then
+	step "reusing cached images for $KVER in $OUT"
+	printf '%s\n' "$OUT"
+	exit 0
+fi
+
+mkdir -p "$ROOT" || die "cannot create $ROOT (set DEVLEND_CACHE to a writable directory)"
+TMP=$(mktemp -d "$ROOT/.build-XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+step "building images for $KVER ($KPKG $KPKG_VER, busybox-static $BB_VER) in $OUT"
+
+# --- initramfs trees ------------------------------------------------------------
+populate() { # dir init-script module-list
+	local dir=$1 init=$2 kos=$3 applet ko dst
+	mkdir -p "$dir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,etc/devlend,root} "$dir/lib/modules/$KVER"
+	mkdir -m 1777 "$dir/tmp"
+	chmod 700 "$dir/root"
+	install -m 0755 "$BUSYBOX" "$dir/bin/busybox"
+	while IFS= read -r applet; do
+		case "$applet" in
+		bin/busybox | linuxrc | sbin/init | '') continue ;;
+		esac
+		mkdir -p "$dir/$(dirname "$applet")"
+		ln -s /bin/busybox "$dir/$applet"
+	done < <("$BUSYBOX" --list-full | sort)
+	install -m 0755 "$init" "$dir/init"
+	: >"$dir/etc/devlend/modules"
+	for ko in $kos; do
+		dst=${ko%.xz}
+		dst=${dst%.zst}
+		dst=${dst%.gz}
+		mkdir -p "$dir/lib/modules/$KVER/$(dirname "$dst")"
+		case "$ko" in
+		*.ko.xz) xz -dc "$MODDIR/$ko" >"$dir/lib/modules/$KVER/$dst" ;;
+		*.ko.zst) zstd -q -dc "$MODDIR/$ko" >"$dir/lib/modules/$KVER/$dst" ;;
+		*.ko.gz) gzip -dc "$MODDIR/$ko" >"$dir/lib/modules/$KVER/$dst" ;;
+		*.ko) cp "$MODDIR/$ko" "$dir/lib/modules/$KVER/$dst" ;;
+		*) die "unexpected module file $ko" ;;
+		esac
+		chmod 0644 "$dir/lib/modules/$KVER/$dst"
+		echo "/lib/modules/$KVER/$dst" >>"$dir/etc/devlend/modules"
+	done
+	echo "$KVER" >"$dir/etc/devlend/kver"
+}
+
+# newc cpio, sorted, owned by root, every mtime = SOURCE_DATE_EPOCH; zstd.
+pack() { # dir output
+	find "$1" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+	(cd "$1" && find . -mindepth 1 -printf '%P\n' | sort |
+		cpio --quiet -o -H newc -R 0:0 --reproducible) |
+		zstd -q -19 -T1 >"$2"
+}
+
+step "host initramfs: busybox, host-init.sh, modules: $(echo "$HOST_KOS" | sed 's|.*/||' | tr '\n' ' ')"
+populate "$TMP/host" "$HERE/host-init.sh" "$HOST_KOS"
+mkdir -p "$TMP/host/hostroot"
+step "guest initramfs: busybox, guest-init.sh, modules: $(echo "$GUEST_KOS" | sed 's|.*/||' | tr '\n' ' ')"
+populate "$TMP/guest" "$HERE/guest-init.sh" "$GUEST_KOS"
+
+mkdir "$TMP/out"
+step "packing host-initrd.img"
+pack "$TMP/host" "$TMP/out/host-initrd.img"
+step "packing guest-initrd.img"
+pack "$TMP/guest" "$TMP/out/guest-initrd.img"
+cp "$VMLINUZ" "$TMP/out/vmlinuz"
+echo "$KVER" >"$TMP/out/kver"
+printf '%s\n' "$INPUTS" >"$TMP/out/inputs"
+chmod 0644 "$TMP/out"/*
+chmod 0755 "$TMP/out"
+
+# Atomic publish; a concurrent build of the same inputs may have won the race.
+if ! mv -T "$TMP/out" "$OUT" 2>/dev/null; then
+	complete "$OUT" || die "cannot publish $OUT"
+	step "another build published $OUT first; using it"
+fi
+step "images ready ($(du -sh "$OUT" | cut -f1)): $OUT"
+printf '%s\n' "$OUT"
