@@ -181,8 +181,8 @@ err_leave:
  * dl_fabric_stop() - take every peer down and leave the fabric.
  * @fab: a started fabric.
  *
- * Waits for a running self-test and for sysfs readers. Afterwards no peer
- * is up, nobody is told anything more, and the host info says ABSENT.
+ * The host info says ABSENT at once. Waits for a running self-test and for
+ * sysfs readers. Afterwards no peer is up and nobody is told anything more.
  */
 void dl_fabric_stop(struct dl_fabric *fab)
 {
@@ -191,11 +191,12 @@ void dl_fabric_stop(struct dl_fabric *fab)
 	mutex_unlock(&fab->lock);
 	cancel_delayed_work_sync(&fab->live_work);
 
+	/* First, so that peers fail their requests to us without waiting. */
+	dl_hostinfo_leave(fab);
 	dl_peers_down_all(fab);
 	dl_debugfs_remove(fab);
 	dl_sysfs_remove(fab);
 	dl_fabric_notify(fab, DL_FABRIC_EV_REMOVING, 0, 0);
-	dl_hostinfo_leave(fab);
 	dev_info(fab->dev, "left fabric %016llx\n", fab->geom.fabric_id);
 }
 

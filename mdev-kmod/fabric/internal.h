@@ -6,7 +6,8 @@
  *  - fab->lock (mutex): peer liveness tracking and link transitions, window
  *    binding. Held by the liveness work, the stop path and window removal.
  *  - peer->link_lock (spinlock): the link snapshot (up, proto, epoch,
- *    window, layout) that senders, the receiver and the API read.
+ *    incarnation, window, layout, name) that senders, the receiver and the
+ *    API read; written under fab->lock too.
  *  - peer->tx.lock (spinlock): the peer's transmit ring.
  *  - the xarray lock of fab->reqs: requests in flight.
  * The receive state of a ring (struct dl_rx_ring) is touched only by the
@@ -55,6 +56,15 @@ extern const char * const dl_peer_counter_names[DL_CNT_NR];
 /**
  * struct dl_ctl_geom - the validated geometry of the control area; copied
  * once from the header, never re-read from shared memory.
+ * @max_hosts: host info slots, and rows and columns of rings.
+ * @ring_slots: slots per ring, a power of two.
+ * @slot_size: bytes per slot, message header included.
+ * @hosts_off: offset of host info slot 0.
+ * @host_stride: bytes between host info slots.
+ * @rings_off: offset of ring (0, 0).
+ * @ring_stride: bytes between rings.
+ * @total_size: bytes of the area the header describes.
+ * @fabric_id: the fabric instance, for logs.
  */
 struct dl_ctl_geom {
 	u32 max_hosts;
@@ -70,6 +80,9 @@ struct dl_ctl_geom {
 
 /**
  * struct dl_ram_layout - how a host's physical RAM maps onto a window.
+ * @ram_size: bytes of RAM, the size of the window onto it.
+ * @ram_low_size: RAM at physical 0, at the same window offset.
+ * @ram_high_base: physical base of the rest, which follows in the window.
  */
 struct dl_ram_layout {
 	u64 ram_size;
@@ -78,8 +91,16 @@ struct dl_ram_layout {
 };
 
 /**
- * struct dl_peer_snap - one consistent read of a peer's host info,
- * decoded to CPU byte order.
+ * struct dl_peer_snap - one consistent read of a peer's host info, decoded.
+ * @state: an &enum dl_host_state; the rest is valid only if UP.
+ * @incarnation: the peer's incarnation.
+ * @heartbeat: its heartbeat counter.
+ * @proto_min: lowest protocol version it speaks.
+ * @proto_max: highest protocol version it speaks.
+ * @layout: its RAM layout.
+ * @ident_phys: physical address of its ident page.
+ * @ident_token: what the ident page holds.
+ * @name: its host name, made printable.
  */
 struct dl_peer_snap {
 	u32 state;
@@ -93,30 +114,53 @@ struct dl_peer_snap {
 	char name[sizeof_field(struct dl_host_info, name) + 1];
 };
 
-/* One ring in the control area. */
+/**
+ * struct dl_ring - one ring in the control area.
+ * @ctrl: its producer and consumer indices.
+ * @slots: its first slot.
+ */
 struct dl_ring {
 	struct dl_ring_ctrl *ctrl;
 	u8 *slots;
 };
 
-/* Our side of the ring to a peer. */
+/**
+ * struct dl_tx_ring - this host's side of the ring to a peer.
+ * @lock: serializes senders.
+ * @ring: the ring.
+ * @prod: the producer index; the shared copy is never read back.
+ * @seq: sequence number of the next message.
+ */
 struct dl_tx_ring {
-	spinlock_t lock;	/* serializes senders */
+	spinlock_t lock;		/* senders */
 	struct dl_ring ring;
-	u32 prod;		/* ours; the shared copy is never read back */
+	u32 prod;
 	u32 seq;
 };
 
-/* Our side of the ring from a peer; receive work only. */
+/**
+ * struct dl_rx_ring - this host's side of the ring from a peer; used by the
+ * receive work only.
+ * @ring: the ring.
+ * @cons: the consumer index; the shared copy is never read back.
+ * @synced: @epoch and @next_seq are valid.
+ * @epoch: the sender epoch of the last message taken.
+ * @next_seq: the sequence number expected next.
+ */
 struct dl_rx_ring {
 	struct dl_ring ring;
-	u32 cons;		/* ours; the shared copy is never read back */
-	bool synced;		/* @epoch and @next_seq are valid */
+	u32 cons;
+	bool synced;
 	u32 epoch;
 	u32 next_seq;
 };
 
-/* Ping responder state, per peer; receive work only. */
+/**
+ * struct dl_ping_rx - ping responder state of one peer; receive work only.
+ * @valid: @nonce and @next_seq are valid.
+ * @nonce: the self-test run seen last.
+ * @next_seq: the ping number expected next in that run.
+ */
 struct dl_ping_rx {
 	bool valid;
 	u64 nonce;
@@ -125,31 +169,52 @@ struct dl_ping_rx {
 
 /**
  * struct dl_peer - everything this host keeps about one other host.
+ * @fab: the fabric.
+ * @id: the peer's host id.
+ * @link_lock: the link snapshot (@up to @name) is written under fab->lock
+ *	and @link_lock, so it can be read under either.
+ * @up: the link is up.
+ * @proto: the negotiated protocol version while up.
+ * @epoch: the low 32 bits of @incarnation while up.
+ * @incarnation: the incarnation being watched.
+ * @win: the window onto its RAM, once found.
+ * @layout: its RAM layout.
+ * @name: its host name.
+ * @known: its info was valid at least once (fab->lock).
+ * @tracking: an incarnation is being watched (fab->lock).
+ * @last_hb: its heartbeat as last seen (fab->lock).
+ * @hb_jiffies: when the heartbeat was last seen to move (fab->lock).
+ * @hb_moved: it moved since watching began or since a timeout (fab->lock).
+ * @warned: logged why it cannot come up (fab->lock).
+ * @ident_ok: @ident is usable (fab->lock).
+ * @ident: how to recognize its window (fab->lock).
+ * @proto_min: lowest version it speaks (fab->lock).
+ * @proto_max: highest version it speaks (fab->lock).
+ * @tx: the ring to it.
+ * @rx: the ring from it.
+ * @ping: ping responder state.
+ * @kobj: its sysfs directory.
+ * @cnt: counters, indexed by &enum dl_peer_counter.
  */
 struct dl_peer {
 	struct dl_fabric *fab;
 	u32 id;
 
-	/*
-	 * Link snapshot: written under fab->lock and link_lock, so it can be
-	 * read under either.
-	 */
-	spinlock_t link_lock;
+	spinlock_t link_lock;	/* the link snapshot */
 	bool up;
 	u16 proto;
-	u32 epoch;		/* low 32 bits of @incarnation */
+	u32 epoch;
 	u64 incarnation;
 	struct dl_fabric_window *win;
 	struct dl_ram_layout layout;
 	char name[sizeof_field(struct dl_host_info, name) + 1];
 
-	/* Liveness tracking: fab->lock. */
-	bool known;		/* its info was valid at least once */
-	bool tracking;		/* watching @incarnation */
+	bool known;
+	bool tracking;
 	u64 last_hb;
 	unsigned long hb_jiffies;
 	bool hb_moved;
-	bool warned;		/* logged why it cannot come up */
+	bool warned;
 	bool ident_ok;
 	struct dl_fabric_ident ident;
 	u16 proto_min;
@@ -163,13 +228,21 @@ struct dl_peer {
 	atomic64_t cnt[DL_CNT_NR];
 };
 
-/* A registered handler. */
+/**
+ * struct dl_handler - a registered message handler.
+ * @fn: the handler.
+ * @priv: its argument.
+ */
 struct dl_handler {
 	dl_fabric_msg_fn fn;
 	void *priv;
 };
 
-/* A registered doorbell callback. */
+/**
+ * struct dl_db_handler - a registered doorbell callback.
+ * @fn: the callback.
+ * @priv: its argument.
+ */
 struct dl_db_handler {
 	dl_fabric_db_fn fn;
 	void *priv;
@@ -177,6 +250,16 @@ struct dl_db_handler {
 
 /**
  * struct dl_selftest_result - the last self-test run.
+ * @valid: a test has run.
+ * @peer: the peer it pinged.
+ * @count: pings asked for.
+ * @ok: pings echoed intact.
+ * @errors: pings that failed otherwise, or were never sent.
+ * @timeouts: pings without an answer in time.
+ * @p50_ns: median round-trip time of the good pings.
+ * @p99_ns: 99th percentile.
+ * @max_ns: the slowest.
+ * @pass: every ping came back intact.
  */
 struct dl_selftest_result {
 	bool valid;
@@ -193,6 +276,38 @@ struct dl_selftest_result {
 
 /**
  * struct dl_fabric - one fabric adapter and the peers behind it.
+ * @dev: the adapter.
+ * @ops: its backend.
+ * @backend_priv: the backend's data.
+ * @db_vectors: doorbell vectors the adapter receives.
+ * @ctl: the control area.
+ * @geom: its validated geometry.
+ * @host_id: this host's id.
+ * @self: this host's info slot.
+ * @incarnation: this incarnation, random.
+ * @ident_token: what @ident_page holds, random.
+ * @ident_page: the page peers look for through their windows.
+ * @layout: this host's RAM layout.
+ * @heartbeat: this host's heartbeat counter.
+ * @lock: see the top of this file.
+ * @stopping: the fabric is being stopped (@lock).
+ * @peers: by host id; this host's entry is unused.
+ * @wq: runs @rx_work and @live_work.
+ * @rx_work: drains the receive rings.
+ * @live_work: heartbeat and peer scan.
+ * @rx_buf: one slot's worth, for @rx_work only.
+ * @reqs: requests in flight, by the low 32 bits of their wire id.
+ * @req_next: next id to try (xarray lock).
+ * @req_gen: how often the id space wrapped (xarray lock).
+ * @handlers_lock: handler calls against handler changes.
+ * @handlers: by message type.
+ * @db_lock: doorbell callbacks against changes.
+ * @db_handlers: by doorbell vector.
+ * @sysfs_fabric: the fabric/ directory.
+ * @sysfs_peers: the fabric/peers/ directory.
+ * @debugfs_files: peers, status and selftest.
+ * @selftest_lock: one self-test at a time; guards @selftest.
+ * @selftest: the result of the last run.
  */
 struct dl_fabric {
 	struct device *dev;
@@ -200,44 +315,41 @@ struct dl_fabric {
 	void *backend_priv;
 	unsigned int db_vectors;
 
-	/* The control area and this host's place in it. */
 	void *ctl;
 	struct dl_ctl_geom geom;
 	u32 host_id;
 	struct dl_host_info *self;
 
-	/* This incarnation. */
 	u64 incarnation;
 	u64 ident_token;
 	struct page *ident_page;
 	struct dl_ram_layout layout;
 	u64 heartbeat;
 
-	struct mutex lock;	/* see the top of this file */
+	struct mutex lock;	/* liveness, link changes */
 	bool stopping;
 	struct dl_peer peers[DL_MAX_HOSTS];
 
 	struct workqueue_struct *wq;
 	struct work_struct rx_work;
 	struct delayed_work live_work;
-	u8 *rx_buf;		/* one slot; receive work only */
+	u8 *rx_buf;
 
-	/* Requests in flight, by the low 32 bits of their wire id. */
 	struct xarray reqs;
 	u32 req_next;
 	u32 req_gen;
 
-	struct rw_semaphore handlers_lock;	/* handler calls vs. changes */
+	struct rw_semaphore handlers_lock;
 	struct dl_handler handlers[DL_FABRIC_MAX_TYPES];
 
-	spinlock_t db_lock;	/* doorbell callbacks vs. changes */
+	spinlock_t db_lock;	/* db_handlers */
 	struct dl_db_handler db_handlers[DL_DB_VECTORS];
 
 	struct kobject *sysfs_fabric;
 	struct kobject *sysfs_peers;
 	struct dentry *debugfs_files[3];
 
-	struct mutex selftest_lock;	/* one self-test at a time */
+	struct mutex selftest_lock;	/* one run at a time */
 	struct dl_selftest_result selftest;
 };
 
