@@ -20,6 +20,7 @@
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
+#include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
 
@@ -193,6 +194,8 @@ struct dl_ping_rx {
  * @tx: the ring to it.
  * @rx: the ring from it.
  * @ping: ping responder state.
+ * @reqs_out: requests in flight to it, at most dl_ring_share().
+ * @req_wq: where requesters wait for @reqs_out to drop.
  * @kobj: its sysfs directory.
  * @cnt: counters, indexed by &enum dl_peer_counter.
  */
@@ -223,6 +226,9 @@ struct dl_peer {
 	struct dl_tx_ring tx;
 	struct dl_rx_ring rx;
 	struct dl_ping_rx ping;
+
+	atomic_t reqs_out;
+	wait_queue_head_t req_wq;
 
 	struct kobject *kobj;
 	atomic64_t cnt[DL_CNT_NR];
@@ -395,6 +401,7 @@ void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
 		      u32 peer, u16 proto);
 
 /* ring.c */
+u32 dl_ring_share(struct dl_fabric *fab);
 void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer);
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		 const struct dl_fabric_msg *msg, u16 flags, u32 status);

@@ -37,6 +37,8 @@ void dl_peer_init(struct dl_fabric *fab, struct dl_peer *peer, u32 id)
 	peer->id = id;
 	spin_lock_init(&peer->link_lock);
 	spin_lock_init(&peer->tx.lock);
+	atomic_set(&peer->reqs_out, 0);
+	init_waitqueue_head(&peer->req_wq);
 }
 
 /**

@@ -19,6 +19,7 @@
 #include <linux/device.h>
 #include <linux/minmax.h>
 #include <linux/string.h>
+#include <linux/wait.h>
 #include <linux/xarray.h>
 
 #include "internal.h"
@@ -32,11 +33,36 @@ void dl_req_init(struct dl_fabric *fab)
 	xa_init_flags(&fab->reqs, XA_FLAGS_ALLOC);
 }
 
+/*
+ * A request holds one of the peer's credits from submit until it leaves
+ * the table; see dl_ring_share() for why they are limited.
+ */
+static int dl_req_get_credit(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	if (!wait_event_timeout(peer->req_wq,
+				atomic_add_unless(&peer->reqs_out, 1,
+						  dl_ring_share(fab)),
+				msecs_to_jiffies(DL_TX_FULL_WAIT_MS)))
+		return -EAGAIN;
+	return 0;
+}
+
+static void dl_req_put_credit(struct dl_fabric *fab, u32 peer)
+{
+	struct dl_peer *p = &fab->peers[peer];
+
+	atomic_dec(&p->reqs_out);
+	wake_up(&p->req_wq);
+}
+
 /* Take @req out of the table if it is still there; true if we did. */
 static bool dl_req_remove(struct dl_fabric *fab, struct dl_fabric_req *req)
 {
-	return xa_cmpxchg(&fab->reqs, lower_32_bits(req->wire_id), req, NULL,
-			  0) == req;
+	if (xa_cmpxchg(&fab->reqs, lower_32_bits(req->wire_id), req, NULL,
+		       0) != req)
+		return false;
+	dl_req_put_credit(fab, req->peer);
+	return true;
 }
 
 /**
@@ -51,8 +77,12 @@ static bool dl_req_remove(struct dl_fabric *fab, struct dl_fabric_req *req)
  * On success the caller must call dl_fabric_req_wait() on @req. Might
  * sleep.
  *
- * Return: 0, -EINVAL, -ENOMEM, -EBUSY if all ids are in use, or an error
- * of dl_fabric_send(); on error the fabric does not reference @req.
+ * At most dl_ring_share() requests are in flight to one peer; a further
+ * one waits up to %DL_TX_FULL_WAIT_MS for one of them to finish.
+ *
+ * Return: 0, -EINVAL, -ENOMEM, -EBUSY if all ids are in use, -EAGAIN if
+ * too many requests stayed in flight, or an error of dl_fabric_send(); on
+ * error the fabric does not reference @req.
  */
 int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 			 const void *data, size_t len,
@@ -75,6 +105,10 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 	req->status = -EINPROGRESS;
 	req->resp_len = 0;
 
+	ret = dl_req_get_credit(fab, p);
+	if (ret)
+		return ret;
+
 	xa_lock(&fab->reqs);
 	ret = __xa_alloc_cyclic(&fab->reqs, &idx, req, XA_LIMIT(1, U32_MAX),
 				&fab->req_next, GFP_KERNEL);
@@ -83,8 +117,10 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 	if (ret >= 0)
 		req->wire_id = (u64)fab->req_gen << 32 | idx;
 	xa_unlock(&fab->reqs);
-	if (ret < 0)
+	if (ret < 0) {
+		dl_req_put_credit(fab, peer);
 		return ret;
+	}
 
 	/*
 	 * dl_ring_send() checks the link only now that the request is in
@@ -185,8 +221,10 @@ void dl_req_complete(struct dl_fabric *fab, struct dl_peer *peer,
 	req = xa_load(&fab->reqs, idx);
 	if (req && (req->wire_id != msg->req_id || req->peer != peer->id))
 		req = NULL;
-	if (req)
+	if (req) {
 		__xa_erase(&fab->reqs, idx);
+		dl_req_put_credit(fab, req->peer);
+	}
 	xa_unlock(&fab->reqs);
 
 	if (!req) {
@@ -223,6 +261,7 @@ void dl_req_fail(struct dl_fabric *fab, u32 peer, int err)
 		if (peer != U32_MAX && req->peer != peer)
 			continue;
 		__xa_erase(&fab->reqs, idx);
+		dl_req_put_credit(fab, req->peer);
 		req->status = err;
 		complete(&req->completion);
 	}

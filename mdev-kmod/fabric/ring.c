@@ -18,6 +18,7 @@
 #include <linux/device.h>
 #include <linux/jiffies.h>
 #include <linux/lockdep.h>
+#include <linux/minmax.h>
 #include <linux/printk.h>
 #include <linux/string.h>
 
@@ -52,9 +53,31 @@ void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer)
 	tx->seq = 0;
 }
 
-/* Free slots in the ring to a peer: > 0, 0 when full, -EIO if corrupt. */
-static int dl_ring_tx_room(struct dl_fabric *fab, struct dl_tx_ring *tx)
+/**
+ * dl_ring_share() - how much of a ring requests and posted messages may use.
+ * @fab: the fabric.
+ *
+ * Half a ring; the other half is kept for responses. A host also has at
+ * most this many requests in flight to a peer (dl_fabric_req_submit()),
+ * so a ring never holds more responses than that, and a response never
+ * has to wait for room. Otherwise two hosts answering each other from
+ * their receive work could wait for each other with both rings full.
+ *
+ * Return: slots.
+ */
+u32 dl_ring_share(struct dl_fabric *fab)
 {
+	return max(fab->geom.ring_slots / 2, 1U);
+}
+
+/*
+ * Free slots in the ring to a peer for a message of this kind: > 0, 0 when
+ * there is none, -EIO if the peer's consumer index is corrupt.
+ */
+static int dl_ring_tx_room(struct dl_fabric *fab, struct dl_tx_ring *tx,
+			   bool response)
+{
+	u32 limit = response ? fab->geom.ring_slots : dl_ring_share(fab);
 	u32 cons, used;
 
 	lockdep_assert_held(&tx->lock);
@@ -67,7 +90,7 @@ static int dl_ring_tx_room(struct dl_fabric *fab, struct dl_tx_ring *tx)
 	used = tx->prod - cons;
 	if (used > fab->geom.ring_slots)
 		return -EIO;
-	return fab->geom.ring_slots - used;
+	return used < limit ? limit - used : 0;
 }
 
 static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
@@ -107,8 +130,9 @@ static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
  * @flags: %DL_MSG_F_RESPONSE or 0.
  * @status: an &enum dl_msg_status for responses, else 0.
  *
- * If the ring is full, waits for room for up to %DL_TX_FULL_WAIT_MS.
- * Might sleep.
+ * If the ring is full (for requests and posted messages: half full, see
+ * dl_ring_share()), waits for room for up to %DL_TX_FULL_WAIT_MS. Might
+ * sleep.
  *
  * Return: 0, -EMSGSIZE if the payload does not fit a slot, -ENOTCONN if
  * the peer is not up, -EAGAIN if the ring stayed full, -EIO if the peer
@@ -132,7 +156,7 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		if (!dl_peer_link(peer, &proto, NULL))
 			return -ENOTCONN;
 		spin_lock(&tx->lock);
-		room = dl_ring_tx_room(fab, tx);
+		room = dl_ring_tx_room(fab, tx, flags & DL_MSG_F_RESPONSE);
 		if (room > 0)
 			break;
 		spin_unlock(&tx->lock);

@@ -160,7 +160,7 @@ static int dl_st_parse(struct dl_st_run *run, char *args)
 	/* Our requests and the peer's responses must fit the ring at once. */
 	if (!run->window ||
 	    run->window > min_t(u32, DL_SELFTEST_MAX_WINDOW,
-				max(run->fab->geom.ring_slots / 2, 1U)))
+				dl_ring_share(run->fab)))
 		return -EINVAL;
 	return 0;
 }
