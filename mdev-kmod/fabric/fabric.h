@@ -136,10 +136,12 @@ typedef void (*dl_fabric_db_fn)(struct dl_fabric *fab, unsigned int vector,
  * @resp_len: bytes the response carried (may exceed @resp_size, then the
  *	result is -EMSGSIZE and @resp holds the first @resp_size bytes).
  * @status: the result: 0, -errno mapped from the response status,
- *	-ETIMEDOUT, -ENOTCONN or -ENODEV.
+ *	-EPROTO for a response of another type, -ETIMEDOUT, -ENOTCONN or
+ *	-ENODEV.
  * @sent: when the request was published to the peer.
  * @done: when its response arrived (valid if @status is not a local error).
  * @peer: private: the peer asked.
+ * @type: private: the message type asked.
  * @wire_id: private: the request id on the wire.
  * @completion: private: completed once the request has a result.
  *
@@ -156,6 +158,7 @@ struct dl_fabric_req {
 	ktime_t done;
 
 	u32 peer;
+	u16 type;
 	u64 wire_id;
 	struct completion completion;
 };

@@ -146,26 +146,34 @@ static irqreturn_t dl_ivs_irq(int irq, void *data)
 	return IRQ_HANDLED;
 }
 
+/* Free the first @n handlers; the vectors stay (pci_free_irq_vectors()). */
 static void dl_ivs_free_irqs(struct dl_ivs_adapter *a, unsigned int n)
 {
 	while (n--)
 		free_irq(pci_irq_vector(a->pdev, n), &a->vecs[n]);
-	pci_free_irq_vectors(a->pdev);
 }
 
-static int dl_ivs_setup_irqs(struct dl_ivs_adapter *a)
+/* The MSI-X vectors; before the fabric exists, which needs their number. */
+static int dl_ivs_alloc_vectors(struct dl_ivs_adapter *a)
 {
-	struct pci_dev *pdev = a->pdev;
-	unsigned int i;
 	int ret;
 
-	ret = pci_alloc_irq_vectors(pdev, 1, DL_DB_VECTORS, PCI_IRQ_MSIX);
+	ret = pci_alloc_irq_vectors(a->pdev, 1, DL_DB_VECTORS, PCI_IRQ_MSIX);
 	if (ret < 0) {
-		dev_err(&pdev->dev, "cannot enable MSI-X for doorbells: %d\n",
+		dev_err(&a->pdev->dev, "cannot enable MSI-X for doorbells: %d\n",
 			ret);
 		return ret;
 	}
 	a->nvec = ret;
+	return 0;
+}
+
+/* Their handlers; after the fabric exists, which they call. */
+static int dl_ivs_request_irqs(struct dl_ivs_adapter *a)
+{
+	struct pci_dev *pdev = a->pdev;
+	unsigned int i;
+	int ret;
 
 	for (i = 0; i < a->nvec; i++) {
 		a->vecs[i].adapter = a;
@@ -245,14 +253,18 @@ static int dl_ivs_adapter_probe(struct pci_dev *pdev)
 	if (ret)
 		goto out_unlock;
 
+	ret = dl_ivs_alloc_vectors(a);
+	if (ret)
+		goto out_unlock;
+
 	cfg.priv = a;
-	cfg.db_vectors = DL_DB_VECTORS;
+	cfg.db_vectors = a->nvec;
 	a->fab = dl_fabric_create(&cfg);
 	if (IS_ERR(a->fab)) {
 		ret = PTR_ERR(a->fab);
-		goto out_unlock;
+		goto err_free_vectors;
 	}
-	ret = dl_ivs_setup_irqs(a);
+	ret = dl_ivs_request_irqs(a);
 	if (ret)
 		goto err_destroy_fabric;
 
@@ -269,6 +281,8 @@ err_free_irqs:
 	dl_ivs_free_irqs(a, a->nvec);
 err_destroy_fabric:
 	dl_fabric_destroy(a->fab);
+err_free_vectors:
+	pci_free_irq_vectors(pdev);
 out_unlock:
 	mutex_unlock(&dl_ivs_adapter_lock);
 	return ret;
@@ -283,6 +297,7 @@ static void dl_ivs_adapter_remove(struct dl_ivs_adapter *a)
 
 	dl_ivs_free_irqs(a, a->nvec);
 	dl_fabric_destroy(a->fab);
+	pci_free_irq_vectors(a->pdev);
 }
 
 static int dl_ivs_window_probe(struct pci_dev *pdev)

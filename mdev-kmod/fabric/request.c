@@ -102,6 +102,7 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 
 	init_completion(&req->completion);
 	req->peer = peer;
+	req->type = type;
 	req->status = -EINPROGRESS;
 	req->resp_len = 0;
 
@@ -147,8 +148,9 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
  * Might sleep. Afterwards the fabric no longer references @req.
  *
  * Return: @req->status: 0 or -errno from the response's status,
- * -EMSGSIZE if the response did not fit, -ETIMEDOUT, -ENOTCONN if the peer
- * went down, -ENODEV if the fabric went away.
+ * -EMSGSIZE if the response did not fit, -EPROTO if it was of another
+ * type, -ETIMEDOUT, -ENOTCONN if the peer went down, -ENODEV if the fabric
+ * went away.
  */
 int dl_fabric_req_wait(struct dl_fabric *fab, struct dl_fabric_req *req,
 		       unsigned int timeout_ms)
@@ -241,6 +243,13 @@ void dl_req_complete(struct dl_fabric *fab, struct dl_peer *peer,
 	req->status = dl_status_to_errno(status);
 	if (!req->status && msg->len > req->resp_size)
 		req->status = -EMSGSIZE;
+	if (msg->type != req->type) {
+		dl_peer_count(peer, DL_CNT_RX_BAD_MSGS);
+		dev_warn_ratelimited(fab->dev,
+				     "peer %u: response of type %u to a request of type %u\n",
+				     peer->id, msg->type, req->type);
+		req->status = -EPROTO;
+	}
 	req->done = now;
 	complete(&req->completion);
 }
