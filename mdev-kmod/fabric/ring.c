@@ -71,13 +71,18 @@ u32 dl_ring_share(struct dl_fabric *fab)
 }
 
 /*
- * Free slots in the ring to a peer for a message of this kind: > 0, 0 when
- * there is none, -EIO if the peer's consumer index is corrupt.
+ * Free slots in the ring to a peer for a message of this kind, 0 if none.
+ *
+ * A consumer index that is not within a ring of our producer index was
+ * not written by a sane receiver, or the receiver skipped a corrupt ring
+ * by taking our published index as it found it. Either way we continue
+ * from its index: the receiver counts what was lost as a sequence gap.
  */
-static int dl_ring_tx_room(struct dl_fabric *fab, struct dl_tx_ring *tx,
+static u32 dl_ring_tx_room(struct dl_fabric *fab, struct dl_peer *peer,
 			   bool response)
 {
 	u32 limit = response ? fab->geom.ring_slots : dl_ring_share(fab);
+	struct dl_tx_ring *tx = &peer->tx;
 	u32 cons, used;
 
 	lockdep_assert_held(&tx->lock);
@@ -88,8 +93,16 @@ static int dl_ring_tx_room(struct dl_fabric *fab, struct dl_tx_ring *tx,
 	 */
 	cons = le32_to_cpu(smp_load_acquire(&tx->ring.ctrl->cons));
 	used = tx->prod - cons;
-	if (used > fab->geom.ring_slots)
-		return -EIO;
+	if (used > fab->geom.ring_slots) {
+		dev_warn_ratelimited(fab->dev,
+				     "peer %u: consumer index %u out of ring (producer %u), resyncing\n",
+				     peer->id, cons, tx->prod);
+		tx->prod = cons;
+		/* Release: pairs with the receiver's acquire of prod. */
+		smp_store_release(&tx->ring.ctrl->prod,
+				  cpu_to_le32(tx->prod));
+		used = 0;
+	}
 	return used < limit ? limit - used : 0;
 }
 
@@ -135,8 +148,7 @@ static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
  * sleep.
  *
  * Return: 0, -EMSGSIZE if the payload does not fit a slot, -ENOTCONN if
- * the peer is not up, -EAGAIN if the ring stayed full, -EIO if the peer
- * corrupted its consumer index.
+ * the peer is not up, -EAGAIN if the ring stayed full.
  */
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		 const struct dl_fabric_msg *msg, u16 flags, u32 status)
@@ -145,7 +157,6 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 	struct dl_tx_ring *tx = &peer->tx;
 	bool waited = false;
 	u16 proto;
-	int room;
 
 	might_sleep();
 
@@ -156,17 +167,10 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		if (!dl_peer_link(peer, &proto, NULL))
 			return -ENOTCONN;
 		spin_lock(&tx->lock);
-		room = dl_ring_tx_room(fab, tx, flags & DL_MSG_F_RESPONSE);
-		if (room > 0)
+		if (dl_ring_tx_room(fab, peer, flags & DL_MSG_F_RESPONSE))
 			break;
 		spin_unlock(&tx->lock);
 
-		if (room < 0) {
-			dev_warn_ratelimited(fab->dev,
-					     "peer %u: corrupt consumer index in its ring\n",
-					     peer->id);
-			return -EIO;
-		}
 		if (!waited)
 			dl_peer_count(peer, DL_CNT_TX_RING_FULL);
 		waited = true;
