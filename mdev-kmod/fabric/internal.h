@@ -187,6 +187,7 @@ struct dl_ping_rx {
  * @hb_jiffies: when the heartbeat was last seen to move (fab->lock).
  * @hb_moved: it moved since watching began or since a timeout (fab->lock).
  * @warned: logged why it cannot come up (fab->lock).
+ * @info_bad: its host info was malformed at the last scan (fab->lock).
  * @ident_ok: @ident is usable (fab->lock).
  * @ident: how to recognize its window (fab->lock).
  * @proto_min: lowest version it speaks (fab->lock).
@@ -218,6 +219,7 @@ struct dl_peer {
 	unsigned long hb_jiffies;
 	bool hb_moved;
 	bool warned;
+	bool info_bad;
 	bool ident_ok;
 	struct dl_fabric_ident ident;
 	u16 proto_min;

@@ -250,9 +250,11 @@ static void dl_peer_scan(struct dl_fabric *fab, struct dl_peer *peer)
 	lockdep_assert_held(&fab->lock);
 
 	ret = dl_hostinfo_read(fab, peer->id, &snap);
-	if (ret == -EINVAL)
+	/* Log when it turns malformed, not at every scan while it stays so. */
+	if (ret == -EINVAL && !peer->info_bad)
 		dev_warn_ratelimited(fab->dev, "peer %u: malformed host info\n",
 				     peer->id);
+	peer->info_bad = ret == -EINVAL;
 	if (ret || snap.state != DL_HOST_UP) {
 		if (peer->tracking)
 			dl_peer_forget(fab, peer,
