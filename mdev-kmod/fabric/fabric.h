@@ -17,6 +17,11 @@
  *    per-type handlers for what peers send (like ntb_msg_*, but with
  *    rings of slots instead of single registers).
  *
+ * Messages to one peer arrive in order. Requests and posted messages may
+ * use half of a ring, and at most that many requests may be in flight to
+ * a peer; the other half is kept for responses, so answering from a
+ * handler never waits for room.
+ *
  * Everything a peer sends is untrusted; the fabric checks indices, lengths,
  * sources and sequence numbers, but handlers must still check payloads.
  */
