@@ -8,11 +8,22 @@
  * is copied once, every field is checked, and from then on only the copy
  * is used.
  */
+#include <linux/build_bug.h>
 #include <linux/device.h>
 #include <linux/log2.h>
 #include <linux/string.h>
 
 #include "internal.h"
+
+/*
+ * The wire structs are the protocol: a change of size is a change of the
+ * wire format. The Rust side asserts the same sizes on its generated types.
+ */
+static_assert(sizeof(struct dl_ctl_header) == DL_CTL_HEADER_SIZE);
+static_assert(sizeof(struct dl_host_info) == DL_HOST_INFO_SIZE);
+static_assert(sizeof(struct dl_ring_ctrl) == DL_RING_CTRL_SIZE);
+static_assert(sizeof(struct dl_msg_hdr) == DL_MSG_HDR_SIZE);
+static_assert(sizeof(struct dl_ping) == DL_PING_SIZE);
 
 static bool dl_ctl_ranges_overlap(u64 a, u64 a_len, u64 b, u64 b_len)
 {

@@ -38,7 +38,7 @@ pub fn run(
             "timeout 300 qemu-system-x86_64 -accel kvm -cpu host -m 256 -smp 1 -nodefaults \
              -display none -no-reboot -serial stdio \
              -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
-             -append 'console=ttyS0 panic=-1 devlend.cmd={b64}' {extra_qemu_args}",
+             -append 'console=ttyS0 quiet panic=-1 devlend.cmd={b64}' {extra_qemu_args}",
             img = images.display(),
             b64 = base64(cmd.as_bytes())
         ),

@@ -261,6 +261,15 @@ impl Cluster {
             .ok_or_else(|| ClusterError::HostDown(host.to_owned()))
     }
 
+    /// Closes the agent connections, so that another process (e.g.
+    /// `devlend-cluster exec`) can connect: an agent's socket takes one
+    /// client at a time.
+    pub fn release_agents(&mut self) {
+        for h in &mut self.hosts {
+            h.agent = None;
+        }
+    }
+
     /// Kills a host's QEMU at once, as a power failure would.
     pub fn kill_host(&mut self, host: &str) -> Result<(), ClusterError> {
         let id = self.id(host)?;

@@ -68,6 +68,7 @@ fn up(topology: PathBuf, keep_logs: bool) -> anyhow::Result<ExitCode> {
         run_base: rundir::base_dir(),
     })?;
     cluster.keep_logs(keep_logs);
+    cluster.release_agents();
     let run = cluster
         .paths()
         .state
