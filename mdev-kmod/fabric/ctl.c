@@ -24,6 +24,18 @@ static_assert(sizeof(struct dl_host_info) == DL_HOST_INFO_SIZE);
 static_assert(sizeof(struct dl_ring_ctrl) == DL_RING_CTRL_SIZE);
 static_assert(sizeof(struct dl_msg_hdr) == DL_MSG_HDR_SIZE);
 static_assert(sizeof(struct dl_ping) == DL_PING_SIZE);
+static_assert(sizeof(struct dl_bar_desc) == DL_BAR_DESC_SIZE);
+static_assert(sizeof(struct dl_dev_info) == DL_DEV_INFO_SIZE);
+static_assert(sizeof(struct dl_dev_ref) == DL_DEV_REF_SIZE);
+static_assert(sizeof(struct dl_dev_list) == DL_DEV_LIST_SIZE);
+static_assert(sizeof(struct dl_cfg_access) == DL_CFG_ACCESS_SIZE);
+static_assert(sizeof(struct dl_bar_access) == DL_BAR_ACCESS_SIZE);
+static_assert(sizeof(struct dl_dma_range) == DL_DMA_RANGE_SIZE);
+static_assert(sizeof(struct dl_dma_map) == DL_DMA_MAP_SIZE);
+static_assert(sizeof(struct dl_dma_unmap) == DL_DMA_UNMAP_SIZE);
+static_assert(sizeof(struct dl_irq_set) == DL_IRQ_SET_SIZE);
+static_assert(sizeof(struct dl_irq_fire) == DL_IRQ_FIRE_SIZE);
+static_assert(sizeof(struct dl_dev_fault) == DL_DEV_FAULT_SIZE);
 
 static bool dl_ctl_ranges_overlap(u64 a, u64 a_len, u64 b, u64 b_len)
 {

@@ -156,6 +156,22 @@ struct dl_ring_ctrl {
 /* Message types. Requests expect a response with the same @req_id. */
 enum dl_msg_type {
 	DL_MSG_PING = 1,	/* echo request: struct dl_ping payload */
+	/* Device lending; payloads below, "post" = posted, no response. */
+	DL_MSG_DEV_LIST = 16,	/* dl_dev_ref (start id) -> dl_dev_list */
+	DL_MSG_DEV_INFO = 17,	/* dl_dev_ref -> dl_dev_info */
+	DL_MSG_DEV_CHANGED = 18,	/* post, lender: dl_dev_ref, re-read it */
+	DL_MSG_DEV_ACQUIRE = 19,	/* dl_dev_ref -> dl_dev_ref; EBUSY if held */
+	DL_MSG_DEV_RELEASE = 20,	/* dl_dev_ref -> empty: reset, offer again */
+	DL_MSG_DEV_RESET = 21,	/* dl_dev_ref -> empty: function reset */
+	DL_MSG_CFG_READ = 22,	/* dl_cfg_access -> dl_cfg_access */
+	DL_MSG_CFG_WRITE = 23,	/* dl_cfg_access -> empty */
+	DL_MSG_BAR_READ = 24,	/* dl_bar_access -> dl_bar_access */
+	DL_MSG_BAR_WRITE = 25,	/* post: dl_bar_access, kept in ring order */
+	DL_MSG_DMA_MAP = 26,	/* dl_dma_map -> empty */
+	DL_MSG_DMA_UNMAP = 27,	/* dl_dma_unmap -> empty */
+	DL_MSG_IRQ_SET = 28,	/* dl_irq_set -> empty */
+	DL_MSG_IRQ_FIRE = 29,	/* post, lender: dl_irq_fire */
+	DL_MSG_DEV_FAULT = 30,	/* post, lender: dl_dev_fault */
 };
 
 /* struct dl_msg_hdr.flags */
@@ -212,10 +228,252 @@ struct dl_ping {
 	__u8 data[];
 } __attribute__((packed));
 
+/*
+ * Device lending (protocol v1). A lender offers devices; a borrower reads
+ * the list, acquires one device, then reaches it through the messages
+ * below, all of which name the device by the lender's dev_id. A dev_id is
+ * never reused within a lender incarnation. The lender serves every
+ * request in ring order, so a read after posted writes sees their effect.
+ * Every field is checked by the receiver: dev_id against its table and the
+ * sender against the device's borrower, offsets and sizes against the
+ * region, DMA ranges against the borrower's RAM and the device's limits.
+ */
+
+/* Device states in struct dl_dev_info. */
+enum dl_lent_state {
+	DL_LENT_AVAILABLE = 0,	/* lent, nobody holds it */
+	DL_LENT_BORROWED = 1,	/* held by @borrower */
+	DL_LENT_RETURNING = 2,	/* being reset after release; soon available */
+};
+
+/* struct dl_dev_info.flags */
+#define DL_DEV_F_MSIX		0x0001
+#define DL_DEV_F_MSI		0x0002
+#define DL_DEV_F_INTX		0x0004
+#define DL_DEV_F_PCIE		0x0008
+
+/* struct dl_bar_desc.flags */
+#define DL_BAR_F_PRESENT	0x0001
+#define DL_BAR_F_IO		0x0002
+#define DL_BAR_F_MEM64		0x0004
+#define DL_BAR_F_PREFETCH	0x0008
+
+#define DL_NUM_BARS		6
+#define DL_NO_HOST		0xffff
+
+/**
+ * struct dl_bar_desc - one BAR of a lent device.
+ * @size: bytes; 0 if the BAR is absent.
+ * @flags: DL_BAR_F_*.
+ * @reserved: zero.
+ */
+struct dl_bar_desc {
+	__le64 size;
+	__le32 flags;
+	__le32 reserved;
+} __attribute__((packed));
+
+/**
+ * struct dl_dev_info - a lent device as its lender describes it
+ * (response to %DL_MSG_DEV_INFO).
+ * @dev_id: the lender's handle.
+ * @vendor: PCI vendor id.
+ * @device: PCI device id.
+ * @subsys_vendor: PCI subsystem vendor id.
+ * @subsys_device: PCI subsystem id.
+ * @class_rev: class code << 8 | revision.
+ * @state: an &enum dl_lent_state.
+ * @borrower: host id of the borrower, %DL_NO_HOST if none.
+ * @flags: DL_DEV_F_*.
+ * @msix_count: MSI-X vectors the device has.
+ * @msi_count: MSI vectors the device has.
+ * @cfg_size: bytes of config space (256 or 4096).
+ * @bars: the six BARs.
+ * @name: the device's PCI address on the lender, NUL-padded, for humans.
+ */
+struct dl_dev_info {
+	__le32 dev_id;
+	__le16 vendor;
+	__le16 device;
+	__le16 subsys_vendor;
+	__le16 subsys_device;
+	__le32 class_rev;
+	__le16 state;
+	__le16 borrower;
+	__le32 flags;
+	__le16 msix_count;
+	__le16 msi_count;
+	__le32 cfg_size;
+	struct dl_bar_desc bars[DL_NUM_BARS];
+	char name[16];
+} __attribute__((packed));
+
+/**
+ * struct dl_dev_ref - names one device (payload of requests that need
+ * nothing else, and of %DL_MSG_DEV_CHANGED).
+ * @dev_id: the lender's handle.
+ * @reserved: zero.
+ */
+struct dl_dev_ref {
+	__le32 dev_id;
+	__le32 reserved;
+} __attribute__((packed));
+
+#define DL_DEV_LIST_MAX		32
+
+/**
+ * struct dl_dev_list - response to %DL_MSG_DEV_LIST (request payload: a
+ * struct dl_dev_ref whose dev_id is the first id wanted, 0 for all).
+ * @total: devices the lender offers.
+ * @count: ids that follow (at most %DL_DEV_LIST_MAX), ascending.
+ * @ids: dev_ids >= the requested start.
+ */
+struct dl_dev_list {
+	__le32 total;
+	__le32 count;
+	__le32 ids[DL_DEV_LIST_MAX];
+} __attribute__((packed));
+
+/**
+ * struct dl_cfg_access - a config space read or write.
+ * @dev_id: the device.
+ * @offset: byte offset in config space.
+ * @size: 1, 2 or 4, naturally aligned.
+ * @reserved: zero.
+ * @value: the value written, or read (in the response).
+ */
+struct dl_cfg_access {
+	__le32 dev_id;
+	__le16 offset;
+	__u8 size;
+	__u8 reserved;
+	__le32 value;
+} __attribute__((packed));
+
+/**
+ * struct dl_bar_access - a BAR read or write.
+ * @dev_id: the device.
+ * @bar: BAR index, 0-5.
+ * @size: 1, 2, 4 or 8, naturally aligned.
+ * @reserved: zero.
+ * @offset: byte offset in the BAR.
+ * @value: the value written, or read (in the response).
+ */
+struct dl_bar_access {
+	__le32 dev_id;
+	__u8 bar;
+	__u8 size;
+	__le16 reserved;
+	__le64 offset;
+	__le64 value;
+} __attribute__((packed));
+
+/**
+ * struct dl_dma_range - one contiguous run of a DMA mapping.
+ * @iova: the device-visible address (the guest-physical address).
+ * @addr: the borrower-physical address of the pinned memory behind it.
+ * @len: bytes; @iova, @addr and @len are page aligned.
+ */
+struct dl_dma_range {
+	__le64 iova;
+	__le64 addr;
+	__le64 len;
+} __attribute__((packed));
+
+/**
+ * struct dl_dma_map - %DL_MSG_DMA_MAP: map runs of borrower memory for the
+ * device, through the lender's window onto the borrower.
+ * @dev_id: the device.
+ * @count: runs that follow; as many as fit in a slot.
+ * @ranges: the runs.
+ */
+struct dl_dma_map {
+	__le32 dev_id;
+	__le32 count;
+	struct dl_dma_range ranges[];
+} __attribute__((packed));
+
+/* struct dl_dma_unmap.flags */
+#define DL_DMA_UNMAP_F_ALL	0x0001	/* every mapping of the device */
+
+/**
+ * struct dl_dma_unmap - %DL_MSG_DMA_UNMAP.
+ * @dev_id: the device.
+ * @flags: DL_DMA_UNMAP_F_*.
+ * @iova: start (ignored with %DL_DMA_UNMAP_F_ALL).
+ * @len: bytes (ignored with %DL_DMA_UNMAP_F_ALL).
+ */
+struct dl_dma_unmap {
+	__le32 dev_id;
+	__le32 flags;
+	__le64 iova;
+	__le64 len;
+} __attribute__((packed));
+
+/* Interrupt types, as VFIO's indices. */
+enum dl_irq_type {
+	DL_IRQ_INTX = 0,
+	DL_IRQ_MSI = 1,
+	DL_IRQ_MSIX = 2,
+};
+
+/**
+ * struct dl_irq_set - %DL_MSG_IRQ_SET: have the lender take (@count > 0)
+ * or release (@count == 0) the device's vectors of @type. Vectors the
+ * lender takes fire %DL_MSG_IRQ_FIRE to the borrower.
+ * @dev_id: the device.
+ * @type: an &enum dl_irq_type.
+ * @reserved: zero.
+ * @count: vectors, 0 to release all of @type.
+ */
+struct dl_irq_set {
+	__le32 dev_id;
+	__le16 type;
+	__le16 reserved;
+	__le32 count;
+} __attribute__((packed));
+
+/**
+ * struct dl_irq_fire - %DL_MSG_IRQ_FIRE, lender to borrower, posted.
+ * @dev_id: the device.
+ * @type: an &enum dl_irq_type.
+ * @vector: the vector that fired.
+ */
+struct dl_irq_fire {
+	__le32 dev_id;
+	__le16 type;
+	__le16 vector;
+} __attribute__((packed));
+
+/**
+ * struct dl_dev_fault - %DL_MSG_DEV_FAULT, lender to borrower, posted:
+ * the lender's IOMMU blocked a DMA of the device.
+ * @dev_id: the device.
+ * @flags: bit 0: it was a write.
+ * @iova: the address the device used.
+ */
+struct dl_dev_fault {
+	__le32 dev_id;
+	__le32 flags;
+	__le64 iova;
+} __attribute__((packed));
+
 #define DL_CTL_HEADER_SIZE	128
 #define DL_HOST_INFO_SIZE	256
 #define DL_RING_CTRL_SIZE	128
 #define DL_MSG_HDR_SIZE		32
 #define DL_PING_SIZE		16
+#define DL_BAR_DESC_SIZE	16
+#define DL_DEV_INFO_SIZE	144
+#define DL_DEV_REF_SIZE		8
+#define DL_DEV_LIST_SIZE	136
+#define DL_CFG_ACCESS_SIZE	12
+#define DL_BAR_ACCESS_SIZE	24
+#define DL_DMA_RANGE_SIZE	24
+#define DL_DMA_MAP_SIZE		8
+#define DL_DMA_UNMAP_SIZE	24
+#define DL_IRQ_SET_SIZE		12
+#define DL_IRQ_FIRE_SIZE	8
+#define DL_DEV_FAULT_SIZE	16
 
 #endif /* DEVLEND_WIRE_H */

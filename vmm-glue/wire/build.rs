@@ -17,14 +17,13 @@ struct MacroTypes;
 impl ParseCallbacks for MacroTypes {
     fn int_macro(&self, name: &str, _value: i64) -> Option<IntKind> {
         let kind = match name {
+            // 64-bit fields: magics and the total size of the area.
+            "DL_CTL_MAGIC" | "DL_HOST_MAGIC" | "DL_DEFAULT_CTL_SIZE" => IntKind::U64,
             // Sizes of wire structs: compared with `size_of` and slice lengths.
-            "DL_CTL_HEADER_SIZE" | "DL_HOST_INFO_SIZE" | "DL_RING_CTRL_SIZE"
-            | "DL_MSG_HDR_SIZE" | "DL_PING_SIZE" => IntKind::Custom {
+            n if n.ends_with("_SIZE") && !n.contains("SLOT") => IntKind::Custom {
                 name: "usize",
                 is_signed: false,
             },
-            // 64-bit fields: magics and the total size of the area.
-            "DL_CTL_MAGIC" | "DL_HOST_MAGIC" | "DL_DEFAULT_CTL_SIZE" => IntKind::U64,
             // 16-bit fields: protocol versions and message flags.
             n if n.starts_with("DL_PROTO_") || n.starts_with("DL_MSG_F_") => IntKind::U16,
             // Everything else (counts, limits, sizes, times) lives in u32 fields.

@@ -85,6 +85,21 @@ const _: () = {
     assert!(size_of::<sys::dl_ring_ctrl>() == DL_RING_CTRL_SIZE);
     assert!(size_of::<sys::dl_msg_hdr>() == DL_MSG_HDR_SIZE);
     assert!(size_of::<sys::dl_ping>() == DL_PING_SIZE);
+    assert!(size_of::<sys::dl_bar_desc>() == sys::DL_BAR_DESC_SIZE);
+    assert!(size_of::<sys::dl_dev_info>() == sys::DL_DEV_INFO_SIZE);
+    assert!(size_of::<sys::dl_dev_ref>() == sys::DL_DEV_REF_SIZE);
+    assert!(size_of::<sys::dl_dev_list>() == sys::DL_DEV_LIST_SIZE);
+    assert!(size_of::<sys::dl_cfg_access>() == sys::DL_CFG_ACCESS_SIZE);
+    assert!(size_of::<sys::dl_bar_access>() == sys::DL_BAR_ACCESS_SIZE);
+    assert!(size_of::<sys::dl_dma_range>() == sys::DL_DMA_RANGE_SIZE);
+    assert!(size_of::<sys::dl_dma_map>() == sys::DL_DMA_MAP_SIZE);
+    assert!(size_of::<sys::dl_dma_unmap>() == sys::DL_DMA_UNMAP_SIZE);
+    assert!(size_of::<sys::dl_irq_set>() == sys::DL_IRQ_SET_SIZE);
+    assert!(size_of::<sys::dl_irq_fire>() == sys::DL_IRQ_FIRE_SIZE);
+    assert!(size_of::<sys::dl_dev_fault>() == sys::DL_DEV_FAULT_SIZE);
+    // The largest fixed payload fits a slot of the default size, which is
+    // what the server formats.
+    assert!(DL_MSG_HDR_SIZE + sys::DL_DEV_INFO_SIZE <= DL_DEFAULT_SLOT_SIZE as usize);
     // Layout v1 puts the host slots at one page and strides them by one
     // host info; the ring control block is what precedes a ring's slots.
     assert!(HOST_STRIDE as usize == DL_HOST_INFO_SIZE);
