@@ -49,9 +49,9 @@ pub fn ensure_module(agent: &AgentClient) -> anyhow::Result<()> {
     sh(
         agent,
         &format!(
-            "grep -q '^devlend ' /proc/modules || insmod {}; \
+            "set -e; if ! grep -q '^devlend ' /proc/modules; then insmod {}; fi; \
              mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug",
-            ko.display()
+            devlend_cluster::host_view(&ko).display()
         ),
     )?;
     Ok(())

@@ -39,7 +39,7 @@ pub fn run(
              -display none -no-reboot -serial stdio \
              -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
              -append 'console=ttyS0 quiet panic=-1 devlend.cmd={b64}' {extra_qemu_args}",
-            img = images.display(),
+            img = devlend_cluster::host_view(images).display(),
             b64 = base64(cmd.as_bytes())
         ),
         Duration::from_secs(320),

@@ -60,6 +60,18 @@ pub mod sys {
                 .finish_non_exhaustive()
         }
     }
+
+    impl ::std::fmt::Debug for dl_dma_map {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            // As for dl_ping: copy out of the packed struct; `ranges` is a
+            // flexible array whose length is `count`, not known here.
+            let (dev_id, count) = (self.dev_id, self.count);
+            f.debug_struct("dl_dma_map")
+                .field("dev_id", &dev_id)
+                .field("count", &count)
+                .finish_non_exhaustive()
+        }
+    }
 }
 
 pub use area::{AreaError, ControlArea, FabricSnapshot, HostSlot, RingStatus};
