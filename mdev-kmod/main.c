@@ -12,14 +12,35 @@
 #include <linux/module.h>
 
 #include "fabric/fabric.h"
+#include "lender/lender.h"
+#include "borrower/borrower.h"
 
 static int __init devlend_init(void)
 {
-	return dl_fabric_init();
+	int ret;
+
+	ret = dl_fabric_init();
+	if (ret)
+		return ret;
+	ret = dl_lender_init();
+	if (ret)
+		goto err_fabric_exit;
+	ret = dl_borrower_init();
+	if (ret)
+		goto err_lender_exit;
+	return 0;
+
+err_lender_exit:
+	dl_lender_exit();
+err_fabric_exit:
+	dl_fabric_exit();
+	return ret;
 }
 
 static void __exit devlend_exit(void)
 {
+	dl_borrower_exit();
+	dl_lender_exit();
 	dl_fabric_exit();
 }
 
