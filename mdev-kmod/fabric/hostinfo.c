@@ -293,7 +293,13 @@ int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap)
 	snap->ident_token = le64_to_cpu(c.ident_token);
 	dl_hostinfo_copy_name(snap->name, c.name, sizeof(c.name));
 
+	/*
+	 * The owner publishes the address of a page it allocated; anything
+	 * else is malformed (and an address near a page's end would have
+	 * the token straddle the page that peers map to read it).
+	 */
 	if (snap->proto_min > snap->proto_max ||
+	    !PAGE_ALIGNED(snap->ident_phys) ||
 	    !dl_layout_valid(&snap->layout))
 		return -EINVAL;
 	return 0;

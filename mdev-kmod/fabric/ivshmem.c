@@ -91,8 +91,10 @@ static bool dl_ivs_window_shows(struct dl_ivs_window *w,
 	void *map;
 	u64 token;
 
+	/* Only one page is mapped: the token must lie wholly inside it. */
 	if (w->fw.size < id->min_size || w->fw.size < 8 ||
-	    id->offset > w->fw.size - 8)
+	    id->offset > w->fw.size - 8 ||
+	    offset_in_page(id->offset) > PAGE_SIZE - sizeof(token))
 		return false;
 
 	map = memremap(w->fw.phys_addr + page, PAGE_SIZE, MEMREMAP_WB);
