@@ -1,7 +1,7 @@
 #!/bin/sh
 # devlend guest /init (busybox sh, PID 1 of a nested KVM guest).
 #
-# Contract (docs/contracts-draft.md, "Guest /init"):
+# Contract (docs/hosts.md, "Guest /init"):
 #   devlend.cmd=<base64 of a shell command> on the kernel command line: run it
 #   with sh, print DEVLEND-CMD-BEGIN, its output (stdout and stderr),
 #   DEVLEND-CMD-END rc=<n> on the console, then power off.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # devlend host /init (busybox sh, PID 1 of an emulated cluster host).
 #
-# Contract (docs/contracts-draft.md, "Host /init"):
+# Contract (docs/hosts.md, "Host /init"):
 #   - mount the outer machine's / read-only (9p tag "hostroot") at /hostroot;
 #   - tmpfs on /hostroot/{tmp,run,root,dev/shm}; devtmpfs, devpts, proc,
 #     sysfs, debugfs (and tracefs) inside /hostroot;

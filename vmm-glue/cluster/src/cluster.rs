@@ -148,20 +148,29 @@ impl Cluster {
             server: None,
             keep_logs: false,
         };
-        cluster.start_server()?;
-        for spec in &cluster.cfg.topology.hosts {
+        if let Err(e) = cluster.boot() {
+            // The error names logs: keep them.
+            cluster.keep_logs(true);
+            return Err(e);
+        }
+        Ok(cluster)
+    }
+
+    fn boot(&mut self) -> Result<(), ClusterError> {
+        self.start_server()?;
+        for spec in &self.cfg.topology.hosts {
             for d in &spec.nvme {
-                create_sparse(&cluster.paths.nvme_file(&spec.name, &d.id), d.size.0)?;
+                create_sparse(&self.paths.nvme_file(&spec.name, &d.id), d.size.0)?;
             }
         }
         // Start every QEMU first, then wait: the hosts boot in parallel.
-        for id in 0..cluster.hosts.len() {
-            cluster.spawn_host(id)?;
+        for id in 0..self.hosts.len() {
+            self.spawn_host(id)?;
         }
-        for id in 0..cluster.hosts.len() {
-            cluster.connect_agent(id)?;
+        for id in 0..self.hosts.len() {
+            self.connect_agent(id)?;
         }
-        Ok(cluster)
+        Ok(())
     }
 
     fn start_server(&mut self) -> Result<(), ClusterError> {

@@ -56,6 +56,14 @@ pub fn create(base: &Path, topology: &str) -> Result<RunPaths, RunDirError> {
             source,
         })?;
     }
+    // The RAM files are whole hosts' memory: for our eyes only.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&paths.ram, std::fs::Permissions::from_mode(0o700)).map_err(
+        |source| RunDirError {
+            path: paths.ram.clone(),
+            source,
+        },
+    )?;
     let owner = paths.state.join("owner");
     std::fs::write(&owner, std::process::id().to_string()).map_err(|source| RunDirError {
         path: owner,

@@ -28,13 +28,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Boot every host of a topology and stay in the foreground; Ctrl-C
-    /// tears the cluster down and removes its files.
+    /// (or SIGTERM) tears the cluster down and removes its files but the
+    /// logs, which stay in /var/tmp/devlend/<run>/ until the next run.
     Up {
         /// The topology file.
         topology: PathBuf,
-        /// Keep the logs when torn down.
-        #[arg(long)]
-        keep_logs: bool,
     },
     /// List the runs that are up.
     Runs,
@@ -53,7 +51,7 @@ enum Cmd {
     },
 }
 
-fn up(topology: PathBuf, keep_logs: bool) -> anyhow::Result<ExitCode> {
+fn up(topology: PathBuf) -> anyhow::Result<ExitCode> {
     let topology = Topology::load(&topology)?;
     eprintln!(
         "==> booting {} hosts of {} (TCG: about half a minute)",
@@ -67,7 +65,6 @@ fn up(topology: PathBuf, keep_logs: bool) -> anyhow::Result<ExitCode> {
         ivshmem_server: tools::our_binary("devlend-ivshmem-server", "DEVLEND_IVSHMEM_SERVER")?,
         run_base: rundir::base_dir(),
     })?;
-    cluster.keep_logs(keep_logs);
     cluster.release_agents();
     let run = cluster
         .paths()
@@ -138,10 +135,7 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     let res = match cli.cmd {
-        Cmd::Up {
-            topology,
-            keep_logs,
-        } => up(topology, keep_logs),
+        Cmd::Up { topology } => up(topology),
         Cmd::Runs => runs(),
         Cmd::Exec {
             run,
