@@ -22,29 +22,81 @@ pub struct GuestRun {
     pub elapsed: Duration,
 }
 
-/// Boots a KVM guest in `host` (whose `/dev/kvm` must exist) with the guest
+/// How to start a nested guest.
+#[derive(Debug, Clone)]
+pub struct GuestOpts<'a> {
+    /// Guest RAM in MiB.
+    pub mem_mib: u32,
+    /// More QEMU arguments (e.g. a vfio-pci device).
+    pub extra_qemu_args: &'a str,
+    /// A QMP socket path inside the host, for hot-plug.
+    pub qmp: Option<&'a str>,
+}
+
+impl Default for GuestOpts<'_> {
+    fn default() -> Self {
+        GuestOpts {
+            mem_mib: 256,
+            extra_qemu_args: "",
+            qmp: None,
+        }
+    }
+}
+
+/// The QEMU command line of a nested guest running `cmd`.
+fn qemu_cmdline(images: &Path, cmd: &str, opts: &GuestOpts<'_>) -> String {
+    let qmp = opts
+        .qmp
+        .map(|s| format!("-qmp unix:{s},server=on,wait=off"))
+        .unwrap_or_default();
+    format!(
+        "qemu-system-x86_64 -accel kvm -cpu host -m {mem} -smp 1 -nodefaults \
+         -display none -no-reboot -serial stdio {qmp} \
+         -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
+         -append 'console=ttyS0 quiet panic=-1 devlend.cmd={b64}' {extra}",
+        mem = opts.mem_mib,
+        img = devlend_cluster::host_view(images).display(),
+        b64 = base64(cmd.as_bytes()),
+        extra = opts.extra_qemu_args,
+    )
+}
+
+/// Boots a KVM guest in a host (whose `/dev/kvm` must exist) with the guest
 /// images in `images`, runs `cmd` in it and returns what it printed.
-/// `extra_qemu_args` go on the QEMU command line (e.g. a vfio-pci device).
 pub fn run(
     agent: &AgentClient,
     images: &Path,
     cmd: &str,
     extra_qemu_args: &str,
 ) -> anyhow::Result<GuestRun> {
+    run_with(
+        agent,
+        images,
+        cmd,
+        &GuestOpts {
+            extra_qemu_args,
+            ..GuestOpts::default()
+        },
+    )
+}
+
+/// [`run`] with options.
+pub fn run_with(
+    agent: &AgentClient,
+    images: &Path,
+    cmd: &str,
+    opts: &GuestOpts<'_>,
+) -> anyhow::Result<GuestRun> {
     let t0 = Instant::now();
     let console = fabric::sh_timeout(
         agent,
-        &format!(
-            "timeout 300 qemu-system-x86_64 -accel kvm -cpu host -m 256 -smp 1 -nodefaults \
-             -display none -no-reboot -serial stdio \
-             -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
-             -append 'console=ttyS0 quiet panic=-1 devlend.cmd={b64}' {extra_qemu_args}",
-            img = devlend_cluster::host_view(images).display(),
-            b64 = base64(cmd.as_bytes())
-        ),
+        &format!("timeout 300 {}", qemu_cmdline(images, cmd, opts)),
         Duration::from_secs(320),
     )?;
-    let elapsed = t0.elapsed();
+    parse_console(console, t0.elapsed())
+}
+
+fn parse_console(console: String, elapsed: Duration) -> anyhow::Result<GuestRun> {
     let begin = console
         .find("DEVLEND-CMD-BEGIN")
         .with_context(|| format!("guest never ran its command; console:\n{console}"))?;
@@ -63,6 +115,104 @@ pub fn run(
         rc,
         elapsed,
     })
+}
+
+/// A guest running in the background in a host.
+#[derive(Debug)]
+pub struct BackgroundGuest {
+    /// PID of its QEMU, in the host.
+    pub pid: u32,
+    /// Its console (QEMU's stdout and stderr), a file in the host.
+    pub console: String,
+    started: Instant,
+}
+
+/// Starts a guest in the background: QEMU's output goes to `console` (a
+/// path in the host's tmpfs); returns at once.
+pub fn spawn(
+    agent: &AgentClient,
+    images: &Path,
+    cmd: &str,
+    opts: &GuestOpts<'_>,
+    console: &str,
+) -> anyhow::Result<BackgroundGuest> {
+    let out = fabric::sh(
+        agent,
+        &format!(
+            "setsid {} </dev/null >{console} 2>&1 & echo $!",
+            qemu_cmdline(images, cmd, opts)
+        ),
+    )?;
+    Ok(BackgroundGuest {
+        pid: out
+            .trim()
+            .parse()
+            .with_context(|| format!("no pid: {out:?}"))?,
+        console: console.to_owned(),
+        started: Instant::now(),
+    })
+}
+
+impl BackgroundGuest {
+    /// What the guest printed so far.
+    pub fn console(&self, agent: &AgentClient) -> anyhow::Result<String> {
+        fabric::sh(agent, &format!("cat {}", self.console))
+    }
+
+    /// True while its QEMU runs.
+    pub fn running(&self, agent: &AgentClient) -> anyhow::Result<bool> {
+        Ok(agent
+            .sh(&format!("kill -0 {}", self.pid), Duration::from_secs(30))?
+            .exit_code
+            == Some(0))
+    }
+
+    /// Waits until the console contains `needle`; the console.
+    pub fn wait_for(
+        &self,
+        agent: &AgentClient,
+        needle: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        let t0 = Instant::now();
+        loop {
+            let c = self.console(agent)?;
+            if c.contains(needle) {
+                return Ok(c);
+            }
+            if t0.elapsed() > timeout || !self.running(agent)? {
+                anyhow::bail!("guest did not print {needle:?} within {timeout:?}; console:\n{c}");
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Waits for the guest to power off; what it printed.
+    pub fn wait(&self, agent: &AgentClient, timeout: Duration) -> anyhow::Result<GuestRun> {
+        let t0 = Instant::now();
+        while self.running(agent)? {
+            if t0.elapsed() > timeout {
+                anyhow::bail!(
+                    "guest still running after {timeout:?}:\n{}",
+                    self.console(agent)?
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        parse_console(self.console(agent)?, self.started.elapsed())
+    }
+
+    /// Kills its QEMU (by its PID) and waits for it to go.
+    pub fn kill(&self, agent: &AgentClient) -> anyhow::Result<()> {
+        fabric::sh(
+            agent,
+            &format!(
+                "kill -9 {pid} 2>/dev/null; for i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; sleep 0.1; done; exit 1",
+                pid = self.pid
+            ),
+        )?;
+        Ok(())
+    }
 }
 
 /// Standard base64 (RFC 4648, with padding), for the kernel command line.

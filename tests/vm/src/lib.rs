@@ -10,6 +10,21 @@
 
 pub mod fabric;
 pub mod guest;
+pub mod lending;
 pub mod suite;
 
 pub use suite::{Check, Suite};
+
+/// Boots the cluster of `qemu-scripts/topologies/<name>.toml` with the
+/// programs and images this checkout built.
+pub fn boot_topology(name: &str) -> anyhow::Result<devlend_cluster::Cluster> {
+    use devlend_cluster::{tools, Cluster, ClusterConfig, Topology};
+    let path = tools::repo_root().join(format!("qemu-scripts/topologies/{name}.toml"));
+    Ok(Cluster::start(ClusterConfig {
+        topology: Topology::load(&path)?,
+        boot: tools::boot_files()?,
+        qemu: "qemu-system-x86_64".into(),
+        ivshmem_server: tools::our_binary("devlend-ivshmem-server", "DEVLEND_IVSHMEM_SERVER")?,
+        run_base: devlend_cluster::rundir::base_dir(),
+    })?)
+}

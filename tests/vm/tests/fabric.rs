@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
-use devlend_cluster::{tools, Cluster, ClusterConfig, Topology};
+use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, counter};
 use devlend_vmtests::guest;
 use devlend_vmtests::{Check, Suite};
@@ -15,15 +15,7 @@ const BORROWER: &str = "borrower";
 const LINK_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn boot() -> anyhow::Result<Cluster> {
-    let topo_path = tools::repo_root().join("qemu-scripts/topologies/two-host.toml");
-    let topology = Topology::load(&topo_path)?;
-    Ok(Cluster::start(ClusterConfig {
-        topology,
-        boot: tools::boot_files()?,
-        qemu: "qemu-system-x86_64".into(),
-        ivshmem_server: tools::our_binary("devlend-ivshmem-server", "DEVLEND_IVSHMEM_SERVER")?,
-        run_base: devlend_cluster::rundir::base_dir(),
-    })?)
+    devlend_vmtests::boot_topology("two-host")
 }
 
 /// Module loaded on both hosts and each sees the other up.

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use devlend_cluster::{rundir, tools, Cluster, ClusterConfig, Topology};
+use devlend_cluster::{tools, Topology};
 use devlend_vmtests::{fabric, guest};
 
 fn say(step: &str) {
@@ -32,13 +32,7 @@ fn run() -> anyhow::Result<()> {
         );
     }
     let t0 = Instant::now();
-    let mut cluster = Cluster::start(ClusterConfig {
-        topology: topo,
-        boot: tools::boot_files()?,
-        qemu: "qemu-system-x86_64".into(),
-        ivshmem_server: tools::our_binary("devlend-ivshmem-server", "DEVLEND_IVSHMEM_SERVER")?,
-        run_base: rundir::base_dir(),
-    })?;
+    let mut cluster = devlend_vmtests::boot_topology("two-host")?;
     println!(
         "  both hosts answer after {:.0} s",
         t0.elapsed().as_secs_f64()

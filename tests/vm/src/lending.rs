@@ -1,0 +1,186 @@
+//! Driving device lending through sysfs, as docs/lending.md describes it:
+//! lend on the lender, discover and create mdevs on the borrower.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use devlend_agent::AgentClient;
+
+use crate::fabric::{self, sh};
+
+/// The lender's driver directory.
+pub const LENDER_DRIVER: &str = "/sys/bus/pci/drivers/devlend-lender";
+
+/// A PCI device of a host: its address and ids as sysfs shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PciDev {
+    /// Domain:bus:slot.function.
+    pub addr: String,
+    /// "0x1b36".
+    pub vendor: String,
+    /// "0x0010".
+    pub device: String,
+}
+
+/// Modules the borrower side needs before devlend.ko loads.
+pub fn ensure_module(agent: &AgentClient) -> anyhow::Result<()> {
+    sh(agent, "modprobe -a vfio vfio_iommu_type1 mdev")?;
+    fabric::ensure_module(agent)
+}
+
+/// The first device of a PCI class (e.g. "0x010802" for NVMe).
+pub fn find_by_class(agent: &AgentClient, class: &str) -> anyhow::Result<PciDev> {
+    let out = sh(
+        agent,
+        &format!(
+            "for d in /sys/bus/pci/devices/*; do \
+               if [ \"$(cat $d/class)\" = {class} ]; then \
+                 echo \"$(basename $d) $(cat $d/vendor) $(cat $d/device)\"; fi; done"
+        ),
+    )?;
+    let line = out
+        .lines()
+        .next()
+        .with_context(|| format!("no PCI device of class {class}"))?;
+    let f: Vec<&str> = line.split_whitespace().collect();
+    Ok(PciDev {
+        addr: f[0].to_owned(),
+        vendor: f[1].to_owned(),
+        device: f[2].to_owned(),
+    })
+}
+
+/// The driver a PCI device is bound to, if any.
+pub fn driver_of(agent: &AgentClient, addr: &str) -> anyhow::Result<Option<String>> {
+    let out = sh(
+        agent,
+        &format!(
+            "d=/sys/bus/pci/devices/{addr}/driver; if [ -e $d ]; then basename $(readlink $d); fi"
+        ),
+    )?;
+    Ok(Some(out.trim().to_owned()).filter(|s| !s.is_empty()))
+}
+
+/// Lends a local device.
+pub fn lend(agent: &AgentClient, addr: &str) -> anyhow::Result<()> {
+    sh(agent, &format!("echo {addr} > {LENDER_DRIVER}/lend"))?;
+    Ok(())
+}
+
+/// A lent device's state on its lender ("available", "borrowed", ...).
+pub fn lent_state(agent: &AgentClient, addr: &str) -> anyhow::Result<String> {
+    Ok(sh(
+        agent,
+        &format!("cat /sys/bus/pci/devices/{addr}/devlend/state"),
+    )?
+    .trim()
+    .to_owned())
+}
+
+/// Waits until `probe` returns `want`.
+pub fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> anyhow::Result<String>,
+    want: &str,
+) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    let mut last = String::new();
+    while t0.elapsed() < timeout {
+        match probe() {
+            Ok(v) if v == want => return Ok(t0.elapsed()),
+            Ok(v) => last = v,
+            Err(e) => last = format!("error: {e:#}"),
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    bail!("{what}: not {want:?} after {timeout:?} (last: {last})")
+}
+
+/// The fabric adapter (the mdev parent) of a host: its sysfs directory.
+pub fn adapter_dir(agent: &AgentClient) -> anyhow::Result<String> {
+    let out = sh(
+        agent,
+        "dirname $(ls -d /sys/bus/pci/devices/*/fabric | head -n 1)",
+    )?;
+    Ok(out.trim().to_owned())
+}
+
+/// The remote devices a borrower knows: key (`<host>:<dev_id>`) -> attributes.
+pub fn remote_devices(
+    agent: &AgentClient,
+) -> anyhow::Result<HashMap<String, HashMap<String, String>>> {
+    let adapter = adapter_dir(agent)?;
+    let out = sh(
+        agent,
+        &format!(
+            "for r in {adapter}/fabric/remote/*; do [ -d \"$r\" ] || continue; \
+               printf '%s' \"$(basename $r)\"; \
+               for a in lender name vendor device class state borrower; do \
+                 printf ' %s=%s' $a \"$(cat $r/$a 2>/dev/null | tr ' ' '_')\"; done; echo; done"
+        ),
+    )?;
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let (key, rest) = l.split_once(' ')?;
+            Some((key.to_owned(), fabric::parse_kv(rest)))
+        })
+        .collect())
+}
+
+/// The sysfs directory of an mdev type of the borrower's adapter.
+pub fn type_dir(agent: &AgentClient, type_id: &str) -> anyhow::Result<String> {
+    Ok(format!(
+        "{}/mdev_supported_types/{type_id}",
+        adapter_dir(agent)?
+    ))
+}
+
+/// `available_instances` of an mdev type.
+pub fn available_instances(agent: &AgentClient, type_id: &str) -> anyhow::Result<u32> {
+    let t = type_dir(agent, type_id)?;
+    let s = sh(agent, &format!("cat {t}/available_instances"))?;
+    s.trim()
+        .parse()
+        .with_context(|| format!("available_instances {s:?}"))
+}
+
+/// Creates an mdev of a type, pinned to `remote` (`<lender>/<pci addr>`) if
+/// given, the way mdevctl does (create, then attributes); its UUID.
+pub fn create_mdev(
+    agent: &AgentClient,
+    type_id: &str,
+    remote: Option<&str>,
+) -> anyhow::Result<String> {
+    let t = type_dir(agent, type_id)?;
+    let uuid = sh(agent, "cat /proc/sys/kernel/random/uuid")?
+        .trim()
+        .to_owned();
+    sh(agent, &format!("echo {uuid} > {t}/create"))?;
+    if let Some(r) = remote {
+        if let Err(e) = sh(
+            agent,
+            &format!("echo {r} > /sys/bus/mdev/devices/{uuid}/remote_device"),
+        ) {
+            let _ = remove_mdev(agent, &uuid);
+            return Err(e.context(format!("pinning mdev {uuid} to {r}")));
+        }
+    }
+    Ok(uuid)
+}
+
+/// Removes an mdev.
+pub fn remove_mdev(agent: &AgentClient, uuid: &str) -> anyhow::Result<()> {
+    sh(
+        agent,
+        &format!("echo 1 > /sys/bus/mdev/devices/{uuid}/remove"),
+    )?;
+    Ok(())
+}
+
+/// The QEMU argument that gives a guest an mdev.
+pub fn vfio_arg(uuid: &str) -> String {
+    format!("-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/{uuid}")
+}

@@ -1,0 +1,436 @@
+//! Device lending end to end on the two-host cluster: the lender's NVMe is
+//! passed to a KVM guest on the borrower through an mdev, the guest's own
+//! nvme driver does I/O whose bytes land in the lender's backing file, and
+//! the device goes back to the pool when the guest is done.
+
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::{ensure, Context};
+use devlend_cluster::{tools, Cluster};
+use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::guest::{self, GuestOpts};
+use devlend_vmtests::lending::{self, PciDev};
+use devlend_vmtests::{Check, Suite};
+
+const LENDER: &str = "lender";
+const BORROWER: &str = "borrower";
+const NVME_CLASS: &str = "0x010802";
+const MDEV_TYPE: &str = "devlend-nvme";
+/// Where the guest writes, and how much: 64 MiB at 16 MiB.
+const OFFSET_MIB: u64 = 16;
+const SIZE_MIB: u64 = 64;
+const GUEST_MIB: u32 = 512;
+const WAIT: Duration = Duration::from_secs(60);
+
+/// What the checks learn and pass on.
+#[derive(Debug, Default)]
+struct State {
+    nvme: Option<PciDev>,
+    written_sha: Option<String>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    nvme: None,
+    written_sha: None,
+});
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn boot() -> anyhow::Result<Cluster> {
+    devlend_vmtests::boot_topology("two-host")
+}
+
+/// The lender's NVMe, lent, and the module up on both hosts.
+fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
+    if let Some(d) = state().nvme.clone() {
+        return Ok(d);
+    }
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    lending::ensure_module(l)?;
+    lending::ensure_module(b)?;
+    let nvme = lending::find_by_class(l, NVME_CLASS)?;
+    lending::lend(l, &nvme.addr)?;
+    state().nvme = Some(nvme.clone());
+    Ok(nvme)
+}
+
+/// `<lender name>/<pci address>`: how an mdev names the remote NVMe.
+fn remote_name(nvme: &PciDev) -> String {
+    format!("{LENDER}/{}", nvme.addr)
+}
+
+/// The guest script: find the NVMe, report its ids and driver, then `body`.
+fn guest_script(body: &str) -> String {
+    format!(
+        "set -e
+p=
+for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/class)\" = {NVME_CLASS} ] && p=$d; done
+[ -n \"$p\" ] || {{ echo no-nvme; exit 3; }}
+for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+echo \"pci $(cat $p/vendor) $(cat $p/device) driver=$(basename $(readlink $p/driver))\"
+{body}"
+    )
+}
+
+const WRITE_AND_READ: &str = "head -c $((64 << 20)) /dev/urandom > /tmp/data
+echo \"written $(sha256sum /tmp/data | cut -d' ' -f1)\"
+dd if=/tmp/data of=/dev/nvme0n1 bs=1M seek=16 oflag=direct conv=fsync 2>/dev/null
+rm /tmp/data
+dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
+echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
+
+const READ_ONLY: &str =
+    "dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
+echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
+
+/// The value after `key ` on the guest's output line starting with it.
+fn field<'a>(out: &'a str, key: &str) -> anyhow::Result<&'a str> {
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+        .with_context(|| format!("guest printed no {key:?} line:\n{out}"))
+}
+
+/// sha256 of the lender's backing file where the guest wrote, read on the
+/// outer machine, outside every VM.
+fn backing_sha(c: &Cluster) -> anyhow::Result<String> {
+    let file = c.paths().nvme_file(LENDER, "nvme0");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "dd if={} bs=1M skip={OFFSET_MIB} count={SIZE_MIB} status=none | sha256sum",
+            file.display()
+        ))
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "reading {}: {:?}",
+        file.display(),
+        out
+    );
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned())
+}
+
+/// Lend: the NVMe leaves its driver for devlend-lender and is available.
+fn lend_nvme(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let l = c.agent(LENDER)?;
+    ensure!(
+        lending::driver_of(l, &nvme.addr)?.as_deref() == Some("devlend-lender"),
+        "lent device bound to {:?}",
+        lending::driver_of(l, &nvme.addr)?
+    );
+    ensure!(lending::lent_state(l, &nvme.addr)? == "available");
+    Ok(())
+}
+
+/// The borrower discovers the remote NVMe and offers an mdev type for it.
+fn borrower_lists_remote_nvme(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let b = c.agent(BORROWER)?;
+    lending::wait_until(
+        "remote NVMe on the borrower",
+        WAIT,
+        || {
+            let devs = lending::remote_devices(b)?;
+            Ok(devs
+                .values()
+                .find(|d| d.get("name") == Some(&nvme.addr))
+                .map(|d| format!("{}:{}", d["vendor"], d["device"]))
+                .unwrap_or_default())
+        },
+        &format!("{}:{}", nvme.vendor, nvme.device),
+    )?;
+    let t = lending::type_dir(b, MDEV_TYPE)?;
+    ensure!(sh(b, &format!("cat {t}/device_api"))?.trim() == "vfio-pci");
+    ensure!(!sh(b, &format!("cat {t}/name"))?.trim().is_empty());
+    ensure!(lending::available_instances(b, MDEV_TYPE)? == 1);
+    Ok(())
+}
+
+/// A guest on the borrower uses the remote NVMe with Linux's own nvme
+/// driver: 64 MiB written with O_DIRECT read back identical, and the same
+/// bytes are in the lender's backing file.
+fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let b = c.agent(BORROWER)?;
+    fabric::sh(b, "modprobe kvm_amd")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let run = guest::run_with(
+        b,
+        &tools::images_dir()?,
+        &guest_script(WRITE_AND_READ),
+        &GuestOpts {
+            mem_mib: GUEST_MIB,
+            extra_qemu_args: &lending::vfio_arg(&uuid),
+            qmp: None,
+        },
+    );
+    let _ = lending::remove_mdev(b, &uuid);
+    let run = run?;
+    println!("  guest ran in {:.1} s", run.elapsed.as_secs_f64());
+    ensure!(run.rc == 0, "guest failed:\n{}", run.console);
+    let ids = field(&run.output, "pci")?;
+    ensure!(
+        ids == format!("{} {} driver=nvme", nvme.vendor, nvme.device),
+        "guest sees {ids:?}, lender has {nvme:?}"
+    );
+    let written = field(&run.output, "written")?.to_owned();
+    ensure!(
+        field(&run.output, "read")? == written,
+        "read back differs:\n{}",
+        run.output
+    );
+    ensure!(
+        backing_sha(c)? == written,
+        "lender's backing file does not hold the guest's bytes"
+    );
+    state().written_sha = Some(written);
+    Ok(())
+}
+
+/// After the guest powered off the device is back in the pool.
+fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    lending::wait_until(
+        "lender state",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    lending::wait_until(
+        "available_instances",
+        WAIT,
+        || Ok(lending::available_instances(b, MDEV_TYPE)?.to_string()),
+        "1",
+    )?;
+    Ok(())
+}
+
+/// A second guest borrows it and reads the same bytes.
+fn second_guest_reads_same_bytes(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let want = state()
+        .written_sha
+        .clone()
+        .context("no data written (guest_io_lands_in_lender_file failed?)")?;
+    let b = c.agent(BORROWER)?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, None)?;
+    let run = guest::run_with(
+        b,
+        &tools::images_dir()?,
+        &guest_script(READ_ONLY),
+        &GuestOpts {
+            mem_mib: GUEST_MIB,
+            extra_qemu_args: &lending::vfio_arg(&uuid),
+            qmp: None,
+        },
+    );
+    let _ = lending::remove_mdev(b, &uuid);
+    let run = run?;
+    ensure!(run.rc == 0, "guest failed:\n{}", run.console);
+    ensure!(
+        field(&run.output, "read")? == want,
+        "second guest read other bytes"
+    );
+    let l = c.agent(LENDER)?;
+    lending::wait_until(
+        "lender state",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    Ok(())
+}
+
+/// A guest asking for a device another guest holds fails to start, with a
+/// clear error; the holder is unaffected.
+fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let images = tools::images_dir()?;
+    let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let second = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)));
+    let res = (|| {
+        let second = second.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let holder = guest::spawn(
+            b,
+            &images,
+            &guest_script("echo holding; sleep 600"),
+            &GuestOpts {
+                mem_mib: 256,
+                extra_qemu_args: &lending::vfio_arg(&first),
+                qmp: None,
+            },
+            "/tmp/holder.console",
+        )?;
+        let res = (|| {
+            holder.wait_for(b, "holding", Duration::from_secs(240))?;
+            ensure!(lending::lent_state(l, &nvme.addr)? == "borrowed");
+            // Its guest would power off at once; QEMU must fail before.
+            let out = b.sh(
+                &format!(
+                    "timeout 120 qemu-system-x86_64 -accel kvm -cpu host -m 128 -nodefaults -display none \
+                     -no-reboot -serial none {vfio} -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
+                     -append 'quiet devlend.cmd={cmd}'",
+                    vfio = lending::vfio_arg(second),
+                    img = devlend_cluster::host_view(&images).display(),
+                    cmd = guest::base64(b"true"),
+                ),
+                Duration::from_secs(150),
+            )?;
+            println!("  second QEMU: {}", out.stderr.trim());
+            ensure!(
+                out.exit_code == Some(1),
+                "second QEMU did not fail: {out:?}"
+            );
+            ensure!(
+                out.stderr.to_lowercase().contains("busy"),
+                "no clear error: {}",
+                out.stderr
+            );
+            ensure!(holder.running(b)?, "the holder died");
+            Ok(())
+        })();
+        holder.kill(b)?;
+        res
+    })();
+    let _ = lending::remove_mdev(b, &first);
+    if let Ok(s) = &second {
+        let _ = lending::remove_mdev(b, s);
+    }
+    res?;
+    lending::wait_until(
+        "lender state",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    Ok(())
+}
+
+/// Hot-plug: a device added to a running guest over QMP works, and QMP
+/// device_del returns it to the pool.
+fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let want = state().written_sha.clone();
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let qmp_py = devlend_cluster::host_view(&tools::repo_root().join("tests/vm/scripts/qmp.py"));
+    let qmp = |cmd: &str, extra: &str| {
+        fabric::sh_timeout(
+            b,
+            &format!("python3 {} /tmp/hp.qmp '{cmd}' {extra}", qmp_py.display()),
+            Duration::from_secs(200),
+        )
+    };
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let script = "for i in $(seq 1200); do \
+          for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/class)\" = 0x010802 ] && p=$d; done; \
+          [ -n \"$p\" ] && break; sleep 0.2; done
+        [ -n \"$p\" ] || { echo never-plugged; exit 3; }
+        for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+        echo \"plugged $(cat $p/vendor) $(cat $p/device)\"
+        dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
+        echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"
+        echo hp-read-done
+        for i in $(seq 1200); do [ -e $p ] || break; sleep 0.2; done
+        [ -e $p ] && { echo never-unplugged; exit 4; }
+        echo hp-removed";
+    let g = guest::spawn(
+        b,
+        &tools::images_dir()?,
+        script,
+        &GuestOpts {
+            mem_mib: GUEST_MIB,
+            extra_qemu_args: "",
+            qmp: Some("/tmp/hp.qmp"),
+        },
+        "/tmp/hp.console",
+    )?;
+    let res = (|| {
+        g.wait_for(b, "DEVLEND-CMD-BEGIN", Duration::from_secs(240))?;
+        qmp(
+            &format!(
+                r#"{{"execute":"device_add","arguments":{{"driver":"vfio-pci","id":"hp0","sysfsdev":"/sys/bus/mdev/devices/{uuid}"}}}}"#
+            ),
+            "",
+        )?;
+        let console = g.wait_for(b, "hp-read-done", Duration::from_secs(240))?;
+        ensure!(
+            field(&console, "plugged")? == format!("{} {}", nvme.vendor, nvme.device),
+            "hot-plugged device: {console}"
+        );
+        if let Some(w) = &want {
+            ensure!(
+                field(&console, "read")? == w,
+                "hot-plugged device read other bytes"
+            );
+        }
+        ensure!(lending::lent_state(l, &nvme.addr)? == "borrowed");
+        qmp(
+            r#"{"execute":"device_del","arguments":{"id":"hp0"}}"#,
+            "--wait-event DEVICE_DELETED --timeout 180",
+        )
+        .context("device_del did not complete")?;
+        let run = g.wait(b, Duration::from_secs(120))?;
+        ensure!(
+            run.rc == 0 && run.output.contains("hp-removed"),
+            "guest: {}",
+            run.console
+        );
+        lending::wait_until(
+            "lender state",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "available",
+        )?;
+        Ok(())
+    })();
+    if res.is_err() {
+        let _ = g.kill(b);
+    }
+    let _ = lending::remove_mdev(b, &uuid);
+    res
+}
+
+fn main() {
+    let checks = vec![
+        Check {
+            name: "lend_nvme",
+            run: lend_nvme,
+        },
+        Check {
+            name: "borrower_lists_remote_nvme",
+            run: borrower_lists_remote_nvme,
+        },
+        Check {
+            name: "guest_io_lands_in_lender_file",
+            run: guest_io_lands_in_lender_file,
+        },
+        Check {
+            name: "device_back_in_pool",
+            run: device_back_in_pool,
+        },
+        Check {
+            name: "second_guest_reads_same_bytes",
+            run: second_guest_reads_same_bytes,
+        },
+        Check {
+            name: "held_device_refused",
+            run: held_device_refused,
+        },
+        Check {
+            name: "hotplug_over_qmp",
+            run: hotplug_over_qmp,
+        },
+    ];
+    Suite::new("lending", checks).run(boot)
+}
