@@ -19,29 +19,33 @@ static int __init devlend_init(void)
 {
 	int ret;
 
-	ret = dl_fabric_init();
+	/*
+	 * The borrower subscribes to fabric events first: the adapter probes
+	 * (and reports DL_FABRIC_EV_ADDED) inside dl_fabric_init().
+	 */
+	ret = dl_borrower_init();
 	if (ret)
 		return ret;
+	ret = dl_fabric_init();
+	if (ret)
+		goto err_borrower_exit;
 	ret = dl_lender_init();
 	if (ret)
 		goto err_fabric_exit;
-	ret = dl_borrower_init();
-	if (ret)
-		goto err_lender_exit;
 	return 0;
 
-err_lender_exit:
-	dl_lender_exit();
 err_fabric_exit:
 	dl_fabric_exit();
+err_borrower_exit:
+	dl_borrower_exit();
 	return ret;
 }
 
 static void __exit devlend_exit(void)
 {
-	dl_borrower_exit();
 	dl_lender_exit();
 	dl_fabric_exit();
+	dl_borrower_exit();
 }
 
 module_init(devlend_init);
