@@ -334,6 +334,22 @@ struct device *dl_fabric_device(struct dl_fabric *fab)
 }
 
 /**
+ * dl_fabric_sysfs_dir() - the adapter's fabric/ directory in sysfs.
+ * @fab: the fabric.
+ *
+ * For users that add directories of their own under it (kobjects take a
+ * reference on their parent). Valid from %DL_FABRIC_EV_ADDED; the
+ * directory is removed from sysfs, children included, just before
+ * %DL_FABRIC_EV_REMOVING.
+ *
+ * Return: the kobject of <adapter>/fabric/.
+ */
+struct kobject *dl_fabric_sysfs_dir(struct dl_fabric *fab)
+{
+	return fab->sysfs_fabric;
+}
+
+/**
  * dl_fabric_host_id() - this host's id on the fabric.
  * @fab: the fabric.
  *

@@ -38,6 +38,7 @@
 
 struct device;
 struct dl_fabric;
+struct kobject;
 
 /* Message types handlers can be registered for are below this. */
 #define DL_FABRIC_MAX_TYPES	64
@@ -178,6 +179,7 @@ int dl_fabric_unregister_notifier(struct notifier_block *nb);
 
 /* The fabric and its peers. */
 struct device *dl_fabric_device(struct dl_fabric *fab);
+struct kobject *dl_fabric_sysfs_dir(struct dl_fabric *fab);
 u32 dl_fabric_host_id(struct dl_fabric *fab);
 u32 dl_fabric_max_hosts(struct dl_fabric *fab);
 size_t dl_fabric_max_payload(struct dl_fabric *fab);
