@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The virtual config space of an mdev, after vfio_pci_config.c, scaled
+ * down.
+ *
+ * Why this is needed at all: the guest must not move the lender's device
+ * (BARs), run its ROM, or point its MSI/MSI-X messages anywhere; and some
+ * writes have side effects on this host before they may reach the
+ * device. So a copy of the config space is read at open, and these
+ * fields are served from it (the "virtual" bytes):
+ *   command     virtual copy; written through (the lender keeps only I/O,
+ *               memory, bus master and INTx disable), with side effects:
+ *               bus master 0 -> 1 pins and maps guest memory first, then
+ *               forwards; 1 -> 0 forwards first, then unmaps and unpins
+ *   BAR0-5      virtual, with sizing (writable bits are the size mask)
+ *   ROM BAR     reads 0, writes dropped (no ROM is offered)
+ *   MSI, MSI-X  whole capability virtual: QEMU drives the vectors through
+ *               SET_IRQS, never through these registers
+ * A PCIe FLR written to the device control register takes the reset path.
+ * Every other byte is read from and written to the device as it is; when
+ * the device cannot be reached, reads return the copy.
+ *
+ * Accesses are split into naturally aligned 1, 2 or 4 byte pieces; a
+ * piece that mixes virtual and other bytes is read through and the
+ * virtual bytes laid over it, or written byte by byte.
+ */
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "internal.h"
+
+/* Config reads in flight while the copy is made. */
+#define DL_CFG_BATCH		16
+
+static bool dl_config_in(unsigned int off, unsigned int start,
+			 unsigned int len)
+{
+	return start && off >= start && off < start + len;
+}
+
+/* Whether the byte at @off is served from the virtual copy. */
+static bool dl_config_virt(struct dl_vdev *v, unsigned int off)
+{
+	if (off == PCI_COMMAND || off == PCI_COMMAND + 1)
+		return true;
+	if (off >= PCI_BASE_ADDRESS_0 && off < PCI_BASE_ADDRESS_5 + 4)
+		return true;
+	if (off >= PCI_ROM_ADDRESS && off < PCI_ROM_ADDRESS + 4)
+		return true;
+	return dl_config_in(off, v->msi_cap, v->msi_len) ||
+	       dl_config_in(off, v->msix_cap, PCI_CAP_MSIX_SIZEOF);
+}
+
+static u32 dl_config_get(struct dl_vdev *v, unsigned int off,
+			 unsigned int size)
+{
+	u32 val = 0;
+
+	memcpy(&val, &v->vconfig[off], size);
+	return le32_to_cpu((__force __le32)val);
+}
+
+static void dl_config_put(struct dl_vdev *v, unsigned int off,
+			  unsigned int size, u32 val)
+{
+	__le32 le = cpu_to_le32(val);
+
+	memcpy(&v->vconfig[off], &le, size);
+}
+
+static int dl_config_read_dev(struct dl_vdev *v, unsigned int off,
+			      unsigned int size, u32 *val)
+{
+	struct dl_cfg_access acc = {
+		.dev_id = cpu_to_le32(v->dev_id),
+		.offset = cpu_to_le16(off),
+		.size = size,
+	};
+	struct dl_cfg_access resp;
+	int ret;
+
+	ret = dl_vdev_request(v, DL_MSG_CFG_READ, &acc, sizeof(acc), &resp,
+			      sizeof(resp));
+	if (!ret)
+		*val = le32_to_cpu(resp.value);
+	return ret;
+}
+
+static int dl_config_write_dev(struct dl_vdev *v, unsigned int off,
+			       unsigned int size, u32 val)
+{
+	struct dl_cfg_access acc = {
+		.dev_id = cpu_to_le32(v->dev_id),
+		.offset = cpu_to_le16(off),
+		.size = size,
+		.value = cpu_to_le32(val),
+	};
+	int ret;
+
+	ret = dl_vdev_borrow(v);
+	if (!ret)
+		ret = dl_vdev_request(v, DL_MSG_CFG_WRITE, &acc, sizeof(acc),
+				      NULL, 0);
+	if (ret)
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "config write of %u bytes at 0x%x failed: %d\n",
+				    size, off, ret);
+	return ret;
+}
+
+/* Reads the whole config space into the copy, DL_CFG_BATCH at a time. */
+static int dl_config_snapshot(struct dl_vdev *v)
+{
+	struct dl_fabric *fab = v->b->fab;
+	struct dl_cfg_access *acc, *resp;
+	struct dl_fabric_req *reqs;
+	unsigned int off, i, n, sent;
+	int ret = -ENOMEM, err;
+
+	acc = kcalloc(DL_CFG_BATCH, sizeof(*acc), GFP_KERNEL);
+	resp = kcalloc(DL_CFG_BATCH, sizeof(*resp), GFP_KERNEL);
+	reqs = kcalloc(DL_CFG_BATCH, sizeof(*reqs), GFP_KERNEL);
+	if (!acc || !resp || !reqs)
+		goto out_free;
+
+	ret = 0;
+	for (off = 0; off < v->info.cfg_size && !ret; off += n * 4) {
+		n = min_t(unsigned int, DL_CFG_BATCH,
+			  (v->info.cfg_size - off) / 4);
+		for (sent = 0; sent < n; sent++) {
+			acc[sent].dev_id = cpu_to_le32(v->dev_id);
+			acc[sent].offset = cpu_to_le16(off + sent * 4);
+			acc[sent].size = 4;
+			reqs[sent].resp = &resp[sent];
+			reqs[sent].resp_size = sizeof(resp[sent]);
+			ret = dl_fabric_req_submit(fab, v->host,
+						   DL_MSG_CFG_READ, &acc[sent],
+						   sizeof(acc[sent]),
+						   &reqs[sent]);
+			if (ret)
+				break;
+		}
+		for (i = 0; i < sent; i++) {
+			err = dl_fabric_req_wait(fab, &reqs[i],
+						 DL_B_TIMEOUT_MS);
+			if (!err && reqs[i].resp_len < sizeof(resp[i]))
+				err = -EPROTO;
+			if (err && !ret)
+				ret = err;
+			if (!err)
+				dl_config_put(v, off + i * 4, 4,
+					      le32_to_cpu(resp[i].value));
+		}
+	}
+out_free:
+	kfree(reqs);
+	kfree(resp);
+	kfree(acc);
+	return ret;
+}
+
+static u8 dl_config_msi_len(u16 flags)
+{
+	u8 len = flags & PCI_MSI_FLAGS_64BIT ? 14 : 10;
+
+	if (flags & PCI_MSI_FLAGS_MASKBIT)
+		len += 10;
+	return len;
+}
+
+/* Finds the capabilities the copy virtualizes. */
+static void dl_config_find_caps(struct dl_vdev *v)
+{
+	unsigned int pos, ttl = 48;
+	u8 id;
+
+	if (!(dl_config_get(v, PCI_STATUS, 2) & PCI_STATUS_CAP_LIST))
+		return;
+	pos = dl_config_get(v, PCI_CAPABILITY_LIST, 1) & ~3;
+	while (pos >= PCI_STD_HEADER_SIZEOF && pos <= PCI_CFG_SPACE_SIZE - 4 &&
+	       ttl--) {
+		id = dl_config_get(v, pos + PCI_CAP_LIST_ID, 1);
+		switch (id) {
+		case PCI_CAP_ID_MSI:
+			v->msi_cap = pos;
+			v->msi_len = dl_config_msi_len(dl_config_get(v, pos + PCI_MSI_FLAGS, 2));
+			if (pos + v->msi_len > PCI_CFG_SPACE_SIZE)
+				v->msi_cap = 0;
+			break;
+		case PCI_CAP_ID_MSIX:
+			if (pos + PCI_CAP_MSIX_SIZEOF <= PCI_CFG_SPACE_SIZE)
+				v->msix_cap = pos;
+			break;
+		case PCI_CAP_ID_EXP:
+			if (pos + PCI_EXP_DEVCTL + 2 <= PCI_CFG_SPACE_SIZE)
+				v->pcie_cap = pos;
+			break;
+		}
+		pos = dl_config_get(v, pos + PCI_CAP_LIST_NEXT, 1) & ~3;
+	}
+}
+
+/* Sets up the virtual BARs: sizes from the lender, addresses zero. */
+static void dl_config_init_bars(struct dl_vdev *v)
+{
+	unsigned int i;
+	u32 flags, lo;
+	u64 mask;
+
+	memset(v->bar_mask, 0, sizeof(v->bar_mask));
+	for (i = 0; i < DL_NUM_BARS; i++) {
+		unsigned int off = PCI_BASE_ADDRESS_0 + i * 4;
+
+		if (!v->info.bar_size[i]) {
+			if (!(i && (v->info.bar_flags[i - 1] & DL_BAR_F_MEM64)))
+				dl_config_put(v, off, 4, 0);
+			continue;
+		}
+		flags = v->info.bar_flags[i];
+		mask = ~(v->info.bar_size[i] - 1);
+		if (flags & DL_BAR_F_IO) {
+			lo = PCI_BASE_ADDRESS_SPACE_IO;
+			v->bar_mask[i] = (u32)mask & PCI_BASE_ADDRESS_IO_MASK;
+		} else {
+			lo = 0;
+			if (flags & DL_BAR_F_MEM64)
+				lo |= PCI_BASE_ADDRESS_MEM_TYPE_64;
+			if (flags & DL_BAR_F_PREFETCH)
+				lo |= PCI_BASE_ADDRESS_MEM_PREFETCH;
+			v->bar_mask[i] = (u32)mask & PCI_BASE_ADDRESS_MEM_MASK;
+		}
+		dl_config_put(v, off, 4, lo);
+		if ((flags & DL_BAR_F_MEM64) && i + 1 < DL_NUM_BARS) {
+			v->bar_mask[i + 1] = upper_32_bits(mask);
+			dl_config_put(v, off + 4, 4, 0);
+			i++;
+		}
+	}
+	dl_config_put(v, PCI_ROM_ADDRESS, 4, 0);
+}
+
+/**
+ * dl_config_init() - read the remote device's config space at open.
+ * @v: the mdev; caller holds v->lock.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_config_init(struct dl_vdev *v)
+{
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	v->vconfig = kzalloc(v->info.cfg_size, GFP_KERNEL);
+	if (!v->vconfig)
+		return -ENOMEM;
+	ret = dl_config_snapshot(v);
+	if (ret)
+		goto err_free;
+	v->msi_cap = 0;
+	v->msix_cap = 0;
+	v->pcie_cap = 0;
+	dl_config_find_caps(v);
+	dl_config_init_bars(v);
+	/* Whatever the lender left on, the guest starts with it off. */
+	dl_config_after_reset(v);
+	return 0;
+
+err_free:
+	kfree(v->vconfig);
+	v->vconfig = NULL;
+	return ret;
+}
+
+/**
+ * dl_config_free() - drop the copy at close.
+ * @v: the mdev; caller holds v->lock.
+ */
+void dl_config_free(struct dl_vdev *v)
+{
+	lockdep_assert_held(&v->lock);
+
+	kfree(v->vconfig);
+	v->vconfig = NULL;
+}
+
+/**
+ * dl_config_after_reset() - the virtual registers of a device just reset:
+ *	decoding, bus mastering, MSI and MSI-X off.
+ * @v: the mdev; caller holds v->lock.
+ */
+void dl_config_after_reset(struct dl_vdev *v)
+{
+	u16 cmd;
+
+	lockdep_assert_held(&v->lock);
+
+	cmd = dl_config_get(v, PCI_COMMAND, 2);
+	cmd &= ~(PCI_COMMAND_IO | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+	dl_config_put(v, PCI_COMMAND, 2, cmd);
+	if (v->msi_cap)
+		dl_config_put(v, v->msi_cap + PCI_MSI_FLAGS, 2,
+			      dl_config_get(v, v->msi_cap + PCI_MSI_FLAGS, 2) &
+			      ~(PCI_MSI_FLAGS_ENABLE | PCI_MSI_FLAGS_QSIZE));
+	if (v->msix_cap)
+		dl_config_put(v, v->msix_cap + PCI_MSIX_FLAGS, 2,
+			      dl_config_get(v, v->msix_cap + PCI_MSIX_FLAGS, 2) &
+			      ~(PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL));
+}
+
+static int dl_config_write_command(struct dl_vdev *v, u16 new)
+{
+	u16 old = dl_config_get(v, PCI_COMMAND, 2);
+	bool bme_on = !(old & PCI_COMMAND_MASTER) && (new & PCI_COMMAND_MASTER);
+	bool bme_off = (old & PCI_COMMAND_MASTER) && !(new & PCI_COMMAND_MASTER);
+	int ret;
+
+	if (bme_on) {
+		ret = dl_vdev_borrow(v);
+		if (!ret)
+			ret = dl_dma_enable(v);
+		if (ret) {
+			dev_err_ratelimited(dl_vdev_dev(v),
+					    "cannot map guest memory for DMA: %d; bus master stays off\n",
+					    ret);
+			new &= ~PCI_COMMAND_MASTER;
+		}
+	}
+	dl_config_put(v, PCI_COMMAND, 2, new);
+	ret = dl_config_write_dev(v, PCI_COMMAND, 2, new);
+	if (bme_off)
+		dl_dma_disable(v);
+	return ret;
+}
+
+/*
+ * A write to a BAR register: only the size mask's bits take. The copy
+ * holds (address & mask) | type bits, so its bits outside the mask are
+ * the type bits (all zero for an absent BAR or an upper half).
+ */
+static void dl_config_write_bar(struct dl_vdev *v, unsigned int off,
+				unsigned int size, u32 val)
+{
+	unsigned int reg = (off - PCI_BASE_ADDRESS_0) / 4;
+	unsigned int base = PCI_BASE_ADDRESS_0 + reg * 4;
+	u32 type_bits = dl_config_get(v, base, 4) & ~v->bar_mask[reg];
+
+	dl_config_put(v, off, size, val);
+	dl_config_put(v, base, 4,
+		      (dl_config_get(v, base, 4) & v->bar_mask[reg]) |
+		      type_bits);
+}
+
+/* A write to the virtual bytes of one piece. */
+static int dl_config_write_virt(struct dl_vdev *v, unsigned int off,
+				unsigned int size, u32 val)
+{
+	u16 ctrl;
+
+	if (off <= PCI_COMMAND + 1 && off + size > PCI_COMMAND) {
+		u16 cmd = dl_config_get(v, PCI_COMMAND, 2);
+		unsigned int i;
+
+		for (i = 0; i < size; i++) {
+			unsigned int b = off + i;
+
+			if (b == PCI_COMMAND)
+				cmd = (cmd & 0xff00) | ((val >> (8 * i)) & 0xff);
+			else if (b == PCI_COMMAND + 1)
+				cmd = (cmd & 0x00ff) | (((val >> (8 * i)) & 0xff) << 8);
+		}
+		return dl_config_write_command(v, cmd);
+	}
+	if (off >= PCI_BASE_ADDRESS_0 && off < PCI_BASE_ADDRESS_5 + 4) {
+		dl_config_write_bar(v, off, size, val);
+		return 0;
+	}
+	if (dl_config_in(off, v->msi_cap, v->msi_len)) {
+		/* The header (id, next) is read-only. */
+		if (off >= v->msi_cap + PCI_MSI_FLAGS)
+			dl_config_put(v, off, size, val);
+		return 0;
+	}
+	if (dl_config_in(off, v->msix_cap, PCI_CAP_MSIX_SIZEOF) &&
+	    off >= v->msix_cap + PCI_MSIX_FLAGS &&
+	    off < v->msix_cap + PCI_MSIX_FLAGS + 2) {
+		/* Only enable and function mask are writable. */
+		ctrl = dl_config_get(v, v->msix_cap + PCI_MSIX_FLAGS, 2);
+		dl_config_put(v, off, size, val);
+		ctrl = (ctrl & ~(PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL)) |
+		       (dl_config_get(v, v->msix_cap + PCI_MSIX_FLAGS, 2) &
+			(PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL));
+		dl_config_put(v, v->msix_cap + PCI_MSIX_FLAGS, 2, ctrl);
+	}
+	/* ROM and the rest of MSI-X: dropped. */
+	return 0;
+}
+
+/* A write of bytes that are not virtual; FLR takes the reset path. */
+static int dl_config_write_through(struct dl_vdev *v, unsigned int off,
+				   unsigned int size, u32 val)
+{
+	unsigned int devctl = v->pcie_cap + PCI_EXP_DEVCTL;
+
+	if (v->pcie_cap && off <= devctl + 1 && off + size > devctl + 1 &&
+	    (v->info.flags & DL_DEV_F_PCIE)) {
+		unsigned int shift = (devctl + 1 - off) * 8;
+		u32 flr = (PCI_EXP_DEVCTL_BCR_FLR >> 8) << shift;
+
+		if (val & flr) {
+			val &= ~flr;
+			dl_vdev_reset(v);
+		}
+	}
+	return dl_config_write_dev(v, off, size, val);
+}
+
+static int dl_config_read_piece(struct dl_vdev *v, unsigned int off,
+				unsigned int size, u32 *val)
+{
+	unsigned int i, nvirt = 0;
+	u32 dev;
+
+	for (i = 0; i < size; i++)
+		nvirt += dl_config_virt(v, off + i);
+	*val = dl_config_get(v, off, size);
+	if (nvirt == size || READ_ONCE(v->state) == DL_VDEV_LOST)
+		return 0;
+	if (dl_config_read_dev(v, off, size, &dev))
+		return 0;	/* unreachable: the copy will do */
+	for (i = 0; i < size; i++) {
+		if (dl_config_virt(v, off + i))
+			continue;
+		*val &= ~(0xffU << (8 * i));
+		*val |= dev & (0xffU << (8 * i));
+	}
+	return 0;
+}
+
+static int dl_config_write_piece(struct dl_vdev *v, unsigned int off,
+				 unsigned int size, u32 val)
+{
+	unsigned int i, nvirt = 0;
+
+	for (i = 0; i < size; i++)
+		nvirt += dl_config_virt(v, off + i);
+	if (!nvirt)
+		return dl_config_write_through(v, off, size, val);
+	if (nvirt == size)
+		return dl_config_write_virt(v, off, size, val);
+	if (off == PCI_COMMAND && size == 4) {
+		/* Command and status: the status half goes through. */
+		dl_config_write_virt(v, PCI_COMMAND, 2, val & 0xffff);
+		return dl_config_write_through(v, PCI_STATUS, 2, val >> 16);
+	}
+	for (i = 0; i < size; i++) {
+		u32 byte = (val >> (8 * i)) & 0xff;
+
+		if (dl_config_virt(v, off + i))
+			dl_config_write_virt(v, off + i, 1, byte);
+		else
+			dl_config_write_through(v, off + i, 1, byte);
+	}
+	return 0;
+}
+
+/**
+ * dl_config_rw() - a read or write of the config region.
+ * @v: the mdev, open; caller holds v->lock.
+ * @buf: the user's buffer.
+ * @count: bytes.
+ * @pos: offset in config space.
+ * @write: write rather than read.
+ *
+ * Return: bytes done, or -errno.
+ */
+ssize_t dl_config_rw(struct dl_vdev *v, char __user *buf, size_t count,
+		     loff_t pos, bool write)
+{
+	unsigned int size;
+	size_t done = 0;
+	__le32 le;
+	u32 val;
+
+	lockdep_assert_held(&v->lock);
+
+	if (pos < 0 || pos >= v->info.cfg_size ||
+	    count > v->info.cfg_size - pos)
+		return -EINVAL;
+	while (done < count) {
+		size = 4;
+		while (size > 1 && (size > count - done || (pos & (size - 1))))
+			size >>= 1;
+		if (write) {
+			le = 0;
+			if (copy_from_user(&le, buf + done, size))
+				return -EFAULT;
+			/* Failures are logged; the guest sees a dropped write. */
+			dl_config_write_piece(v, pos, size, le32_to_cpu(le));
+		} else {
+			dl_config_read_piece(v, pos, size, &val);
+			le = cpu_to_le32(val);
+			if (copy_to_user(buf + done, &le, size))
+				return -EFAULT;
+		}
+		done += size;
+		pos += size;
+	}
+	return done;
+}

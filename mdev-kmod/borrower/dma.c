@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * DMA for a borrowed device: pin the guest's RAM and have the lender map
+ * it for the device.
+ *
+ * When the guest sets Bus Master Enable, the guest's RAM is pinned with
+ * vfio_pin_pages() (IOVA = guest-physical address). The ranges come from
+ * the KVM memslots of the VFIO device's KVM (read-only slots skipped), or
+ * without KVM from probing IOVAs below 4 GiB; what VFIO refuses to pin
+ * (not mapped in the container) is skipped page by page. Physically
+ * contiguous runs are coalesced and sent to the lender in batches of
+ * DL_MSG_DMA_MAP, as many runs as fit a message; it maps each IOVA onto
+ * the pinned page through its window onto this host.
+ *
+ * What is pinned is kept as extents of IOVA, so that clearing BME, a
+ * reset, close, or VFIO's dma_unmap() undoes exactly that: first the
+ * lender unmaps (so the device can no longer reach the pages), then the
+ * pages are unpinned. VFIO waits for dma_unmap() to unpin everything in
+ * the range, so it unpins even when the lender cannot be reached (and the
+ * device is then given up). Every failure on the way unwinds through the
+ * same teardown, which is idempotent (CVE-2022-3707 was a double free on
+ * such a path).
+ */
+#include <linux/iommu.h>
+#include <linux/kvm_host.h>
+#include <linux/list.h>
+#include <linux/mm.h>
+#include <linux/sizes.h>
+#include <linux/slab.h>
+#include <linux/vfio.h>
+
+#include "internal.h"
+
+/* Most pages per vfio_pin_pages() call. */
+#define DL_PIN_BATCH		VFIO_PIN_PAGES_MAX_ENTRIES
+/* Most memslots considered. */
+#define DL_MAX_SLOTS		64
+
+/**
+ * struct dl_pin_extent - pages pinned at consecutive IOVAs.
+ * @node: in &dl_vdev.pinned.
+ * @iova: the first IOVA, page aligned.
+ * @npages: pages.
+ */
+struct dl_pin_extent {
+	struct list_head node;
+	u64 iova;
+	u64 npages;
+};
+
+/**
+ * struct dl_dma_batch - the DL_MSG_DMA_MAP being filled.
+ * @v: the mdev.
+ * @msg: the message.
+ * @max: runs that fit in it.
+ * @pages: result of vfio_pin_pages().
+ * @sent: a message was sent, so the lender may hold mappings.
+ */
+struct dl_dma_batch {
+	struct dl_vdev *v;
+	struct dl_dma_map *msg;
+	unsigned int max;
+	struct page **pages;
+	bool sent;
+};
+
+/* An IOVA range to pin: a memslot, or the probed range. */
+struct dl_dma_span {
+	u64 iova;
+	u64 npages;
+};
+
+static int dl_dma_flush(struct dl_dma_batch *bt)
+{
+	struct dl_vdev *v = bt->v;
+	u32 count = le32_to_cpu(bt->msg->count);
+	int ret;
+
+	if (!count)
+		return 0;
+	bt->msg->dev_id = cpu_to_le32(v->dev_id);
+	bt->sent = true;
+	ret = dl_vdev_request(v, DL_MSG_DMA_MAP, bt->msg,
+			      struct_size(bt->msg, ranges, count), NULL, 0);
+	bt->msg->count = 0;
+	return ret;
+}
+
+static int dl_dma_add_run(struct dl_dma_batch *bt, u64 iova, u64 addr,
+			  u64 len)
+{
+	u32 count = le32_to_cpu(bt->msg->count);
+	struct dl_dma_range *last = count ? &bt->msg->ranges[count - 1] : NULL;
+	int ret;
+
+	if (last && le64_to_cpu(last->iova) + le64_to_cpu(last->len) == iova &&
+	    le64_to_cpu(last->addr) + le64_to_cpu(last->len) == addr) {
+		last->len = cpu_to_le64(le64_to_cpu(last->len) + len);
+		return 0;
+	}
+	if (count == bt->max) {
+		ret = dl_dma_flush(bt);
+		if (ret)
+			return ret;
+		count = 0;
+	}
+	bt->msg->ranges[count].iova = cpu_to_le64(iova);
+	bt->msg->ranges[count].addr = cpu_to_le64(addr);
+	bt->msg->ranges[count].len = cpu_to_le64(len);
+	bt->msg->count = cpu_to_le32(count + 1);
+	return 0;
+}
+
+static int dl_dma_record(struct dl_vdev *v, u64 iova, u64 npages)
+{
+	struct dl_pin_extent *e;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	v->npinned += npages;
+	if (!list_empty(&v->pinned)) {
+		e = list_last_entry(&v->pinned, struct dl_pin_extent, node);
+		if (e->iova + (e->npages << PAGE_SHIFT) == iova) {
+			e->npages += npages;
+			return 0;
+		}
+	}
+	e = kzalloc(sizeof(*e), GFP_KERNEL);
+	if (!e) {
+		v->npinned -= npages;
+		vfio_unpin_pages(&v->vdev, iova, npages);
+		return -ENOMEM;
+	}
+	e->iova = iova;
+	e->npages = npages;
+	list_add_tail(&e->node, &v->pinned);
+	return 0;
+}
+
+/* vfio_pin_pages() refused: some page is not mapped in the container. */
+#define DL_PIN_REFUSED		1
+
+/*
+ * Pins @n pages at @iova (one call) and queues their runs.
+ * Return: 0, %DL_PIN_REFUSED, or -errno.
+ */
+static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n)
+{
+	struct dl_vdev *v = bt->v;
+	int ret, i;
+
+	if (v->npinned + n > DL_B_MAX_PINNED_PAGES)
+		return -ENOSPC;
+	ret = vfio_pin_pages(&v->vdev, iova, n, IOMMU_READ | IOMMU_WRITE,
+			     bt->pages);
+	if (ret != n) {
+		/* Not what VFIO promises; give back what it says it pinned. */
+		if (ret > 0)
+			vfio_unpin_pages(&v->vdev, iova, ret);
+		return DL_PIN_REFUSED;
+	}
+	ret = dl_dma_record(v, iova, n);
+	if (ret)
+		return ret;
+	for (i = 0; i < n; i++) {
+		ret = dl_dma_add_run(bt, iova + ((u64)i << PAGE_SHIFT),
+				     page_to_phys(bt->pages[i]), PAGE_SIZE);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Pins what VFIO lets us pin of a span. */
+static int dl_dma_pin_span(struct dl_dma_batch *bt, const struct dl_dma_span *s)
+{
+	u64 iova = s->iova, left = s->npages, i;
+	int n, ret;
+
+	while (left) {
+		n = min_t(u64, left, DL_PIN_BATCH);
+		ret = dl_dma_pin_chunk(bt, iova, n);
+		if (ret < 0)
+			return ret;
+		/* Some page is not mapped: pin page by page, skip those. */
+		for (i = 0; ret == DL_PIN_REFUSED && i < n; i++) {
+			ret = dl_dma_pin_chunk(bt, iova + (i << PAGE_SHIFT), 1);
+			if (ret < 0)
+				return ret;
+			if (i + 1 < n)
+				ret = DL_PIN_REFUSED;
+		}
+		iova += (u64)n << PAGE_SHIFT;
+		left -= n;
+		cond_resched();
+	}
+	return 0;
+}
+
+/* The memslots of the guest, or the probe range without KVM. */
+static int dl_dma_spans(struct dl_vdev *v, struct dl_dma_span *spans,
+			unsigned int *nr)
+{
+	struct kvm *kvm = v->vdev.kvm;
+	struct kvm_memory_slot *slot;
+	struct kvm_memslots *slots;
+	int idx, bkt;
+
+	*nr = 0;
+	if (!kvm) {
+		spans[0].iova = 0;
+		spans[0].npages = SZ_4G >> PAGE_SHIFT;
+		*nr = 1;
+		return 0;
+	}
+	idx = srcu_read_lock(&kvm->srcu);
+	slots = kvm_memslots(kvm);
+	kvm_for_each_memslot(slot, bkt, slots) {
+		if (slot->flags & KVM_MEM_READONLY || !slot->npages)
+			continue;
+		if (*nr == DL_MAX_SLOTS)
+			break;
+		spans[*nr].iova = (u64)slot->base_gfn << PAGE_SHIFT;
+		spans[*nr].npages = slot->npages;
+		(*nr)++;
+	}
+	srcu_read_unlock(&kvm->srcu, idx);
+	return 0;
+}
+
+/* Unmaps (if asked) and unpins pages of [iova, iova + len). */
+static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
+{
+	struct dl_dma_unmap um = {
+		.dev_id = cpu_to_le32(v->dev_id),
+		.flags = cpu_to_le32(all ? DL_DMA_UNMAP_F_ALL : 0),
+		.iova = cpu_to_le64(iova),
+		.len = cpu_to_le64(len),
+	};
+	struct dl_pin_extent *e, *tmp, *split;
+	u64 end = iova + len, s, t, n;
+	int ret;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (v->dma_mapped && READ_ONCE(v->state) == DL_VDEV_BORROWED) {
+		ret = dl_vdev_request(v, DL_MSG_DMA_UNMAP, &um, sizeof(um),
+				      NULL, 0);
+		if (ret) {
+			dev_err_ratelimited(dl_vdev_dev(v),
+					    "the lender did not unmap 0x%llx+0x%llx: %d; giving the device up\n",
+					    iova, len, ret);
+			mutex_lock(&v->b->lock);
+			dl_vdev_lost(v, "DMA unmap failed");
+			mutex_unlock(&v->b->lock);
+		}
+	}
+	if (all)
+		v->dma_mapped = false;
+
+	list_for_each_entry_safe(e, tmp, &v->pinned, node) {
+		u64 e_end = e->iova + (e->npages << PAGE_SHIFT);
+
+		s = max(e->iova, iova);
+		t = min(e_end, end);
+		if (s >= t)
+			continue;
+		for (n = s; n < t; n += (u64)DL_PIN_BATCH << PAGE_SHIFT)
+			vfio_unpin_pages(&v->vdev, n,
+					 min_t(u64, DL_PIN_BATCH,
+					       (t - n) >> PAGE_SHIFT));
+		v->npinned -= (t - s) >> PAGE_SHIFT;
+
+		if (s > e->iova && t < e_end) {
+			/* A hole in the middle: keep the tail apart. */
+			split = kzalloc(sizeof(*split), GFP_KERNEL | __GFP_NOFAIL);
+			split->iova = t;
+			split->npages = (e_end - t) >> PAGE_SHIFT;
+			list_add(&split->node, &e->node);
+			e->npages = (s - e->iova) >> PAGE_SHIFT;
+		} else if (s > e->iova) {
+			e->npages = (s - e->iova) >> PAGE_SHIFT;
+		} else if (t < e_end) {
+			e->npages = (e_end - t) >> PAGE_SHIFT;
+			e->iova = t;
+		} else {
+			list_del(&e->node);
+			kfree(e);
+		}
+	}
+}
+
+/**
+ * dl_dma_enable() - pin the guest's memory and have the lender map it.
+ * @v: the mdev, borrowed; caller holds v->lock.
+ *
+ * Return: 0, or -errno with nothing pinned or mapped.
+ */
+int dl_dma_enable(struct dl_vdev *v)
+{
+	struct dl_dma_batch bt = { .v = v };
+	size_t max_payload = dl_fabric_max_payload(v->b->fab);
+	struct dl_dma_span *spans;
+	unsigned int nr, i;
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	if (max_payload < struct_size(bt.msg, ranges, 1))
+		return -EMSGSIZE;
+	bt.max = (max_payload - sizeof(*bt.msg)) / sizeof(bt.msg->ranges[0]);
+	bt.msg = kzalloc(max_payload, GFP_KERNEL);
+	bt.pages = kcalloc(DL_PIN_BATCH, sizeof(*bt.pages), GFP_KERNEL);
+	spans = kcalloc(DL_MAX_SLOTS, sizeof(*spans), GFP_KERNEL);
+	if (!bt.msg || !bt.pages || !spans) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+
+	mutex_lock(&v->dma_lock);
+	if (v->dma_mapped || !list_empty(&v->pinned)) {
+		/* Still mapped from before (BME never cleared): start over. */
+		dl_dma_release(v, 0, U64_MAX, true);
+	}
+	ret = dl_dma_spans(v, spans, &nr);
+	for (i = 0; i < nr && !ret; i++)
+		ret = dl_dma_pin_span(&bt, &spans[i]);
+	v->dma_mapped = true;
+	if (!ret)
+		ret = dl_dma_flush(&bt);
+	if (!ret && !v->npinned)
+		ret = -ENOENT;
+	if (ret) {
+		v->dma_mapped = bt.sent;
+		dl_dma_release(v, 0, U64_MAX, true);
+	} else {
+		dev_info(dl_vdev_dev(v), "DMA: %lu MiB of guest memory pinned and mapped\n",
+			 v->npinned >> (20 - PAGE_SHIFT));
+	}
+	mutex_unlock(&v->dma_lock);
+out_free:
+	kfree(spans);
+	kfree(bt.pages);
+	kfree(bt.msg);
+	return ret;
+}
+
+/**
+ * dl_dma_disable() - have the lender unmap everything, then unpin it.
+ * @v: the mdev; caller holds v->lock.
+ */
+void dl_dma_disable(struct dl_vdev *v)
+{
+	lockdep_assert_held(&v->lock);
+
+	mutex_lock(&v->dma_lock);
+	if (v->dma_mapped || !list_empty(&v->pinned))
+		dl_dma_release(v, 0, U64_MAX, true);
+	mutex_unlock(&v->dma_lock);
+}
+
+/**
+ * dl_dma_unmap_range() - VFIO's dma_unmap: unmap and unpin what lies in
+ *	a range. Safe at any time, a no-op when nothing is pinned.
+ * @v: the mdev.
+ * @iova: start.
+ * @len: bytes.
+ */
+void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
+{
+	struct dl_pin_extent *e;
+	u64 s = ALIGN_DOWN(iova, PAGE_SIZE);
+	u64 t = len > U64_MAX - iova ? U64_MAX : iova + len;
+	bool hit = false;
+
+	mutex_lock(&v->dma_lock);
+	list_for_each_entry(e, &v->pinned, node) {
+		if (e->iova < t && s < e->iova + (e->npages << PAGE_SHIFT)) {
+			hit = true;
+			break;
+		}
+	}
+	if (hit)
+		dl_dma_release(v, s, t - s, false);
+	mutex_unlock(&v->dma_lock);
+}

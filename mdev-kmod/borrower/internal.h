@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Borrower internals, shared by the files of borrower/ and by nothing else.
+ *
+ * One struct dl_borrower per fabric adapter (main.c): the mdev parent on
+ * the adapter (parent.c), the table of remote devices its peers lend
+ * (remote.c), and the mdevs (struct dl_vdev: vdev.c, config.c, dma.c,
+ * irq.c) that each stand for one remote device.
+ *
+ * Locking, outermost first:
+ *  - vdev->lock (mutex): the mdev's binding to its remote device, its
+ *    borrow state, its virtual config space, its interrupt setup.
+ *  - vdev->dma_lock (mutex): what the mdev has pinned and mapped. Taken
+ *    by VFIO's dma_unmap() under the container's device_list_lock, and
+ *    around vfio_pin_pages(), which takes the container's lock.
+ *  - b->lock (mutex): the remote table and the list of mdevs.
+ *  - b->fire_lock (spinlock): the list of mdevs, for the interrupt relay.
+ *  - vdev->irq_lock (spinlock): the eventfds of the mdev.
+ * Fabric requests are made with vdev->lock held but never with b->lock,
+ * b->fire_lock or vdev->irq_lock held.
+ */
+#ifndef DL_BORROWER_INTERNAL_H
+#define DL_BORROWER_INTERNAL_H
+
+#include <linux/kobject.h>
+#include <linux/list.h>
+#include <linux/mdev.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/vfio.h>
+#include <linux/workqueue.h>
+
+#include "devlend_wire.h"
+#include "../fabric/fabric.h"
+
+/*
+ * VFIO and mdev are modules; references to them are weak so that a plain
+ * insmod of devlend.ko works without them (the borrower then stays off).
+ * Load them first (modprobe vfio_iommu_type1 mdev) to borrow devices.
+ */
+#pragma weak mdev_register_driver
+#pragma weak mdev_unregister_driver
+#pragma weak mdev_register_parent
+#pragma weak mdev_unregister_parent
+#pragma weak _vfio_alloc_device
+#pragma weak vfio_register_emulated_iommu_dev
+#pragma weak vfio_unregister_group_dev
+#pragma weak vfio_pin_pages
+#pragma weak vfio_unpin_pages
+#pragma weak vfio_set_irqs_validate_and_prepare
+
+/* How long the borrower waits for a lender's answer. */
+#define DL_B_TIMEOUT_MS		DL_FABRIC_REQ_TIMEOUT_MS
+/* The fixed mdev types. */
+#define DL_B_NR_TYPES		3
+/* Interrupt indices relayed from the lender: INTx, MSI, MSI-X. */
+#define DL_B_NR_IRQ_TYPES	3
+/* Most pages one mdev may pin (16 GiB of 4 KiB pages). */
+#define DL_B_MAX_PINNED_PAGES	(4UL << 20)
+
+struct dl_vdev;
+
+/**
+ * struct dl_rinfo - a remote device as its lender described it, decoded.
+ * @vendor: PCI vendor id.
+ * @device: PCI device id.
+ * @class_rev: class code << 8 | revision.
+ * @state: an &enum dl_lent_state.
+ * @borrower: host id of its borrower, %DL_NO_HOST if none.
+ * @flags: DL_DEV_F_*.
+ * @msix_count: MSI-X vectors.
+ * @msi_count: MSI vectors.
+ * @cfg_size: bytes of config space, 256 or 4096.
+ * @bar_size: size of each BAR, 0 if absent.
+ * @bar_flags: DL_BAR_F_* of each BAR.
+ * @name: its PCI address on the lender, printable.
+ */
+struct dl_rinfo {
+	u16 vendor;
+	u16 device;
+	u32 class_rev;
+	u16 state;
+	u16 borrower;
+	u32 flags;
+	u16 msix_count;
+	u16 msi_count;
+	u32 cfg_size;
+	u64 bar_size[DL_NUM_BARS];
+	u32 bar_flags[DL_NUM_BARS];
+	char name[sizeof_field(struct dl_dev_info, name) + 1];
+};
+
+/**
+ * struct dl_remote - one entry of the remote device table; its kobject is
+ * <adapter>/fabric/remote/<host>:<dev_id>/ and counts its references.
+ * @kobj: the sysfs directory; the last put frees the entry.
+ * @node: in &dl_borrower.remotes while listed.
+ * @b: the borrower.
+ * @host: the lender's host id.
+ * @dev_id: the lender's handle.
+ * @incarnation: the lender's incarnation the entry belongs to.
+ * @lender: the lender's host name.
+ * @info: what the lender said last.
+ * @gone: the lender went down or no longer lists it.
+ * @owner: the mdev that reserved it, or NULL.
+ *
+ * @info, @gone and @owner are under &dl_borrower.lock.
+ */
+struct dl_remote {
+	struct kobject kobj;
+	struct list_head node;
+	struct dl_borrower *b;
+	u32 host;
+	u32 dev_id;
+	u64 incarnation;
+	char lender[sizeof_field(struct dl_fabric_peer_info, name)];
+	struct dl_rinfo info;
+	bool gone;
+	struct dl_vdev *owner;
+};
+
+/**
+ * struct dl_mtype - one of the fixed mdev types.
+ * @type: the mdev core's part.
+ * @class_mask: bits of the class code (class << 8 | prog-if) compared.
+ * @class_val: what they must be.
+ * @desc: the type's description.
+ */
+struct dl_mtype {
+	struct mdev_type type;
+	u32 class_mask;
+	u32 class_val;
+	const char *desc;
+};
+
+/**
+ * struct dl_borrower - the borrower side on one fabric adapter.
+ * @node: in the list of borrowers (main.c).
+ * @fab: the fabric.
+ * @dev: the adapter, parent of the mdevs.
+ * @host_id: this host's id.
+ * @parent: the mdev parent.
+ * @types: the mdev types.
+ * @type_ptrs: pointers to @types, for the mdev core.
+ * @parent_registered: @parent is registered.
+ * @lock: @remotes, @vdevs, @scan_pending, @remote_kobj.
+ * @remotes: the remote device table.
+ * @vdevs: every mdev of this parent.
+ * @fire_lock: @vdevs too, for the interrupt relay.
+ * @scan_work: reads the lenders' device lists.
+ * @scan_pending: bitmap of peers to read.
+ * @remote_kobj: <adapter>/fabric/remote/.
+ * @dying: the fabric is going away; no more scans.
+ */
+struct dl_borrower {
+	struct list_head node;
+	struct dl_fabric *fab;
+	struct device *dev;
+	u32 host_id;
+	struct mdev_parent parent;
+	struct dl_mtype types[DL_B_NR_TYPES];
+	struct mdev_type *type_ptrs[DL_B_NR_TYPES];
+	bool parent_registered;
+	struct mutex lock;		/* see above */
+	struct list_head remotes;
+	struct list_head vdevs;
+	spinlock_t fire_lock;		/* @vdevs for the relay */
+	struct work_struct scan_work;
+	unsigned long scan_pending;
+	struct kobject *remote_kobj;
+	bool dying;
+};
+
+/* States of an mdev, as its state attribute shows them. */
+enum dl_vdev_state {
+	DL_VDEV_IDLE,		/* not holding a remote device */
+	DL_VDEV_BORROWED,	/* holding it */
+	DL_VDEV_LOST,		/* held it; the lender took it back or died */
+};
+
+/**
+ * struct dl_irq_ctx - the eventfds of one interrupt index.
+ * @trig: one per vector (may be NULL), @count of them.
+ * @count: vectors enabled by the user.
+ * @lender_count: vectors the lender was asked to take.
+ */
+struct dl_irq_ctx {
+	struct eventfd_ctx **trig;
+	u32 count;
+	u32 lender_count;
+};
+
+/**
+ * struct dl_vdev - one mdev: a VFIO PCI device that stands for a remote
+ * device.
+ * @vdev: the VFIO device.
+ * @b: the borrower (outlives every mdev of its parent).
+ * @mtype: the mdev's type.
+ * @node: in &dl_borrower.vdevs.
+ * @lock: see the locking comment above.
+ * @remote: the remote device it targets (a reference), NULL for any.
+ * @open: between open_device and close_device.
+ * @state: an &enum dl_vdev_state; written under @lock, @b->lock and
+ *	@b->fire_lock, so any of them suffices to read it.
+ * @host: the lender's host id, while @remote is set.
+ * @dev_id: the lender's handle, while @remote is set.
+ * @info: what the lender said at open.
+ * @vconfig: the virtual config space, @info.cfg_size bytes.
+ * @bar_mask: the size mask of each virtual BAR register.
+ * @msi_cap: offset of the MSI capability, 0 if none.
+ * @msi_len: its length.
+ * @msix_cap: offset of the MSI-X capability, 0 if none.
+ * @pcie_cap: offset of the PCI Express capability, 0 if none.
+ * @dma_lock: @pinned, @npinned, @dma_mapped.
+ * @pinned: &struct dl_pin_extent list: what is pinned, by IOVA.
+ * @npinned: pages pinned.
+ * @dma_mapped: the lender may hold mappings of the device.
+ * @irq_lock: the eventfds.
+ * @irqs: INTx, MSI and MSI-X eventfds.
+ * @err_trigger: the ERR eventfd.
+ * @req_trigger: the REQ eventfd.
+ */
+struct dl_vdev {
+	struct vfio_device vdev;
+	struct dl_borrower *b;
+	struct dl_mtype *mtype;
+	struct list_head node;
+	struct mutex lock;		/* see above */
+	struct dl_remote *remote;
+	bool open;
+	enum dl_vdev_state state;
+	u32 host;
+	u32 dev_id;
+	struct dl_rinfo info;
+	u8 *vconfig;
+	u32 bar_mask[DL_NUM_BARS + 1];
+	u8 msi_cap;
+	u8 msi_len;
+	u8 msix_cap;
+	u8 pcie_cap;
+	struct mutex dma_lock;		/* see above */
+	struct list_head pinned;
+	unsigned long npinned;
+	bool dma_mapped;
+	spinlock_t irq_lock;		/* the eventfds */
+	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
+	struct eventfd_ctx *err_trigger;
+	struct eventfd_ctx *req_trigger;
+};
+
+static inline struct dl_vdev *to_dl_vdev(struct vfio_device *vdev)
+{
+	return container_of(vdev, struct dl_vdev, vdev);
+}
+
+static inline struct device *dl_vdev_dev(struct dl_vdev *v)
+{
+	return v->vdev.dev;
+}
+
+/* remote.c */
+int dl_remote_add_dir(struct dl_borrower *b);
+void dl_remote_remove_all(struct dl_borrower *b);
+void dl_remote_scan_work(struct work_struct *work);
+void dl_remote_peer_up(struct dl_borrower *b, u32 peer);
+void dl_remote_peer_down(struct dl_borrower *b, u32 peer);
+void dl_remote_changed(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
+		       void *priv);
+void dl_rinfo_decode(struct dl_rinfo *ri, const struct dl_dev_info *di);
+bool dl_remote_matches(const struct dl_remote *r, const struct dl_mtype *mt);
+bool dl_remote_is_free(const struct dl_remote *r);
+struct dl_remote *dl_remote_find(struct dl_borrower *b, const char *spec);
+void dl_remote_put(struct dl_remote *r);
+struct dl_remote *dl_remote_get(struct dl_remote *r);
+
+/* parent.c */
+int dl_parent_register(struct dl_borrower *b);
+void dl_parent_unregister(struct dl_borrower *b);
+int dl_parent_driver_register(void);
+void dl_parent_driver_unregister(void);
+
+/* vdev.c */
+extern const struct vfio_device_ops dl_vdev_ops;
+int dl_vdev_borrow(struct dl_vdev *v);
+int dl_vdev_reset(struct dl_vdev *v);
+int dl_vdev_request(struct dl_vdev *v, u16 type, const void *data,
+		    size_t len, void *resp, size_t resp_size);
+void dl_vdev_lost(struct dl_vdev *v, const char *why);
+void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
+		   void *priv);
+
+/* config.c */
+int dl_config_init(struct dl_vdev *v);
+void dl_config_free(struct dl_vdev *v);
+ssize_t dl_config_rw(struct dl_vdev *v, char __user *buf, size_t count,
+		     loff_t pos, bool write);
+void dl_config_after_reset(struct dl_vdev *v);
+
+/* dma.c */
+int dl_dma_enable(struct dl_vdev *v);
+void dl_dma_disable(struct dl_vdev *v);
+void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len);
+
+/* irq.c */
+int dl_irq_info(struct dl_vdev *v, struct vfio_irq_info *info);
+int dl_irq_set(struct dl_vdev *v, struct vfio_irq_set *hdr, void *data);
+void dl_irq_release_all(struct dl_vdev *v);
+void dl_irq_signal_err(struct dl_vdev *v);
+void dl_irq_signal_req(struct dl_vdev *v);
+void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
+		 void *priv);
+
+#endif /* DL_BORROWER_INTERNAL_H */

@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Interrupts of an mdev: VFIO's SET_IRQS on one side, the lender's
+ * DL_MSG_IRQ_SET and DL_MSG_IRQ_FIRE on the other.
+ *
+ * INTx, MSI and MSI-X: SET_IRQS with eventfds stores one eventfd per
+ * vector and asks the lender to take that many vectors of the device
+ * (count 0 gives them back). The indices are NORESIZE, so QEMU disables
+ * and re-enables an index to change its vector count, and the lender
+ * always sees a whole count. DL_MSG_IRQ_FIRE from the lender signals the
+ * vector's eventfd (KVM's irqfd then injects it into the guest).
+ *
+ * ERR (count 1) is signalled when the mdev loses its remote device, REQ
+ * (count 1) from VFIO's request op.
+ *
+ * An eventfd is only signalled under irq_lock, and a replaced or released
+ * eventfd is put only after it has left the table under that lock, so a
+ * fire racing with SET_IRQS never touches a freed eventfd
+ * (CVE-2024-26812).
+ */
+#include <linux/eventfd.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <linux/vfio.h>
+
+#include "internal.h"
+
+static const u16 dl_irq_wire_type[DL_B_NR_IRQ_TYPES] = {
+	[VFIO_PCI_INTX_IRQ_INDEX] = DL_IRQ_INTX,
+	[VFIO_PCI_MSI_IRQ_INDEX] = DL_IRQ_MSI,
+	[VFIO_PCI_MSIX_IRQ_INDEX] = DL_IRQ_MSIX,
+};
+
+/**
+ * dl_irq_info() - what VFIO_DEVICE_GET_IRQ_INFO says about an index.
+ * @v: the mdev, open.
+ * @info: @info->index in, flags and count out.
+ *
+ * Return: 0 or -EINVAL.
+ */
+int dl_irq_info(struct dl_vdev *v, struct vfio_irq_info *info)
+{
+	info->flags = VFIO_IRQ_INFO_EVENTFD;
+	info->count = 0;
+	switch (info->index) {
+	case VFIO_PCI_INTX_IRQ_INDEX:
+		if (v->vconfig && v->vconfig[PCI_INTERRUPT_PIN])
+			info->count = 1;
+		info->flags |= VFIO_IRQ_INFO_MASKABLE |
+			       VFIO_IRQ_INFO_AUTOMASKED;
+		break;
+	case VFIO_PCI_MSI_IRQ_INDEX:
+		if (v->msi_cap)
+			info->count = v->info.msi_count;
+		info->flags |= VFIO_IRQ_INFO_NORESIZE;
+		break;
+	case VFIO_PCI_MSIX_IRQ_INDEX:
+		if (v->msix_cap)
+			info->count = v->info.msix_count;
+		info->flags |= VFIO_IRQ_INFO_NORESIZE;
+		break;
+	case VFIO_PCI_ERR_IRQ_INDEX:
+	case VFIO_PCI_REQ_IRQ_INDEX:
+		info->count = 1;
+		break;
+	default:
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
+{
+	struct dl_irq_set set = {
+		.dev_id = cpu_to_le32(v->dev_id),
+		.type = cpu_to_le16(dl_irq_wire_type[index]),
+		.count = cpu_to_le32(count),
+	};
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	if (count) {
+		ret = dl_vdev_borrow(v);
+		if (ret)
+			return ret;
+	} else if (READ_ONCE(v->state) != DL_VDEV_BORROWED) {
+		return 0;
+	}
+	ret = dl_vdev_request(v, DL_MSG_IRQ_SET, &set, sizeof(set), NULL, 0);
+	if (ret)
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "the lender refused %u vectors of type %u: %d\n",
+				    count, index, ret);
+	return ret;
+}
+
+/* Disables an index: the lender lets its vectors go, the eventfds go. */
+static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
+{
+	struct dl_irq_ctx *ctx = &v->irqs[index];
+	struct eventfd_ctx **trig;
+	u32 i, count;
+
+	lockdep_assert_held(&v->lock);
+
+	if (ctx->lender_count) {
+		dl_irq_lender_set(v, index, 0);
+		ctx->lender_count = 0;
+	}
+	spin_lock_irq(&v->irq_lock);
+	trig = ctx->trig;
+	count = ctx->count;
+	ctx->trig = NULL;
+	ctx->count = 0;
+	spin_unlock_irq(&v->irq_lock);
+	for (i = 0; i < count; i++)
+		if (trig[i])
+			eventfd_ctx_put(trig[i]);
+	kfree(trig);
+}
+
+/* Enables an index with @nvec vectors, none with an eventfd yet. */
+static int dl_irq_enable(struct dl_vdev *v, unsigned int index, u32 nvec)
+{
+	struct dl_irq_ctx *ctx = &v->irqs[index];
+	struct eventfd_ctx **trig;
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	trig = kcalloc(nvec, sizeof(*trig), GFP_KERNEL_ACCOUNT);
+	if (!trig)
+		return -ENOMEM;
+	ret = dl_irq_lender_set(v, index, nvec);
+	if (ret) {
+		kfree(trig);
+		return ret;
+	}
+	spin_lock_irq(&v->irq_lock);
+	ctx->trig = trig;
+	ctx->count = nvec;
+	spin_unlock_irq(&v->irq_lock);
+	ctx->lender_count = nvec;
+	return 0;
+}
+
+/* Replaces the eventfd in *@slot; fd -1 clears it. */
+static int dl_irq_set_eventfd(struct dl_vdev *v, struct eventfd_ctx **slot,
+			      s32 fd)
+{
+	struct eventfd_ctx *new = NULL, *old;
+
+	if (fd >= 0) {
+		new = eventfd_ctx_fdget(fd);
+		if (IS_ERR(new))
+			return PTR_ERR(new);
+	}
+	spin_lock_irq(&v->irq_lock);
+	old = *slot;
+	*slot = new;
+	spin_unlock_irq(&v->irq_lock);
+	if (old)
+		eventfd_ctx_put(old);
+	return 0;
+}
+
+static void dl_irq_signal_slot(struct dl_vdev *v, struct eventfd_ctx **slot)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&v->irq_lock, flags);
+	if (*slot)
+		eventfd_signal(*slot);
+	spin_unlock_irqrestore(&v->irq_lock, flags);
+}
+
+/* SET_IRQS ACTION_TRIGGER on INTx, MSI or MSI-X. */
+static int dl_irq_set_vectors(struct dl_vdev *v, struct vfio_irq_set *hdr,
+			      void *data)
+{
+	struct dl_irq_ctx *ctx = &v->irqs[hdr->index];
+	u32 i, end = hdr->start + hdr->count;
+	s32 *fds = data;
+	u8 *bools = data;
+	int ret;
+
+	if (hdr->flags & VFIO_IRQ_SET_DATA_NONE && !hdr->count) {
+		dl_irq_disable(v, hdr->index);
+		return 0;
+	}
+	if (!(hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD)) {
+		/* Loopback test of the eventfds. */
+		if (end > ctx->count)
+			return -EINVAL;
+		for (i = hdr->start; i < end; i++)
+			if (hdr->flags & VFIO_IRQ_SET_DATA_NONE ||
+			    bools[i - hdr->start])
+				dl_irq_signal_slot(v, &ctx->trig[i]);
+		return 0;
+	}
+
+	if (!ctx->count) {
+		ret = dl_irq_enable(v, hdr->index, end);
+		if (ret)
+			return ret;
+	} else if (end > ctx->count) {
+		return -EINVAL;	/* NORESIZE */
+	}
+	for (i = hdr->start; i < end; i++) {
+		ret = dl_irq_set_eventfd(v, &ctx->trig[i],
+					 fds[i - hdr->start]);
+		if (ret) {
+			dl_irq_disable(v, hdr->index);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* SET_IRQS ACTION_TRIGGER on ERR or REQ. */
+static int dl_irq_set_notifier(struct dl_vdev *v, struct eventfd_ctx **slot,
+			       struct vfio_irq_set *hdr, void *data)
+{
+	if (hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD)
+		return dl_irq_set_eventfd(v, slot, *(s32 *)data);
+	if (hdr->flags & VFIO_IRQ_SET_DATA_NONE) {
+		if (!hdr->count)
+			return dl_irq_set_eventfd(v, slot, -1);
+		dl_irq_signal_slot(v, slot);
+		return 0;
+	}
+	if (*(u8 *)data)
+		dl_irq_signal_slot(v, slot);
+	return 0;
+}
+
+/**
+ * dl_irq_set() - VFIO_DEVICE_SET_IRQS, validated by
+ *	vfio_set_irqs_validate_and_prepare().
+ * @v: the mdev, open; caller holds v->lock.
+ * @hdr: the request.
+ * @data: its data (eventfds or bools), or NULL.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_irq_set(struct dl_vdev *v, struct vfio_irq_set *hdr, void *data)
+{
+	u32 action = hdr->flags & VFIO_IRQ_SET_ACTION_TYPE_MASK;
+
+	lockdep_assert_held(&v->lock);
+
+	switch (hdr->index) {
+	case VFIO_PCI_INTX_IRQ_INDEX:
+		if (action == VFIO_IRQ_SET_ACTION_MASK ||
+		    action == VFIO_IRQ_SET_ACTION_UNMASK) {
+			/* The lender masks and unmasks the line itself. */
+			if (hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD)
+				return -EINVAL;
+			return 0;
+		}
+		fallthrough;
+	case VFIO_PCI_MSI_IRQ_INDEX:
+	case VFIO_PCI_MSIX_IRQ_INDEX:
+		if (action != VFIO_IRQ_SET_ACTION_TRIGGER)
+			return -EINVAL;
+		return dl_irq_set_vectors(v, hdr, data);
+	case VFIO_PCI_ERR_IRQ_INDEX:
+		if (action != VFIO_IRQ_SET_ACTION_TRIGGER)
+			return -EINVAL;
+		return dl_irq_set_notifier(v, &v->err_trigger, hdr, data);
+	case VFIO_PCI_REQ_IRQ_INDEX:
+		if (action != VFIO_IRQ_SET_ACTION_TRIGGER)
+			return -EINVAL;
+		return dl_irq_set_notifier(v, &v->req_trigger, hdr, data);
+	}
+	return -EINVAL;
+}
+
+/**
+ * dl_irq_release_all() - at close: the lender lets every vector go; every
+ *	eventfd is released.
+ * @v: the mdev; caller holds v->lock.
+ */
+void dl_irq_release_all(struct dl_vdev *v)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&v->lock);
+
+	for (i = 0; i < DL_B_NR_IRQ_TYPES; i++)
+		dl_irq_disable(v, i);
+	dl_irq_set_eventfd(v, &v->err_trigger, -1);
+	dl_irq_set_eventfd(v, &v->req_trigger, -1);
+}
+
+/**
+ * dl_irq_signal_err() - signal the ERR eventfd, if any.
+ * @v: the mdev.
+ */
+void dl_irq_signal_err(struct dl_vdev *v)
+{
+	dl_irq_signal_slot(v, &v->err_trigger);
+}
+
+/**
+ * dl_irq_signal_req() - signal the REQ eventfd, if any.
+ * @v: the mdev.
+ */
+void dl_irq_signal_req(struct dl_vdev *v)
+{
+	dl_irq_signal_slot(v, &v->req_trigger);
+}
+
+/**
+ * dl_irq_fire() - handler of %DL_MSG_IRQ_FIRE: signal that vector's
+ *	eventfd of the mdev that holds the device.
+ * @fab: the fabric.
+ * @msg: the message.
+ * @priv: the borrower.
+ */
+void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
+		 void *priv)
+{
+	const struct dl_irq_fire *f = msg->data;
+	struct dl_borrower *b = priv;
+	unsigned int index, vector;
+	struct dl_irq_ctx *ctx;
+	unsigned long flags;
+	struct dl_vdev *v;
+	u32 dev_id;
+
+	if (msg->len < sizeof(*f))
+		return;
+	dev_id = le32_to_cpu(f->dev_id);
+	vector = le16_to_cpu(f->vector);
+	switch (le16_to_cpu(f->type)) {
+	case DL_IRQ_INTX:
+		index = VFIO_PCI_INTX_IRQ_INDEX;
+		break;
+	case DL_IRQ_MSI:
+		index = VFIO_PCI_MSI_IRQ_INDEX;
+		break;
+	case DL_IRQ_MSIX:
+		index = VFIO_PCI_MSIX_IRQ_INDEX;
+		break;
+	default:
+		return;
+	}
+
+	spin_lock_irqsave(&b->fire_lock, flags);
+	list_for_each_entry(v, &b->vdevs, node) {
+		if (READ_ONCE(v->state) != DL_VDEV_BORROWED ||
+		    v->host != msg->peer || v->dev_id != dev_id)
+			continue;
+		spin_lock(&v->irq_lock);
+		ctx = &v->irqs[index];
+		if (vector < ctx->count && ctx->trig[vector])
+			eventfd_signal(ctx->trig[vector]);
+		spin_unlock(&v->irq_lock);
+		break;
+	}
+	spin_unlock_irqrestore(&b->fire_lock, flags);
+}

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The mdev parent on the fabric adapter, its types and the mdev driver.
+ *
+ *   <adapter>/mdev_supported_types/devlend-any/    any class
+ *   <adapter>/mdev_supported_types/devlend-nvme/   class 0x010802
+ *   <adapter>/mdev_supported_types/devlend-net/    class 0x02xxxx
+ *
+ * (The mdev core names a type's directory <parent driver>-<sysfs_name>,
+ * and the adapter's driver is "devlend".) available_instances counts the
+ * remote devices of the type that are available and not reserved by an
+ * mdev of this host, less the mdevs of the type that have not chosen one
+ * yet. Creating an mdev reserves nothing; it chooses a device when its
+ * remote_device attribute is written or when it is first opened.
+ *
+ * Each mdev has, besides what the mdev core gives it:
+ *   remote_device  "any" or "<host-id>:<dev_id>"; writable while the mdev
+ *                  is not open, with "any", "<host-id>:<dev_id>" or
+ *                  "<lender-name>/<pci-address>"
+ *   state          idle, borrowed or lost
+ */
+#include <linux/device.h>
+#include <linux/mdev.h>
+#include <linux/module.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+#include <linux/vfio.h>
+
+#include "internal.h"
+
+static const struct {
+	const char *sysfs_name;
+	const char *pretty_name;
+	const char *desc;
+	u32 class_mask;
+	u32 class_val;
+} dl_mtype_defs[DL_B_NR_TYPES] = {
+	{ "any", "devlend remote PCI device",
+	  "a PCI device lent by another host of the fabric, of any class",
+	  0, 0 },
+	{ "nvme", "devlend remote NVMe controller",
+	  "an NVMe controller lent by another host of the fabric",
+	  0xffffff, 0x010802 },
+	{ "net", "devlend remote network controller",
+	  "a network controller lent by another host of the fabric",
+	  0xff0000, 0x020000 },
+};
+
+static struct dl_borrower *dl_mtype_borrower(struct mdev_type *mtype)
+{
+	return container_of(mtype->parent, struct dl_borrower, parent);
+}
+
+static unsigned int dl_mdev_get_available(struct mdev_type *mtype)
+{
+	struct dl_mtype *mt = container_of(mtype, struct dl_mtype, type);
+	struct dl_borrower *b = dl_mtype_borrower(mtype);
+	unsigned int nr = 0, pending = 0;
+	struct dl_remote *r;
+	struct dl_vdev *v;
+
+	mutex_lock(&b->lock);
+	list_for_each_entry(r, &b->remotes, node)
+		if (dl_remote_is_free(r) && dl_remote_matches(r, mt))
+			nr++;
+	list_for_each_entry(v, &b->vdevs, node)
+		if (v->mtype == mt && !v->remote)
+			pending++;
+	mutex_unlock(&b->lock);
+	return nr > pending ? nr - pending : 0;
+}
+
+static ssize_t dl_mdev_show_description(struct mdev_type *mtype, char *buf)
+{
+	struct dl_mtype *mt = container_of(mtype, struct dl_mtype, type);
+
+	return sysfs_emit(buf, "%s\n", mt->desc);
+}
+
+static ssize_t remote_device_show(struct device *dev,
+				  struct device_attribute *attr, char *buf)
+{
+	struct dl_vdev *v = dev_get_drvdata(dev);
+	ssize_t ret;
+
+	mutex_lock(&v->lock);
+	if (v->remote)
+		ret = sysfs_emit(buf, "%u:%u\n", v->remote->host,
+				 v->remote->dev_id);
+	else
+		ret = sysfs_emit(buf, "any\n");
+	mutex_unlock(&v->lock);
+	return ret;
+}
+
+/* Points an mdev that is not open at another remote device, or at any. */
+static int dl_mdev_retarget(struct dl_vdev *v, const char *spec)
+{
+	struct dl_borrower *b = v->b;
+	struct dl_remote *r = NULL, *old;
+	int ret = 0;
+
+	lockdep_assert_held(&v->lock);
+
+	mutex_lock(&b->lock);
+	if (strcmp(spec, "any")) {
+		r = dl_remote_find(b, spec);
+		if (!r) {
+			ret = -ENODEV;
+			goto out_unlock;
+		}
+		if (r->owner && r->owner != v) {
+			ret = -EBUSY;
+			goto out_put;
+		}
+		if (!dl_remote_matches(r, v->mtype)) {
+			ret = -EINVAL;
+			goto out_put;
+		}
+	}
+	if (r == v->remote)
+		goto out_put;	/* the reference taken above, if any */
+	if (r)
+		r->owner = v;
+	old = v->remote;
+	v->remote = r;
+	if (old && old->owner == v)
+		old->owner = NULL;
+	r = old;
+out_put:
+	dl_remote_put(r);
+out_unlock:
+	mutex_unlock(&b->lock);
+	return ret;
+}
+
+static ssize_t remote_device_store(struct device *dev,
+				   struct device_attribute *attr,
+				   const char *buf, size_t count)
+{
+	struct dl_vdev *v = dev_get_drvdata(dev);
+	char spec[64];
+	int ret;
+
+	if (count >= sizeof(spec))
+		return -EINVAL;
+	memcpy(spec, buf, count);
+	spec[count] = '\0';
+	strim(spec);
+
+	mutex_lock(&v->lock);
+	if (v->open)
+		ret = -EBUSY;
+	else
+		ret = dl_mdev_retarget(v, spec);
+	mutex_unlock(&v->lock);
+	return ret ? ret : count;
+}
+static DEVICE_ATTR_RW(remote_device);
+
+static ssize_t state_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	static const char * const names[] = {
+		[DL_VDEV_IDLE] = "idle",
+		[DL_VDEV_BORROWED] = "borrowed",
+		[DL_VDEV_LOST] = "lost",
+	};
+	struct dl_vdev *v = dev_get_drvdata(dev);
+
+	return sysfs_emit(buf, "%s\n", names[READ_ONCE(v->state)]);
+}
+static DEVICE_ATTR_RO(state);
+
+static struct attribute *dl_mdev_attrs[] = {
+	&dev_attr_remote_device.attr,
+	&dev_attr_state.attr,
+	NULL
+};
+ATTRIBUTE_GROUPS(dl_mdev);
+
+static int dl_mdev_probe(struct mdev_device *mdev)
+{
+	struct dl_vdev *v;
+	struct dl_borrower *b;
+	int ret;
+
+	v = vfio_alloc_device(dl_vdev, vdev, &mdev->dev, &dl_vdev_ops);
+	if (IS_ERR(v))
+		return PTR_ERR(v);
+	b = v->b;
+
+	ret = vfio_register_emulated_iommu_dev(&v->vdev);
+	if (ret)
+		goto err_put_vdev;
+	dev_set_drvdata(&mdev->dev, v);
+
+	mutex_lock(&b->lock);
+	spin_lock_irq(&b->fire_lock);
+	list_add_tail(&v->node, &b->vdevs);
+	spin_unlock_irq(&b->fire_lock);
+	mutex_unlock(&b->lock);
+	return 0;
+
+err_put_vdev:
+	vfio_put_device(&v->vdev);
+	return ret;
+}
+
+static void dl_mdev_remove(struct mdev_device *mdev)
+{
+	struct dl_vdev *v = dev_get_drvdata(&mdev->dev);
+	struct dl_borrower *b = v->b;
+
+	/* Asks the user to let go (request), waits until it has closed. */
+	vfio_unregister_group_dev(&v->vdev);
+
+	mutex_lock(&v->lock);
+	dl_mdev_retarget(v, "any");
+	mutex_unlock(&v->lock);
+
+	mutex_lock(&b->lock);
+	spin_lock_irq(&b->fire_lock);
+	list_del(&v->node);
+	spin_unlock_irq(&b->fire_lock);
+	mutex_unlock(&b->lock);
+
+	vfio_put_device(&v->vdev);
+}
+
+static struct mdev_driver dl_mdev_driver = {
+	.device_api = VFIO_DEVICE_API_PCI_STRING,
+	.driver = {
+		.name = "devlend-borrower",
+		.owner = THIS_MODULE,
+		.mod_name = KBUILD_MODNAME,
+		.dev_groups = dl_mdev_groups,
+	},
+	.probe = dl_mdev_probe,
+	.remove = dl_mdev_remove,
+	.get_available = dl_mdev_get_available,
+	.show_description = dl_mdev_show_description,
+};
+
+/**
+ * dl_parent_register() - register the mdev parent on the adapter.
+ * @b: the borrower.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_parent_register(struct dl_borrower *b)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < DL_B_NR_TYPES; i++) {
+		b->types[i].type.sysfs_name = dl_mtype_defs[i].sysfs_name;
+		b->types[i].type.pretty_name = dl_mtype_defs[i].pretty_name;
+		b->types[i].desc = dl_mtype_defs[i].desc;
+		b->types[i].class_mask = dl_mtype_defs[i].class_mask;
+		b->types[i].class_val = dl_mtype_defs[i].class_val;
+		b->type_ptrs[i] = &b->types[i].type;
+	}
+	ret = mdev_register_parent(&b->parent, b->dev, &dl_mdev_driver,
+				   b->type_ptrs, DL_B_NR_TYPES);
+	if (ret)
+		return ret;
+	b->parent_registered = true;
+	return 0;
+}
+
+/**
+ * dl_parent_unregister() - unregister it, removing every mdev.
+ * @b: the borrower.
+ */
+void dl_parent_unregister(struct dl_borrower *b)
+{
+	if (!b->parent_registered)
+		return;
+	mdev_unregister_parent(&b->parent);
+	b->parent_registered = false;
+}
+
+/**
+ * dl_parent_driver_register() - register the mdev driver (module init).
+ *
+ * Return: 0 or -errno.
+ */
+int dl_parent_driver_register(void)
+{
+	return mdev_register_driver(&dl_mdev_driver);
+}
+
+/**
+ * dl_parent_driver_unregister() - unregister it (module exit).
+ */
+void dl_parent_driver_unregister(void)
+{
+	mdev_unregister_driver(&dl_mdev_driver);
+}

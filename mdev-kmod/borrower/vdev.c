@@ -1,0 +1,648 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The VFIO side of an mdev: a vfio-pci device that stands for a remote
+ * device.
+ *
+ * Regions, at index << 40 of the device fd as vfio-pci places them:
+ *   config   the virtual config space (config.c)
+ *   BAR0-5   relayed: reads are DL_MSG_BAR_READ requests, writes posted
+ *            DL_MSG_BAR_WRITEs, split into naturally aligned 1, 2, 4 or 8
+ *            byte accesses; no mmap (the emulated fabric cannot map
+ *            remote MMIO); refused while the BAR's decode is off
+ *   ROM, VGA size 0
+ * Interrupts: INTx, MSI, MSI-X relayed from the lender, ERR and REQ
+ * (irq.c). DMA: pinned and mapped on Bus Master Enable (dma.c).
+ *
+ * Open resolves the remote device and reads its config space; the device
+ * is borrowed (DL_MSG_DEV_ACQUIRE) only when first needed: reset, a
+ * forwarded config write, a BAR access, or interrupts enabled. Close
+ * gives it back. If the lender goes down or takes the device back, the
+ * mdev is lost: the ERR eventfd fires and device accesses fail until it
+ * is closed.
+ */
+#include <linux/eventfd.h>
+#include <linux/mdev.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vfio.h>
+
+#include "internal.h"
+
+#define DL_VFIO_OFFSET_SHIFT	40
+#define DL_VFIO_OFFSET_MASK	((1ULL << DL_VFIO_OFFSET_SHIFT) - 1)
+#define DL_VFIO_INDEX(off)	((off) >> DL_VFIO_OFFSET_SHIFT)
+#define DL_VFIO_OFFSET(index)	((u64)(index) << DL_VFIO_OFFSET_SHIFT)
+
+/* Sets the state; the caller holds b->lock. */
+static void dl_vdev_set_state(struct dl_vdev *v, enum dl_vdev_state state)
+{
+	lockdep_assert_held(&v->b->lock);
+
+	spin_lock_irq(&v->b->fire_lock);
+	WRITE_ONCE(v->state, state);
+	spin_unlock_irq(&v->b->fire_lock);
+}
+
+/**
+ * dl_vdev_lost() - the mdev no longer holds its remote device.
+ * @v: the mdev; caller holds b->lock.
+ * @why: for the log.
+ *
+ * Signals the ERR eventfd; device accesses fail from now on.
+ */
+void dl_vdev_lost(struct dl_vdev *v, const char *why)
+{
+	lockdep_assert_held(&v->b->lock);
+
+	if (READ_ONCE(v->state) != DL_VDEV_BORROWED)
+		return;
+	dl_vdev_set_state(v, DL_VDEV_LOST);
+	dev_err(dl_vdev_dev(v), "lost remote device %u:%u: %s\n", v->host,
+		v->dev_id, why);
+	dl_irq_signal_err(v);
+}
+
+/**
+ * dl_vdev_request() - a request about the mdev's remote device.
+ * @v: the mdev, open.
+ * @type: the message type.
+ * @data: the payload.
+ * @len: its bytes.
+ * @resp: where the response goes.
+ * @resp_size: bytes the response must have.
+ *
+ * Return: 0, -EPROTO for a short response, or an error of
+ * dl_fabric_request().
+ */
+int dl_vdev_request(struct dl_vdev *v, u16 type, const void *data,
+		    size_t len, void *resp, size_t resp_size)
+{
+	size_t resp_len = 0;
+	int ret;
+
+	ret = dl_fabric_request(v->b->fab, v->host, type, data, len, resp,
+				resp_size, &resp_len, DL_B_TIMEOUT_MS);
+	if (!ret && resp_len < resp_size)
+		ret = -EPROTO;
+	return ret;
+}
+
+/**
+ * dl_vdev_borrow() - acquire the remote device unless held already.
+ * @v: the mdev, open; caller holds v->lock.
+ *
+ * Return: 0, -EIO if the mdev is lost, -EBUSY if someone else holds the
+ * device, or another -errno of the request.
+ */
+int dl_vdev_borrow(struct dl_vdev *v)
+{
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
+	struct dl_dev_ref resp;
+	struct dl_borrower *b = v->b;
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	switch (READ_ONCE(v->state)) {
+	case DL_VDEV_BORROWED:
+		return 0;
+	case DL_VDEV_LOST:
+		return -EIO;
+	case DL_VDEV_IDLE:
+		break;
+	}
+
+	ret = dl_vdev_request(v, DL_MSG_DEV_ACQUIRE, &ref, sizeof(ref), &resp,
+			      sizeof(resp));
+	if (ret == -EBUSY) {
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "remote device %u:%u (%s) is held by another host\n",
+				    v->host, v->dev_id, v->info.name);
+		return ret;
+	}
+	if (ret) {
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "cannot borrow remote device %u:%u: %d\n",
+				    v->host, v->dev_id, ret);
+		return ret;
+	}
+
+	mutex_lock(&b->lock);
+	if (v->remote->gone) {
+		/* The lender went down meanwhile. */
+		dl_vdev_set_state(v, DL_VDEV_LOST);
+		ret = -EIO;
+	} else {
+		dl_vdev_set_state(v, DL_VDEV_BORROWED);
+		v->remote->info.state = DL_LENT_BORROWED;
+		v->remote->info.borrower = b->host_id;
+	}
+	mutex_unlock(&b->lock);
+	if (!ret)
+		dev_info(dl_vdev_dev(v), "borrowed remote device %u:%u (%s on %s)\n",
+			 v->host, v->dev_id, v->info.name, v->remote->lender);
+	return ret;
+}
+
+/**
+ * dl_vdev_reset() - function reset of the remote device.
+ * @v: the mdev, open; caller holds v->lock.
+ *
+ * Borrows the device if needed. Afterwards bus mastering and interrupts
+ * are off in the virtual config space, and nothing is mapped for DMA.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_vdev_reset(struct dl_vdev *v)
+{
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	ret = dl_vdev_borrow(v);
+	if (ret)
+		return ret;
+	ret = dl_vdev_request(v, DL_MSG_DEV_RESET, &ref, sizeof(ref), NULL, 0);
+	if (ret)
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "reset of remote device %u:%u failed: %d\n",
+				    v->host, v->dev_id, ret);
+	/* Whatever the result, the guest sees a device after reset. */
+	dl_config_after_reset(v);
+	dl_dma_disable(v);
+	return ret;
+}
+
+static void dl_vdev_release_remote(struct dl_vdev *v)
+{
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
+	int ret;
+
+	if (READ_ONCE(v->state) != DL_VDEV_BORROWED)
+		return;
+	ret = dl_vdev_request(v, DL_MSG_DEV_RELEASE, &ref, sizeof(ref), NULL, 0);
+	if (ret)
+		dev_warn(dl_vdev_dev(v), "cannot return remote device %u:%u: %d\n",
+			 v->host, v->dev_id, ret);
+	else
+		dev_info(dl_vdev_dev(v), "returned remote device %u:%u\n",
+			 v->host, v->dev_id);
+}
+
+/* Chooses a free remote device of the mdev's type, unless it has one. */
+static int dl_vdev_choose(struct dl_vdev *v, bool *chosen)
+{
+	struct dl_borrower *b = v->b;
+	struct dl_remote *r;
+
+	lockdep_assert_held(&v->lock);
+
+	*chosen = false;
+	if (v->remote)
+		return 0;
+	mutex_lock(&b->lock);
+	list_for_each_entry(r, &b->remotes, node) {
+		if (dl_remote_is_free(r) && dl_remote_matches(r, v->mtype)) {
+			r->owner = v;
+			v->remote = dl_remote_get(r);
+			*chosen = true;
+			break;
+		}
+	}
+	mutex_unlock(&b->lock);
+	if (!v->remote) {
+		dev_err(dl_vdev_dev(v), "no free remote device of type %s\n",
+			v->mtype->type.sysfs_name);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static void dl_vdev_unchoose(struct dl_vdev *v)
+{
+	struct dl_borrower *b = v->b;
+	struct dl_remote *r = v->remote;
+
+	mutex_lock(&b->lock);
+	if (r->owner == v)
+		r->owner = NULL;
+	v->remote = NULL;
+	mutex_unlock(&b->lock);
+	dl_remote_put(r);
+}
+
+static int dl_vdev_open(struct vfio_device *vdev)
+{
+	struct dl_vdev *v = to_dl_vdev(vdev);
+	struct dl_borrower *b = v->b;
+	struct dl_dev_ref ref;
+	struct dl_dev_info di;
+	bool chosen;
+	int ret;
+
+	mutex_lock(&v->lock);
+	ret = dl_vdev_choose(v, &chosen);
+	if (ret)
+		goto out_unlock;
+
+	mutex_lock(&b->lock);
+	ret = v->remote->gone ? -ENODEV : 0;
+	v->host = v->remote->host;
+	v->dev_id = v->remote->dev_id;
+	mutex_unlock(&b->lock);
+	if (ret) {
+		dev_err(dl_vdev_dev(v), "remote device %u:%u is gone\n",
+			v->host, v->dev_id);
+		goto err_unchoose;
+	}
+
+	ref.dev_id = cpu_to_le32(v->dev_id);
+	ref.reserved = 0;
+	ret = dl_vdev_request(v, DL_MSG_DEV_INFO, &ref, sizeof(ref), &di,
+			      sizeof(di));
+	if (!ret && le32_to_cpu(di.dev_id) != v->dev_id)
+		ret = -EPROTO;
+	if (ret) {
+		dev_err(dl_vdev_dev(v), "cannot reach remote device %u:%u: %d\n",
+			v->host, v->dev_id, ret);
+		goto err_unchoose;
+	}
+	dl_rinfo_decode(&v->info, &di);
+	if (v->info.borrower != DL_NO_HOST && v->info.borrower != b->host_id) {
+		dev_err(dl_vdev_dev(v), "remote device %u:%u (%s) is held by host %u\n",
+			v->host, v->dev_id, v->info.name, v->info.borrower);
+		ret = -EBUSY;
+		goto err_unchoose;
+	}
+
+	ret = dl_config_init(v);
+	if (ret) {
+		dev_err(dl_vdev_dev(v), "cannot read the config space of remote device %u:%u: %d\n",
+			v->host, v->dev_id, ret);
+		goto err_unchoose;
+	}
+	v->open = true;
+	mutex_unlock(&v->lock);
+	return 0;
+
+err_unchoose:
+	if (chosen)
+		dl_vdev_unchoose(v);
+out_unlock:
+	mutex_unlock(&v->lock);
+	return ret;
+}
+
+static void dl_vdev_close(struct vfio_device *vdev)
+{
+	struct dl_vdev *v = to_dl_vdev(vdev);
+
+	mutex_lock(&v->lock);
+	dl_irq_release_all(v);
+	dl_dma_disable(v);
+	dl_vdev_release_remote(v);
+	mutex_lock(&v->b->lock);
+	dl_vdev_set_state(v, DL_VDEV_IDLE);
+	mutex_unlock(&v->b->lock);
+	dl_config_free(v);
+	v->open = false;
+	mutex_unlock(&v->lock);
+}
+
+/* The access size at @off for up to @count bytes: aligned, 1 to @max. */
+static unsigned int dl_vdev_access_size(u64 off, size_t count,
+					unsigned int max)
+{
+	unsigned int size = max;
+
+	while (size > 1 && (size > count || (off & (size - 1))))
+		size >>= 1;
+	return size;
+}
+
+static bool dl_vdev_bar_decodes(struct dl_vdev *v, unsigned int bar)
+{
+	u16 cmd = le16_to_cpu(READ_ONCE(*(__le16 *)&v->vconfig[PCI_COMMAND]));
+
+	if (v->info.bar_flags[bar] & DL_BAR_F_IO)
+		return cmd & PCI_COMMAND_IO;
+	return cmd & PCI_COMMAND_MEMORY;
+}
+
+static int dl_vdev_bar_ready(struct dl_vdev *v, unsigned int bar)
+{
+	int ret = 0;
+
+	if (READ_ONCE(v->state) != DL_VDEV_BORROWED) {
+		mutex_lock(&v->lock);
+		ret = dl_vdev_borrow(v);
+		mutex_unlock(&v->lock);
+		if (ret)
+			return ret;
+	}
+	if (!dl_vdev_bar_decodes(v, bar)) {
+		dev_dbg_ratelimited(dl_vdev_dev(v),
+				    "BAR%u access while its decode is off\n", bar);
+		return -EIO;
+	}
+	return 0;
+}
+
+static ssize_t dl_vdev_bar_rw(struct dl_vdev *v, unsigned int bar,
+			      char __user *buf, size_t count, u64 off,
+			      bool write)
+{
+	struct dl_bar_access acc = {
+		.dev_id = cpu_to_le32(v->dev_id),
+		.bar = bar,
+	};
+	struct dl_bar_access resp;
+	u64 size = v->info.bar_size[bar];
+	unsigned int n;
+	size_t done = 0;
+	__le64 val;
+	int ret;
+
+	if (!size || off >= size || count > size - off)
+		return -EINVAL;
+	ret = dl_vdev_bar_ready(v, bar);
+	if (ret)
+		return ret;
+
+	while (done < count) {
+		n = dl_vdev_access_size(off, count - done, 8);
+		acc.size = n;
+		acc.offset = cpu_to_le64(off);
+		if (write) {
+			val = 0;
+			if (copy_from_user(&val, buf + done, n))
+				return -EFAULT;
+			acc.value = val;
+			ret = dl_fabric_send(v->b->fab, v->host,
+					     DL_MSG_BAR_WRITE, &acc,
+					     sizeof(acc));
+		} else {
+			ret = dl_vdev_request(v, DL_MSG_BAR_READ, &acc,
+					      sizeof(acc), &resp,
+					      sizeof(resp));
+			val = resp.value;
+			if (!ret && copy_to_user(buf + done, &val, n))
+				return -EFAULT;
+		}
+		if (ret) {
+			dev_err_ratelimited(dl_vdev_dev(v),
+					    "BAR%u %s of %u bytes at 0x%llx failed: %d\n",
+					    bar, write ? "write" : "read", n,
+					    off, ret);
+			return done ? done : -EIO;
+		}
+		done += n;
+		off += n;
+	}
+	return done;
+}
+
+static ssize_t dl_vdev_rw(struct dl_vdev *v, char __user *buf, size_t count,
+			  loff_t *ppos, bool write)
+{
+	unsigned int index = DL_VFIO_INDEX(*ppos);
+	u64 off = *ppos & DL_VFIO_OFFSET_MASK;
+	ssize_t ret;
+
+	if (!count)
+		return 0;
+	switch (index) {
+	case VFIO_PCI_CONFIG_REGION_INDEX:
+		mutex_lock(&v->lock);
+		ret = dl_config_rw(v, buf, count, off, write);
+		mutex_unlock(&v->lock);
+		break;
+	case VFIO_PCI_BAR0_REGION_INDEX ... VFIO_PCI_BAR5_REGION_INDEX:
+		ret = dl_vdev_bar_rw(v, index - VFIO_PCI_BAR0_REGION_INDEX,
+				     buf, count, off, write);
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (ret > 0)
+		*ppos += ret;
+	return ret;
+}
+
+static ssize_t dl_vdev_read(struct vfio_device *vdev, char __user *buf,
+			    size_t count, loff_t *ppos)
+{
+	return dl_vdev_rw(to_dl_vdev(vdev), buf, count, ppos, false);
+}
+
+static ssize_t dl_vdev_write(struct vfio_device *vdev, const char __user *buf,
+			     size_t count, loff_t *ppos)
+{
+	return dl_vdev_rw(to_dl_vdev(vdev), (char __user *)buf, count, ppos,
+			  true);
+}
+
+static long dl_vdev_get_info(struct dl_vdev *v, void __user *arg)
+{
+	unsigned long minsz = offsetofend(struct vfio_device_info, num_irqs);
+	struct vfio_device_info info;
+
+	if (copy_from_user(&info, arg, minsz))
+		return -EFAULT;
+	if (info.argsz < minsz)
+		return -EINVAL;
+	info.flags = VFIO_DEVICE_FLAGS_PCI | VFIO_DEVICE_FLAGS_RESET;
+	info.num_regions = VFIO_PCI_NUM_REGIONS;
+	info.num_irqs = VFIO_PCI_NUM_IRQS;
+	return copy_to_user(arg, &info, minsz) ? -EFAULT : 0;
+}
+
+static long dl_vdev_get_region_info(struct dl_vdev *v, void __user *arg)
+{
+	unsigned long minsz = offsetofend(struct vfio_region_info, offset);
+	struct vfio_region_info info;
+	unsigned int bar;
+
+	if (copy_from_user(&info, arg, minsz))
+		return -EFAULT;
+	if (info.argsz < minsz)
+		return -EINVAL;
+
+	info.cap_offset = 0;
+	info.size = 0;
+	info.flags = 0;
+	switch (info.index) {
+	case VFIO_PCI_CONFIG_REGION_INDEX:
+		info.size = v->info.cfg_size;
+		break;
+	case VFIO_PCI_BAR0_REGION_INDEX ... VFIO_PCI_BAR5_REGION_INDEX:
+		bar = info.index - VFIO_PCI_BAR0_REGION_INDEX;
+		info.size = v->info.bar_size[bar];
+		break;
+	case VFIO_PCI_ROM_REGION_INDEX:
+	case VFIO_PCI_VGA_REGION_INDEX:
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (info.size)
+		info.flags = VFIO_REGION_INFO_FLAG_READ |
+			     VFIO_REGION_INFO_FLAG_WRITE;
+	info.offset = DL_VFIO_OFFSET(info.index);
+	return copy_to_user(arg, &info, minsz) ? -EFAULT : 0;
+}
+
+static long dl_vdev_get_irq_info(struct dl_vdev *v, void __user *arg)
+{
+	unsigned long minsz = offsetofend(struct vfio_irq_info, count);
+	struct vfio_irq_info info;
+	int ret;
+
+	if (copy_from_user(&info, arg, minsz))
+		return -EFAULT;
+	if (info.argsz < minsz || info.index >= VFIO_PCI_NUM_IRQS)
+		return -EINVAL;
+	ret = dl_irq_info(v, &info);
+	if (ret)
+		return ret;
+	return copy_to_user(arg, &info, minsz) ? -EFAULT : 0;
+}
+
+static long dl_vdev_set_irqs(struct dl_vdev *v, void __user *arg)
+{
+	unsigned long minsz = offsetofend(struct vfio_irq_set, count);
+	struct vfio_irq_info info = {};
+	struct vfio_irq_set hdr;
+	size_t data_size = 0;
+	void *data = NULL;
+	int ret;
+
+	if (copy_from_user(&hdr, arg, minsz))
+		return -EFAULT;
+	if (hdr.index >= VFIO_PCI_NUM_IRQS)
+		return -EINVAL;
+	info.index = hdr.index;
+	ret = dl_irq_info(v, &info);
+	if (ret)
+		return ret;
+	ret = vfio_set_irqs_validate_and_prepare(&hdr, info.count,
+						 VFIO_PCI_NUM_IRQS,
+						 &data_size);
+	if (ret)
+		return ret;
+	if (data_size) {
+		data = memdup_user(arg + minsz, data_size);
+		if (IS_ERR(data))
+			return PTR_ERR(data);
+	}
+	mutex_lock(&v->lock);
+	ret = dl_irq_set(v, &hdr, data);
+	mutex_unlock(&v->lock);
+	kfree(data);
+	return ret;
+}
+
+static long dl_vdev_ioctl(struct vfio_device *vdev, unsigned int cmd,
+			  unsigned long arg)
+{
+	struct dl_vdev *v = to_dl_vdev(vdev);
+	void __user *uarg = (void __user *)arg;
+	long ret;
+
+	switch (cmd) {
+	case VFIO_DEVICE_GET_INFO:
+		return dl_vdev_get_info(v, uarg);
+	case VFIO_DEVICE_GET_REGION_INFO:
+		return dl_vdev_get_region_info(v, uarg);
+	case VFIO_DEVICE_GET_IRQ_INFO:
+		return dl_vdev_get_irq_info(v, uarg);
+	case VFIO_DEVICE_SET_IRQS:
+		return dl_vdev_set_irqs(v, uarg);
+	case VFIO_DEVICE_RESET:
+		mutex_lock(&v->lock);
+		ret = dl_vdev_reset(v);
+		mutex_unlock(&v->lock);
+		return ret;
+	}
+	return -ENOTTY;
+}
+
+static void dl_vdev_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
+{
+	dl_dma_unmap_range(to_dl_vdev(vdev), iova, length);
+}
+
+static void dl_vdev_request_op(struct vfio_device *vdev, unsigned int count)
+{
+	struct dl_vdev *v = to_dl_vdev(vdev);
+
+	dl_irq_signal_req(v);
+	if (!(count % 10))
+		dev_notice_ratelimited(dl_vdev_dev(v),
+				       "waiting for the user to release the device (%u)\n",
+				       count);
+}
+
+/**
+ * dl_vdev_fault() - handler of %DL_MSG_DEV_FAULT: the lender's IOMMU
+ * blocked a DMA of a device; logged.
+ * @fab: the fabric.
+ * @msg: the message.
+ * @priv: the borrower.
+ */
+void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
+		   void *priv)
+{
+	const struct dl_dev_fault *f = msg->data;
+	struct dl_borrower *b = priv;
+
+	if (msg->len < sizeof(*f))
+		return;
+	dev_warn_ratelimited(b->dev, "remote device %u:%u: DMA %s at 0x%llx blocked by the lender\n",
+			     msg->peer, le32_to_cpu(f->dev_id),
+			     le32_to_cpu(f->flags) & 1 ? "write" : "read",
+			     le64_to_cpu(f->iova));
+}
+
+static int dl_vdev_init(struct vfio_device *vdev)
+{
+	struct dl_vdev *v = to_dl_vdev(vdev);
+	struct mdev_device *mdev = to_mdev_device(vdev->dev);
+
+	v->b = container_of(mdev->type->parent, struct dl_borrower, parent);
+	v->mtype = container_of(mdev->type, struct dl_mtype, type);
+	INIT_LIST_HEAD(&v->node);
+	mutex_init(&v->lock);
+	mutex_init(&v->dma_lock);
+	INIT_LIST_HEAD(&v->pinned);
+	spin_lock_init(&v->irq_lock);
+	v->state = DL_VDEV_IDLE;
+	return 0;
+}
+
+static void dl_vdev_release(struct vfio_device *vdev)
+{
+	struct dl_vdev *v = to_dl_vdev(vdev);
+
+	mutex_destroy(&v->dma_lock);
+	mutex_destroy(&v->lock);
+}
+
+const struct vfio_device_ops dl_vdev_ops = {
+	.name = "devlend-borrower",
+	.init = dl_vdev_init,
+	.release = dl_vdev_release,
+	.open_device = dl_vdev_open,
+	.close_device = dl_vdev_close,
+	.read = dl_vdev_read,
+	.write = dl_vdev_write,
+	.ioctl = dl_vdev_ioctl,
+	.request = dl_vdev_request_op,
+	.dma_unmap = dl_vdev_dma_unmap,
+	.bind_iommufd = vfio_iommufd_emulated_bind,
+	.unbind_iommufd = vfio_iommufd_emulated_unbind,
+	.attach_ioas = vfio_iommufd_emulated_attach_ioas,
+	.detach_ioas = vfio_iommufd_emulated_detach_ioas,
+};
