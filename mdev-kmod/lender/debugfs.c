@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * debugfs: /sys/kernel/debug/devlend/lender (while a fabric is present)
+ *
+ *   one line for requests that named no device:
+ *     global rej_<reason>=<n> ...
+ *   then one line per lent device:
+ *     dev_id=<id> name=<pci address> state=<state> borrower=<id|-> \
+ *     dma_bytes=<n> dma_maps=<n> irq_vectors=<n> <counter>=<n> ... \
+ *     rej_<reason>=<n> ...
+ * For tests: every refusal the lender makes is counted here by reason.
+ */
+#include <linux/debugfs.h>
+#include <linux/seq_file.h>
+
+#include "internal.h"
+
+const char * const dl_lender_reject_names[DL_REJ_NR] = {
+	[DL_REJ_MALFORMED] = "malformed",
+	[DL_REJ_NODEV] = "nodev",
+	[DL_REJ_NOT_HOLDER] = "not_holder",
+	[DL_REJ_BUSY] = "busy",
+	[DL_REJ_CFG_RANGE] = "cfg_range",
+	[DL_REJ_BAR_RANGE] = "bar_range",
+	[DL_REJ_BAR_MSIX] = "bar_msix",
+	[DL_REJ_BAR_DECODE] = "bar_decode",
+	[DL_REJ_DMA_RANGE] = "dma_range",
+	[DL_REJ_DMA_WINDOW] = "dma_window",
+	[DL_REJ_DMA_APERTURE] = "dma_aperture",
+	[DL_REJ_DMA_OVERLAP] = "dma_overlap",
+	[DL_REJ_DMA_BUDGET] = "dma_budget",
+	[DL_REJ_DMA_FAILED] = "dma_failed",
+	[DL_REJ_IRQ] = "irq",
+};
+
+const char * const dl_lender_counter_names[DL_LCNT_NR] = {
+	[DL_LCNT_CFG_READS] = "cfg_reads",
+	[DL_LCNT_CFG_WRITES] = "cfg_writes",
+	[DL_LCNT_CFG_FILTERED] = "cfg_filtered",
+	[DL_LCNT_BAR_READS] = "bar_reads",
+	[DL_LCNT_BAR_WRITES] = "bar_writes",
+	[DL_LCNT_DMA_MAPS] = "dma_map_ranges",
+	[DL_LCNT_DMA_UNMAPS] = "dma_unmaps",
+	[DL_LCNT_IRQ_SETS] = "irq_sets",
+	[DL_LCNT_IRQ_FIRES] = "irq_fires",
+	[DL_LCNT_IRQ_FIRE_ERRORS] = "irq_fire_errors",
+	[DL_LCNT_ACQUIRES] = "acquires",
+	[DL_LCNT_RELEASES] = "releases",
+	[DL_LCNT_RECLAIMS] = "reclaims",
+	[DL_LCNT_RESETS] = "resets",
+	[DL_LCNT_FAULTS] = "faults",
+};
+
+static int dl_lender_show(struct seq_file *s, void *unused)
+{
+	struct dl_lent *lent;
+	unsigned long idx;
+	int i;
+
+	seq_puts(s, "global");
+	for (i = 0; i < DL_REJ_NR; i++)
+		seq_printf(s, " rej_%s=%lld", dl_lender_reject_names[i],
+			   atomic64_read(&dl_lender.rej[i]));
+	seq_putc(s, '\n');
+
+	/* The xarray lock keeps each device from being freed meanwhile. */
+	xa_lock(&dl_lender.devs);
+	xa_for_each(&dl_lender.devs, idx, lent) {
+		u32 b = READ_ONCE(lent->borrower);
+
+		seq_printf(s, "dev_id=%u name=%s state=%s", lent->dev_id,
+			   pci_name(lent->pdev),
+			   dl_lent_state_name(READ_ONCE(lent->state)));
+		if (b == DL_NO_HOST)
+			seq_puts(s, " borrower=-");
+		else
+			seq_printf(s, " borrower=%u", b);
+		seq_printf(s, " dma_bytes=%llu dma_maps=%llu irq_vectors=%u",
+			   READ_ONCE(lent->dma_bytes),
+			   READ_ONCE(lent->dma_count), READ_ONCE(lent->nvecs));
+		for (i = 0; i < DL_LCNT_NR; i++)
+			seq_printf(s, " %s=%lld", dl_lender_counter_names[i],
+				   atomic64_read(&lent->cnt[i]));
+		for (i = 0; i < DL_REJ_NR; i++)
+			seq_printf(s, " rej_%s=%lld", dl_lender_reject_names[i],
+				   atomic64_read(&lent->rej[i]));
+		seq_putc(s, '\n');
+	}
+	xa_unlock(&dl_lender.devs);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(dl_lender);
+
+/**
+ * dl_lender_debugfs_add() - create devlend/lender beside the fabric's files.
+ */
+void dl_lender_debugfs_add(void)
+{
+	struct dentry *root = debugfs_lookup("devlend", NULL);
+
+	if (IS_ERR_OR_NULL(root))
+		return;
+	dl_lender.debugfs = debugfs_create_file("lender", 0400, root, NULL,
+						&dl_lender_fops);
+	dput(root);
+}
+
+/**
+ * dl_lender_debugfs_remove() - remove it.
+ */
+void dl_lender_debugfs_remove(void)
+{
+	debugfs_remove(dl_lender.debugfs);
+	dl_lender.debugfs = NULL;
+}

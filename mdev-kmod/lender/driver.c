@@ -1,0 +1,706 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The devlend-lender PCI driver: lending a device (probe), taking it back
+ * (remove), the lend/unlend driver attributes and the per-device devlend/
+ * attribute group.
+ *
+ * A device is lent by binding it to this driver through driver_override.
+ * The driver manages DMA itself (.driver_managed_dma): probe claims DMA
+ * ownership of the device's IOMMU group and attaches the device to a
+ * paging domain of its own, in which nothing is mapped until a borrower
+ * maps its memory. Every way back (release, peer down, unlend, module
+ * unload) goes through dl_lent_reclaim(): bus mastering off, vectors
+ * freed, mappings removed, function reset, config state of the lend
+ * restored.
+ */
+#include <linux/device.h>
+#include <linux/iommu.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
+
+#include "internal.h"
+
+static void dl_lent_free(struct kref *ref)
+{
+	struct dl_lent *lent = container_of(ref, struct dl_lent, ref);
+
+	pci_dev_put(lent->pdev);
+	kfree(lent);
+}
+
+/**
+ * dl_lent_put() - drop a reference taken by dl_lent_get().
+ * @lent: the device.
+ */
+void dl_lent_put(struct dl_lent *lent)
+{
+	kref_put(&lent->ref, dl_lent_free);
+}
+
+/**
+ * dl_lent_get() - look a lent device up by its dev_id.
+ * @dev_id: from a peer; anything.
+ *
+ * The caller must still check @lent->dead under its locks.
+ *
+ * Return: the device with a reference held, or NULL.
+ */
+struct dl_lent *dl_lent_get(u32 dev_id)
+{
+	struct dl_lent *lent;
+
+	xa_lock(&dl_lender.devs);
+	lent = xa_load(&dl_lender.devs, dev_id);
+	if (lent && !kref_get_unless_zero(&lent->ref))
+		lent = NULL;
+	xa_unlock(&dl_lender.devs);
+	return lent;
+}
+
+/**
+ * dl_lent_reclaim() - take a device back from its borrower, if any, and
+ * make it available again.
+ * @lent: the device; its device lock and @lent->lock held.
+ * @why: for the log.
+ *
+ * Bus mastering goes off first, then the vectors and mappings go; the
+ * function is reset and the config state saved at probe is restored. The
+ * caller tells peers (dl_lender_broadcast_changed()) once it has let go
+ * of its locks.
+ */
+void dl_lent_reclaim(struct dl_lent *lent, const char *why)
+{
+	struct pci_dev *pdev = lent->pdev;
+	int ret;
+
+	device_lock_assert(&pdev->dev);
+	lockdep_assert_held(&lent->lock);
+
+	if (lent->borrower != DL_NO_HOST)
+		pci_info(pdev, "lender: taking device %u back from host %u: %s\n",
+			 lent->dev_id, lent->borrower, why);
+	lent->state = DL_LENT_RETURNING;
+
+	pci_clear_master(pdev);
+	dl_lent_irq_release(lent);
+	dl_lent_dma_unmap_all(lent);
+
+	ret = pci_reset_function_locked(pdev);
+	if (ret)
+		pci_warn(pdev, "lender: function reset failed: %d\n", ret);
+	dl_lent_count(lent, DL_LCNT_RESETS);
+	pci_load_saved_state(pdev, lent->saved);
+	pci_restore_state(pdev);
+	pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
+
+	lent->borrower = DL_NO_HOST;
+	lent->borrower_inc = 0;
+	lent->fab = NULL;
+	lent->state = DL_LENT_AVAILABLE;
+}
+
+/* Get references to every lent device, for walking them unlocked. */
+static unsigned int dl_lent_collect(struct dl_lent ***out)
+{
+	struct dl_lent **arr, *lent;
+	unsigned long idx;
+	unsigned int n = 0, max = 0;
+
+	xa_lock(&dl_lender.devs);
+	xa_for_each(&dl_lender.devs, idx, lent)
+		max++;
+	xa_unlock(&dl_lender.devs);
+	if (!max)
+		return 0;
+	arr = kcalloc(max, sizeof(*arr), GFP_KERNEL);
+	if (!arr)
+		return 0;
+
+	xa_lock(&dl_lender.devs);
+	xa_for_each(&dl_lender.devs, idx, lent) {
+		if (n == max)
+			break;
+		if (kref_get_unless_zero(&lent->ref))
+			arr[n++] = lent;
+	}
+	xa_unlock(&dl_lender.devs);
+	*out = arr;
+	return n;
+}
+
+static void dl_lender_reclaim_from(struct dl_fabric *fab, u32 peer,
+				   bool any_peer, const char *why)
+{
+	struct dl_lent **arr = NULL;
+	unsigned int i, n;
+
+	n = dl_lent_collect(&arr);
+	for (i = 0; i < n; i++) {
+		struct dl_lent *lent = arr[i];
+		bool changed = false;
+
+		device_lock(&lent->pdev->dev);
+		mutex_lock(&lent->lock);
+		if (!lent->dead && lent->state != DL_LENT_AVAILABLE &&
+		    lent->fab == fab && (any_peer || lent->borrower == peer)) {
+			dl_lent_count(lent, DL_LCNT_RECLAIMS);
+			dl_lent_reclaim(lent, why);
+			changed = true;
+		}
+		mutex_unlock(&lent->lock);
+		device_unlock(&lent->pdev->dev);
+		if (changed)
+			dl_lender_broadcast_changed(lent->dev_id);
+		dl_lent_put(lent);
+	}
+	kfree(arr);
+}
+
+/**
+ * dl_lender_peer_down() - a peer went away: take back what it held.
+ * @fab: the fabric.
+ * @peer: the peer.
+ *
+ * Called from the fabric notifier (the liveness work, fabric lock held).
+ */
+void dl_lender_peer_down(struct dl_fabric *fab, u32 peer)
+{
+	dl_lender_reclaim_from(fab, peer, false, "borrower went down");
+}
+
+/**
+ * dl_lender_fabric_removing() - the fabric is going away: nothing may be
+ * held through it afterwards.
+ * @fab: the fabric.
+ */
+void dl_lender_fabric_removing(struct dl_fabric *fab)
+{
+	dl_lender_reclaim_from(fab, 0, true, "fabric removed");
+}
+
+/* Per-device attributes: /sys/bus/pci/devices/<dev>/devlend/. */
+
+static struct dl_lent *dl_lent_of(struct device *dev)
+{
+	return dev_get_drvdata(dev);
+}
+
+static ssize_t dev_id_show(struct device *dev, struct device_attribute *attr,
+			   char *buf)
+{
+	return sysfs_emit(buf, "%u\n", dl_lent_of(dev)->dev_id);
+}
+static DEVICE_ATTR_RO(dev_id);
+
+static ssize_t state_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	return sysfs_emit(buf, "%s\n",
+			  dl_lent_state_name(READ_ONCE(dl_lent_of(dev)->state)));
+}
+static DEVICE_ATTR_RO(state);
+
+static ssize_t borrower_show(struct device *dev, struct device_attribute *attr,
+			     char *buf)
+{
+	u32 b = READ_ONCE(dl_lent_of(dev)->borrower);
+
+	if (b == DL_NO_HOST)
+		return sysfs_emit(buf, "\n");
+	return sysfs_emit(buf, "%u\n", b);
+}
+static DEVICE_ATTR_RO(borrower);
+
+static ssize_t dma_mapped_bytes_show(struct device *dev,
+				     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n", READ_ONCE(dl_lent_of(dev)->dma_bytes));
+}
+static DEVICE_ATTR_RO(dma_mapped_bytes);
+
+static ssize_t irq_vectors_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(dl_lent_of(dev)->nvecs));
+}
+static DEVICE_ATTR_RO(irq_vectors);
+
+static struct attribute *dl_lent_attrs[] = {
+	&dev_attr_dev_id.attr,
+	&dev_attr_state.attr,
+	&dev_attr_borrower.attr,
+	&dev_attr_dma_mapped_bytes.attr,
+	&dev_attr_irq_vectors.attr,
+	NULL
+};
+
+static const struct attribute_group dl_lent_group = {
+	.name = "devlend",
+	.attrs = dl_lent_attrs,
+};
+
+static const struct attribute_group *dl_lent_groups[] = {
+	&dl_lent_group,
+	NULL
+};
+
+/* Driver attributes: lend and unlend. */
+
+/*
+ * Parse "<pci address>[ <word>]" and find the device. Sets *flag if the
+ * second word equals @flag_word.
+ */
+static struct pci_dev *dl_lender_parse(const char *buf, const char *flag_word,
+				       bool *flag)
+{
+	char name[32], word[16];
+	struct device *dev;
+	int n;
+
+	*flag = false;
+	word[0] = '\0';
+	n = sscanf(buf, "%31s %15s", name, word);
+	if (n < 1)
+		return ERR_PTR(-EINVAL);
+	if (n == 2) {
+		if (!flag_word || strcmp(word, flag_word))
+			return ERR_PTR(-EINVAL);
+		*flag = true;
+	}
+	dev = bus_find_device_by_name(&pci_bus_type, NULL, name);
+	if (!dev)
+		return ERR_PTR(-ENODEV);
+	return to_pci_dev(dev);
+}
+
+static ssize_t lend_store(struct device_driver *drv, const char *buf,
+			  size_t count)
+{
+	struct pci_dev *pdev;
+	bool unused;
+	int ret;
+
+	pdev = dl_lender_parse(buf, NULL, &unused);
+	if (IS_ERR(pdev))
+		return PTR_ERR(pdev);
+
+	if (pdev->hdr_type != PCI_HEADER_TYPE_NORMAL) {
+		pci_err(pdev, "lender: only endpoints (header type 0) can be lent\n");
+		ret = -EINVAL;
+		goto out_put;
+	}
+	device_lock(&pdev->dev);
+	ret = pdev->dev.driver == drv ? -EALREADY : 0;
+	device_unlock(&pdev->dev);
+	if (ret)
+		goto out_put;
+
+	ret = device_set_driver_override(&pdev->dev, DL_LENDER_DRV_NAME);
+	if (ret)
+		goto out_put;
+	device_release_driver(&pdev->dev);
+	ret = device_driver_attach(drv, &pdev->dev);
+	if (ret) {
+		pci_err(pdev, "lender: cannot lend: %d; giving it back to its driver\n",
+			ret);
+		goto err_clear_override;
+	}
+	pci_dev_put(pdev);
+	return count;
+
+err_clear_override:
+	device_set_driver_override(&pdev->dev, "");
+	if (device_attach(&pdev->dev) < 0)
+		pci_warn(pdev, "lender: no driver took the device back\n");
+out_put:
+	pci_dev_put(pdev);
+	return ret;
+}
+static DRIVER_ATTR_WO(lend);
+
+static ssize_t unlend_store(struct device_driver *drv, const char *buf,
+			    size_t count)
+{
+	struct dl_lent *lent;
+	struct pci_dev *pdev;
+	bool force;
+	int ret = 0;
+
+	pdev = dl_lender_parse(buf, "force", &force);
+	if (IS_ERR(pdev))
+		return PTR_ERR(pdev);
+
+	device_lock(&pdev->dev);
+	if (pdev->dev.driver != drv) {
+		ret = -EINVAL;
+		goto out_unlock_dev;
+	}
+	lent = pci_get_drvdata(pdev);
+	mutex_lock(&lent->lock);
+	if (lent->state != DL_LENT_AVAILABLE && !force) {
+		pci_info(pdev, "lender: device %u is borrowed by host %u; use \"%s force\"\n",
+			 lent->dev_id, lent->borrower, pci_name(pdev));
+		ret = -EBUSY;
+	} else {
+		/* No acquire can slip in before the driver is gone. */
+		lent->unlending = true;
+	}
+	mutex_unlock(&lent->lock);
+out_unlock_dev:
+	device_unlock(&pdev->dev);
+	if (ret)
+		goto out_put;
+
+	/* remove() takes it back from the borrower and undoes the lend. */
+	device_release_driver(&pdev->dev);
+	device_set_driver_override(&pdev->dev, "");
+	ret = device_attach(&pdev->dev);
+	if (ret < 0)
+		pci_warn(pdev, "lender: reattaching a driver failed: %d\n", ret);
+	ret = 0;
+out_put:
+	pci_dev_put(pdev);
+	return ret ? ret : count;
+}
+static DRIVER_ATTR_WO(unlend);
+
+static struct attribute *dl_lender_drv_attrs[] = {
+	&driver_attr_lend.attr,
+	&driver_attr_unlend.attr,
+	NULL
+};
+ATTRIBUTE_GROUPS(dl_lender_drv);
+
+/* Probe and remove. */
+
+static int dl_lent_group_check(struct device *dev, void *data)
+{
+	unsigned int *n = data;
+
+	(*n)++;
+	return 0;
+}
+
+/* A device alone in its IOMMU group, with an IOMMU. */
+static int dl_lent_isolation_check(struct pci_dev *pdev)
+{
+	struct iommu_group *group;
+	unsigned int n = 0;
+
+	group = iommu_group_get(&pdev->dev);
+	if (!group) {
+		pci_err(pdev, "lender: the device has no IOMMU group (no IOMMU, or it is off): its DMA could not be confined\n");
+		return -EINVAL;
+	}
+	iommu_group_for_each_dev(group, &n, dl_lent_group_check);
+	iommu_group_put(group);
+	if (n != 1) {
+		pci_err(pdev, "lender: the device shares its IOMMU group with %u other device(s); it cannot be isolated\n",
+			n - 1);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int dl_lent_setup_domain(struct dl_lent *lent)
+{
+	struct pci_dev *pdev = lent->pdev;
+	struct iommu_group *group;
+	int ret;
+
+	ret = dl_lent_isolation_check(pdev);
+	if (ret)
+		return ret;
+	ret = iommu_device_claim_dma_owner(&pdev->dev, lent);
+	if (ret) {
+		pci_err(pdev, "lender: cannot claim DMA ownership: %d\n", ret);
+		return ret;
+	}
+	lent->domain = iommu_paging_domain_alloc(&pdev->dev);
+	if (IS_ERR(lent->domain)) {
+		ret = PTR_ERR(lent->domain);
+		pci_err(pdev, "lender: cannot allocate an IOMMU domain: %d\n", ret);
+		goto err_release_owner;
+	}
+	iommu_set_fault_handler(lent->domain, dl_lent_fault_handler, lent);
+	ret = iommu_attach_device(lent->domain, &pdev->dev);
+	if (ret) {
+		pci_err(pdev, "lender: cannot attach to the IOMMU domain: %d\n", ret);
+		goto err_free_domain;
+	}
+	group = iommu_group_get(&pdev->dev);
+	ret = iommu_get_group_resv_regions(group, &lent->resv);
+	iommu_group_put(group);
+	if (ret)
+		goto err_detach;
+	return 0;
+
+err_detach:
+	iommu_detach_device(lent->domain, &pdev->dev);
+err_free_domain:
+	iommu_domain_free(lent->domain);
+err_release_owner:
+	iommu_device_release_dma_owner(&pdev->dev);
+	return ret;
+}
+
+static void dl_lent_free_resv(struct dl_lent *lent)
+{
+	struct iommu_resv_region *r, *next;
+
+	list_for_each_entry_safe(r, next, &lent->resv, list) {
+		list_del(&r->list);
+		kfree(r);
+	}
+}
+
+static void dl_lent_teardown_domain(struct dl_lent *lent)
+{
+	dl_lent_free_resv(lent);
+	iommu_detach_device(lent->domain, &lent->pdev->dev);
+	iommu_domain_free(lent->domain);
+	iommu_device_release_dma_owner(&lent->pdev->dev);
+}
+
+/* The MSI-X table and PBA, which BAR accesses must never reach. */
+static void dl_lent_find_msix(struct dl_lent *lent)
+{
+	struct pci_dev *pdev = lent->pdev;
+	u32 table, pba;
+	u16 flags;
+	u64 n;
+
+	lent->msix_bar = -1;
+	lent->pba_bar = -1;
+	if (!pdev->msix_cap)
+		return;
+	pci_read_config_word(pdev, pdev->msix_cap + PCI_MSIX_FLAGS, &flags);
+	pci_read_config_dword(pdev, pdev->msix_cap + PCI_MSIX_TABLE, &table);
+	pci_read_config_dword(pdev, pdev->msix_cap + PCI_MSIX_PBA, &pba);
+	n = (flags & PCI_MSIX_FLAGS_QSIZE) + 1;
+
+	lent->msix_bar = table & PCI_MSIX_TABLE_BIR;
+	lent->msix_start = table & PCI_MSIX_TABLE_OFFSET;
+	lent->msix_end = lent->msix_start + n * PCI_MSIX_ENTRY_SIZE;
+	lent->pba_bar = pba & PCI_MSIX_PBA_BIR;
+	lent->pba_start = pba & PCI_MSIX_PBA_OFFSET;
+	lent->pba_end = lent->pba_start + DIV_ROUND_UP(n, 64) * 8;
+}
+
+static int dl_lent_map_bars(struct dl_lent *lent)
+{
+	struct pci_dev *pdev = lent->pdev;
+	int i, ret;
+
+	ret = pci_request_selected_regions(pdev,
+					   pci_select_bars(pdev, IORESOURCE_MEM),
+					   DL_LENDER_DRV_NAME);
+	if (ret) {
+		pci_err(pdev, "lender: cannot claim the memory BARs: %d\n", ret);
+		return ret;
+	}
+	for (i = 0; i < DL_NUM_BARS; i++) {
+		struct dl_lent_bar *bar = &lent->bars[i];
+		unsigned long flags = pci_resource_flags(pdev, i);
+
+		bar->size = pci_resource_len(pdev, i);
+		if (!bar->size)
+			continue;
+		bar->flags = DL_BAR_F_PRESENT;
+		if (flags & IORESOURCE_IO) {
+			bar->flags |= DL_BAR_F_IO;
+			continue;
+		}
+		if (flags & IORESOURCE_MEM_64)
+			bar->flags |= DL_BAR_F_MEM64;
+		if (flags & IORESOURCE_PREFETCH)
+			bar->flags |= DL_BAR_F_PREFETCH;
+		bar->map = pci_iomap(pdev, i, 0);
+		if (!bar->map) {
+			pci_err(pdev, "lender: cannot map BAR %d\n", i);
+			ret = -ENOMEM;
+			goto err_unmap;
+		}
+	}
+	return 0;
+
+err_unmap:
+	while (--i >= 0)
+		if (lent->bars[i].map)
+			pci_iounmap(pdev, lent->bars[i].map);
+	pci_release_selected_regions(pdev, pci_select_bars(pdev, IORESOURCE_MEM));
+	return ret;
+}
+
+static void dl_lent_unmap_bars(struct dl_lent *lent)
+{
+	int i;
+
+	for (i = 0; i < DL_NUM_BARS; i++)
+		if (lent->bars[i].map)
+			pci_iounmap(lent->pdev, lent->bars[i].map);
+	pci_release_selected_regions(lent->pdev,
+				     pci_select_bars(lent->pdev, IORESOURCE_MEM));
+}
+
+static int dl_lent_assign_id(struct dl_lent *lent)
+{
+	u32 id;
+	int ret;
+
+	xa_lock(&dl_lender.devs);
+	id = dl_lender.next_id;
+	if (!id || id == U32_MAX) {
+		ret = -ENOSPC;
+	} else {
+		ret = xa_err(__xa_store(&dl_lender.devs, id, lent, GFP_KERNEL));
+		if (!ret) {
+			lent->dev_id = id;
+			dl_lender.next_id = id + 1;
+		}
+	}
+	xa_unlock(&dl_lender.devs);
+	return ret;
+}
+
+static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
+{
+	struct dl_lent *lent;
+	int ret;
+
+	if (pdev->hdr_type != PCI_HEADER_TYPE_NORMAL) {
+		pci_err(pdev, "lender: only endpoints (header type 0) can be lent\n");
+		return -EINVAL;
+	}
+
+	lent = kzalloc(sizeof(*lent), GFP_KERNEL);
+	if (!lent)
+		return -ENOMEM;
+	kref_init(&lent->ref);
+	lent->pdev = pci_dev_get(pdev);
+	mutex_init(&lent->lock);
+	lent->state = DL_LENT_AVAILABLE;
+	lent->borrower = DL_NO_HOST;
+	INIT_LIST_HEAD(&lent->resv);
+	INIT_WORK(&lent->fault_work, dl_lent_fault_work);
+	dl_lent_dma_init(lent);
+
+	ret = dl_lent_setup_domain(lent);
+	if (ret)
+		goto err_put;
+	ret = pci_enable_device_mem(pdev);
+	if (ret) {
+		pci_err(pdev, "lender: cannot enable the device: %d\n", ret);
+		goto err_teardown_domain;
+	}
+	ret = dl_lent_map_bars(lent);
+	if (ret)
+		goto err_disable;
+	dl_lent_find_msix(lent);
+	ret = dl_lent_cfg_init(lent);
+	if (ret)
+		goto err_unmap_bars;
+
+	pci_clear_master(pdev);
+	pci_save_state(pdev);
+	lent->saved = pci_store_saved_state(pdev);
+	if (!lent->saved) {
+		ret = -ENOMEM;
+		goto err_cfg_free;
+	}
+	pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
+
+	pci_set_drvdata(pdev, lent);
+	ret = dl_lent_assign_id(lent);
+	if (ret)
+		goto err_free_saved;
+
+	pci_info(pdev, "lender: lent as device %u (%04x:%04x class %06x), in an IOMMU domain of its own\n",
+		 lent->dev_id, pdev->vendor, pdev->device, pdev->class);
+	dl_lender_broadcast_changed(lent->dev_id);
+	return 0;
+
+err_free_saved:
+	kfree(lent->saved);
+err_cfg_free:
+	dl_lent_cfg_free(lent);
+err_unmap_bars:
+	dl_lent_unmap_bars(lent);
+err_disable:
+	pci_disable_device(pdev);
+err_teardown_domain:
+	dl_lent_teardown_domain(lent);
+err_put:
+	dl_lent_put(lent);
+	return ret;
+}
+
+static void dl_lender_remove(struct pci_dev *pdev)
+{
+	struct dl_lent *lent = pci_get_drvdata(pdev);
+
+	xa_erase(&dl_lender.devs, lent->dev_id);
+
+	mutex_lock(&lent->lock);
+	lent->dead = true;
+	dl_lent_reclaim(lent, "device no longer lent");
+	mutex_unlock(&lent->lock);
+	cancel_work_sync(&lent->fault_work);
+
+	dl_lent_cfg_free(lent);
+	dl_lent_unmap_bars(lent);
+	pci_disable_device(pdev);
+	dl_lent_teardown_domain(lent);
+	kfree(lent->saved);
+	pci_info(pdev, "lender: device %u no longer lent\n", lent->dev_id);
+
+	dl_lender_broadcast_changed(lent->dev_id);
+	dl_lent_put(lent);
+}
+
+/* No ids: a device binds only through driver_override (lend). */
+static const struct pci_device_id dl_lender_ids[] = {
+	{ }
+};
+
+struct pci_driver dl_lender_driver = {
+	.name = DL_LENDER_DRV_NAME,
+	.id_table = dl_lender_ids,
+	.probe = dl_lender_probe,
+	.remove = dl_lender_remove,
+	.groups = dl_lender_drv_groups,
+	.dev_groups = dl_lent_groups,
+	.driver_managed_dma = true,
+};
+
+/**
+ * dl_lender_driver_init() - register the devlend-lender PCI driver.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_lender_driver_init(void)
+{
+	return pci_register_driver(&dl_lender_driver);
+}
+
+/**
+ * dl_lender_driver_exit() - take every lent device back and give each to
+ * its own driver again.
+ */
+void dl_lender_driver_exit(void)
+{
+	struct pci_dev *pdev = NULL;
+
+	pci_unregister_driver(&dl_lender_driver);
+
+	for_each_pci_dev(pdev) {
+		if (device_match_driver_override(&pdev->dev,
+						 &dl_lender_driver.driver) <= 0)
+			continue;
+		device_set_driver_override(&pdev->dev, "");
+		if (device_attach(&pdev->dev) < 0)
+			pci_warn(pdev, "lender: reattaching a driver failed\n");
+	}
+}

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * devlend lender internals, shared by the files of lender/ only.
+ *
+ * Locking, outermost first:
+ *  - the lent device's device lock (device_lock(&pdev->dev)): held by the
+ *    driver core around probe and remove, and taken by every message
+ *    handler and by the peer-down path before anything else, because a
+ *    function reset needs it (pci_reset_function_locked());
+ *  - lent->lock (mutex): the lent device's state, borrower, DMA mappings
+ *    and vectors;
+ *  - dl_lender.lock (mutex): the fabric pointer; held only briefly, never
+ *    while waiting for a handler (handlers take it to broadcast).
+ * The table of lent devices (dl_lender.devs) is an xarray with its own
+ * lock; lookups take a reference (lent->ref) and then the locks above,
+ * and check lent->dead.
+ *
+ * Interrupt threads take none of these: each vector has a snapshot of the
+ * fabric, borrower and dev_id, valid until free_irq() returns.
+ */
+#ifndef DL_LENDER_INTERNAL_H
+#define DL_LENDER_INTERNAL_H
+
+#include <linux/atomic.h>
+#include <linux/interrupt.h>
+#include <linux/kref.h>
+#include <linux/maple_tree.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/types.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+
+#include "devlend_wire.h"
+#include "../fabric/fabric.h"
+
+#define DL_LENDER_DRV_NAME	"devlend-lender"
+
+/* Reasons a request is refused, counted per device and shown in debugfs. */
+enum dl_lender_reject {
+	DL_REJ_MALFORMED,	/* length, reserved fields, unknown values */
+	DL_REJ_NODEV,		/* no such dev_id */
+	DL_REJ_NOT_HOLDER,	/* the device is held by another host, or by nobody */
+	DL_REJ_BUSY,		/* acquire of a held or returning device */
+	DL_REJ_CFG_RANGE,	/* config offset, size or alignment */
+	DL_REJ_BAR_RANGE,	/* BAR index, offset, size or alignment */
+	DL_REJ_BAR_MSIX,	/* into the MSI-X table or PBA */
+	DL_REJ_BAR_DECODE,	/* memory decode is off */
+	DL_REJ_DMA_RANGE,	/* alignment, zero length, wrap */
+	DL_REJ_DMA_WINDOW,	/* not the borrower's RAM */
+	DL_REJ_DMA_APERTURE,	/* outside the domain's aperture, or reserved */
+	DL_REJ_DMA_OVERLAP,	/* overlaps a mapping */
+	DL_REJ_DMA_BUDGET,	/* more than the borrower's RAM size */
+	DL_REJ_DMA_FAILED,	/* iommu_map() failed */
+	DL_REJ_IRQ,		/* vector type or count */
+	DL_REJ_NR
+};
+
+/* Things done, counted per device and shown in debugfs. */
+enum dl_lender_counter {
+	DL_LCNT_CFG_READS,
+	DL_LCNT_CFG_WRITES,
+	DL_LCNT_CFG_FILTERED,	/* writes (partly) kept from the hardware */
+	DL_LCNT_BAR_READS,
+	DL_LCNT_BAR_WRITES,
+	DL_LCNT_DMA_MAPS,	/* ranges mapped */
+	DL_LCNT_DMA_UNMAPS,	/* unmap requests */
+	DL_LCNT_IRQ_SETS,
+	DL_LCNT_IRQ_FIRES,
+	DL_LCNT_IRQ_FIRE_ERRORS,
+	DL_LCNT_ACQUIRES,
+	DL_LCNT_RELEASES,
+	DL_LCNT_RECLAIMS,	/* taken back without a release */
+	DL_LCNT_RESETS,
+	DL_LCNT_FAULTS,
+	DL_LCNT_NR
+};
+
+extern const char * const dl_lender_reject_names[DL_REJ_NR];
+extern const char * const dl_lender_counter_names[DL_LCNT_NR];
+
+/**
+ * struct dl_lent_bar - one BAR of a lent device.
+ * @size: bytes, 0 if absent (or the upper half of a 64-bit BAR).
+ * @flags: DL_BAR_F_*.
+ * @map: the CPU mapping of a memory BAR, NULL for I/O BARs.
+ */
+struct dl_lent_bar {
+	u64 size;
+	u32 flags;
+	void __iomem *map;
+};
+
+/**
+ * struct dl_lent_vec - one interrupt vector taken for the borrower.
+ * @fab: the fabric the borrower is on (snapshot).
+ * @peer: the borrower (snapshot).
+ * @lent: the device, for counters only.
+ * @dev_id: the device's id (snapshot).
+ * @type: an &enum dl_irq_type.
+ * @index: the vector's index.
+ * @irq: its Linux interrupt number.
+ * @name: for /proc/interrupts.
+ */
+struct dl_lent_vec {
+	struct dl_fabric *fab;
+	u32 peer;
+	struct dl_lent *lent;
+	u32 dev_id;
+	u16 type;
+	u16 index;
+	int irq;
+	char name[40];
+};
+
+/**
+ * struct dl_lent_dma - one mapping in the device's IOMMU domain.
+ * @iova: device address.
+ * @len: bytes.
+ * @addr: the borrower-physical address behind @iova.
+ * @phys: where @addr shows in this host (the window).
+ */
+struct dl_lent_dma {
+	u64 iova;
+	u64 len;
+	u64 addr;
+	phys_addr_t phys;
+};
+
+/**
+ * struct dl_lent - a lent device (the devlend-lender driver bound to it).
+ * @ref: references: the table of lent devices, and lookups in progress.
+ * @pdev: the device.
+ * @dev_id: the handle peers use; never reused while the module is loaded.
+ * @lock: see the top of this file.
+ * @dead: being removed; lookups must let go (@lock).
+ * @unlending: an unlend is under way; acquires fail (@lock).
+ * @state: an &enum dl_lent_state (@lock).
+ * @borrower: the holder's host id, or %DL_NO_HOST (@lock).
+ * @borrower_inc: the holder's incarnation (@lock).
+ * @fab: the fabric of the holder (@lock).
+ * @domain: the device's IOMMU domain.
+ * @resv: reserved regions of the device's IOMMU group (no DMA there).
+ * @saved: config state saved at probe, loaded back after each reset.
+ * @cmd: the command register as last written or read back (@lock).
+ * @cfg_size: bytes of config space.
+ * @wmask: per config byte, the bits a borrower may write.
+ * @flr_pos: offset of the PCIe device control register, 0 if none.
+ * @msix_bar: BAR of the MSI-X table (and @pba_bar of the PBA), -1 if none.
+ * @msix_start: table offset in its BAR.
+ * @msix_end: end of the table.
+ * @pba_bar: BAR of the PBA.
+ * @pba_start: PBA offset in its BAR.
+ * @pba_end: end of the PBA.
+ * @bars: the six BARs.
+ * @dma: mappings by IOVA range (@lock).
+ * @dma_bytes: bytes mapped (@lock; read locklessly for sysfs).
+ * @dma_count: mappings (@lock).
+ * @vecs: the vectors taken, or NULL (@lock).
+ * @nvecs: how many (@lock).
+ * @vec_type: their &enum dl_irq_type (@lock).
+ * @fault_work: sends DL_MSG_DEV_FAULT for the last fault reported.
+ * @fault_iova: the address of the last fault reported.
+ * @fault_flags: its DL_MSG_DEV_FAULT flags.
+ * @cnt: &enum dl_lender_counter counters.
+ * @rej: &enum dl_lender_reject counters.
+ */
+struct dl_lent {
+	struct kref ref;
+	struct pci_dev *pdev;
+	u32 dev_id;
+
+	struct mutex lock;	/* see above */
+	bool dead;
+	bool unlending;
+	enum dl_lent_state state;
+	u32 borrower;
+	u64 borrower_inc;
+	struct dl_fabric *fab;
+
+	struct iommu_domain *domain;
+	struct list_head resv;
+	struct pci_saved_state *saved;
+	u16 cmd;
+	u32 cfg_size;
+	u8 *wmask;
+	int flr_pos;
+
+	int msix_bar;
+	u64 msix_start;
+	u64 msix_end;
+	int pba_bar;
+	u64 pba_start;
+	u64 pba_end;
+	struct dl_lent_bar bars[DL_NUM_BARS];
+
+	struct maple_tree dma;
+	u64 dma_bytes;
+	u64 dma_count;
+
+	struct dl_lent_vec *vecs;
+	u32 nvecs;
+	u16 vec_type;
+
+	struct work_struct fault_work;
+	u64 fault_iova;
+	u32 fault_flags;
+
+	atomic64_t cnt[DL_LCNT_NR];
+	atomic64_t rej[DL_REJ_NR];
+};
+
+/**
+ * struct dl_lender - the lender side of this host.
+ * @lock: see the top of this file.
+ * @fab: the fabric, once added (@lock).
+ * @devs: lent devices by dev_id.
+ * @next_id: the next dev_id to give (@devs' lock).
+ * @rej: rejections of requests that name no device.
+ * @debugfs: /sys/kernel/debug/devlend/lender.
+ */
+struct dl_lender {
+	struct mutex lock;	/* see above */
+	struct dl_fabric *fab;
+	struct xarray devs;
+	u32 next_id;
+	atomic64_t rej[DL_REJ_NR];
+	struct dentry *debugfs;
+};
+
+extern struct dl_lender dl_lender;
+extern struct pci_driver dl_lender_driver;
+
+static inline void dl_lent_count(struct dl_lent *lent,
+				 enum dl_lender_counter c)
+{
+	atomic64_inc(&lent->cnt[c]);
+}
+
+static inline void dl_lent_reject(struct dl_lent *lent,
+				  enum dl_lender_reject r)
+{
+	atomic64_inc(lent ? &lent->rej[r] : &dl_lender.rej[r]);
+}
+
+static inline const char *dl_lent_state_name(enum dl_lent_state s)
+{
+	switch (s) {
+	case DL_LENT_AVAILABLE:
+		return "available";
+	case DL_LENT_BORROWED:
+		return "borrowed";
+	case DL_LENT_RETURNING:
+		return "returning";
+	}
+	return "?";
+}
+
+/* main.c */
+void dl_lender_broadcast_changed(u32 dev_id);
+
+/* driver.c */
+int dl_lender_driver_init(void);
+void dl_lender_driver_exit(void);
+void dl_lent_put(struct dl_lent *lent);
+struct dl_lent *dl_lent_get(u32 dev_id);
+void dl_lent_reclaim(struct dl_lent *lent, const char *why);
+void dl_lender_peer_down(struct dl_fabric *fab, u32 peer);
+void dl_lender_fabric_removing(struct dl_fabric *fab);
+
+/* msg.c */
+int dl_lender_register_handlers(struct dl_fabric *fab);
+void dl_lender_unregister_handlers(struct dl_fabric *fab);
+
+/* cfg.c */
+int dl_lent_cfg_init(struct dl_lent *lent);
+void dl_lent_cfg_free(struct dl_lent *lent);
+int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
+		      unsigned int size, u32 val);
+
+/* dma.c */
+void dl_lent_dma_init(struct dl_lent *lent);
+int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		    const struct dl_dma_range *ranges, u32 count);
+int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len);
+void dl_lent_dma_unmap_all(struct dl_lent *lent);
+int dl_lent_fault_handler(struct iommu_domain *domain, struct device *dev,
+			  unsigned long iova, int flags, void *token);
+void dl_lent_fault_work(struct work_struct *work);
+
+/* irq.c */
+int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		    u16 type, u32 count);
+void dl_lent_irq_release(struct dl_lent *lent);
+
+/* debugfs.c */
+void dl_lender_debugfs_add(void);
+void dl_lender_debugfs_remove(void);
+
+#endif /* DL_LENDER_INTERNAL_H */

@@ -1,0 +1,645 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The lender's message handlers: what borrowers may ask of lent devices.
+ *
+ * Handlers run in the fabric's receive work, one message at a time, in
+ * ring order; so a BAR read sees the posted BAR writes before it. Every
+ * payload is copied, its length must be exactly the structure's, reserved
+ * fields must be zero, the dev_id must name a lent device, and the sender
+ * must be allowed what it asks:
+ *  - anyone: DEV_LIST, DEV_INFO, DEV_ACQUIRE;
+ *  - anyone while nobody holds the device, else the holder: CFG_READ;
+ *  - the holder only (host id and incarnation of the acquire): the rest.
+ * A refused request is answered with an error status and counted by
+ * reason (debugfs); logs about it are rate-limited.
+ */
+#include <linux/io.h>
+#include <linux/pci.h>
+#include <linux/string.h>
+
+#include "internal.h"
+
+/* Who may do what to a device. */
+enum dl_access {
+	DL_ACC_ANY,		/* list, info, acquire */
+	DL_ACC_READ,		/* config reads: nobody else holds it */
+	DL_ACC_HOLDER,		/* everything else */
+};
+
+static bool dl_lent_is_holder(struct dl_lent *lent, struct dl_fabric *fab,
+			      u32 peer)
+{
+	struct dl_fabric_peer_info info;
+
+	lockdep_assert_held(&lent->lock);
+
+	if (lent->state != DL_LENT_BORROWED || lent->borrower != peer ||
+	    lent->fab != fab)
+		return false;
+	/* A new incarnation of the holder holds nothing. */
+	return !dl_fabric_peer_info(fab, peer, &info) && info.up &&
+	       info.incarnation == lent->borrower_inc;
+}
+
+/*
+ * Find the device a request names and lock it: device lock, then
+ * lent->lock. Return it, or NULL with *err set (and the refusal counted).
+ */
+static struct dl_lent *dl_lender_open(struct dl_fabric *fab,
+				      const struct dl_fabric_msg *msg,
+				      __le32 dev_id, enum dl_access acc,
+				      int *err)
+{
+	struct dl_lent *lent;
+
+	lent = dl_lent_get(le32_to_cpu(dev_id));
+	if (!lent) {
+		dl_lent_reject(NULL, DL_REJ_NODEV);
+		*err = -ENODEV;
+		return NULL;
+	}
+	device_lock(&lent->pdev->dev);
+	mutex_lock(&lent->lock);
+	if (lent->dead) {
+		dl_lent_reject(NULL, DL_REJ_NODEV);
+		*err = -ENODEV;
+		goto err_unlock;
+	}
+	if (acc == DL_ACC_ANY)
+		return lent;
+	if (dl_lent_is_holder(lent, fab, msg->peer))
+		return lent;
+	if (acc == DL_ACC_READ && lent->state == DL_LENT_AVAILABLE)
+		return lent;
+
+	dl_lent_reject(lent, DL_REJ_NOT_HOLDER);
+	dev_dbg_ratelimited(&lent->pdev->dev,
+			    "lender: host %u is not the holder of device %u (message %u)\n",
+			    msg->peer, lent->dev_id, msg->type);
+	/* Held by someone else: busy; held by nobody: acquire first. */
+	*err = lent->state == DL_LENT_AVAILABLE ? -EINVAL : -EBUSY;
+err_unlock:
+	mutex_unlock(&lent->lock);
+	device_unlock(&lent->pdev->dev);
+	dl_lent_put(lent);
+	return NULL;
+}
+
+static void dl_lender_close(struct dl_lent *lent)
+{
+	mutex_unlock(&lent->lock);
+	device_unlock(&lent->pdev->dev);
+	dl_lent_put(lent);
+}
+
+/* Copy a fixed-size payload; false (and counted) if the length is wrong. */
+static bool dl_lender_payload(const struct dl_fabric_msg *msg, void *buf,
+			      size_t size)
+{
+	if (msg->len != size) {
+		dl_lent_reject(NULL, DL_REJ_MALFORMED);
+		return false;
+	}
+	memcpy(buf, msg->data, size);
+	return true;
+}
+
+static void dl_lender_respond(struct dl_fabric *fab,
+			      const struct dl_fabric_msg *msg, int err,
+			      const void *data, size_t len)
+{
+	if (!msg->req_id)
+		return;
+	if (dl_fabric_respond(fab, msg, err, err ? NULL : data, err ? 0 : len))
+		dev_dbg_ratelimited(dl_fabric_device(fab),
+				    "lender: response to host %u not sent\n",
+				    msg->peer);
+}
+
+static void dl_lender_on_dev_list(struct dl_fabric *fab,
+				  const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_dev_list list = {};
+	struct dl_dev_ref ref;
+	struct dl_lent *lent;
+	unsigned long idx;
+	u32 total = 0, count = 0;
+
+	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved) {
+		dl_lender_respond(fab, msg, -EINVAL, NULL, 0);
+		return;
+	}
+	xa_lock(&dl_lender.devs);
+	xa_for_each(&dl_lender.devs, idx, lent) {
+		total++;
+		if (idx >= le32_to_cpu(ref.dev_id) && count < DL_DEV_LIST_MAX)
+			list.ids[count++] = cpu_to_le32(idx);
+	}
+	xa_unlock(&dl_lender.devs);
+	list.total = cpu_to_le32(total);
+	list.count = cpu_to_le32(count);
+	dl_lender_respond(fab, msg, 0, &list, sizeof(list));
+}
+
+static void dl_lender_fill_info(struct dl_lent *lent, struct dl_dev_info *info)
+{
+	struct pci_dev *pdev = lent->pdev;
+	u32 flags = 0;
+	int i, n;
+
+	info->dev_id = cpu_to_le32(lent->dev_id);
+	info->vendor = cpu_to_le16(pdev->vendor);
+	info->device = cpu_to_le16(pdev->device);
+	info->subsys_vendor = cpu_to_le16(pdev->subsystem_vendor);
+	info->subsys_device = cpu_to_le16(pdev->subsystem_device);
+	info->class_rev = cpu_to_le32(pdev->class << 8 | pdev->revision);
+	info->state = cpu_to_le16(lent->state);
+	info->borrower = cpu_to_le16(lent->borrower);
+	if (pdev->msix_cap)
+		flags |= DL_DEV_F_MSIX;
+	if (pdev->msi_cap)
+		flags |= DL_DEV_F_MSI;
+	if (pdev->pin)
+		flags |= DL_DEV_F_INTX;
+	if (pci_is_pcie(pdev))
+		flags |= DL_DEV_F_PCIE;
+	info->flags = cpu_to_le32(flags);
+	n = pci_msix_vec_count(pdev);
+	info->msix_count = cpu_to_le16(n > 0 ? n : 0);
+	n = pci_msi_vec_count(pdev);
+	info->msi_count = cpu_to_le16(n > 0 ? n : 0);
+	info->cfg_size = cpu_to_le32(lent->cfg_size);
+	for (i = 0; i < DL_NUM_BARS; i++) {
+		info->bars[i].size = cpu_to_le64(lent->bars[i].size);
+		info->bars[i].flags = cpu_to_le32(lent->bars[i].flags);
+	}
+	strscpy_pad(info->name, pci_name(pdev), sizeof(info->name));
+}
+
+static void dl_lender_on_dev_info(struct dl_fabric *fab,
+				  const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_dev_info info = {};
+	struct dl_dev_ref ref;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+
+	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved)
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_ANY, &err);
+	if (!lent)
+		goto out_respond;
+	dl_lender_fill_info(lent, &info);
+	dl_lender_close(lent);
+	err = 0;
+out_respond:
+	dl_lender_respond(fab, msg, err, &info, sizeof(info));
+}
+
+static void dl_lender_on_acquire(struct dl_fabric *fab,
+				 const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_fabric_peer_info pinfo;
+	struct dl_dev_ref ref;
+	struct dl_lent *lent;
+	u32 dev_id = 0;
+	int err = -EINVAL;
+
+	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved)
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_ANY, &err);
+	if (!lent)
+		goto out_respond;
+
+	if (lent->state != DL_LENT_AVAILABLE || lent->unlending) {
+		dl_lent_reject(lent, DL_REJ_BUSY);
+		dev_dbg_ratelimited(&lent->pdev->dev,
+				    "lender: host %u asked for device %u, held by host %u\n",
+				    msg->peer, lent->dev_id, lent->borrower);
+		err = -EBUSY;
+	} else if (dl_fabric_peer_info(fab, msg->peer, &pinfo) || !pinfo.up) {
+		err = -EINVAL;
+	} else {
+		lent->state = DL_LENT_BORROWED;
+		lent->borrower = msg->peer;
+		lent->borrower_inc = pinfo.incarnation;
+		lent->fab = fab;
+		dev_id = lent->dev_id;
+		dl_lent_count(lent, DL_LCNT_ACQUIRES);
+		pci_info(lent->pdev, "lender: device %u borrowed by host %u (%s)\n",
+			 lent->dev_id, msg->peer, pinfo.name);
+		err = 0;
+	}
+	dl_lender_close(lent);
+out_respond:
+	dl_lender_respond(fab, msg, err, &ref, sizeof(ref));
+	if (dev_id)
+		dl_lender_broadcast_changed(dev_id);
+}
+
+static void dl_lender_on_release(struct dl_fabric *fab,
+				 const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_dev_ref ref;
+	struct dl_lent *lent;
+	u32 dev_id = 0;
+	int err = -EINVAL;
+
+	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved)
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_HOLDER, &err);
+	if (!lent)
+		goto out_respond;
+	dl_lent_count(lent, DL_LCNT_RELEASES);
+	pci_info(lent->pdev, "lender: device %u returned by host %u\n",
+		 lent->dev_id, msg->peer);
+	dl_lent_reclaim(lent, "released");
+	dev_id = lent->dev_id;
+	dl_lender_close(lent);
+	err = 0;
+out_respond:
+	dl_lender_respond(fab, msg, err, NULL, 0);
+	if (dev_id)
+		dl_lender_broadcast_changed(dev_id);
+}
+
+static void dl_lender_on_reset(struct dl_fabric *fab,
+			       const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_dev_ref ref;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+
+	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved)
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_HOLDER, &err);
+	if (!lent)
+		goto out_respond;
+	dl_lent_count(lent, DL_LCNT_RESETS);
+	err = pci_reset_function_locked(lent->pdev);
+	if (err) {
+		dev_warn_ratelimited(&lent->pdev->dev, "lender: reset failed: %d\n",
+				     err);
+		err = -EIO;
+	}
+	pci_read_config_word(lent->pdev, PCI_COMMAND, &lent->cmd);
+	dl_lender_close(lent);
+out_respond:
+	dl_lender_respond(fab, msg, err, NULL, 0);
+}
+
+static bool dl_cfg_access_ok(struct dl_lent *lent,
+			     const struct dl_cfg_access *a)
+{
+	unsigned int off = le16_to_cpu(a->offset);
+
+	if (a->reserved || (a->size != 1 && a->size != 2 && a->size != 4) ||
+	    off % a->size || off + a->size > lent->cfg_size) {
+		dl_lent_reject(lent, DL_REJ_CFG_RANGE);
+		return false;
+	}
+	return true;
+}
+
+static void dl_lender_on_cfg_read(struct dl_fabric *fab,
+				  const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_cfg_access a;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+	u32 val = ~0U;
+
+	if (!dl_lender_payload(msg, &a, sizeof(a)))
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, a.dev_id, DL_ACC_READ, &err);
+	if (!lent)
+		goto out_respond;
+	err = -EINVAL;
+	if (dl_cfg_access_ok(lent, &a)) {
+		unsigned int off = le16_to_cpu(a.offset);
+		u16 v16;
+		u8 v8;
+
+		switch (a.size) {
+		case 1:
+			err = pci_read_config_byte(lent->pdev, off, &v8);
+			val = v8;
+			break;
+		case 2:
+			err = pci_read_config_word(lent->pdev, off, &v16);
+			val = v16;
+			break;
+		default:
+			err = pci_read_config_dword(lent->pdev, off, &val);
+			break;
+		}
+		err = err ? -EIO : 0;
+		dl_lent_count(lent, DL_LCNT_CFG_READS);
+	}
+	dl_lender_close(lent);
+	a.value = cpu_to_le32(val);
+out_respond:
+	dl_lender_respond(fab, msg, err, &a, sizeof(a));
+}
+
+static void dl_lender_on_cfg_write(struct dl_fabric *fab,
+				   const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_cfg_access a;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+
+	if (!dl_lender_payload(msg, &a, sizeof(a)))
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, a.dev_id, DL_ACC_HOLDER, &err);
+	if (!lent)
+		goto out_respond;
+	err = -EINVAL;
+	if (dl_cfg_access_ok(lent, &a)) {
+		dl_lent_count(lent, DL_LCNT_CFG_WRITES);
+		err = dl_lent_cfg_write(lent, le16_to_cpu(a.offset), a.size,
+					le32_to_cpu(a.value));
+		if (err > 0) {
+			dl_lent_count(lent, DL_LCNT_CFG_FILTERED);
+			err = 0;
+		} else if (err) {
+			err = -EIO;
+		}
+	}
+	dl_lender_close(lent);
+out_respond:
+	dl_lender_respond(fab, msg, err, NULL, 0);
+}
+
+static bool dl_overlaps(u64 a, u64 a_end, u64 b, u64 b_end)
+{
+	return a < b_end && b < a_end;
+}
+
+/* Check a BAR access; 0 or -errno (counted). */
+static int dl_bar_access_check(struct dl_lent *lent,
+			       const struct dl_bar_access *a)
+{
+	u64 off = le64_to_cpu(a->offset);
+	const struct dl_lent_bar *bar;
+
+	if (a->reserved || a->bar >= DL_NUM_BARS ||
+	    (a->size != 1 && a->size != 2 && a->size != 4 && a->size != 8) ||
+	    off % a->size) {
+		dl_lent_reject(lent, DL_REJ_BAR_RANGE);
+		return -EINVAL;
+	}
+	bar = &lent->bars[a->bar];
+	if (!bar->size || a->size > bar->size || off > bar->size - a->size) {
+		dl_lent_reject(lent, DL_REJ_BAR_RANGE);
+		return -EINVAL;
+	}
+	if (!bar->map) {
+		dl_lent_reject(lent, DL_REJ_BAR_RANGE);
+		return -EOPNOTSUPP;
+	}
+	if ((a->bar == lent->msix_bar &&
+	     dl_overlaps(off, off + a->size, lent->msix_start, lent->msix_end)) ||
+	    (a->bar == lent->pba_bar &&
+	     dl_overlaps(off, off + a->size, lent->pba_start, lent->pba_end))) {
+		dl_lent_reject(lent, DL_REJ_BAR_MSIX);
+		return -EINVAL;
+	}
+	/* With decode off an access could fault the host (CVE-2020-12888). */
+	if (!(lent->cmd & PCI_COMMAND_MEMORY)) {
+		dl_lent_reject(lent, DL_REJ_BAR_DECODE);
+		return -EIO;
+	}
+	return 0;
+}
+
+static void dl_lender_on_bar_read(struct dl_fabric *fab,
+				  const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_bar_access a;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+	u64 val = ~0ULL;
+
+	if (!dl_lender_payload(msg, &a, sizeof(a)))
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, a.dev_id, DL_ACC_HOLDER, &err);
+	if (!lent)
+		goto out_respond;
+	err = dl_bar_access_check(lent, &a);
+	if (!err) {
+		void __iomem *p = lent->bars[a.bar].map + le64_to_cpu(a.offset);
+
+		switch (a.size) {
+		case 1:
+			val = readb(p);
+			break;
+		case 2:
+			val = readw(p);
+			break;
+		case 4:
+			val = readl(p);
+			break;
+		default:
+			val = readq(p);
+			break;
+		}
+		dl_lent_count(lent, DL_LCNT_BAR_READS);
+	}
+	dl_lender_close(lent);
+	a.value = cpu_to_le64(val);
+out_respond:
+	dl_lender_respond(fab, msg, err, &a, sizeof(a));
+}
+
+static void dl_lender_on_bar_write(struct dl_fabric *fab,
+				   const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_bar_access a;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+
+	if (!dl_lender_payload(msg, &a, sizeof(a)))
+		goto out_log;
+	lent = dl_lender_open(fab, msg, a.dev_id, DL_ACC_HOLDER, &err);
+	if (!lent)
+		goto out_log;
+	err = dl_bar_access_check(lent, &a);
+	if (!err) {
+		void __iomem *p = lent->bars[a.bar].map + le64_to_cpu(a.offset);
+		u64 val = le64_to_cpu(a.value);
+
+		switch (a.size) {
+		case 1:
+			writeb(val, p);
+			break;
+		case 2:
+			writew(val, p);
+			break;
+		case 4:
+			writel(val, p);
+			break;
+		default:
+			writeq(val, p);
+			break;
+		}
+		dl_lent_count(lent, DL_LCNT_BAR_WRITES);
+	}
+	dl_lender_close(lent);
+out_log:
+	if (err)
+		dev_dbg_ratelimited(dl_fabric_device(fab),
+				    "lender: BAR write from host %u dropped: %d\n",
+				    msg->peer, err);
+	/* Posted; but answer a peer that asked for an answer anyway. */
+	dl_lender_respond(fab, msg, err, NULL, 0);
+}
+
+static void dl_lender_on_dma_map(struct dl_fabric *fab,
+				 const struct dl_fabric_msg *msg, void *priv)
+{
+	const struct dl_dma_map *req = msg->data;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+	u32 count;
+
+	if (msg->len < sizeof(*req)) {
+		dl_lent_reject(NULL, DL_REJ_MALFORMED);
+		goto out_respond;
+	}
+	/* msg->data is this host's copy: reading it twice is safe. */
+	count = le32_to_cpu(req->count);
+	if (!count || count > (msg->len - sizeof(*req)) / sizeof(req->ranges[0]) ||
+	    msg->len != sizeof(*req) + count * sizeof(req->ranges[0])) {
+		dl_lent_reject(NULL, DL_REJ_MALFORMED);
+		goto out_respond;
+	}
+	lent = dl_lender_open(fab, msg, req->dev_id, DL_ACC_HOLDER, &err);
+	if (!lent)
+		goto out_respond;
+	err = dl_lent_dma_map(lent, fab, msg->peer, req->ranges, count);
+	dl_lender_close(lent);
+out_respond:
+	dl_lender_respond(fab, msg, err, NULL, 0);
+}
+
+static void dl_lender_on_dma_unmap(struct dl_fabric *fab,
+				   const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_dma_unmap u;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+	u64 iova, len;
+	u32 flags;
+
+	if (!dl_lender_payload(msg, &u, sizeof(u)))
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, u.dev_id, DL_ACC_HOLDER, &err);
+	if (!lent)
+		goto out_respond;
+	flags = le32_to_cpu(u.flags);
+	iova = le64_to_cpu(u.iova);
+	len = le64_to_cpu(u.len);
+	if (flags & ~DL_DMA_UNMAP_F_ALL) {
+		dl_lent_reject(lent, DL_REJ_MALFORMED);
+		err = -EINVAL;
+	} else if (flags & DL_DMA_UNMAP_F_ALL) {
+		dl_lent_dma_unmap_all(lent);
+		err = 0;
+	} else if (!len || !PAGE_ALIGNED(iova) || !PAGE_ALIGNED(len) ||
+		   iova + len - 1 < iova) {
+		dl_lent_reject(lent, DL_REJ_DMA_RANGE);
+		err = -EINVAL;
+	} else {
+		err = dl_lent_dma_unmap(lent, iova, len);
+	}
+	if (!err)
+		dl_lent_count(lent, DL_LCNT_DMA_UNMAPS);
+	dl_lender_close(lent);
+out_respond:
+	dl_lender_respond(fab, msg, err, NULL, 0);
+}
+
+static void dl_lender_on_irq_set(struct dl_fabric *fab,
+				 const struct dl_fabric_msg *msg, void *priv)
+{
+	struct dl_irq_set s;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+
+	if (!dl_lender_payload(msg, &s, sizeof(s)) || s.reserved)
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, s.dev_id, DL_ACC_HOLDER, &err);
+	if (!lent)
+		goto out_respond;
+	err = dl_lent_irq_set(lent, fab, msg->peer, le16_to_cpu(s.type),
+			      le32_to_cpu(s.count));
+	if (err) {
+		dl_lent_reject(lent, DL_REJ_IRQ);
+		pci_info_ratelimited(lent->pdev,
+				     "lender: %u vectors of type %u for host %u: %d\n",
+				     le32_to_cpu(s.count), le16_to_cpu(s.type),
+				     msg->peer, err);
+	} else {
+		dl_lent_count(lent, DL_LCNT_IRQ_SETS);
+	}
+	dl_lender_close(lent);
+out_respond:
+	dl_lender_respond(fab, msg, err, NULL, 0);
+}
+
+static const struct {
+	u16 type;
+	dl_fabric_msg_fn fn;
+} dl_lender_handlers[] = {
+	{ DL_MSG_DEV_LIST, dl_lender_on_dev_list },
+	{ DL_MSG_DEV_INFO, dl_lender_on_dev_info },
+	{ DL_MSG_DEV_ACQUIRE, dl_lender_on_acquire },
+	{ DL_MSG_DEV_RELEASE, dl_lender_on_release },
+	{ DL_MSG_DEV_RESET, dl_lender_on_reset },
+	{ DL_MSG_CFG_READ, dl_lender_on_cfg_read },
+	{ DL_MSG_CFG_WRITE, dl_lender_on_cfg_write },
+	{ DL_MSG_BAR_READ, dl_lender_on_bar_read },
+	{ DL_MSG_BAR_WRITE, dl_lender_on_bar_write },
+	{ DL_MSG_DMA_MAP, dl_lender_on_dma_map },
+	{ DL_MSG_DMA_UNMAP, dl_lender_on_dma_unmap },
+	{ DL_MSG_IRQ_SET, dl_lender_on_irq_set },
+};
+
+/**
+ * dl_lender_register_handlers() - answer borrowers on a fabric.
+ * @fab: the fabric.
+ *
+ * Return: 0 or -errno (then none is registered).
+ */
+int dl_lender_register_handlers(struct dl_fabric *fab)
+{
+	int i, ret;
+
+	for (i = 0; i < ARRAY_SIZE(dl_lender_handlers); i++) {
+		ret = dl_fabric_register_handler(fab, dl_lender_handlers[i].type,
+						 dl_lender_handlers[i].fn, NULL);
+		if (ret)
+			goto err_unregister;
+	}
+	return 0;
+
+err_unregister:
+	while (--i >= 0)
+		dl_fabric_unregister_handler(fab, dl_lender_handlers[i].type);
+	return ret;
+}
+
+/**
+ * dl_lender_unregister_handlers() - stop answering on a fabric.
+ * @fab: the fabric.
+ *
+ * When this returns, no lender handler runs on @fab.
+ */
+void dl_lender_unregister_handlers(struct dl_fabric *fab)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(dl_lender_handlers); i++)
+		dl_fabric_unregister_handler(fab, dl_lender_handlers[i].type);
+}
