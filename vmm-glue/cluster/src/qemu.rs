@@ -201,7 +201,9 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         );
     }
     // Devices to lend, each behind its own root port (alone in its group).
-    for (n, d) in host.nvme.iter().enumerate() {
+    let mut chassis = 0;
+    for d in &host.nvme {
+        chassis += 1;
         let serial = d
             .serial
             .clone()
@@ -211,10 +213,8 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
             &[
                 "-device",
                 &format!(
-                    "pcie-root-port,id=rp-{},chassis={},slot={}",
-                    d.id,
-                    n + 1,
-                    n + 1
+                    "pcie-root-port,id=rp-{},chassis={chassis},slot={chassis}",
+                    d.id
                 ),
                 "-drive",
                 &format!(
@@ -230,6 +230,23 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
             ],
         );
     }
+    for d in &host.igb {
+        chassis += 1;
+        push(
+            &mut a,
+            &[
+                "-device",
+                &format!(
+                    "pcie-root-port,id=rp-{},chassis={chassis},slot={chassis}",
+                    d.id
+                ),
+                "-netdev",
+                &format!("hubport,id=net-{},hubid={chassis}", d.id),
+                "-device",
+                &format!("igb,id={},netdev=net-{},bus=rp-{}", d.id, d.id, d.id),
+            ],
+        );
+    }
     a
 }
 
@@ -240,7 +257,7 @@ mod tests {
     fn topo() -> Topology {
         let t: Topology = toml::from_str(
             "name='t'\n[[host]]\nname='lender'\nmemory='1G'\niommu=true\n\
-             [[host.nvme]]\nid='nvme0'\nsize='64M'\n\
+             [[host.nvme]]\nid='nvme0'\nsize='64M'\n[[host.igb]]\nid='igb0'\n\
              [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n",
         )
         .unwrap();
@@ -329,6 +346,15 @@ mod tests {
             "nvme,id=nvme0,drive=drv-nvme0,serial=devlend-lender-nvme0,bus=rp-nvme0"
         );
         assert!(value_after(&a, "-append", "intel_iommu=on").len() == 1);
+        assert_eq!(
+            value_after(&a, "-device", "igb,"),
+            ["igb,id=igb0,netdev=net-igb0,bus=rp-igb0"]
+        );
+        assert_eq!(
+            value_after(&a, "-netdev", "igb0"),
+            ["hubport,id=net-igb0,hubid=2"]
+        );
+        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 2);
         let b = args(1);
         assert!(!b.iter().any(|s| s == "intel-iommu"));
         assert!(!b.iter().any(|s| s.starts_with("nvme,")));

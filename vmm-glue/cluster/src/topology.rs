@@ -81,6 +81,18 @@ pub struct HostSpec {
     /// NVMe drives this host carries.
     #[serde(default)]
     pub nvme: Vec<NvmeSpec>,
+    /// Intel 82576 (igb) NICs this host carries; each has SR-IOV (7 VFs).
+    #[serde(default)]
+    pub igb: Vec<IgbSpec>,
+}
+
+/// An emulated igb NIC. Its network is an isolated QEMU hub: nothing it
+/// sends leaves the host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IgbSpec {
+    /// Device id, unique in the host; `[a-z0-9-]`.
+    pub id: String,
 }
 
 fn one() -> u32 {
@@ -196,19 +208,24 @@ impl Topology {
             if h.cpus == 0 || h.cpus > 8 {
                 return bad(format!("host {}: cpus must be 1 to 8", h.name));
             }
-            if !h.nvme.is_empty() && !h.iommu {
+            if (!h.nvme.is_empty() || !h.igb.is_empty()) && !h.iommu {
                 return bad(format!(
                     "host {}: a host that lends devices needs `iommu = true` to isolate them",
                     h.name
                 ));
             }
-            for (j, d) in h.nvme.iter().enumerate() {
-                if !is_name(&d.id) || h.nvme[..j].iter().any(|o| o.id == d.id) {
-                    return bad(format!(
-                        "host {}: nvme id {:?} bad or repeated",
-                        h.name, d.id
-                    ));
+            let ids: Vec<&str> = h
+                .nvme
+                .iter()
+                .map(|d| d.id.as_str())
+                .chain(h.igb.iter().map(|d| d.id.as_str()))
+                .collect();
+            for (j, id) in ids.iter().enumerate() {
+                if !is_name(id) || ids[..j].contains(id) {
+                    return bad(format!("host {}: device id {id:?} bad or repeated", h.name));
                 }
+            }
+            for d in &h.nvme {
                 if d.size.0 < 1 << 20 || d.size.0 % 4096 != 0 {
                     return bad(format!(
                         "host {}: nvme {} size must be a multiple of 4K, at least 1M",
