@@ -40,7 +40,8 @@ pub fn sh_timeout(agent: &AgentClient, cmd: &str, timeout: Duration) -> anyhow::
     Ok(out.stdout)
 }
 
-/// Loads the module in a host unless it is loaded.
+/// Loads the module in a host unless it is loaded, after the modules it
+/// depends on (insmod, unlike modprobe, does not load them).
 pub fn ensure_module(agent: &AgentClient) -> anyhow::Result<()> {
     let ko = module_path();
     if !ko.is_file() {
@@ -49,7 +50,9 @@ pub fn ensure_module(agent: &AgentClient) -> anyhow::Result<()> {
     sh(
         agent,
         &format!(
-            "set -e; if ! grep -q '^devlend ' /proc/modules; then insmod {}; fi; \
+            "set -e; ko={}; if ! grep -q '^devlend ' /proc/modules; then \
+               deps=$(modinfo -F depends $ko | tr , ' '); \
+               if [ -n \"$deps\" ]; then modprobe -a $deps; fi; insmod $ko; fi; \
              mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug",
             devlend_cluster::host_view(&ko).display()
         ),

@@ -23,10 +23,12 @@ pub struct PciDev {
     pub device: String,
 }
 
-/// Modules the borrower side needs before devlend.ko loads.
+/// The module, with what the borrower needs to open mdevs (the type1
+/// IOMMU backend of VFIO containers, which QEMU uses).
 pub fn ensure_module(agent: &AgentClient) -> anyhow::Result<()> {
-    sh(agent, "modprobe -a vfio vfio_iommu_type1 mdev")?;
-    fabric::ensure_module(agent)
+    fabric::ensure_module(agent)?;
+    sh(agent, "modprobe vfio_iommu_type1")?;
+    Ok(())
 }
 
 /// The first device of a PCI class (e.g. "0x010802" for NVMe).
