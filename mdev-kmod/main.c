@@ -20,22 +20,23 @@ static int __init devlend_init(void)
 	int ret;
 
 	/*
-	 * The borrower subscribes to fabric events first: the adapter probes
-	 * (and reports DL_FABRIC_EV_ADDED) inside dl_fabric_init().
+	 * The lender and the borrower subscribe to fabric events first: the
+	 * adapter probes (and reports DL_FABRIC_EV_ADDED) inside
+	 * dl_fabric_init().
 	 */
 	ret = dl_borrower_init();
 	if (ret)
 		return ret;
-	ret = dl_fabric_init();
-	if (ret)
-		goto err_borrower_exit;
 	ret = dl_lender_init();
 	if (ret)
-		goto err_fabric_exit;
+		goto err_borrower_exit;
+	ret = dl_fabric_init();
+	if (ret)
+		goto err_lender_exit;
 	return 0;
 
-err_fabric_exit:
-	dl_fabric_exit();
+err_lender_exit:
+	dl_lender_exit();
 err_borrower_exit:
 	dl_borrower_exit();
 	return ret;
@@ -43,8 +44,8 @@ err_borrower_exit:
 
 static void __exit devlend_exit(void)
 {
-	dl_lender_exit();
 	dl_fabric_exit();
+	dl_lender_exit();
 	dl_borrower_exit();
 }
 
