@@ -518,6 +518,9 @@ static void dl_lender_on_dma_map(struct dl_fabric *fab,
 	if (!lent)
 		goto out_respond;
 	err = dl_lent_dma_map(lent, fab, msg->peer, req->ranges, count);
+	/* Overlap and budget are out-of-range requests too, on the wire. */
+	if (err == -EEXIST || err == -ENOSPC)
+		err = -EINVAL;
 	dl_lender_close(lent);
 out_respond:
 	dl_lender_respond(fab, msg, err, NULL, 0);
