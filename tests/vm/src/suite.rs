@@ -136,7 +136,7 @@ impl Suite {
 
 /// Copies logs and every reachable host's dmesg to the artifacts directory
 /// and prints the tail of each.
-fn collect_failure(cluster: &Cluster, suite: &str, check: &str) {
+pub fn collect_failure(cluster: &Cluster, suite: &str, check: &str) {
     let dir = artifacts_dir().join(suite).join(check);
     let _ = std::fs::create_dir_all(&dir);
     for log in cluster.log_files() {

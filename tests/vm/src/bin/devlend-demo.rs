@@ -37,11 +37,25 @@ fn run() -> anyhow::Result<()> {
         "  both hosts answer after {:.0} s",
         t0.elapsed().as_secs_f64()
     );
+    if let Err(e) = tell(&mut cluster) {
+        devlend_vmtests::suite::collect_failure(&cluster, "demo", "demo");
+        cluster.keep_logs(true);
+        return Err(e);
+    }
+    say("tearing the cluster down");
+    cluster.shutdown();
+    println!("\ndemo complete: fabric up, messages intact, KVM guest ran on the borrower");
+    Ok(())
+}
 
+/// The story, on a booted cluster.
+fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
     say("loading devlend.ko on both hosts; each finds its fabric adapter and its peer");
     let (l, b) = (cluster.agent("lender")?, cluster.agent("borrower")?);
+    // Both first: a host sees its peer up only once the peer's module runs.
+    fabric::ensure_module(l)?;
+    fabric::ensure_module(b)?;
     for (name, a) in [("lender", l), ("borrower", b)] {
-        fabric::ensure_module(a)?;
         let id = fabric::host_id(a)?;
         let peer = 1 - id;
         fabric::wait_peer_state(a, peer, "up", Duration::from_secs(60))
@@ -86,9 +100,6 @@ fn run() -> anyhow::Result<()> {
     }
     anyhow::ensure!(run.rc == 0, "guest command failed:\n{}", run.console);
 
-    say("tearing the cluster down");
-    cluster.shutdown();
-    println!("\ndemo complete: fabric up, messages intact, KVM guest ran on the borrower");
     Ok(())
 }
 
