@@ -1,0 +1,683 @@
+//! `devlend`: see `devlend --help` and docs/devlend-cli.md.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use devlend::qmp::{self, Qmp};
+use devlend::sysfs::{self, Sysfs};
+use devlend::vmmargs;
+use devlend::{CliError, Result};
+
+const ABOUT: &str = "Lend PCIe devices to other hosts of the fabric, and give borrowed ones to VMs";
+
+const LONG_ABOUT: &str = "\
+Lend PCIe devices to other hosts of the fabric, and give borrowed ones to VMs.
+
+devlend (the kernel module devlend.ko) lets a host use a PCIe device installed
+in another host as if it were local. A lender host lends a device; every
+other host sees it as a remote device, and turns it into a VFIO mediated
+device (mdev) that QEMU, libvirt or cloud-hypervisor give to a guest. The
+device is borrowed when the guest first resets it, and returned when the
+guest lets go of it.
+
+Typical session:
+  lender#   devlend devices                        # what could be lent
+  lender#   devlend lend 0000:01:00.0
+  borrower# devlend hosts                          # is the lender up?
+  borrower# devlend remote                         # 0:1  lender/0000:01:00.0 ...
+  borrower# devlend mdev create --device lender/0000:01:00.0
+  borrower# devlend qemu-args <uuid>               # or libvirt-xml, ch-args
+  borrower# devlend attach --qmp /run/vm.qmp <uuid>   # or hot-plug
+  borrower# devlend detach --qmp /run/vm.qmp devlend-<uuid prefix>
+  borrower# devlend mdev remove <uuid>
+  lender#   devlend unlend 0000:01:00.0
+
+Every listing takes --json. Run as root.";
+
+const AFTER_HELP: &str = "\
+Exit status:
+  0  success
+  1  failure without a status of its own
+  2  bad usage
+  3  not found (module not loaded, no adapter, no such device, mdev or type)
+  4  busy or none available (held by another borrower, available_instances 0)
+  5  permission denied (run as root)
+  6  timed out (the guest did not release a device)
+  7  the VMM refused or could not be reached over QMP
+
+See docs/devlend-cli.md for the full manual.";
+
+#[derive(Parser, Debug)]
+#[command(name = "devlend", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+struct Cli {
+    /// Print machine-readable JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Root of the sysfs tree to use (tests point it at a fake tree).
+    #[arg(
+        long,
+        global = true,
+        env = "DEVLEND_SYSFS_ROOT",
+        default_value = "/",
+        hide_env_values = true
+    )]
+    sysfs_root: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// This host and the other hosts of the fabric, with link state.
+    Hosts,
+    /// Local PCI devices and their lending state.
+    #[command(long_about = "Local PCI devices and their lending state.\n\n\
+        Lent devices show their dev_id, state (available, borrowed, returning), the \
+        borrowing host, DMA bytes mapped and interrupt vectors. Bridges are left out \
+        unless --all.")]
+    Devices {
+        /// Also list bridges.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Lend a local device to the fabric (on the lender host).
+    #[command(
+        long_about = "Lend a local device to the fabric (on the lender host).\n\n\
+        The devlend-lender driver takes the device from its driver, isolates it in an \
+        IOMMU domain of its own and announces it to the other hosts. The device must be \
+        alone in its IOMMU group behind an IOMMU (boot with intel_iommu=on)."
+    )]
+    Lend {
+        /// PCI address, like 0000:01:00.0.
+        address: String,
+    },
+    /// Take a lent device back and give it to its own driver again.
+    Unlend {
+        /// PCI address, like 0000:01:00.0.
+        address: String,
+        /// Take it back even while a borrower holds it (its guest sees the device fail).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Devices other hosts lend: lender, state, borrower, and local mdevs using them.
+    Remote,
+    /// Create, list and remove the mdevs that stand for remote devices.
+    #[command(subcommand)]
+    Mdev(MdevCmd),
+    /// QEMU arguments for an mdev (-device vfio-pci,sysfsdev=...).
+    QemuArgs(VmmArgs),
+    /// libvirt XML for an mdev (<hostdev type='mdev'>, a whole domain, or a node device).
+    #[command(long_about = "libvirt XML for an mdev.\n\n\
+        By default the <hostdev mode='subsystem' type='mdev' model='vfio-pci'> element, \
+        for `virsh attach-device` or a domain's <devices>. --domain wraps it in a minimal \
+        domain; --nodedev prints the node device definition for `virsh nodedev-define` \
+        (libvirt then manages the mdev through mdevctl).")]
+    LibvirtXml(LibvirtArgs),
+    /// cloud-hypervisor arguments for an mdev (--device path=/sys/bus/mdev/devices/<uuid>/).
+    ChArgs(ChArgs),
+    /// Hot-plug an mdev into a running QEMU over QMP (device_add).
+    Attach(AttachArgs),
+    /// Hot-unplug a device from a running QEMU over QMP (device_del, then wait for DEVICE_DELETED).
+    #[command(long_about = "Hot-unplug a device from a running QEMU over QMP.\n\n\
+        Sends device_del and waits for QEMU's DEVICE_DELETED event, which comes once the \
+        guest has released the device. A guest that does not cooperate (no PCIe \
+        hot-plug driver, or hung) leaves the device attached: the command then fails \
+        with exit status 6 after --timeout.")]
+    Detach(DetachArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum MdevCmd {
+    /// The mdev types of the fabric adapter, with available instances.
+    Types,
+    /// Create an mdev, of a type or for one named remote device.
+    #[command(
+        long_about = "Create an mdev, of a type or for one named remote device.\n\n\
+        With --device the mdev is pinned to that remote device (its remote_device \
+        attribute is written right after creation, as mdevctl does) and the type follows \
+        from the device's class unless --type is given. Without --device the mdev takes \
+        any free device of its type when a VM first opens it. Prints the UUID."
+    )]
+    Create {
+        /// Type: any, nvme, net (or devlend-any, ...). Default: from --device's class, else any.
+        #[arg(long = "type", short = 't')]
+        mtype: Option<String>,
+        /// Remote device: <lender>/<pci-address> or <host-id>:<dev_id> (see `devlend remote`).
+        #[arg(long, short = 'd')]
+        device: Option<String>,
+        /// UUID to use (default: a new random one).
+        #[arg(long)]
+        uuid: Option<String>,
+    },
+    /// This host's devlend mdevs.
+    List,
+    /// Remove an mdev (it must not be open in a VM).
+    Remove {
+        /// The mdev's UUID.
+        uuid: String,
+    },
+}
+
+#[derive(Args, Debug)]
+struct VmmArgs {
+    /// The mdev's UUID.
+    uuid: String,
+    /// QEMU device id (default devlend-<first group of the UUID>).
+    #[arg(long)]
+    id: Option<String>,
+    /// Bus to put the device on (e.g. a pcie-root-port id).
+    #[arg(long)]
+    bus: Option<String>,
+    /// Do not check that the mdev exists on this host.
+    #[arg(long)]
+    no_check: bool,
+}
+
+#[derive(Args, Debug)]
+struct LibvirtArgs {
+    /// The mdev's UUID.
+    uuid: String,
+    /// Wrap the hostdev in a minimal domain of this name.
+    #[arg(long, conflicts_with = "nodedev")]
+    domain: Option<String>,
+    /// Guest memory in MiB for --domain.
+    #[arg(long, default_value_t = 1024, requires = "domain")]
+    memory: u64,
+    /// Device alias (libvirt wants user aliases to start with "ua-").
+    #[arg(long)]
+    alias: Option<String>,
+    /// Print the node device definition instead (needs the mdev to exist).
+    #[arg(long)]
+    nodedev: bool,
+    /// Do not check that the mdev exists on this host.
+    #[arg(long, conflicts_with = "nodedev")]
+    no_check: bool,
+}
+
+#[derive(Args, Debug)]
+struct ChArgs {
+    /// The mdev's UUID.
+    uuid: String,
+    /// cloud-hypervisor device id.
+    #[arg(long)]
+    id: Option<String>,
+    /// Do not check that the mdev exists on this host.
+    #[arg(long)]
+    no_check: bool,
+}
+
+#[derive(Args, Debug)]
+struct AttachArgs {
+    /// QMP socket of the running QEMU (-qmp unix:<path>,server=on,wait=off).
+    #[arg(long)]
+    qmp: PathBuf,
+    /// The mdev's UUID.
+    uuid: String,
+    /// QEMU device id (default devlend-<first group of the UUID>); detach needs it.
+    #[arg(long)]
+    id: Option<String>,
+    /// Hot-pluggable bus, e.g. a free pcie-root-port on q35.
+    #[arg(long)]
+    bus: Option<String>,
+    /// Seconds to wait for QEMU.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+}
+
+#[derive(Args, Debug)]
+struct DetachArgs {
+    /// QMP socket of the running QEMU.
+    #[arg(long)]
+    qmp: PathBuf,
+    /// QEMU device id, or the mdev's UUID (meaning its default id).
+    device: String,
+    /// Seconds to wait for the guest to release the device.
+    #[arg(long, default_value_t = 30)]
+    timeout: u64,
+}
+
+fn print_json<T: Serialize>(v: &T) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("plain data serializes")
+    );
+}
+
+fn table(headers: &[&str], rows: &[Vec<String>]) {
+    let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let s: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
+            .collect();
+        println!("{}", s.join("  ").trim_end());
+    };
+    line(headers.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+fn or_dash<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map_or("-".into(), |x| x.to_string())
+}
+
+fn check_id(id: &str) -> Result<()> {
+    if vmmargs::valid_qemu_id(id) {
+        Ok(())
+    } else {
+        Err(CliError::usage(format!(
+            "{id:?} is not a valid QEMU device id (a letter, then letters, digits, '-', '.', '_')"
+        )))
+    }
+}
+
+fn mdev_uuid(sys: &Sysfs, uuid: &str, no_check: bool) -> Result<String> {
+    sysfs::check_uuid(uuid)?;
+    if !no_check {
+        sys.find_mdev(uuid)?;
+    }
+    Ok(uuid.to_ascii_lowercase())
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let sys = Sysfs::new(&cli.sysfs_root);
+    let json = cli.json;
+    match cli.cmd {
+        Cmd::Hosts => {
+            let f = sys.fabric()?;
+            if json {
+                print_json(&f);
+            } else {
+                println!(
+                    "this host: {} (host id {}), adapter {}, fabric {}, protocol {}",
+                    if f.hostname.is_empty() {
+                        "?"
+                    } else {
+                        &f.hostname
+                    },
+                    f.host_id,
+                    f.adapter,
+                    f.fabric_id,
+                    f.proto
+                );
+                let rows: Vec<Vec<String>> = f
+                    .peers
+                    .iter()
+                    .map(|p| {
+                        vec![
+                            p.host_id.to_string(),
+                            p.name.clone(),
+                            p.state.clone(),
+                            p.proto.to_string(),
+                            or_dash(&p.window),
+                            or_dash(&p.heartbeat_age_ms),
+                        ]
+                    })
+                    .collect();
+                if rows.is_empty() {
+                    println!("no peers seen yet (is devlend.ko loaded on the other hosts?)");
+                } else {
+                    table(
+                        &["HOST", "NAME", "LINK", "PROTO", "WINDOW", "HEARTBEAT_MS"],
+                        &rows,
+                    );
+                }
+            }
+        }
+        Cmd::Devices { all } => {
+            let devs = sys.local_devices(all)?;
+            if json {
+                print_json(&devs);
+            } else {
+                let rows: Vec<Vec<String>> = devs
+                    .iter()
+                    .map(|d| {
+                        let (state, borrower) = match &d.lent {
+                            Some(l) => (format!("lent:{}", l.state), or_dash(&l.borrower)),
+                            None => ("-".into(), "-".into()),
+                        };
+                        vec![
+                            d.address.clone(),
+                            format!(
+                                "{}:{}",
+                                d.vendor.trim_start_matches("0x"),
+                                d.device.trim_start_matches("0x")
+                            ),
+                            d.class.trim_start_matches("0x").to_string(),
+                            or_dash(&d.driver),
+                            or_dash(&d.iommu_group),
+                            d.lent.as_ref().map_or("-".into(), |l| l.dev_id.to_string()),
+                            state,
+                            borrower,
+                        ]
+                    })
+                    .collect();
+                table(
+                    &[
+                        "ADDRESS", "ID", "CLASS", "DRIVER", "IOMMU", "DEV_ID", "STATE", "BORROWER",
+                    ],
+                    &rows,
+                );
+            }
+        }
+        Cmd::Lend { address } => {
+            let d = sys.lend(&address)?;
+            if json {
+                print_json(&d);
+            } else {
+                match &d.lent {
+                    Some(l) => println!("lent {} as dev_id {} ({})", d.address, l.dev_id, l.state),
+                    None => println!("lent {}", d.address),
+                }
+            }
+        }
+        Cmd::Unlend { address, force } => {
+            let d = sys.unlend(&address, force)?;
+            if json {
+                print_json(&d);
+            } else {
+                println!(
+                    "took {} back (driver now {})",
+                    d.address,
+                    or_dash(&d.driver)
+                );
+            }
+        }
+        Cmd::Remote => {
+            let r = sys.remotes()?;
+            if json {
+                print_json(&r);
+            } else if r.is_empty() {
+                println!("no remote devices (is a lender up? `devlend hosts`; has it lent one? `devlend lend` there)");
+            } else {
+                let rows: Vec<Vec<String>> = r
+                    .iter()
+                    .map(|x| {
+                        vec![
+                            x.id.clone(),
+                            format!("{}/{}", x.lender, x.name),
+                            format!(
+                                "{}:{}",
+                                x.vendor.trim_start_matches("0x"),
+                                x.device.trim_start_matches("0x")
+                            ),
+                            x.class.trim_start_matches("0x").to_string(),
+                            x.state.clone(),
+                            or_dash(&x.borrower),
+                            if x.mdevs.is_empty() {
+                                "-".into()
+                            } else {
+                                x.mdevs.join(",")
+                            },
+                        ]
+                    })
+                    .collect();
+                table(
+                    &["ID", "DEVICE", "IDS", "CLASS", "STATE", "BORROWER", "MDEVS"],
+                    &rows,
+                );
+            }
+        }
+        Cmd::Mdev(MdevCmd::Types) => {
+            let t = sys.mdev_types()?;
+            if json {
+                print_json(&t);
+            } else {
+                let rows: Vec<Vec<String>> = t
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.id.clone(),
+                            t.available_instances.to_string(),
+                            t.device_api.clone(),
+                            t.name.clone(),
+                        ]
+                    })
+                    .collect();
+                table(&["TYPE", "AVAILABLE", "API", "NAME"], &rows);
+            }
+        }
+        Cmd::Mdev(MdevCmd::Create {
+            mtype,
+            device,
+            uuid,
+        }) => {
+            let uuid = match uuid {
+                Some(u) => {
+                    sysfs::check_uuid(&u)?;
+                    u.to_ascii_lowercase()
+                }
+                None => sysfs::new_uuid(),
+            };
+            let remote = match &device {
+                Some(spec) => Some(sys.find_remote(spec)?),
+                None => None,
+            };
+            if let Some(r) = &remote {
+                if r.state != "available" {
+                    let by = r
+                        .borrower
+                        .map_or(String::new(), |b| format!(" by host {b}"));
+                    return Err(CliError::busy(
+                        format!(
+                            "remote device {} ({}/{}) is {}{by}",
+                            r.id, r.lender, r.name, r.state
+                        ),
+                        "wait until it is available again (`devlend remote`), or pick another",
+                    ));
+                }
+                if let Some(u) = r.mdevs.first() {
+                    return Err(CliError::busy(
+                        format!("remote device {} is already the target of mdev {u}", r.id),
+                        "use that mdev, or remove it first (`devlend mdev remove`)",
+                    ));
+                }
+            }
+            let type_name = match (&mtype, &remote) {
+                (Some(t), _) => t.clone(),
+                (None, Some(r)) => {
+                    let class =
+                        u32::from_str_radix(r.class.trim_start_matches("0x"), 16).unwrap_or(0);
+                    sysfs::type_for_class(class).to_string()
+                }
+                (None, None) => "devlend-any".to_string(),
+            };
+            let (dir, t) = sys.find_type(&type_name)?;
+            let m = sys.mdev_create(&dir, &t, &uuid, remote.as_ref().map(|r| r.id.as_str()))?;
+            if json {
+                print_json(&m);
+            } else {
+                println!("{}", m.uuid);
+                eprintln!(
+                    "created mdev {} of type {} for {}; give it to a VM with `devlend qemu-args {}`",
+                    m.uuid,
+                    t.id,
+                    remote.map_or("any free device of the type".into(), |r| format!("{} ({}/{})", r.id, r.lender, r.name)),
+                    m.uuid
+                );
+            }
+        }
+        Cmd::Mdev(MdevCmd::List) => {
+            let m = sys.mdevs()?;
+            if json {
+                print_json(&m);
+            } else {
+                let rows: Vec<Vec<String>> = m
+                    .iter()
+                    .map(|m| {
+                        vec![
+                            m.uuid.clone(),
+                            or_dash(&m.mdev_type),
+                            or_dash(&m.parent),
+                            or_dash(&m.remote_device),
+                            or_dash(&m.state),
+                            or_dash(&m.iommu_group),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &["UUID", "TYPE", "PARENT", "REMOTE", "STATE", "IOMMU"],
+                    &rows,
+                );
+            }
+        }
+        Cmd::Mdev(MdevCmd::Remove { uuid }) => {
+            sys.mdev_remove(&uuid)?;
+            if json {
+                print_json(&serde_json::json!({ "removed": uuid.to_ascii_lowercase() }));
+            } else {
+                eprintln!("removed mdev {}", uuid.to_ascii_lowercase());
+            }
+        }
+        Cmd::QemuArgs(a) => {
+            let uuid = mdev_uuid(&sys, &a.uuid, a.no_check)?;
+            let id = a.id.unwrap_or_else(|| vmmargs::default_id(&uuid));
+            check_id(&id)?;
+            let args = vmmargs::qemu_args(&uuid, &id, a.bus.as_deref());
+            if json {
+                print_json(&args);
+            } else {
+                println!("{}", vmmargs::shell_join(&args));
+            }
+        }
+        Cmd::ChArgs(a) => {
+            let uuid = mdev_uuid(&sys, &a.uuid, a.no_check)?;
+            let args = vmmargs::ch_args(&uuid, a.id.as_deref());
+            if json {
+                print_json(&args);
+            } else {
+                println!("{}", vmmargs::shell_join(&args));
+            }
+        }
+        Cmd::LibvirtXml(a) => {
+            if let Some(al) = &a.alias {
+                if !al.starts_with("ua-") {
+                    return Err(CliError::usage(format!(
+                        "alias {al:?} must start with \"ua-\" (libvirt's rule for user aliases)"
+                    )));
+                }
+            }
+            let xml = if a.nodedev {
+                let m = sys.find_mdev(&a.uuid)?;
+                let parent = m.parent.clone().ok_or_else(|| {
+                    CliError::not_found(format!("mdev {} has no parent device", m.uuid), "")
+                })?;
+                let t = m.mdev_type.clone().unwrap_or_else(|| "devlend-any".into());
+                let remote = m.remote_device.as_deref().filter(|r| *r != "any");
+                vmmargs::libvirt_nodedev(&m.uuid, &parent, &t, remote)
+            } else {
+                let uuid = mdev_uuid(&sys, &a.uuid, a.no_check)?;
+                match &a.domain {
+                    Some(name) => {
+                        vmmargs::libvirt_domain(&uuid, name, a.memory, a.alias.as_deref())
+                    }
+                    None => vmmargs::libvirt_hostdev(&uuid, a.alias.as_deref(), ""),
+                }
+            };
+            if json {
+                print_json(&serde_json::json!({ "xml": xml }));
+            } else {
+                print!("{xml}");
+            }
+        }
+        Cmd::Attach(a) => {
+            let uuid = mdev_uuid(&sys, &a.uuid, false)?;
+            let id = a.id.unwrap_or_else(|| vmmargs::default_id(&uuid));
+            check_id(&id)?;
+            let timeout = Duration::from_secs(a.timeout);
+            let mut q = Qmp::connect(&a.qmp, timeout)?;
+            qmp::device_add(
+                &mut q,
+                &vmmargs::mdev_sysfs(&uuid),
+                &id,
+                a.bus.as_deref(),
+                timeout,
+            )?;
+            if json {
+                print_json(&serde_json::json!({ "attached": uuid, "id": id }));
+            } else {
+                println!("attached mdev {uuid} as device {id}; detach it with `devlend detach --qmp {} {id}`", a.qmp.display());
+            }
+        }
+        Cmd::Detach(a) => {
+            let id = if sysfs::check_uuid(&a.device).is_ok() {
+                vmmargs::default_id(&a.device.to_ascii_lowercase())
+            } else {
+                a.device.clone()
+            };
+            check_id(&id)?;
+            let timeout = Duration::from_secs(a.timeout);
+            let mut q = Qmp::connect(&a.qmp, timeout)?;
+            qmp::device_del(&mut q, &id, timeout)?;
+            if json {
+                print_json(&serde_json::json!({ "detached": id }));
+            } else {
+                println!("detached {id}; the guest released it");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("devlend: error: {e}");
+            if let Some(h) = e.hint() {
+                eprintln!("devlend: hint: {h}");
+            }
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn json_is_global_and_subcommands_parse() {
+        let c = Cli::try_parse_from(["devlend", "remote", "--json"]).unwrap();
+        assert!(c.json);
+        let c = Cli::try_parse_from(["devlend", "mdev", "create", "-d", "lender/0000:01:00.0"])
+            .unwrap();
+        assert!(matches!(
+            c.cmd,
+            Cmd::Mdev(MdevCmd::Create {
+                device: Some(_),
+                ..
+            })
+        ));
+        assert!(
+            Cli::try_parse_from(["devlend", "attach", "u"]).is_err(),
+            "--qmp is required"
+        );
+        assert!(Cli::try_parse_from(["devlend", "libvirt-xml", "u", "--memory", "5"]).is_err());
+        assert!(
+            Cli::try_parse_from(["devlend", "libvirt-xml", "u", "--nodedev", "--domain", "x"])
+                .is_err()
+        );
+        let c = Cli::try_parse_from(["devlend", "detach", "--qmp", "/s", "dev0", "--timeout", "3"])
+            .unwrap();
+        assert!(matches!(c.cmd, Cmd::Detach(DetachArgs { timeout: 3, .. })));
+    }
+}

@@ -1,0 +1,705 @@
+//! The devlend sysfs interface (docs/lending.md), read and written under a
+//! root directory so tests can use a fake tree (as mdevctl's tests do).
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{CliError, Result};
+
+/// Where the lender driver's control files are.
+pub const LENDER_DRIVER: &str = "sys/bus/pci/drivers/devlend-lender";
+/// Where mdevs are.
+pub const MDEV_DEVICES: &str = "sys/bus/mdev/devices";
+/// Where PCI functions are.
+pub const PCI_DEVICES: &str = "sys/bus/pci/devices";
+/// Prefix of devlend's mdev type directories.
+pub const TYPE_PREFIX: &str = "devlend-";
+
+const HINT_MODULE: &str =
+    "load the module on this host (insmod devlend.ko) and check `dmesg` for the fabric adapter";
+
+/// A sysfs tree rooted at `root` (`/` on a real host).
+#[derive(Clone, Debug)]
+pub struct Sysfs {
+    root: PathBuf,
+}
+
+/// This host on the fabric, and its peers.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Fabric {
+    /// PCI address of the fabric adapter.
+    pub adapter: String,
+    /// This host's id.
+    pub host_id: u32,
+    /// This host's name.
+    pub hostname: String,
+    /// The control area's fabric id.
+    pub fabric_id: String,
+    /// Highest protocol version spoken.
+    pub proto: u32,
+    /// The other hosts.
+    pub peers: Vec<Peer>,
+}
+
+/// A peer host.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Peer {
+    /// Host id.
+    pub host_id: u32,
+    /// Host name.
+    pub name: String,
+    /// `up` or `down`.
+    pub state: String,
+    /// Negotiated protocol (0 when down).
+    pub proto: u32,
+    /// PCI address of the window onto it, if bound.
+    pub window: Option<String>,
+    /// Milliseconds since its heartbeat moved, if watched.
+    pub heartbeat_age_ms: Option<u64>,
+}
+
+/// A local PCI function and its lending state.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct LocalDevice {
+    /// PCI address.
+    pub address: String,
+    /// Vendor id, `0x....`.
+    pub vendor: String,
+    /// Device id, `0x....`.
+    pub device: String,
+    /// Class code, `0x......`.
+    pub class: String,
+    /// Bound driver, if any.
+    pub driver: Option<String>,
+    /// IOMMU group, if the device has an IOMMU.
+    pub iommu_group: Option<u32>,
+    /// Lending state when lent: available, borrowed, returning.
+    pub lent: Option<Lent>,
+}
+
+/// A lent device's state (`<dev>/devlend/`).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Lent {
+    /// The lender's id for it.
+    pub dev_id: u32,
+    /// available, borrowed or returning.
+    pub state: String,
+    /// Borrowing host id.
+    pub borrower: Option<u32>,
+    /// Bytes mapped for the borrower's DMA.
+    pub dma_mapped_bytes: u64,
+    /// Interrupt vectors allocated.
+    pub irq_vectors: u32,
+}
+
+/// A device another host lends, as this host sees it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Remote {
+    /// `<host-id>:<dev_id>`.
+    pub id: String,
+    /// Lender's host name.
+    pub lender: String,
+    /// PCI address on the lender.
+    pub name: String,
+    /// Vendor id.
+    pub vendor: String,
+    /// Device id.
+    pub device: String,
+    /// Class code.
+    pub class: String,
+    /// available, borrowed, returning, gone ...
+    pub state: String,
+    /// Borrowing host id.
+    pub borrower: Option<u32>,
+    /// mdevs of this host that target it.
+    pub mdevs: Vec<String>,
+}
+
+/// An mdev type of the adapter.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct MdevType {
+    /// Directory name (`devlend-nvme`).
+    pub id: String,
+    /// `name`.
+    pub name: String,
+    /// `description`.
+    pub description: String,
+    /// `device_api`.
+    pub device_api: String,
+    /// `available_instances`.
+    pub available_instances: u32,
+}
+
+/// An mdev.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Mdev {
+    /// UUID.
+    pub uuid: String,
+    /// Type directory name.
+    pub mdev_type: Option<String>,
+    /// Parent device.
+    pub parent: Option<String>,
+    /// `remote_device`: `any` or `<host-id>:<dev_id>`.
+    pub remote_device: Option<String>,
+    /// idle, borrowed or lost.
+    pub state: Option<String>,
+    /// IOMMU group.
+    pub iommu_group: Option<u32>,
+    /// The path a VMM opens.
+    pub sysfs_path: String,
+}
+
+/// Checks a PCI address `dddd:bb:ss.f`.
+pub fn check_bdf(s: &str) -> Result<()> {
+    let b = s.as_bytes();
+    let ok = b.len() == 12
+        && b[4] == b':'
+        && b[7] == b':'
+        && b[10] == b'.'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| matches!(i, 4 | 7 | 10) || c.is_ascii_hexdigit())
+        && (b'0'..=b'7').contains(&b[11]);
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::usage(format!(
+            "{s:?} is not a PCI address; write it in full, like 0000:01:00.0 (see `lspci -D`)"
+        )))
+    }
+}
+
+/// Checks a UUID `8-4-4-4-12` hex digits (any case).
+pub fn check_uuid(s: &str) -> Result<()> {
+    let ok = s.len() == 36
+        && s.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::usage(format!(
+            "{s:?} is not a UUID (like 83b8f4f2-509f-382f-3c1e-e6bfe0fa1001); see `devlend mdev list`"
+        )))
+    }
+}
+
+/// A new random (version 4) UUID.
+pub fn new_uuid() -> String {
+    let mut b = [0u8; 16];
+    let mut got = 0;
+    while got < b.len() {
+        // SAFETY: the pointer and length describe the unfilled tail of `b`.
+        let n = unsafe { libc::getrandom(b[got..].as_mut_ptr().cast(), b.len() - got, 0) };
+        if n > 0 {
+            got += n as usize;
+        }
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The type a remote device of `class` belongs to by default.
+pub fn type_for_class(class: u32) -> &'static str {
+    if class == 0x01_08_02 {
+        "devlend-nvme"
+    } else if class >> 16 == 0x02 {
+        "devlend-net"
+    } else {
+        "devlend-any"
+    }
+}
+
+fn parse_num(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+fn opt(s: String) -> Option<String> {
+    let s = s.trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl Sysfs {
+    /// A tree rooted at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Sysfs { root: root.into() }
+    }
+
+    /// `root` + an absolute-looking path.
+    pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
+        let rel = rel.as_ref();
+        self.root.join(rel.strip_prefix("/").unwrap_or(rel))
+    }
+
+    /// Reads an attribute, trimmed.
+    pub fn read(&self, path: &Path) -> Result<String> {
+        fs::read_to_string(path)
+            .map(|s| s.trim().to_string())
+            .map_err(|source| CliError::Sysfs {
+                action: "reading".into(),
+                path: path.to_path_buf(),
+                source,
+                hint: String::new(),
+            })
+    }
+
+    fn read_opt(&self, path: &Path) -> Option<String> {
+        fs::read_to_string(path).ok().and_then(opt)
+    }
+
+    /// Writes `value` to an attribute, as `echo` would (one write).
+    pub fn write(&self, path: &Path, value: &str, hint: &str) -> Result<()> {
+        let res = fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(value.as_bytes()));
+        res.map_err(|source| CliError::Sysfs {
+            action: format!("writing {value:?} to"),
+            path: path.to_path_buf(),
+            source,
+            hint: hint.to_string(),
+        })
+    }
+
+    fn dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        let mut v: Vec<PathBuf> = fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// The fabric adapter: the PCI function with a `fabric/` directory.
+    pub fn adapter(&self) -> Result<PathBuf> {
+        let pci = self.path(PCI_DEVICES);
+        let devs = self.dir(&pci).unwrap_or_default();
+        devs.into_iter()
+            .find(|d| d.join("fabric/host_id").exists())
+            .ok_or_else(|| {
+                CliError::not_found(
+                    "no devlend fabric adapter on this host (no PCI device has fabric/host_id)",
+                    HINT_MODULE,
+                )
+            })
+    }
+
+    /// This host on the fabric and its peers.
+    pub fn fabric(&self) -> Result<Fabric> {
+        let adapter = self.adapter()?;
+        let f = adapter.join("fabric");
+        let mut peers = Vec::new();
+        for p in self.dir(&f.join("peers")).unwrap_or_default() {
+            let Some(host_id) = parse_num(&file_name(&p)) else {
+                continue;
+            };
+            peers.push(Peer {
+                host_id: host_id as u32,
+                name: self.read_opt(&p.join("name")).unwrap_or_default(),
+                state: self
+                    .read_opt(&p.join("state"))
+                    .unwrap_or_else(|| "unknown".into()),
+                proto: self
+                    .read_opt(&p.join("proto"))
+                    .and_then(|s| parse_num(&s))
+                    .unwrap_or(0) as u32,
+                window: self.read_opt(&p.join("window")),
+                heartbeat_age_ms: self
+                    .read_opt(&p.join("heartbeat_age_ms"))
+                    .and_then(|s| parse_num(&s)),
+            });
+        }
+        peers.sort_by_key(|p| p.host_id);
+        let host_id = self.read(&f.join("host_id"))?;
+        Ok(Fabric {
+            adapter: file_name(&adapter),
+            host_id: parse_num(&host_id).unwrap_or(u64::MAX) as u32,
+            hostname: self
+                .read_opt(&self.path("proc/sys/kernel/hostname"))
+                .unwrap_or_default(),
+            fabric_id: self.read_opt(&f.join("fabric_id")).unwrap_or_default(),
+            proto: self
+                .read_opt(&f.join("proto"))
+                .and_then(|s| parse_num(&s))
+                .unwrap_or(0) as u32,
+            peers,
+        })
+    }
+
+    fn lent(&self, dev: &Path) -> Option<Lent> {
+        let d = dev.join("devlend");
+        let dev_id = parse_num(&self.read_opt(&d.join("dev_id"))?)? as u32;
+        Some(Lent {
+            dev_id,
+            state: self
+                .read_opt(&d.join("state"))
+                .unwrap_or_else(|| "unknown".into()),
+            borrower: self
+                .read_opt(&d.join("borrower"))
+                .and_then(|s| parse_num(&s))
+                .map(|b| b as u32),
+            dma_mapped_bytes: self
+                .read_opt(&d.join("dma_mapped_bytes"))
+                .and_then(|s| parse_num(&s))
+                .unwrap_or(0),
+            irq_vectors: self
+                .read_opt(&d.join("irq_vectors"))
+                .and_then(|s| parse_num(&s))
+                .unwrap_or(0) as u32,
+        })
+    }
+
+    fn local_device(&self, d: &Path) -> LocalDevice {
+        let link_name = |l: &str| fs::read_link(d.join(l)).ok().map(|p| file_name(&p));
+        LocalDevice {
+            address: file_name(d),
+            vendor: self.read_opt(&d.join("vendor")).unwrap_or_default(),
+            device: self.read_opt(&d.join("device")).unwrap_or_default(),
+            class: self.read_opt(&d.join("class")).unwrap_or_default(),
+            driver: link_name("driver"),
+            iommu_group: link_name("iommu_group").and_then(|g| g.parse().ok()),
+            lent: self.lent(d),
+        }
+    }
+
+    /// Local PCI functions that could be lent (bridges left out) or are lent.
+    pub fn local_devices(&self, all: bool) -> Result<Vec<LocalDevice>> {
+        let pci = self.path(PCI_DEVICES);
+        let devs = self.dir(&pci).map_err(|source| CliError::Sysfs {
+            action: "listing".into(),
+            path: pci.clone(),
+            source,
+            hint: "is sysfs mounted?".into(),
+        })?;
+        Ok(devs
+            .iter()
+            .map(|d| self.local_device(d))
+            .filter(|d| {
+                let class = parse_num(&d.class).unwrap_or(0);
+                d.lent.is_some() || all || class >> 16 != 0x06
+            })
+            .collect())
+    }
+
+    fn pci_device(&self, bdf: &str) -> Result<PathBuf> {
+        check_bdf(bdf)?;
+        let d = self.path(PCI_DEVICES).join(bdf);
+        if !d.exists() {
+            return Err(CliError::not_found(
+                format!("no PCI device {bdf} on this host"),
+                "list the candidates with `devlend devices`",
+            ));
+        }
+        Ok(d)
+    }
+
+    fn lender_file(&self, name: &str) -> Result<PathBuf> {
+        let p = self.path(LENDER_DRIVER).join(name);
+        if !p.exists() {
+            return Err(CliError::not_found(
+                format!(
+                    "the devlend lender is not loaded here ({} is missing)",
+                    p.display()
+                ),
+                HINT_MODULE,
+            ));
+        }
+        Ok(p)
+    }
+
+    /// Lends a local device.
+    pub fn lend(&self, bdf: &str) -> Result<LocalDevice> {
+        let d = self.pci_device(bdf)?;
+        if let Some(l) = self.lent(&d) {
+            return Err(CliError::busy(
+                format!("{bdf} is already lent (dev_id {}, {})", l.dev_id, l.state),
+                "nothing to do; `devlend unlend` takes it back",
+            ));
+        }
+        let f = self.lender_file("lend")?;
+        self.write(
+            &f,
+            bdf,
+            "the lender needs the device alone in its IOMMU group behind an IOMMU (intel_iommu=on); `dmesg | grep devlend` says why it refused",
+        )?;
+        Ok(self.local_device(&d))
+    }
+
+    /// Takes a lent device back; `force` even from a borrower.
+    pub fn unlend(&self, bdf: &str, force: bool) -> Result<LocalDevice> {
+        let d = self.pci_device(bdf)?;
+        let Some(l) = self.lent(&d) else {
+            return Err(CliError::not_found(
+                format!("{bdf} is not lent"),
+                "`devlend devices` shows what is lent",
+            ));
+        };
+        let f = self.lender_file("unlend")?;
+        let value = if force {
+            format!("{bdf} force")
+        } else {
+            bdf.to_string()
+        };
+        self.write(&f, &value, "").map_err(|e| match e {
+            CliError::Sysfs { ref source, .. } if source.raw_os_error() == Some(libc::EBUSY) => {
+                CliError::busy(
+                    format!(
+                        "{bdf} is borrowed by host {}",
+                        l.borrower.map_or("?".into(), |b| b.to_string())
+                    ),
+                    "wait for the borrower to let go, or `devlend unlend --force` (its guest sees the device fail)",
+                )
+            }
+            e => e,
+        })?;
+        Ok(self.local_device(&d))
+    }
+
+    /// Remote devices, with the local mdevs that target each.
+    pub fn remotes(&self) -> Result<Vec<Remote>> {
+        let adapter = self.adapter()?;
+        let mdevs = self.mdevs().unwrap_or_default();
+        let mut out = Vec::new();
+        for r in self.dir(&adapter.join("fabric/remote")).unwrap_or_default() {
+            let id = file_name(&r);
+            let rd = |a: &str| self.read_opt(&r.join(a)).unwrap_or_default();
+            out.push(Remote {
+                lender: rd("lender"),
+                name: rd("name"),
+                vendor: rd("vendor"),
+                device: rd("device"),
+                class: rd("class"),
+                state: rd("state"),
+                borrower: self
+                    .read_opt(&r.join("borrower"))
+                    .and_then(|s| parse_num(&s))
+                    .map(|b| b as u32),
+                mdevs: mdevs
+                    .iter()
+                    .filter(|m| m.remote_device.as_deref() == Some(id.as_str()))
+                    .map(|m| m.uuid.clone())
+                    .collect(),
+                id,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Finds a remote device by `<host-id>:<dev_id>` or `<lender>/<pci-address>`.
+    pub fn find_remote(&self, spec: &str) -> Result<Remote> {
+        let remotes = self.remotes()?;
+        remotes
+            .into_iter()
+            .find(|r| {
+                r.id == spec
+                    || spec
+                        .split_once('/')
+                        .is_some_and(|(l, n)| l == r.lender && n == r.name)
+            })
+            .ok_or_else(|| {
+                CliError::not_found(
+                    format!("no remote device {spec:?}"),
+                    "`devlend remote` lists them as <host-id>:<dev_id> and <lender>/<pci-address>; is the lender up and the device lent?",
+                )
+            })
+    }
+
+    /// The adapter's devlend mdev types.
+    pub fn mdev_types(&self) -> Result<Vec<MdevType>> {
+        let adapter = self.adapter()?;
+        let dir = adapter.join("mdev_supported_types");
+        let types = self.dir(&dir).map_err(|_| {
+            CliError::not_found(
+                format!("the adapter {} has no mdev types", file_name(&adapter)),
+                "the borrower side of devlend.ko registers them; check `dmesg` (is the mdev module loaded?)",
+            )
+        })?;
+        Ok(types
+            .iter()
+            .filter(|t| file_name(t).starts_with(TYPE_PREFIX))
+            .map(|t| MdevType {
+                id: file_name(t),
+                name: self.read_opt(&t.join("name")).unwrap_or_default(),
+                description: self.read_opt(&t.join("description")).unwrap_or_default(),
+                device_api: self.read_opt(&t.join("device_api")).unwrap_or_default(),
+                available_instances: self
+                    .read_opt(&t.join("available_instances"))
+                    .and_then(|s| parse_num(&s))
+                    .unwrap_or(0) as u32,
+            })
+            .collect())
+    }
+
+    /// Resolves `nvme` or `devlend-nvme` to a type directory.
+    pub fn find_type(&self, name: &str) -> Result<(PathBuf, MdevType)> {
+        let adapter = self.adapter()?;
+        let id = if name.starts_with(TYPE_PREFIX) {
+            name.to_string()
+        } else {
+            format!("{TYPE_PREFIX}{name}")
+        };
+        let t = self
+            .mdev_types()?
+            .into_iter()
+            .find(|t| t.id == id)
+            .ok_or_else(|| {
+                CliError::not_found(
+                    format!("no mdev type {id}"),
+                    "`devlend mdev types` lists them (devlend-any, devlend-nvme, devlend-net)",
+                )
+            })?;
+        Ok((adapter.join("mdev_supported_types").join(&id), t))
+    }
+
+    fn mdev(&self, d: &Path) -> Mdev {
+        let uuid = file_name(d);
+        let parent = fs::canonicalize(d)
+            .ok()
+            .and_then(|p| p.parent().map(file_name));
+        Mdev {
+            mdev_type: fs::read_link(d.join("mdev_type"))
+                .ok()
+                .map(|p| file_name(&p)),
+            parent,
+            remote_device: self.read_opt(&d.join("remote_device")),
+            state: self.read_opt(&d.join("state")),
+            iommu_group: fs::read_link(d.join("iommu_group"))
+                .ok()
+                .and_then(|p| file_name(&p).parse().ok()),
+            sysfs_path: format!("/{MDEV_DEVICES}/{uuid}"),
+            uuid,
+        }
+    }
+
+    /// This host's devlend mdevs (other mdevs are left out).
+    pub fn mdevs(&self) -> Result<Vec<Mdev>> {
+        let dir = self.path(MDEV_DEVICES);
+        Ok(self
+            .dir(&dir)
+            .unwrap_or_default()
+            .iter()
+            .map(|d| self.mdev(d))
+            .filter(|m| {
+                m.mdev_type
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with(TYPE_PREFIX))
+                    || m.remote_device.is_some()
+            })
+            .collect())
+    }
+
+    /// The mdev `uuid`, which must exist.
+    pub fn find_mdev(&self, uuid: &str) -> Result<Mdev> {
+        check_uuid(uuid)?;
+        let uuid = uuid.to_ascii_lowercase();
+        let d = self.path(MDEV_DEVICES).join(&uuid);
+        if !d.exists() {
+            return Err(CliError::not_found(
+                format!("no mdev {uuid} on this host"),
+                "`devlend mdev list` shows the mdevs; `devlend mdev create` makes one",
+            ));
+        }
+        Ok(self.mdev(&d))
+    }
+
+    /// Creates an mdev of `type_dir` as mdevctl does: refuses when none is
+    /// available, writes the UUID to `create`, then the attributes in order,
+    /// and removes the mdev again if one of them fails.
+    pub fn mdev_create(
+        &self,
+        type_dir: &Path,
+        mtype: &MdevType,
+        uuid: &str,
+        remote: Option<&str>,
+    ) -> Result<Mdev> {
+        check_uuid(uuid)?;
+        if mtype.available_instances == 0 {
+            return Err(CliError::busy(
+                format!("no {} device is available (available_instances is 0)", mtype.id),
+                "`devlend remote` shows which remote devices exist and who holds them; lend one on its host with `devlend lend`",
+            ));
+        }
+        let d = self.path(MDEV_DEVICES).join(uuid);
+        if d.exists() {
+            return Err(CliError::busy(
+                format!("an mdev {uuid} exists already"),
+                "pick another UUID, or leave --uuid out",
+            ));
+        }
+        self.write(
+            &type_dir.join("create"),
+            uuid,
+            "`dmesg` says why the borrower refused",
+        )?;
+        // The kernel creates the device before the write returns; allow a
+        // moment for sysfs to show it.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !d.exists() {
+            if Instant::now() > deadline {
+                return Err(CliError::not_found(
+                    format!(
+                        "mdev {uuid} did not appear after writing it to {}",
+                        type_dir.join("create").display()
+                    ),
+                    "check `dmesg`",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(spec) = remote {
+            if let Err(e) = self.write(
+                &d.join("remote_device"),
+                spec,
+                "the mdev was removed again; `devlend remote` shows whether the device is free and of this type",
+            ) {
+                let _ = self.write(&d.join("remove"), "1", "");
+                return Err(e);
+            }
+        }
+        Ok(self.mdev(&d))
+    }
+
+    /// Removes an mdev.
+    pub fn mdev_remove(&self, uuid: &str) -> Result<()> {
+        let m = self.find_mdev(uuid)?;
+        let f = self.path(MDEV_DEVICES).join(&m.uuid).join("remove");
+        self.write(
+            &f,
+            "1",
+            "a VMM still has it open; detach it from the guest first (`devlend detach`)",
+        )
+        .map_err(|e| match e {
+            CliError::Sysfs { ref source, .. } if source.raw_os_error() == Some(libc::EBUSY) => {
+                CliError::busy(
+                    format!("mdev {} is in use", m.uuid),
+                    "a VMM still has it open; detach it from the guest first (`devlend detach`) or stop the VM",
+                )
+            }
+            e => e,
+        })
+    }
+}

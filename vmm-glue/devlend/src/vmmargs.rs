@@ -1,0 +1,229 @@
+//! What QEMU, libvirt and cloud-hypervisor need to be given an mdev.
+
+/// `/sys/bus/mdev/devices/<uuid>`.
+pub fn mdev_sysfs(uuid: &str) -> String {
+    format!("/sys/bus/mdev/devices/{uuid}")
+}
+
+/// The default QEMU device id for an mdev: `devlend-` and the UUID's first
+/// group (ids must start with a letter).
+pub fn default_id(uuid: &str) -> String {
+    format!("devlend-{}", uuid.split('-').next().unwrap_or(uuid))
+}
+
+/// Checks a QEMU device id: a letter, then letters, digits, `-`, `.`, `_`.
+pub fn valid_qemu_id(id: &str) -> bool {
+    let mut c = id.chars();
+    c.next().is_some_and(|f| f.is_ascii_alphabetic())
+        && c.all(|x| x.is_ascii_alphanumeric() || matches!(x, '-' | '.' | '_'))
+}
+
+/// QEMU's `-device` property value for the mdev (commas in values are
+/// doubled, QEMU's escaping).
+pub fn qemu_device(uuid: &str, id: &str, bus: Option<&str>) -> String {
+    let esc = |s: &str| s.replace(',', ",,");
+    let mut v = format!(
+        "vfio-pci,sysfsdev={},id={}",
+        esc(&mdev_sysfs(uuid)),
+        esc(id)
+    );
+    if let Some(bus) = bus {
+        v.push_str(&format!(",bus={}", esc(bus)));
+    }
+    v
+}
+
+/// QEMU command-line arguments.
+pub fn qemu_args(uuid: &str, id: &str, bus: Option<&str>) -> Vec<String> {
+    vec!["-device".into(), qemu_device(uuid, id, bus)]
+}
+
+/// cloud-hypervisor command-line arguments (`--device path=.../,id=...`).
+pub fn ch_args(uuid: &str, id: Option<&str>) -> Vec<String> {
+    vec!["--device".into(), ch_device(uuid, id)]
+}
+
+/// cloud-hypervisor's device description, also what `ch-remote add-device` takes.
+pub fn ch_device(uuid: &str, id: Option<&str>) -> String {
+    let mut v = format!("path={}/", mdev_sysfs(uuid));
+    if let Some(id) = id {
+        v.push_str(&format!(",id={id}"));
+    }
+    v
+}
+
+/// Quotes one word for a POSIX shell, only when needed.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Words joined for a shell.
+pub fn shell_join(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| shell_quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\'', "&apos;")
+        .replace('"', "&quot;")
+}
+
+/// libvirt's `<hostdev>` for the mdev, for `virsh attach-device` or a
+/// domain's `<devices>`. `alias` must start with `ua-` (libvirt's rule for
+/// user aliases).
+pub fn libvirt_hostdev(uuid: &str, alias: Option<&str>, indent: &str) -> String {
+    let mut x = String::new();
+    x.push_str(&format!(
+        "{indent}<hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n"
+    ));
+    x.push_str(&format!("{indent}  <source>\n"));
+    x.push_str(&format!(
+        "{indent}    <address uuid='{}'/>\n",
+        xml_escape(uuid)
+    ));
+    x.push_str(&format!("{indent}  </source>\n"));
+    if let Some(a) = alias {
+        x.push_str(&format!("{indent}  <alias name='{}'/>\n", xml_escape(a)));
+    }
+    x.push_str(&format!("{indent}</hostdev>\n"));
+    x
+}
+
+/// A minimal whole domain around the hostdev (`virsh define` takes it; so
+/// does `virt-xml-validate`).
+pub fn libvirt_domain(uuid: &str, name: &str, memory_mib: u64, alias: Option<&str>) -> String {
+    format!(
+        "<domain type='kvm'>\n  <name>{}</name>\n  <memory unit='MiB'>{memory_mib}</memory>\n  <vcpu>1</vcpu>\n  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n  </os>\n  <devices>\n{}  </devices>\n</domain>\n",
+        xml_escape(name),
+        libvirt_hostdev(uuid, alias, "    ")
+    )
+}
+
+/// libvirt node device XML for the mdev (`virsh nodedev-define`), which
+/// libvirt passes on to mdevctl. `parent` is the adapter's PCI address; the
+/// name follows libvirt's `mdev_<uuid>_<parent>` convention.
+pub fn libvirt_nodedev(uuid: &str, parent: &str, type_id: &str, remote: Option<&str>) -> String {
+    let name = format!(
+        "mdev_{}_{}",
+        uuid.replace('-', "_"),
+        parent.replace([':', '.'], "_")
+    );
+    let parent = format!("pci_{}", parent.replace([':', '.'], "_"));
+    let mut x = format!(
+        "<device>\n  <name>{}</name>\n  <parent>{}</parent>\n  <capability type='mdev'>\n    <type id='{}'/>\n    <uuid>{}</uuid>\n",
+        xml_escape(&name),
+        xml_escape(&parent),
+        xml_escape(type_id),
+        xml_escape(uuid)
+    );
+    if let Some(r) = remote {
+        x.push_str(&format!(
+            "    <attr name='remote_device' value='{}'/>\n",
+            xml_escape(r)
+        ));
+    }
+    x.push_str("  </capability>\n</device>\n");
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const U: &str = "83b8f4f2-509f-382f-3c1e-e6bfe0fa1001";
+
+    #[test]
+    fn qemu_args_name_the_mdev_by_sysfsdev() {
+        assert_eq!(
+            qemu_args(U, "devlend-83b8f4f2", None),
+            vec![
+                "-device".to_string(),
+                format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=devlend-83b8f4f2")
+            ]
+        );
+        assert_eq!(
+            qemu_device(U, "nvme1", Some("rp1")),
+            format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=nvme1,bus=rp1")
+        );
+        assert_eq!(
+            qemu_device(U, "a,b", None),
+            format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=a,,b")
+        );
+    }
+
+    #[test]
+    fn ids() {
+        assert_eq!(default_id(U), "devlend-83b8f4f2");
+        assert!(valid_qemu_id("devlend-83b8f4f2"));
+        assert!(valid_qemu_id("n.1_x"));
+        assert!(!valid_qemu_id("1abc"));
+        assert!(!valid_qemu_id(""));
+        assert!(!valid_qemu_id("a b"));
+    }
+
+    #[test]
+    fn ch_args_have_the_trailing_slash() {
+        assert_eq!(
+            ch_args(U, None),
+            vec![
+                "--device".to_string(),
+                format!("path=/sys/bus/mdev/devices/{U}/")
+            ]
+        );
+        assert_eq!(
+            ch_device(U, Some("nvme0")),
+            format!("path=/sys/bus/mdev/devices/{U}/,id=nvme0")
+        );
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote("-device"), "-device");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_join(&["x".into(), "y z".into()]), "x 'y z'");
+    }
+
+    #[test]
+    fn libvirt_hostdev_is_the_documented_element() {
+        assert_eq!(
+            libvirt_hostdev(U, None, ""),
+            format!(
+                "<hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n  <source>\n    <address uuid='{U}'/>\n  </source>\n</hostdev>\n"
+            )
+        );
+        assert!(libvirt_hostdev(U, Some("ua-x"), "").contains("<alias name='ua-x'/>"));
+        let d = libvirt_domain(U, "vm<1>", 512, None);
+        assert!(d.contains("<name>vm&lt;1&gt;</name>"));
+        assert!(d.contains(&format!("      <address uuid='{U}'/>")));
+    }
+
+    #[test]
+    fn nodedev_names_parent_type_and_attribute() {
+        let x = libvirt_nodedev(
+            U,
+            "0000:00:03.0",
+            "devlend-nvme",
+            Some("lender/0000:01:00.0"),
+        );
+        assert!(x.contains("<parent>pci_0000_00_03_0</parent>"));
+        assert!(x.contains("<name>mdev_83b8f4f2_509f_382f_3c1e_e6bfe0fa1001_0000_00_03_0</name>"));
+        assert!(x.contains("<type id='devlend-nvme'/>"));
+        assert!(x.contains(&format!("<uuid>{U}</uuid>")));
+        assert!(x.contains("<attr name='remote_device' value='lender/0000:01:00.0'/>"));
+    }
+}

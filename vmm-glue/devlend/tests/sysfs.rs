@@ -1,0 +1,426 @@
+//! The devlend command against fake sysfs trees: listings, lending, mdevs,
+//! exit statuses and messages.
+
+mod common;
+
+use std::fs;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn json(o: &std::process::Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn hosts_lists_this_host_and_its_peers() {
+    let t = borrower();
+    let v = json(&t.devlend(&["hosts", "--json"]));
+    assert_eq!(v["host_id"], 1);
+    assert_eq!(v["hostname"], "borrower");
+    assert_eq!(v["adapter"], ADAPTER);
+    assert_eq!(v["peers"][0]["name"], "lender");
+    assert_eq!(v["peers"][0]["state"], "up");
+    assert_eq!(v["peers"][0]["window"], "0000:00:04.0");
+    assert_eq!(v["peers"][0]["heartbeat_age_ms"], 120);
+    let o = t.devlend(&["hosts"]);
+    let out = stdout(&o);
+    assert!(out.contains("host id 1"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("0") && l.contains("lender") && l.contains("up")),
+        "{out}"
+    );
+}
+
+#[test]
+fn no_adapter_is_not_found_with_a_hint() {
+    let t = lender();
+    fs::remove_dir_all(t.p(&format!("sys/devices/pci0000:00/{ADAPTER}/fabric"))).unwrap();
+    let o = t.devlend(&["hosts"]);
+    assert_eq!(o.status.code(), Some(3));
+    let e = stderr(&o);
+    assert!(e.contains("no devlend fabric adapter"), "{e}");
+    assert!(e.contains("hint: load the module"), "{e}");
+}
+
+#[test]
+fn devices_show_lending_state_and_skip_bridges() {
+    let t = lender();
+    let v = json(&t.devlend(&["devices", "--json"]));
+    let addrs: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(addrs, vec![ADAPTER, "0000:01:00.0"]);
+    assert_eq!(v[1]["driver"], "nvme");
+    assert_eq!(v[1]["iommu_group"], 8);
+    assert!(v[1]["lent"].is_null());
+    let all = json(&t.devlend(&["devices", "--all", "--json"]));
+    assert_eq!(all.as_array().unwrap().len(), 3);
+    mark_lent(&t, "borrowed", "1");
+    let v = json(&t.devlend(&["devices", "--json"]));
+    assert_eq!(v[1]["lent"]["state"], "borrowed");
+    assert_eq!(v[1]["lent"]["borrower"], 1);
+    assert_eq!(v[1]["lent"]["dma_mapped_bytes"], 1048576);
+    let out = stdout(&t.devlend(&["devices"]));
+    assert!(out.contains("lent:borrowed"), "{out}");
+}
+
+#[test]
+fn lend_writes_the_address_to_the_lender() {
+    let t = lender();
+    let o = t.devlend(&["lend", "0000:01:00.0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        fs::read_to_string(t.p("sys/bus/pci/drivers/devlend-lender/lend")).unwrap(),
+        "0000:01:00.0"
+    );
+}
+
+#[test]
+fn lend_checks_its_argument_and_the_module() {
+    let t = lender();
+    let o = t.devlend(&["lend", "01:00.0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("lspci -D"), "{}", stderr(&o));
+    let o = t.devlend(&["lend", "0000:02:00.0"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("no PCI device 0000:02:00.0"));
+    fs::remove_dir_all(t.p("sys/bus/pci/drivers/devlend-lender")).unwrap();
+    let o = t.devlend(&["lend", "0000:01:00.0"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        stderr(&o).contains("lender is not loaded"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn lending_twice_is_busy_and_unlend_force_says_force() {
+    let t = lender();
+    mark_lent(&t, "borrowed", "1");
+    let o = t.devlend(&["lend", "0000:01:00.0"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(stderr(&o).contains("already lent"));
+    let o = t.devlend(&["unlend", "--force", "0000:01:00.0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        fs::read_to_string(t.p("sys/bus/pci/drivers/devlend-lender/unlend")).unwrap(),
+        "0000:01:00.0 force"
+    );
+}
+
+#[test]
+fn unlend_of_a_device_not_lent_is_not_found() {
+    let t = lender();
+    let o = t.devlend(&["unlend", "0000:01:00.0"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("is not lent"));
+}
+
+#[test]
+fn remote_lists_devices_with_their_mdevs() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let v = json(&t.devlend(&["remote", "--json"]));
+    assert_eq!(v[0]["id"], "0:1");
+    assert_eq!(v[0]["lender"], "lender");
+    assert_eq!(v[0]["name"], "0000:01:00.0");
+    assert_eq!(v[0]["class"], "0x010802");
+    assert_eq!(v[0]["state"], "available");
+    assert!(v[0]["borrower"].is_null());
+    assert_eq!(v[0]["mdevs"][0], UUID);
+    let out = stdout(&t.devlend(&["remote"]));
+    assert!(out.contains("lender/0000:01:00.0"), "{out}");
+}
+
+#[test]
+fn mdev_types_and_list() {
+    let t = borrower();
+    let v = json(&t.devlend(&["mdev", "types", "--json"]));
+    let ids: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["devlend-any", "devlend-net", "devlend-nvme"]);
+    assert_eq!(v[2]["device_api"], "vfio-pci");
+    assert_eq!(v[2]["available_instances"], 1);
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let v = json(&t.devlend(&["mdev", "list", "--json"]));
+    assert_eq!(v[0]["uuid"], UUID);
+    assert_eq!(v[0]["mdev_type"], "devlend-nvme");
+    assert_eq!(v[0]["parent"], ADAPTER);
+    assert_eq!(v[0]["remote_device"], "0:1");
+    assert_eq!(v[0]["state"], "idle");
+    assert_eq!(v[0]["iommu_group"], 12);
+    assert_eq!(v[0]["sysfs_path"], format!("/sys/bus/mdev/devices/{UUID}"));
+}
+
+/// Plays the kernel: when a UUID is written to a type's `create`, the mdev
+/// appears.
+fn fake_kernel(t: &Tree, mtype: &'static str) -> thread::JoinHandle<Option<String>> {
+    let create = t
+        .adapter()
+        .join(format!("mdev_supported_types/{mtype}/create"));
+    let root = t.root().to_path_buf();
+    thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let s = fs::read_to_string(&create).unwrap_or_default();
+            if !s.is_empty() {
+                let uuid = s.trim().to_string();
+                let d = root.join(format!("sys/devices/pci0000:00/{ADAPTER}/{uuid}"));
+                write(&d.join("remote_device"), "any\n");
+                write(&d.join("state"), "idle\n");
+                write(&d.join("remove"), "");
+                std::os::unix::fs::symlink(
+                    format!("../mdev_supported_types/{mtype}"),
+                    d.join("mdev_type"),
+                )
+                .unwrap();
+                fs::create_dir_all(root.join("sys/bus/mdev/devices")).unwrap();
+                std::os::unix::fs::symlink(
+                    format!("../../../devices/pci0000:00/{ADAPTER}/{uuid}"),
+                    root.join(format!("sys/bus/mdev/devices/{uuid}")),
+                )
+                .unwrap();
+                return Some(uuid);
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        None
+    })
+}
+
+#[test]
+fn mdev_create_for_a_named_device_picks_its_type_and_pins_it() {
+    let t = borrower();
+    let k = fake_kernel(&t, "devlend-nvme");
+    let o = t.devlend(&["mdev", "create", "--device", "lender/0000:01:00.0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let uuid = k.join().unwrap().expect("create written");
+    assert_eq!(stdout(&o).trim(), uuid);
+    assert!(devlend::sysfs::check_uuid(&uuid).is_ok());
+    let d = t.adapter().join(&uuid);
+    assert_eq!(fs::read_to_string(d.join("remote_device")).unwrap(), "0:1");
+}
+
+#[test]
+fn mdev_create_by_type_with_a_given_uuid() {
+    let t = borrower();
+    let k = fake_kernel(&t, "devlend-any");
+    let o = t.devlend(&["mdev", "create", "--type", "any", "--uuid", UUID, "--json"]);
+    let v = json(&o);
+    assert_eq!(k.join().unwrap().as_deref(), Some(UUID));
+    assert_eq!(v["uuid"], UUID);
+    assert_eq!(v["mdev_type"], "devlend-any");
+    assert_eq!(
+        fs::read_to_string(t.adapter().join(UUID).join("remote_device")).unwrap(),
+        "any\n"
+    );
+}
+
+#[test]
+fn mdev_create_refuses_when_nothing_is_available_or_the_device_is_held() {
+    let t = borrower();
+    let o = t.devlend(&["mdev", "create", "--type", "net"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(
+        stderr(&o).contains("available_instances is 0"),
+        "{}",
+        stderr(&o)
+    );
+    let r = t.adapter().join("fabric/remote/0:1");
+    fs::write(r.join("state"), "borrowed\n").unwrap();
+    fs::write(r.join("borrower"), "2\n").unwrap();
+    let o = t.devlend(&["mdev", "create", "--device", "0:1"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(
+        stderr(&o).contains("is borrowed by host 2"),
+        "{}",
+        stderr(&o)
+    );
+    let o = t.devlend(&["mdev", "create", "--device", "lender/0000:09:00.0"]);
+    assert_eq!(o.status.code(), Some(3));
+    let o = t.devlend(&["mdev", "create", "--type", "gpu"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("no mdev type devlend-gpu"));
+    let o = t.devlend(&["mdev", "create", "--uuid", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn mdev_create_removes_the_mdev_when_pinning_fails() {
+    let t = borrower();
+    let create = t.adapter().join("mdev_supported_types/devlend-nvme/create");
+    let root = t.root().to_path_buf();
+    let k = thread::spawn(move || {
+        for _ in 0..2000 {
+            let s = fs::read_to_string(&create).unwrap_or_default();
+            if !s.is_empty() {
+                let d = root.join(format!("sys/devices/pci0000:00/{ADAPTER}/{}", s.trim()));
+                // remote_device as a directory: writing it fails (EISDIR).
+                fs::create_dir_all(d.join("remote_device")).unwrap();
+                write(&d.join("remove"), "");
+                fs::create_dir_all(root.join("sys/bus/mdev/devices")).unwrap();
+                std::os::unix::fs::symlink(
+                    &d,
+                    root.join(format!("sys/bus/mdev/devices/{}", s.trim())),
+                )
+                .unwrap();
+                return d;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        panic!("no create");
+    });
+    let o = t.devlend(&["mdev", "create", "--device", "0:1"]);
+    let d = k.join().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("remote_device"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("removed again"), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(d.join("remove")).unwrap(), "1");
+}
+
+#[test]
+fn mdev_remove_writes_remove() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let o = t.devlend(&["mdev", "remove", &UUID.to_uppercase()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        fs::read_to_string(t.adapter().join(UUID).join("remove")).unwrap(),
+        "1"
+    );
+    let o = t.devlend(&["mdev", "remove", "00000000-0000-0000-0000-000000000000"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("devlend mdev list"));
+}
+
+#[test]
+fn vmm_arguments_for_an_existing_mdev() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let o = t.devlend(&["qemu-args", UUID]);
+    assert_eq!(
+        stdout(&o).trim(),
+        format!("-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/{UUID},id=devlend-83b8f4f2")
+    );
+    let v = json(&t.devlend(&["qemu-args", UUID, "--id", "nvme1", "--bus", "rp1", "--json"]));
+    assert_eq!(
+        v[1],
+        format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{UUID},id=nvme1,bus=rp1")
+    );
+    let o = t.devlend(&["ch-args", UUID]);
+    assert_eq!(
+        stdout(&o).trim(),
+        format!("--device path=/sys/bus/mdev/devices/{UUID}/")
+    );
+    let o = t.devlend(&["libvirt-xml", UUID]);
+    assert!(stdout(&o).starts_with("<hostdev mode='subsystem' type='mdev' model='vfio-pci'>"));
+    assert!(stdout(&o).contains(&format!("<address uuid='{UUID}'/>")));
+    let o = t.devlend(&["libvirt-xml", "--nodedev", UUID]);
+    assert!(
+        stdout(&o).contains("<parent>pci_0000_00_03_0</parent>"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("<attr name='remote_device' value='0:1'/>"));
+}
+
+#[test]
+fn vmm_arguments_check_the_mdev_unless_told_not_to() {
+    let t = borrower();
+    let o = t.devlend(&["qemu-args", UUID]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("devlend mdev create"));
+    let o = t.devlend(&["qemu-args", UUID, "--no-check"]);
+    assert!(o.status.success());
+    let o = t.devlend(&["qemu-args", UUID, "--no-check", "--id", "9x"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = t.devlend(&["libvirt-xml", UUID, "--no-check", "--alias", "nvme"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("ua-"));
+    let o = t.devlend(&["ch-args", "not-a-uuid"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn virt_xml_validate(xml: &str, schema: &str) -> Option<(bool, String)> {
+    let tool = std::path::Path::new("/usr/bin/virt-xml-validate");
+    if !tool.exists() {
+        eprintln!("virt-xml-validate not installed (Debian: libvirt-clients); skipped");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("x.xml");
+    fs::write(&f, xml).unwrap();
+    let o = std::process::Command::new(tool)
+        .arg(&f)
+        .arg(schema)
+        .output()
+        .unwrap();
+    Some((o.status.success(), format!("{}{}", stdout(&o), stderr(&o))))
+}
+
+#[test]
+fn libvirt_xml_passes_virt_xml_validate() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let dom = stdout(&t.devlend(&[
+        "libvirt-xml",
+        UUID,
+        "--domain",
+        "guest1",
+        "--alias",
+        "ua-nvme",
+    ]));
+    if let Some((ok, out)) = virt_xml_validate(&dom, "domain") {
+        assert!(ok, "{out}\n{dom}");
+    }
+    let nd = stdout(&t.devlend(&["libvirt-xml", UUID, "--nodedev"]));
+    if let Some((ok, out)) = virt_xml_validate(&nd, "nodedev") {
+        assert!(ok, "{out}\n{nd}");
+    }
+    // And a broken one is caught, so the check means something.
+    if let Some((ok, _)) = virt_xml_validate(&dom.replace("type='mdev'", "type='bogus'"), "domain")
+    {
+        assert!(!ok);
+    }
+}
+
+#[test]
+fn help_teaches_the_workflow_and_exit_codes() {
+    let t = borrower();
+    let o = t.devlend(&["--help"]);
+    let h = stdout(&o);
+    assert!(h.contains("Typical session"), "{h}");
+    assert!(h.contains("Exit status"), "{h}");
+    for cmd in [
+        "hosts",
+        "devices",
+        "lend",
+        "unlend",
+        "remote",
+        "mdev",
+        "qemu-args",
+        "libvirt-xml",
+        "ch-args",
+        "attach",
+        "detach",
+    ] {
+        assert!(h.contains(cmd), "{cmd} missing from --help");
+        let o = t.devlend(&[cmd, "--help"]);
+        assert!(o.status.success(), "{cmd} --help");
+    }
+    let o = t.devlend(&["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+}
