@@ -52,10 +52,47 @@ fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     lending::ensure_module(l)?;
     lending::ensure_module(b)?;
+    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let nvme = lending::find_by_class(l, NVME_CLASS)?;
     lending::lend(l, &nvme.addr)?;
     state().nvme = Some(nvme.clone());
     Ok(nvme)
+}
+
+/// Waits until the lender offers the device again.
+fn wait_available(lender: &devlend_agent::AgentClient, nvme: &PciDev) -> anyhow::Result<()> {
+    lending::wait_until(
+        "lender state",
+        WAIT,
+        || lending::lent_state(lender, &nvme.addr),
+        "available",
+    )?;
+    Ok(())
+}
+
+/// Runs `script` in a guest given a new mdev (pinned to `remote` if set),
+/// and removes the mdev afterwards.
+fn guest_with_mdev(
+    c: &Cluster,
+    remote: Option<&str>,
+    script: &str,
+) -> anyhow::Result<guest::GuestRun> {
+    let b = c.agent(BORROWER)?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, remote)?;
+    let run = guest::run_with(
+        b,
+        &tools::images_dir()?,
+        &guest_script(script),
+        &GuestOpts {
+            mem_mib: GUEST_MIB,
+            extra_qemu_args: &lending::vfio_arg(&uuid),
+            qmp: None,
+        },
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let run = run?;
+    removed?;
+    Ok(run)
 }
 
 /// `<lender name>/<pci address>`: how an mdev names the remote NVMe.
@@ -160,21 +197,7 @@ fn borrower_lists_remote_nvme(c: &mut Cluster) -> anyhow::Result<()> {
 /// bytes are in the lender's backing file.
 fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
-    let b = c.agent(BORROWER)?;
-    fabric::sh(b, "modprobe kvm_amd")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
-    let run = guest::run_with(
-        b,
-        &tools::images_dir()?,
-        &guest_script(WRITE_AND_READ),
-        &GuestOpts {
-            mem_mib: GUEST_MIB,
-            extra_qemu_args: &lending::vfio_arg(&uuid),
-            qmp: None,
-        },
-    );
-    let _ = lending::remove_mdev(b, &uuid);
-    let run = run?;
+    let run = guest_with_mdev(c, Some(&remote_name(&nvme)), WRITE_AND_READ)?;
     println!("  guest ran in {:.1} s", run.elapsed.as_secs_f64());
     ensure!(run.rc == 0, "guest failed:\n{}", run.console);
     let ids = field(&run.output, "pci")?;
@@ -200,12 +223,7 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
 fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    lending::wait_until(
-        "lender state",
-        WAIT,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
-    )?;
+    wait_available(l, &nvme)?;
     lending::wait_until(
         "available_instances",
         WAIT,
@@ -222,32 +240,14 @@ fn second_guest_reads_same_bytes(c: &mut Cluster) -> anyhow::Result<()> {
         .written_sha
         .clone()
         .context("no data written (guest_io_lands_in_lender_file failed?)")?;
-    let b = c.agent(BORROWER)?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, None)?;
-    let run = guest::run_with(
-        b,
-        &tools::images_dir()?,
-        &guest_script(READ_ONLY),
-        &GuestOpts {
-            mem_mib: GUEST_MIB,
-            extra_qemu_args: &lending::vfio_arg(&uuid),
-            qmp: None,
-        },
-    );
-    let _ = lending::remove_mdev(b, &uuid);
-    let run = run?;
+    let run = guest_with_mdev(c, None, READ_ONLY)?;
     ensure!(run.rc == 0, "guest failed:\n{}", run.console);
     ensure!(
         field(&run.output, "read")? == want,
         "second guest read other bytes"
     );
     let l = c.agent(LENDER)?;
-    lending::wait_until(
-        "lender state",
-        WAIT,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
-    )?;
+    wait_available(l, &nvme)?;
     Ok(())
 }
 
@@ -308,12 +308,7 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
         let _ = lending::remove_mdev(b, s);
     }
     res?;
-    lending::wait_until(
-        "lender state",
-        WAIT,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
-    )?;
+    wait_available(l, &nvme)?;
     Ok(())
 }
 
@@ -386,12 +381,7 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
             "guest: {}",
             run.console
         );
-        lending::wait_until(
-            "lender state",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
+        wait_available(l, &nvme)?;
         Ok(())
     })();
     if res.is_err() {

@@ -200,52 +200,46 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
             ],
         );
     }
-    // Devices to lend, each behind its own root port (alone in its group).
-    let mut chassis = 0;
-    for d in &host.nvme {
-        chassis += 1;
+    // Devices to lend, each behind its own root port (alone in its group),
+    // with the device's own arguments after the port's.
+    let nvme = host.nvme.iter().map(|d| {
         let serial = d
             .serial
             .clone()
             .unwrap_or_else(|| format!("devlend-{}-{}", host.name, d.id));
+        let file = path_str(&paths.nvme_file(&host.name, &d.id));
+        let id = &d.id;
+        (
+            id.clone(),
+            vec![
+                "-drive".to_owned(),
+                format!("if=none,id=drv-{id},file={file},format=raw,cache=none,aio=threads"),
+                "-device".to_owned(),
+                format!("nvme,id={id},drive=drv-{id},serial={serial},bus=rp-{id}"),
+            ],
+        )
+    });
+    let igb = host.igb.iter().enumerate().map(|(n, d)| {
+        let id = &d.id;
+        (
+            id.clone(),
+            vec![
+                "-netdev".to_owned(),
+                format!("hubport,id=net-{id},hubid={}", n + 1),
+                "-device".to_owned(),
+                format!("igb,id={id},netdev=net-{id},bus=rp-{id}"),
+            ],
+        )
+    });
+    for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(igb)) {
         push(
             &mut a,
             &[
                 "-device",
-                &format!(
-                    "pcie-root-port,id=rp-{},chassis={chassis},slot={chassis}",
-                    d.id
-                ),
-                "-drive",
-                &format!(
-                    "if=none,id=drv-{},file={},format=raw,cache=none,aio=threads",
-                    d.id,
-                    path_str(&paths.nvme_file(&host.name, &d.id))
-                ),
-                "-device",
-                &format!(
-                    "nvme,id={},drive=drv-{},serial={serial},bus=rp-{}",
-                    d.id, d.id, d.id
-                ),
+                &format!("pcie-root-port,id=rp-{id},chassis={chassis},slot={chassis}"),
             ],
         );
-    }
-    for d in &host.igb {
-        chassis += 1;
-        push(
-            &mut a,
-            &[
-                "-device",
-                &format!(
-                    "pcie-root-port,id=rp-{},chassis={chassis},slot={chassis}",
-                    d.id
-                ),
-                "-netdev",
-                &format!("hubport,id=net-{},hubid={chassis}", d.id),
-                "-device",
-                &format!("igb,id={},netdev=net-{},bus=rp-{}", d.id, d.id, d.id),
-            ],
-        );
+        a.extend(dev_args.into_iter().map(OsString::from));
     }
     a
 }
@@ -352,7 +346,7 @@ mod tests {
         );
         assert_eq!(
             value_after(&a, "-netdev", "igb0"),
-            ["hubport,id=net-igb0,hubid=2"]
+            ["hubport,id=net-igb0,hubid=1"]
         );
         assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 2);
         let b = args(1);
