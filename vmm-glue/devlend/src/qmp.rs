@@ -24,7 +24,7 @@ pub struct Qmp {
 
 fn hint_for(desc: &str) -> String {
     let d = desc.to_ascii_lowercase();
-    if d.contains("duplicate") || d.contains("already") {
+    if d.contains("duplicate") || d.contains("already exists") {
         "choose another --id".into()
     } else if d.contains("hotplug") || d.contains("hot-plug") || d.contains("bus") {
         "give --bus a free hot-pluggable bus, e.g. an empty pcie-root-port the VM was started with (-device pcie-root-port,id=rp1,chassis=1)".into()
@@ -202,8 +202,14 @@ pub fn device_add(
 }
 
 /// Asks the guest to release a device and waits for QEMU's DEVICE_DELETED.
+/// A request still pending from an earlier call ("already in the process of
+/// unplug") is waited for again rather than reported as a refusal.
 pub fn device_del(q: &mut Qmp, id: &str, timeout: Duration) -> Result<()> {
-    q.execute("device_del", Some(json!({ "id": id })), timeout)?;
+    match q.execute("device_del", Some(json!({ "id": id })), timeout) {
+        Ok(_) => {}
+        Err(CliError::Vmm { msg, .. }) if msg.contains("in the process of unplug") => {}
+        Err(e) => return Err(e),
+    }
     let ev = q.wait_event(
         "DEVICE_DELETED",
         |d| d.get("device").and_then(Value::as_str) == Some(id),

@@ -187,3 +187,23 @@ fn detach_of_an_unknown_id_passes_qemus_message() {
     assert_eq!(o.status.code(), Some(7));
     assert!(stderr(&o).contains("Device 'nvme9' not found"));
 }
+
+#[test]
+fn detach_again_while_an_unplug_is_pending_keeps_waiting() {
+    let t = borrower();
+    let (sock, h) = fake_qemu(
+        t.root(),
+        Script::Err("Device nic1 is already in the process of unplug"),
+    );
+    let o = t.devlend(&[
+        "detach",
+        "--qmp",
+        sock.to_str().unwrap(),
+        "nic1",
+        "--timeout",
+        "1",
+    ]);
+    h.join().unwrap();
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(stderr(&o).contains("did not release device nic1"));
+}
