@@ -14,7 +14,7 @@ pub enum Error {
         source: vfio_ioctls::VfioError,
     },
     /// The device (or its IOMMU group) could not be opened.
-    #[error("cannot open VFIO device {path}: {source} (is it bound to vfio-pci, or an mdev? is /dev/vfio/<group> there and not in use?)")]
+    #[error("cannot open VFIO device {path}: {source} (for an mdev, `devlend mdev list` and `devlend remote` show whether its remote device is still there and free; a PCI function must be bound to vfio-pci; `dmesg` says more)")]
     OpenDevice {
         /// sysfs path of the device.
         path: PathBuf,

@@ -12,11 +12,15 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use devlend_vfio::nvme::{Identity, Nvme, NvmeConfig, NvmeError, NVM_READ, NVM_WRITE};
-use devlend_vfio::{mdev_path, KernelVfio, RemoteDevice, VfioBackend};
+use devlend_vfio::{mdev_path, DeviceEvent, KernelVfio, RemoteDevice, VfioBackend};
+use event_manager::{EventManager, MutEventSubscriber, SubscriberOps};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -96,6 +100,8 @@ struct Report {
     lat_us: Percentiles,
     irq_signals: u64,
     completions: u64,
+    err_notifications: u64,
+    req_notifications: u64,
     passed: bool,
 }
 
@@ -144,6 +150,15 @@ fn pattern(seed: u64, lba: u64, len: usize) -> Vec<u8> {
 enum Failure {
     Setup(NvmeError),
     Io(NvmeError),
+}
+
+/// ERR and REQ notifications seen, watched by an event-manager loop in a
+/// thread of its own (what a VMM would do to stop or unplug).
+#[derive(Default)]
+struct Notes {
+    err: AtomicU64,
+    req: AtomicU64,
+    stop: AtomicBool,
 }
 
 impl From<NvmeError> for Failure {
@@ -202,13 +217,62 @@ fn pipeline<B: VfioBackend>(
     Ok(lat)
 }
 
-fn run(args: &Args) -> Result<Report, Failure> {
+fn watch_notifiers<B: VfioBackend>(
+    dev: &mut RemoteDevice<B>,
+    notes: &Arc<Notes>,
+) -> Option<thread::JoinHandle<()>> {
+    let n = notes.clone();
+    let sub = match dev.enable_notifiers(move |path, ev| {
+        match ev {
+            DeviceEvent::Error => n.err.fetch_add(1, Ordering::SeqCst),
+            DeviceEvent::Request => n.req.fetch_add(1, Ordering::SeqCst),
+        };
+        eprintln!("devlend-nvme-test: {}: {ev:?} notification", path.display());
+    }) {
+        Ok(sub) => sub,
+        Err(e) => {
+            log::info!("no ERR/REQ notifications: {e}");
+            return None;
+        }
+    };
+    let mut em = match EventManager::<Box<dyn MutEventSubscriber + Send>>::new() {
+        Ok(em) => em,
+        Err(e) => {
+            log::warn!("no event manager: {e:?}");
+            return None;
+        }
+    };
+    em.add_subscriber(Box::new(sub));
+    let n = notes.clone();
+    Some(thread::spawn(move || {
+        while !n.stop.load(Ordering::SeqCst) {
+            let _ = em.run_with_timeout(100);
+        }
+    }))
+}
+
+fn run(args: &Args, notes: &Arc<Notes>) -> Result<Report, Failure> {
     let path = match (&args.mdev, &args.device) {
         (Some(uuid), _) => mdev_path(uuid),
         (None, Some(p)) => p.clone(),
         (None, None) => unreachable!("clap requires one"),
     };
-    let dev = RemoteDevice::<KernelVfio>::open(&path).map_err(|e| Failure::Setup(e.into()))?;
+    let mut dev = RemoteDevice::<KernelVfio>::open(&path).map_err(|e| Failure::Setup(e.into()))?;
+    let watcher = watch_notifiers(&mut dev, notes);
+    let res = run_device(args, &path, dev, notes);
+    notes.stop.store(true, Ordering::SeqCst);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
+    res
+}
+
+fn run_device(
+    args: &Args,
+    path: &std::path::Path,
+    dev: RemoteDevice<KernelVfio>,
+    notes: &Notes,
+) -> Result<Report, Failure> {
     if args.reset {
         dev.reset().map_err(|e| {
             Failure::Setup(NvmeError::Config(format!(
@@ -335,7 +399,9 @@ fn run(args: &Args) -> Result<Report, Failure> {
     let secs = start.elapsed().as_secs_f64();
     let counters = nvme.counters();
     nvme.shutdown()?;
-    let passed = mismatches == 0 && bad_input.as_deref().is_none_or(|o| o == "lba-out-of-range");
+    let passed = mismatches == 0
+        && notes.err.load(Ordering::SeqCst) == 0
+        && bad_input.as_deref().is_none_or(|o| o == "lba-out-of-range");
     Ok(Report {
         device: path.display().to_string(),
         identity,
@@ -354,6 +420,8 @@ fn run(args: &Args) -> Result<Report, Failure> {
         lat_us: percentiles(lat),
         irq_signals: counters.irq_signals,
         completions: counters.completions,
+        err_notifications: notes.err.load(Ordering::SeqCst),
+        req_notifications: notes.req.load(Ordering::SeqCst),
         passed,
     })
 }
@@ -361,7 +429,14 @@ fn run(args: &Args) -> Result<Report, Failure> {
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();
-    match run(&args) {
+    let notes = Arc::new(Notes::default());
+    let res = run(&args, &notes);
+    let err_hint = if notes.err.load(Ordering::SeqCst) > 0 {
+        " (the device signalled ERR: its lender went down or took it back)"
+    } else {
+        ""
+    };
+    match res {
         Ok(r) => {
             if args.json {
                 println!("{}", serde_json::to_string(&r).expect("report serializes"));
@@ -390,11 +465,11 @@ fn main() -> ExitCode {
             }
         }
         Err(Failure::Setup(e)) => {
-            eprintln!("devlend-nvme-test: setup failed: {e}");
+            eprintln!("devlend-nvme-test: setup failed: {e}{err_hint}");
             ExitCode::from(3)
         }
         Err(Failure::Io(e)) => {
-            eprintln!("devlend-nvme-test: I/O failed: {e}");
+            eprintln!("devlend-nvme-test: I/O failed: {e}{err_hint}");
             ExitCode::from(4)
         }
     }
