@@ -144,3 +144,41 @@ impl CliError {
 
 /// Result of the command.
 pub type Result<T> = std::result::Result<T, CliError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sysfs(errno: i32) -> CliError {
+        CliError::Sysfs {
+            action: "writing".into(),
+            path: "/sys/x".into(),
+            source: io::Error::from_raw_os_error(errno),
+            hint: String::new(),
+        }
+    }
+
+    #[test]
+    fn errnos_map_to_exit_statuses() {
+        assert_eq!(sysfs(libc::ENOENT).exit_code(), exit::NOT_FOUND);
+        assert_eq!(sysfs(libc::ENODEV).exit_code(), exit::NOT_FOUND);
+        assert_eq!(sysfs(libc::EBUSY).exit_code(), exit::BUSY);
+        assert_eq!(sysfs(libc::EACCES).exit_code(), exit::PERMISSION);
+        assert_eq!(sysfs(libc::EPERM).exit_code(), exit::PERMISSION);
+        assert_eq!(sysfs(libc::EINVAL).exit_code(), exit::FAILURE);
+        assert_eq!(sysfs(libc::EIO).exit_code(), exit::FAILURE);
+        assert_eq!(CliError::usage("x").exit_code(), exit::USAGE);
+        assert_eq!(CliError::vmm("x", "").exit_code(), exit::VMM);
+        assert_eq!(CliError::vmm("x", "").hint(), None);
+        assert_eq!(CliError::busy("x", "do y").hint(), Some("do y"));
+    }
+
+    #[test]
+    fn messages_name_the_file() {
+        let e = sysfs(libc::EBUSY);
+        assert_eq!(
+            e.to_string(),
+            "writing /sys/x: Device or resource busy (os error 16)"
+        );
+    }
+}

@@ -703,3 +703,73 @@ impl Sysfs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses() {
+        assert!(check_bdf("0000:01:00.0").is_ok());
+        assert!(check_bdf("0000:00:1f.7").is_ok());
+        for bad in [
+            "01:00.0",
+            "0000:01:00.8",
+            "0000:01:00:0",
+            "0000:0g:00.0",
+            "",
+            "0000:01:00.00",
+        ] {
+            assert!(
+                matches!(check_bdf(bad), Err(CliError::Usage { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn uuids() {
+        assert!(check_uuid("83b8f4f2-509f-382f-3c1e-e6bfe0fa1001").is_ok());
+        assert!(check_uuid("83B8F4F2-509F-382F-3C1E-E6BFE0FA1001").is_ok());
+        for bad in [
+            "83b8f4f2509f382f3c1ee6bfe0fa1001",
+            "83b8f4f2-509f-382f-3c1e-e6bfe0fa100",
+            "x3b8f4f2-509f-382f-3c1e-e6bfe0fa1001",
+        ] {
+            assert!(check_uuid(bad).is_err(), "{bad}");
+        }
+        let a = new_uuid();
+        let b = new_uuid();
+        assert_ne!(a, b);
+        assert!(check_uuid(&a).is_ok(), "{a}");
+        assert_eq!(&a[14..15], "4", "version 4: {a}");
+        assert!("89ab".contains(&a[19..20]), "variant: {a}");
+    }
+
+    #[test]
+    fn types_follow_the_class() {
+        assert_eq!(type_for_class(0x010802), "devlend-nvme");
+        assert_eq!(type_for_class(0x020000), "devlend-net");
+        assert_eq!(type_for_class(0x028000), "devlend-net");
+        assert_eq!(type_for_class(0x030000), "devlend-any");
+        assert_eq!(type_for_class(0x010601), "devlend-any");
+    }
+
+    #[test]
+    fn numbers_in_sysfs_spellings() {
+        assert_eq!(parse_num("0x010802\n"), Some(0x010802));
+        assert_eq!(parse_num(" 42 "), Some(42));
+        assert_eq!(parse_num(""), None);
+        assert_eq!(parse_num("up"), None);
+    }
+
+    #[test]
+    fn paths_stay_under_the_root() {
+        let s = Sysfs::new("/tmp/x");
+        assert_eq!(
+            s.path("/sys/bus/mdev"),
+            PathBuf::from("/tmp/x/sys/bus/mdev")
+        );
+        assert_eq!(s.path("sys/bus/mdev"), PathBuf::from("/tmp/x/sys/bus/mdev"));
+    }
+}
