@@ -16,6 +16,8 @@
  *   ROM BAR     reads 0, writes dropped (no ROM is offered)
  *   MSI, MSI-X  whole capability virtual: QEMU drives the vectors through
  *               SET_IRQS, never through these registers
+ *   INTx pin    reads 0: the lender relays MSI and MSI-X only, so the
+ *               guest (and QEMU) must not count on INTx
  * A PCIe FLR written to the device control register takes the reset path.
  * Every other byte is read from and written to the device as it is; when
  * the device cannot be reached, reads return the copy.
@@ -47,6 +49,8 @@ static bool dl_config_virt(struct dl_vdev *v, unsigned int off)
 	if (off >= PCI_BASE_ADDRESS_0 && off < PCI_BASE_ADDRESS_5 + 4)
 		return true;
 	if (off >= PCI_ROM_ADDRESS && off < PCI_ROM_ADDRESS + 4)
+		return true;
+	if (off == PCI_INTERRUPT_PIN)
 		return true;
 	return dl_config_in(off, v->msi_cap, v->msi_len) ||
 	       dl_config_in(off, v->msix_cap, PCI_CAP_MSIX_SIZEOF);
@@ -263,6 +267,7 @@ int dl_config_init(struct dl_vdev *v)
 	v->pcie_cap = 0;
 	dl_config_find_caps(v);
 	dl_config_init_bars(v);
+	dl_config_put(v, PCI_INTERRUPT_PIN, 1, 0);
 	/* Whatever the lender left on, the guest starts with it off. */
 	dl_config_after_reset(v);
 	return 0;

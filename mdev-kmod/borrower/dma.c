@@ -17,9 +17,11 @@
  * lender unmaps (so the device can no longer reach the pages), then the
  * pages are unpinned. VFIO waits for dma_unmap() to unpin everything in
  * the range, so it unpins even when the lender cannot be reached (and the
- * device is then given up). Every failure on the way unwinds through the
- * same teardown, which is idempotent (CVE-2022-3707 was a double free on
- * such a path).
+ * device is then given up). While bus mastering stays on, what a
+ * dma_unmap() took away is pinned and mapped again a moment later, when
+ * QEMU has mapped the memory anew (it never tells mdevs of a map).
+ * Every failure on the way unwinds through the same teardown, which is
+ * idempotent (CVE-2022-3707 was a double free on such a path).
  */
 #include <linux/iommu.h>
 #include <linux/kvm_host.h>
@@ -35,6 +37,8 @@
 #define DL_PIN_BATCH		VFIO_PIN_PAGES_MAX_ENTRIES
 /* Most memslots considered. */
 #define DL_MAX_SLOTS		64
+/* How long after a dma_unmap() the memory is pinned again. */
+#define DL_REPIN_DELAY_MS	100
 
 /**
  * struct dl_pin_extent - pages pinned at consecutive IOVAs.
@@ -55,6 +59,8 @@ struct dl_pin_extent {
  * @max: runs that fit in it.
  * @pages: result of vfio_pin_pages().
  * @sent: a message was sent, so the lender may hold mappings.
+ * @nruns: runs sent.
+ * @nmsgs: messages sent.
  */
 struct dl_dma_batch {
 	struct dl_vdev *v;
@@ -62,6 +68,8 @@ struct dl_dma_batch {
 	unsigned int max;
 	struct page **pages;
 	bool sent;
+	unsigned int nruns;
+	unsigned int nmsgs;
 };
 
 /* An IOVA range to pin: a memslot, or the probed range. */
@@ -80,6 +88,8 @@ static int dl_dma_flush(struct dl_dma_batch *bt)
 		return 0;
 	bt->msg->dev_id = cpu_to_le32(v->dev_id);
 	bt->sent = true;
+	bt->nruns += count;
+	bt->nmsgs++;
 	ret = dl_vdev_request(v, DL_MSG_DMA_MAP, bt->msg,
 			      struct_size(bt->msg, ranges, count), NULL, 0);
 	bt->msg->count = 0;
@@ -171,10 +181,40 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n)
 	return 0;
 }
 
-/* Pins what VFIO lets us pin of a span. */
-static int dl_dma_pin_span(struct dl_dma_batch *bt, const struct dl_dma_span *s)
+/*
+ * The first IOVA at or after @p that is not pinned, and in *@gap_end where
+ * that hole ends (at most @end).
+ */
+static u64 dl_dma_next_gap(struct dl_vdev *v, u64 p, u64 end, u64 *gap_end)
 {
-	u64 iova = s->iova, left = s->npages, i;
+	struct dl_pin_extent *e;
+	bool moved;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	do {
+		moved = false;
+		list_for_each_entry(e, &v->pinned, node) {
+			u64 e_end = e->iova + (e->npages << PAGE_SHIFT);
+
+			if (e->iova <= p && p < e_end) {
+				p = e_end;
+				moved = true;
+			}
+		}
+	} while (moved && p < end);
+
+	*gap_end = end;
+	list_for_each_entry(e, &v->pinned, node)
+		if (e->iova > p && e->iova < *gap_end)
+			*gap_end = e->iova;
+	return p;
+}
+
+/* Pins what VFIO lets us pin of [iova, end), none of it pinned yet. */
+static int dl_dma_pin_gap(struct dl_dma_batch *bt, u64 iova, u64 end)
+{
+	u64 left = (end - iova) >> PAGE_SHIFT, i;
 	int n, ret;
 
 	while (left) {
@@ -195,6 +235,23 @@ static int dl_dma_pin_span(struct dl_dma_batch *bt, const struct dl_dma_span *s)
 		cond_resched();
 	}
 	return 0;
+}
+
+/* Pins what VFIO lets us pin of a span and is not pinned yet. */
+static int dl_dma_pin_span(struct dl_dma_batch *bt, const struct dl_dma_span *s)
+{
+	u64 end = s->iova + (s->npages << PAGE_SHIFT), p = s->iova, gap_end;
+	int ret;
+
+	for (;;) {
+		p = dl_dma_next_gap(bt->v, p, end, &gap_end);
+		if (p >= end)
+			return 0;
+		ret = dl_dma_pin_gap(bt, p, gap_end);
+		if (ret)
+			return ret;
+		p = gap_end;
+	}
 }
 
 /* The memslots of the guest, or the probe range without KVM. */
@@ -290,21 +347,20 @@ static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
 	}
 }
 
-/**
- * dl_dma_enable() - pin the guest's memory and have the lender map it.
- * @v: the mdev, borrowed; caller holds v->lock.
- *
- * Return: 0, or -errno with nothing pinned or mapped.
+/*
+ * Pins what is not pinned yet of the guest's memory and has the lender map
+ * it. With @fresh, nothing is pinned before and on error nothing is left.
  */
-int dl_dma_enable(struct dl_vdev *v)
+static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 {
 	struct dl_dma_batch bt = { .v = v };
 	size_t max_payload = dl_fabric_max_payload(v->b->fab);
+	unsigned long before = v->npinned;
 	struct dl_dma_span *spans;
 	unsigned int nr, i;
 	int ret;
 
-	lockdep_assert_held(&v->lock);
+	lockdep_assert_held(&v->dma_lock);
 
 	if (max_payload < struct_size(bt.msg, ranges, 1))
 		return -EMSGSIZE;
@@ -317,32 +373,78 @@ int dl_dma_enable(struct dl_vdev *v)
 		goto out_free;
 	}
 
-	mutex_lock(&v->dma_lock);
-	if (v->dma_mapped || !list_empty(&v->pinned)) {
-		/* Still mapped from before (BME never cleared): start over. */
-		dl_dma_release(v, 0, U64_MAX, true);
-	}
 	ret = dl_dma_spans(v, spans, &nr);
 	for (i = 0; i < nr && !ret; i++)
 		ret = dl_dma_pin_span(&bt, &spans[i]);
-	v->dma_mapped = true;
 	if (!ret)
 		ret = dl_dma_flush(&bt);
-	if (!ret && !v->npinned)
+	if (bt.sent)
+		v->dma_mapped = true;
+	if (fresh && !ret && !v->npinned)
 		ret = -ENOENT;
-	if (ret) {
-		v->dma_mapped = bt.sent;
+	if (ret && fresh)
 		dl_dma_release(v, 0, U64_MAX, true);
-	} else {
-		dev_info(dl_vdev_dev(v), "DMA: %lu MiB of guest memory pinned and mapped\n",
-			 v->npinned >> (20 - PAGE_SHIFT));
-	}
-	mutex_unlock(&v->dma_lock);
+	else if (v->npinned != before)
+		dev_info(dl_vdev_dev(v), "DMA: %lu MiB more guest memory pinned, mapped in %u runs (%u messages); %lu MiB in all\n",
+			 (v->npinned - before) >> (20 - PAGE_SHIFT), bt.nruns,
+			 bt.nmsgs, v->npinned >> (20 - PAGE_SHIFT));
 out_free:
 	kfree(spans);
 	kfree(bt.pages);
 	kfree(bt.msg);
 	return ret;
+}
+
+/**
+ * dl_dma_enable() - pin the guest's memory and have the lender map it.
+ * @v: the mdev, borrowed; caller holds v->lock.
+ *
+ * Return: 0, or -errno with nothing pinned or mapped.
+ */
+int dl_dma_enable(struct dl_vdev *v)
+{
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	mutex_lock(&v->dma_lock);
+	if (v->dma_mapped || !list_empty(&v->pinned)) {
+		/* Still mapped from before (BME never cleared): start over. */
+		dl_dma_release(v, 0, U64_MAX, true);
+	}
+	ret = dl_dma_fill(v, true);
+	v->dma_on = !ret;
+	mutex_unlock(&v->dma_lock);
+	return ret;
+}
+
+/**
+ * dl_dma_repin_work() - pin and map again what VFIO's dma_unmap() took
+ *	away while bus mastering stays on.
+ * @work: &dl_vdev.repin_work.
+ *
+ * QEMU unmaps guest memory from the container and maps it again when the
+ * guest's memory layout changes (e.g. when the BIOS write-protects its
+ * shadow ROM area, the RAM section is split); VFIO tells mdevs of the
+ * unmap only. Runs a moment later, when the new mapping is in place.
+ */
+void dl_dma_repin_work(struct work_struct *work)
+{
+	struct dl_vdev *v = container_of(to_delayed_work(work), struct dl_vdev,
+					 repin_work);
+	int ret;
+
+	mutex_lock(&v->lock);
+	mutex_lock(&v->dma_lock);
+	if (v->open && v->dma_on && READ_ONCE(v->state) == DL_VDEV_BORROWED) {
+		ret = dl_dma_fill(v, false);
+		if (ret)
+			dev_err_ratelimited(dl_vdev_dev(v),
+					    "cannot map guest memory again: %d\n",
+					    ret);
+	}
+	mutex_unlock(&v->dma_lock);
+	mutex_unlock(&v->lock);
 }
 
 /**
@@ -354,6 +456,7 @@ void dl_dma_disable(struct dl_vdev *v)
 	lockdep_assert_held(&v->lock);
 
 	mutex_lock(&v->dma_lock);
+	v->dma_on = false;
 	if (v->dma_mapped || !list_empty(&v->pinned))
 		dl_dma_release(v, 0, U64_MAX, true);
 	mutex_unlock(&v->dma_lock);
@@ -380,7 +483,11 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 			break;
 		}
 	}
-	if (hit)
+	if (hit) {
 		dl_dma_release(v, s, t - s, false);
+		if (v->dma_on)
+			queue_delayed_work(system_unbound_wq, &v->repin_work,
+					   msecs_to_jiffies(DL_REPIN_DELAY_MS));
+	}
 	mutex_unlock(&v->dma_lock);
 }

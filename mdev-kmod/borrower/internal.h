@@ -211,10 +211,12 @@ struct dl_irq_ctx {
  * @msi_len: its length.
  * @msix_cap: offset of the MSI-X capability, 0 if none.
  * @pcie_cap: offset of the PCI Express capability, 0 if none.
- * @dma_lock: @pinned, @npinned, @dma_mapped.
+ * @dma_lock: @pinned, @npinned, @dma_mapped, @dma_on.
  * @pinned: &struct dl_pin_extent list: what is pinned, by IOVA.
  * @npinned: pages pinned.
  * @dma_mapped: the lender may hold mappings of the device.
+ * @dma_on: bus mastering is on: guest memory is to be mapped.
+ * @repin_work: pins and maps again after a dma_unmap().
  * @irq_lock: the eventfds.
  * @irqs: INTx, MSI and MSI-X eventfds.
  * @err_trigger: the ERR eventfd.
@@ -242,6 +244,8 @@ struct dl_vdev {
 	struct list_head pinned;
 	unsigned long npinned;
 	bool dma_mapped;
+	bool dma_on;
+	struct delayed_work repin_work;
 	spinlock_t irq_lock;		/* the eventfds */
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
 	struct eventfd_ctx *err_trigger;
@@ -300,6 +304,7 @@ void dl_config_after_reset(struct dl_vdev *v);
 int dl_dma_enable(struct dl_vdev *v);
 void dl_dma_disable(struct dl_vdev *v);
 void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len);
+void dl_dma_repin_work(struct work_struct *work);
 
 /* irq.c */
 int dl_irq_info(struct dl_vdev *v, struct vfio_irq_info *info);

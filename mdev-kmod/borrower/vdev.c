@@ -299,6 +299,8 @@ static void dl_vdev_close(struct vfio_device *vdev)
 {
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
+	/* It takes v->lock; a later one finds the mdev closed. */
+	cancel_delayed_work_sync(&v->repin_work);
 	mutex_lock(&v->lock);
 	dl_irq_release_all(v);
 	dl_dma_disable(v);
@@ -617,6 +619,7 @@ static int dl_vdev_init(struct vfio_device *vdev)
 	mutex_init(&v->lock);
 	mutex_init(&v->dma_lock);
 	INIT_LIST_HEAD(&v->pinned);
+	INIT_DELAYED_WORK(&v->repin_work, dl_dma_repin_work);
 	spin_lock_init(&v->irq_lock);
 	v->state = DL_VDEV_IDLE;
 	return 0;
@@ -626,6 +629,7 @@ static void dl_vdev_release(struct vfio_device *vdev)
 {
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
+	cancel_delayed_work_sync(&v->repin_work);
 	mutex_destroy(&v->dma_lock);
 	mutex_destroy(&v->lock);
 }
