@@ -730,6 +730,11 @@ impl<B: VfioBackend> Nvme<B> {
         })
     }
 
+    /// The DMA-mapped IOVA range: start and length.
+    pub fn dma_window(&self) -> (u64, u64) {
+        (self.cfg.iova_base, self.layout.size)
+    }
+
     /// IOVA of data slot `i` (0..queue depth).
     pub fn slot_iova(&self, i: usize) -> u64 {
         self.layout.data + i as u64 * self.layout.slot

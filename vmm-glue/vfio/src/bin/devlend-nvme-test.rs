@@ -92,7 +92,7 @@ struct Report {
     verified_ios: u64,
     verified_bytes: u64,
     mismatches: u64,
-    bad_input: Option<String>,
+    bad_input: Option<BadInput>,
     ios: u64,
     queue_depth: u16,
     io_size: u32,
@@ -102,6 +102,20 @@ struct Report {
     completions: u64,
     err_notifications: u64,
     req_notifications: u64,
+    passed: bool,
+}
+
+/// What the device and the borrower did with bad input.
+#[derive(serde::Serialize, Debug)]
+struct BadInput {
+    /// A read past the end of the namespace: must be "lba-out-of-range".
+    lba_out_of_range: String,
+    /// A 4-byte BAR0 read crossing the end of the BAR: must be refused.
+    bar_overrun: String,
+    /// A read whose buffer is an IOVA nobody mapped: the device's status,
+    /// and whether every mapped data buffer kept its sentinel bytes.
+    unmapped_dma: String,
+    /// All three as expected, and the queue still works afterwards.
     passed: bool,
 }
 
@@ -267,6 +281,83 @@ fn run(args: &Args, notes: &Arc<Notes>) -> Result<Report, Failure> {
     res
 }
 
+fn status_of(r: Result<devlend_vfio::nvme::Completion, NvmeError>) -> Result<String, Failure> {
+    match r {
+        Ok(_) => Ok("success".to_string()),
+        Err(NvmeError::Command {
+            sct: 0, sc: 0x80, ..
+        }) => Ok("lba-out-of-range".to_string()),
+        Err(NvmeError::Command { sct, sc, .. }) => Ok(format!("status-{sct:x}-{sc:02x}")),
+        Err(e) => Err(Failure::Io(e)),
+    }
+}
+
+fn bad_input(
+    nvme: &mut Nvme<KernelVfio>,
+    identity: &Identity,
+    args: &Args,
+    lbas: &[u64],
+) -> Result<BadInput, Failure> {
+    // 1. Past the end of the namespace.
+    let cmd = nvme.rw_command(NVM_READ, identity.ns_blocks, 0);
+    let lba_out_of_range = status_of(nvme.io_sync("read past the end", cmd))?;
+
+    // 2. A BAR access crossing the end of the BAR, sent to the kernel
+    // without our own bounds check: the mdev (or vfio-pci) must refuse it.
+    let dev = nvme.device();
+    let bar = dev
+        .backend()
+        .region(devlend_vfio::VFIO_PCI_BAR0_REGION_INDEX)
+        .size;
+    let mut b = [0u8; 4];
+    let (bar_overrun, bar_ok) = match dev.backend().read_unchecked(
+        devlend_vfio::VFIO_PCI_BAR0_REGION_INDEX,
+        bar - 2,
+        &mut b,
+    ) {
+        Err(e) => (format!("refused: {e}"), true),
+        Ok(n) if n < b.len() => (format!("short read of {n} bytes"), true),
+        Ok(n) => (format!("accepted ({n} bytes)"), false),
+    };
+
+    // 3. DMA to an IOVA nobody mapped: the IOMMU must stop it. Fill every
+    // data buffer with a sentinel first and check none of it changed.
+    let (base, len) = nvme.dma_window();
+    let qd = usize::from(args.queue_depth);
+    let slot = args.io_size as usize;
+    let sentinel = vec![0xa5u8; slot];
+    for i in 0..qd {
+        nvme.fill_slot(i, &sentinel)?;
+    }
+    let mut cmd = nvme.rw_command(NVM_READ, lbas[0], 0);
+    cmd.prp1 = (base + len + (2 << 20)) & !0xfff;
+    cmd.prp2 = 0;
+    if args.io_size > 4096 {
+        cmd.cdw[2] = 4096 / identity.block_size - 1;
+    }
+    let status = status_of(nvme.io_sync("read into an unmapped IOVA", cmd))?;
+    let mut intact = true;
+    let mut got = vec![0u8; slot];
+    for i in 0..qd {
+        nvme.read_slot(i, &mut got)?;
+        intact &= got == sentinel;
+    }
+    let unmapped_dma = format!(
+        "{status}, mapped memory {}",
+        if intact { "intact" } else { "CHANGED" }
+    );
+
+    // The queue still works after all of it.
+    let probe = nvme.rw_command(NVM_READ, lbas[0], 0);
+    nvme.io_sync("read after the bad commands", probe)?;
+    Ok(BadInput {
+        passed: lba_out_of_range == "lba-out-of-range" && bar_ok && intact,
+        lba_out_of_range,
+        bar_overrun,
+        unmapped_dma,
+    })
+}
+
 fn run_device(
     args: &Args,
     path: &std::path::Path,
@@ -359,20 +450,7 @@ fn run_device(
     }
 
     let bad_input = if args.bad_input {
-        let past = identity.ns_blocks;
-        let cmd = nvme.rw_command(NVM_READ, past, 0);
-        let outcome = match nvme.io_sync("read past the end", cmd) {
-            Err(NvmeError::Command {
-                sct: 0, sc: 0x80, ..
-            }) => "lba-out-of-range".to_string(),
-            Err(NvmeError::Command { sct, sc, .. }) => format!("status-{sct:x}-{sc:02x}"),
-            Err(e) => return Err(Failure::Io(e)),
-            Ok(_) => "accepted".to_string(),
-        };
-        // The queue must still work after the rejected command.
-        let probe = nvme.rw_command(NVM_READ, args.lba, 0);
-        nvme.io_sync("read after the bad command", probe)?;
-        Some(outcome)
+        Some(bad_input(&mut nvme, &identity, args, &lbas)?)
     } else {
         None
     };
@@ -401,7 +479,7 @@ fn run_device(
     nvme.shutdown()?;
     let passed = mismatches == 0
         && notes.err.load(Ordering::SeqCst) == 0
-        && bad_input.as_deref().is_none_or(|o| o == "lba-out-of-range");
+        && bad_input.as_ref().is_none_or(|b| b.passed);
     Ok(Report {
         device: path.display().to_string(),
         identity,
@@ -446,7 +524,12 @@ fn main() -> ExitCode {
                     r.verified_ios, r.verified_bytes, r.mismatches
                 );
                 if let Some(b) = &r.bad_input {
-                    println!("read past the end of the namespace: {b}");
+                    println!(
+                        "bad input: read past the end of the namespace: {}",
+                        b.lba_out_of_range
+                    );
+                    println!("bad input: BAR0 read across its end: {}", b.bar_overrun);
+                    println!("bad input: read into an unmapped IOVA: {}", b.unmapped_dma);
                 }
                 println!(
                     "random reads: {} at QD {} of {} bytes: {:.0} IOPS, latency us p50 {:.1} p90 {:.1} p99 {:.1} max {:.1}",
