@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use vmm_sys_util::eventfd::EventFd;
 
@@ -14,9 +14,16 @@ use crate::backend::{RegionInfo, VfioBackend};
 /// (empty when disabling).
 pub type IrqCall = (u32, Vec<i32>);
 
+/// Called after every region write with the region index, offset and
+/// bytes, so a test can make the mock behave like a device.
+pub type WriteHook = Arc<dyn Fn(&MockVfio, u32, u64, &[u8]) + Send + Sync>;
+
 /// In-memory VFIO device.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct MockVfio {
+    /// Clones of the eventfds handed to set_irqs, per irq index.
+    eventfds: Mutex<HashMap<u32, Vec<EventFd>>>,
+    hook: Mutex<Option<WriteHook>>,
     regions: Mutex<HashMap<u32, (u32, Vec<u8>)>>,
     irqs: HashMap<u32, u32>,
     /// DMA mappings in place: (iova, size, host address).
@@ -31,7 +38,68 @@ pub struct MockVfio {
     pub resets: Mutex<u32>,
 }
 
+impl std::fmt::Debug for MockVfio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockVfio")
+            .field("irqs", &self.irqs)
+            .field("dma", &self.dma)
+            .finish()
+    }
+}
+
 impl MockVfio {
+    /// Sets the hook run after each region write.
+    pub fn on_write(self, hook: WriteHook) -> Self {
+        *self.hook.lock().unwrap() = Some(hook);
+        self
+    }
+
+    /// Signals vector `vector` of irq index `index`, as the device's
+    /// interrupt would; false if no eventfd is set for it.
+    pub fn signal(&self, index: u32, vector: usize) -> bool {
+        let fds = self.eventfds.lock().unwrap();
+        fds.get(&index)
+            .and_then(|v| v.get(vector))
+            .is_some_and(|fd| fd.write(1).is_ok())
+    }
+
+    /// Finds the host address of `len` bytes at `iova`, if one mapping holds
+    /// them all.
+    fn translate(&self, iova: u64, len: usize) -> Option<*mut u8> {
+        let dma = self.dma.lock().unwrap();
+        dma.iter().find_map(|&(start, size, host)| {
+            let off = iova.checked_sub(start)?;
+            (off.checked_add(len as u64)? <= size).then(|| (host as u64 + off) as *mut u8)
+        })
+    }
+
+    /// Device DMA from memory: copies `buf.len()` bytes at `iova` out of a
+    /// DMA-mapped range. False (nothing read) if the range is not mapped,
+    /// as an IOMMU would block it.
+    pub fn dma_read(&self, iova: u64, buf: &mut [u8]) -> bool {
+        let Some(src) = self.translate(iova, buf.len()) else {
+            return false;
+        };
+        // SAFETY: `src..src + buf.len()` lies inside one range handed to
+        // `dma_map`, whose caller promised it stays mapped and tolerates
+        // device access until `dma_unmap`; it is still in `self.dma`, so
+        // not unmapped. `buf` is a distinct, valid Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
+        true
+    }
+
+    /// Device DMA to memory; false (nothing written) if not mapped.
+    pub fn dma_write(&self, iova: u64, data: &[u8]) -> bool {
+        let Some(dst) = self.translate(iova, data.len()) else {
+            return false;
+        };
+        // SAFETY: as in `dma_read`: the destination lies inside a live DMA
+        // mapping, which its owner only accesses in ways that tolerate
+        // device writes.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        true
+    }
+
     /// A device with no regions and no interrupts.
     pub fn new() -> Self {
         Self::default()
@@ -90,10 +158,16 @@ impl VfioBackend for MockVfio {
     }
 
     fn write_region(&self, index: u32, offset: u64, buf: &[u8]) -> io::Result<()> {
-        let mut regions = self.regions.lock().unwrap();
-        let (_, bytes) = regions.get_mut(&index).ok_or(io::ErrorKind::NotFound)?;
-        let r = range(bytes.len(), offset, buf.len())?;
-        bytes[r].copy_from_slice(buf);
+        {
+            let mut regions = self.regions.lock().unwrap();
+            let (_, bytes) = regions.get_mut(&index).ok_or(io::ErrorKind::NotFound)?;
+            let r = range(bytes.len(), offset, buf.len())?;
+            bytes[r].copy_from_slice(buf);
+        }
+        let hook = self.hook.lock().unwrap().clone();
+        if let Some(hook) = hook {
+            hook(self, index, offset, buf);
+        }
         Ok(())
     }
 
@@ -108,11 +182,17 @@ impl VfioBackend for MockVfio {
             .lock()
             .unwrap()
             .push((index, fds.iter().map(|f| f.as_raw_fd()).collect()));
+        let clones = fds
+            .iter()
+            .map(|f| f.try_clone())
+            .collect::<io::Result<Vec<_>>>()?;
+        self.eventfds.lock().unwrap().insert(index, clones);
         Ok(())
     }
 
     fn disable_irqs(&self, index: u32) -> io::Result<()> {
         self.irq_calls.lock().unwrap().push((index, Vec::new()));
+        self.eventfds.lock().unwrap().remove(&index);
         Ok(())
     }
 
