@@ -118,6 +118,12 @@ enum Cmd {
         (libvirt then manages the mdev through mdevctl).")]
     LibvirtXml(LibvirtArgs),
     /// cloud-hypervisor arguments for an mdev (--device path=/sys/bus/mdev/devices/<uuid>/).
+    #[command(
+        long_about = "cloud-hypervisor arguments for an mdev: --device path=/sys/bus/mdev/devices/<uuid>/.\n\n\
+        With --api-socket, the ch-remote command that hot-plugs it into a running VM instead \
+        (remove it again with `ch-remote --api-socket <socket> remove-device <id>`). \
+        cloud-hypervisor ignores the ERR and REQ notifications."
+    )]
     ChArgs(ChArgs),
     /// Hot-plug an mdev into a running QEMU over QMP (device_add).
     Attach(AttachArgs),
@@ -205,6 +211,9 @@ struct ChArgs {
     /// cloud-hypervisor device id.
     #[arg(long)]
     id: Option<String>,
+    /// Print the ch-remote command that hot-plugs it into the VM behind this API socket.
+    #[arg(long, value_name = "SOCKET")]
+    api_socket: Option<PathBuf>,
     /// Do not check that the mdev exists on this host.
     #[arg(long)]
     no_check: bool,
@@ -553,7 +562,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::ChArgs(a) => {
             let uuid = mdev_uuid(&sys, &a.uuid, a.no_check)?;
-            let args = vmmargs::ch_args(&uuid, a.id.as_deref());
+            let args = match &a.api_socket {
+                Some(s) => vmmargs::ch_remote_add(&s.to_string_lossy(), &uuid, a.id.as_deref()),
+                None => vmmargs::ch_args(&uuid, a.id.as_deref()),
+            };
             if json {
                 print_json(&args);
             } else {

@@ -52,6 +52,18 @@ pub fn ch_device(uuid: &str, id: Option<&str>) -> String {
     v
 }
 
+/// The `ch-remote` command line that hot-plugs the mdev into a running
+/// cloud-hypervisor VM.
+pub fn ch_remote_add(api_socket: &str, uuid: &str, id: Option<&str>) -> Vec<String> {
+    vec![
+        "ch-remote".into(),
+        "--api-socket".into(),
+        api_socket.into(),
+        "add-device".into(),
+        ch_device(uuid, id),
+    ]
+}
+
 /// Quotes one word for a POSIX shell, only when needed.
 pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
@@ -182,6 +194,10 @@ mod tests {
                 "--device".to_string(),
                 format!("path=/sys/bus/mdev/devices/{U}/")
             ]
+        );
+        assert_eq!(
+            shell_join(&ch_remote_add("/run/ch.sock", U, Some("nvme0"))),
+            format!("ch-remote --api-socket /run/ch.sock add-device path=/sys/bus/mdev/devices/{U}/,id=nvme0")
         );
         assert_eq!(
             ch_device(U, Some("nvme0")),
