@@ -102,9 +102,10 @@ struct dl_rinfo {
  * @lender: the lender's host name.
  * @info: what the lender said last.
  * @gone: the lender went down or no longer lists it.
- * @owner: the mdev that reserved it, or NULL.
+ * @ntargets: mdevs of this host that target it (remote_device).
+ * @owner: the mdev that has it open, or NULL.
  *
- * @info, @gone and @owner are under &dl_borrower.lock.
+ * @info, @gone, @ntargets and @owner are under &dl_borrower.lock.
  */
 struct dl_remote {
 	struct kobject kobj;
@@ -116,6 +117,7 @@ struct dl_remote {
 	char lender[sizeof_field(struct dl_fabric_peer_info, name)];
 	struct dl_rinfo info;
 	bool gone;
+	unsigned int ntargets;
 	struct dl_vdev *owner;
 };
 
@@ -266,6 +268,7 @@ static inline struct device *dl_vdev_dev(struct dl_vdev *v)
 int dl_remote_add_dir(struct dl_borrower *b);
 void dl_remote_remove_all(struct dl_borrower *b);
 void dl_remote_scan_work(struct work_struct *work);
+void dl_remote_rescan(struct dl_borrower *b, u32 peer);
 void dl_remote_peer_up(struct dl_borrower *b, u32 peer);
 void dl_remote_peer_down(struct dl_borrower *b, u32 peer);
 void dl_remote_changed(struct dl_fabric *fab, const struct dl_fabric_msg *msg,

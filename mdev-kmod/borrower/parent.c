@@ -8,10 +8,12 @@
  *
  * (The mdev core names a type's directory <parent driver>-<sysfs_name>,
  * and the adapter's driver is "devlend".) available_instances counts the
- * remote devices of the type that are available and not reserved by an
+ * remote devices of the type that are available and not targeted by an
  * mdev of this host, less the mdevs of the type that have not chosen one
  * yet. Creating an mdev reserves nothing; it chooses a device when its
- * remote_device attribute is written or when it is first opened.
+ * remote_device attribute is written or when it is first opened. Several
+ * mdevs may target one device: the first to open it holds it, the others'
+ * opens fail with -EBUSY meanwhile.
  *
  * Each mdev has, besides what the mdev core gives it:
  *   remote_device  "any" or "<host-id>:<dev_id>"; writable while the mdev
@@ -93,7 +95,10 @@ static ssize_t remote_device_show(struct device *dev,
 	return ret;
 }
 
-/* Points an mdev that is not open at another remote device, or at any. */
+/*
+ * Points an mdev that is not open at another remote device, or at any.
+ * Several mdevs may target one device; the first to open it holds it.
+ */
 static int dl_mdev_retarget(struct dl_vdev *v, const char *spec)
 {
 	struct dl_borrower *b = v->b;
@@ -109,10 +114,6 @@ static int dl_mdev_retarget(struct dl_vdev *v, const char *spec)
 			ret = -ENODEV;
 			goto out_unlock;
 		}
-		if (r->owner && r->owner != v) {
-			ret = -EBUSY;
-			goto out_put;
-		}
 		if (!dl_remote_matches(r, v->mtype)) {
 			ret = -EINVAL;
 			goto out_put;
@@ -121,11 +122,11 @@ static int dl_mdev_retarget(struct dl_vdev *v, const char *spec)
 	if (r == v->remote)
 		goto out_put;	/* the reference taken above, if any */
 	if (r)
-		r->owner = v;
+		r->ntargets++;
 	old = v->remote;
 	v->remote = r;
-	if (old && old->owner == v)
-		old->owner = NULL;
+	if (old)
+		old->ntargets--;
 	r = old;
 out_put:
 	dl_remote_put(r);

@@ -229,13 +229,13 @@ bool dl_remote_matches(const struct dl_remote *r, const struct dl_mtype *mt)
  * dl_remote_is_free() - whether an entry can be taken by an mdev.
  * @r: the entry; caller holds b->lock.
  *
- * Return: true if it is listed, available and not reserved by an mdev.
+ * Return: true if it is listed, available and no mdev targets it.
  */
 bool dl_remote_is_free(const struct dl_remote *r)
 {
 	lockdep_assert_held(&r->b->lock);
 
-	return !r->gone && !r->owner && r->info.state == DL_LENT_AVAILABLE;
+	return !r->gone && !r->ntargets && r->info.state == DL_LENT_AVAILABLE;
 }
 
 /**
@@ -514,7 +514,12 @@ void dl_remote_scan_work(struct work_struct *work)
 	}
 }
 
-static void dl_remote_queue_scan(struct dl_borrower *b, u32 peer)
+/**
+ * dl_remote_rescan() - read a lender's devices again, from a work item.
+ * @b: the borrower.
+ * @peer: the lender.
+ */
+void dl_remote_rescan(struct dl_borrower *b, u32 peer)
 {
 	if (peer >= BITS_PER_LONG)
 		return;
@@ -533,7 +538,7 @@ static void dl_remote_queue_scan(struct dl_borrower *b, u32 peer)
  */
 void dl_remote_peer_up(struct dl_borrower *b, u32 peer)
 {
-	dl_remote_queue_scan(b, peer);
+	dl_remote_rescan(b, peer);
 }
 
 /**
@@ -574,7 +579,7 @@ void dl_remote_changed(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 				    msg->peer);
 		return;
 	}
-	dl_remote_queue_scan(b, msg->peer);
+	dl_remote_rescan(b, msg->peer);
 }
 
 /**

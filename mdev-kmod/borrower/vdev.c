@@ -189,6 +189,8 @@ static void dl_vdev_release_remote(struct dl_vdev *v)
 	else
 		dev_info(dl_vdev_dev(v), "returned remote device %u:%u\n",
 			 v->host, v->dev_id);
+	/* Its state changes on the lender: read it again. */
+	dl_remote_rescan(v->b, v->host);
 }
 
 /* Chooses a free remote device of the mdev's type, unless it has one. */
@@ -205,7 +207,7 @@ static int dl_vdev_choose(struct dl_vdev *v, bool *chosen)
 	mutex_lock(&b->lock);
 	list_for_each_entry(r, &b->remotes, node) {
 		if (dl_remote_is_free(r) && dl_remote_matches(r, v->mtype)) {
-			r->owner = v;
+			r->ntargets++;
 			v->remote = dl_remote_get(r);
 			*chosen = true;
 			break;
@@ -226,8 +228,7 @@ static void dl_vdev_unchoose(struct dl_vdev *v)
 	struct dl_remote *r = v->remote;
 
 	mutex_lock(&b->lock);
-	if (r->owner == v)
-		r->owner = NULL;
+	r->ntargets--;
 	v->remote = NULL;
 	mutex_unlock(&b->lock);
 	dl_remote_put(r);
@@ -238,6 +239,7 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	struct dl_vdev *v = to_dl_vdev(vdev);
 	struct dl_borrower *b = v->b;
 	struct dl_dev_ref ref;
+	struct dl_vdev *holder;
 	struct dl_dev_info di;
 	bool chosen;
 	int ret;
@@ -248,15 +250,21 @@ static int dl_vdev_open(struct vfio_device *vdev)
 		goto out_unlock;
 
 	mutex_lock(&b->lock);
-	ret = v->remote->gone ? -ENODEV : 0;
+	holder = v->remote->owner;
+	ret = v->remote->gone ? -ENODEV : holder ? -EBUSY : 0;
+	if (!ret)
+		v->remote->owner = v;
 	v->host = v->remote->host;
 	v->dev_id = v->remote->dev_id;
+	if (ret == -EBUSY)
+		dev_err(dl_vdev_dev(v), "remote device %u:%u is held by mdev %s of this host\n",
+			v->host, v->dev_id, dev_name(dl_vdev_dev(holder)));
 	mutex_unlock(&b->lock);
-	if (ret) {
+	if (ret == -ENODEV)
 		dev_err(dl_vdev_dev(v), "remote device %u:%u is gone\n",
 			v->host, v->dev_id);
+	if (ret)
 		goto err_unchoose;
-	}
 
 	ref.dev_id = cpu_to_le32(v->dev_id);
 	ref.reserved = 0;
@@ -274,19 +282,23 @@ static int dl_vdev_open(struct vfio_device *vdev)
 		dev_err(dl_vdev_dev(v), "remote device %u:%u (%s) is held by host %u\n",
 			v->host, v->dev_id, v->info.name, v->info.borrower);
 		ret = -EBUSY;
-		goto err_unchoose;
+		goto err_disown;
 	}
 
 	ret = dl_config_init(v);
 	if (ret) {
 		dev_err(dl_vdev_dev(v), "cannot read the config space of remote device %u:%u: %d\n",
 			v->host, v->dev_id, ret);
-		goto err_unchoose;
+		goto err_disown;
 	}
 	v->open = true;
 	mutex_unlock(&v->lock);
 	return 0;
 
+err_disown:
+	mutex_lock(&b->lock);
+	v->remote->owner = NULL;
+	mutex_unlock(&b->lock);
 err_unchoose:
 	if (chosen)
 		dl_vdev_unchoose(v);
@@ -307,6 +319,7 @@ static void dl_vdev_close(struct vfio_device *vdev)
 	dl_vdev_release_remote(v);
 	mutex_lock(&v->b->lock);
 	dl_vdev_set_state(v, DL_VDEV_IDLE);
+	v->remote->owner = NULL;
 	mutex_unlock(&v->b->lock);
 	dl_config_free(v);
 	v->open = false;
