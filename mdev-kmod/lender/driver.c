@@ -603,6 +603,10 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_unmap_bars;
 
+	pci_read_config_word(pdev, PCI_COMMAND, &lent->orig_cmd);
+	lent->intx_ok = pdev->pin && pdev->irq && pci_intx_mask_supported(pdev);
+	/* The lender keeps INTx masked until a borrower asks for it. */
+	pci_intx(pdev, 0);
 	pci_clear_master(pdev);
 	pci_save_state(pdev);
 	lent->saved = pci_store_saved_state(pdev);
@@ -648,6 +652,7 @@ static void dl_lender_remove(struct pci_dev *pdev)
 	dl_lent_reclaim(lent, "device no longer lent");
 	mutex_unlock(&lent->lock);
 	cancel_work_sync(&lent->fault_work);
+	pci_intx(pdev, !(lent->orig_cmd & PCI_COMMAND_INTX_DISABLE));
 
 	dl_lent_cfg_free(lent);
 	dl_lent_unmap_bars(lent);

@@ -142,6 +142,7 @@ struct dl_lent_dma {
  * @domain: the device's IOMMU domain.
  * @resv: reserved regions of the device's IOMMU group (no DMA there).
  * @saved: config state saved at probe, loaded back after each reset.
+ * @orig_cmd: the command register before the device was lent.
  * @cmd: the command register as last written or read back (@lock).
  * @cfg_size: bytes of config space.
  * @wmask: per config byte, the bits a borrower may write.
@@ -159,6 +160,9 @@ struct dl_lent_dma {
  * @vecs: the vectors taken, or NULL (@lock).
  * @nvecs: how many (@lock).
  * @vec_type: their &enum dl_irq_type (@lock).
+ * @intx_ok: the device has INTx and can mask it (PCI 2.3).
+ * @intx_masked: INTx fired and is masked until the holder's next BAR
+ *	access (set from the interrupt handler, cleared under @lock).
  * @fault_work: sends DL_MSG_DEV_FAULT for the last fault reported.
  * @fault_iova: the address of the last fault reported.
  * @fault_flags: its DL_MSG_DEV_FAULT flags.
@@ -181,6 +185,7 @@ struct dl_lent {
 	struct iommu_domain *domain;
 	struct list_head resv;
 	struct pci_saved_state *saved;
+	u16 orig_cmd;
 	u16 cmd;
 	u32 cfg_size;
 	u8 *wmask;
@@ -201,6 +206,8 @@ struct dl_lent {
 	struct dl_lent_vec *vecs;
 	u32 nvecs;
 	u16 vec_type;
+	bool intx_ok;
+	bool intx_masked;
 
 	struct work_struct fault_work;
 	u64 fault_iova;
@@ -292,6 +299,7 @@ void dl_lent_fault_work(struct work_struct *work);
 int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    u16 type, u32 count);
 void dl_lent_irq_release(struct dl_lent *lent);
+void dl_lent_intx_eoi(struct dl_lent *lent);
 
 /* debugfs.c */
 void dl_lender_debugfs_add(void);

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Interrupts: the lender takes the device's MSI-X or MSI vectors for the
- * holder and relays each one as a posted DL_MSG_IRQ_FIRE.
+ * Interrupts: the lender takes the device's MSI-X, MSI or INTx vectors for
+ * the holder and relays each one as a posted DL_MSG_IRQ_FIRE.
  *
  * The MSI-X table stays the lender's (BAR accesses never reach it; the
- * borrower's VMM emulates the guest's view). INTx is not relayed: a level
- * interrupt would have to stay masked until the guest has served it, and
- * the protocol has no message for that.
+ * borrower's VMM emulates the guest's view). INTx is level triggered: the
+ * hard handler masks it at the device (DisINTx, PCI 2.3 masking, as
+ * vfio-pci does) and the next BAR access of the holder, which is how the
+ * guest's handler serves the device, unmasks it again, the way QEMU's
+ * vfio-pci ends an INTx without a KVM resampler. If the device still
+ * asserts it then, it stays masked and fires again.
  */
 #include <linux/interrupt.h>
 #include <linux/pci.h>
@@ -32,6 +35,75 @@ static irqreturn_t dl_lent_irq_thread(int irq, void *data)
 	return IRQ_HANDLED;
 }
 
+/* INTx: mask at the device if it is the one asserting, then relay. */
+static irqreturn_t dl_lent_intx_hard(int irq, void *data)
+{
+	struct dl_lent_vec *vec = data;
+
+	if (!pci_check_and_mask_intx(vec->lent->pdev))
+		return IRQ_NONE;
+	WRITE_ONCE(vec->lent->intx_masked, true);
+	return IRQ_WAKE_THREAD;
+}
+
+/**
+ * dl_lent_intx_eoi() - the holder touched the device: end a relayed INTx.
+ * @lent: the device; @lent->lock held.
+ *
+ * Unmasks INTx if it was masked after firing; if the device still asserts
+ * it, it stays masked and is relayed again.
+ */
+void dl_lent_intx_eoi(struct dl_lent *lent)
+{
+	lockdep_assert_held(&lent->lock);
+
+	if (!lent->vecs || lent->vec_type != DL_IRQ_INTX ||
+	    !READ_ONCE(lent->intx_masked))
+		return;
+	WRITE_ONCE(lent->intx_masked, false);
+	if (!pci_check_and_unmask_intx(lent->pdev)) {
+		WRITE_ONCE(lent->intx_masked, true);
+		dl_lent_irq_thread(lent->vecs[0].irq, &lent->vecs[0]);
+	}
+}
+
+static int dl_lent_intx_set(struct dl_lent *lent, struct dl_fabric *fab,
+			    u32 peer)
+{
+	struct pci_dev *pdev = lent->pdev;
+	struct dl_lent_vec *vec;
+	int ret;
+
+	if (!lent->intx_ok)
+		return -EOPNOTSUPP;
+
+	vec = kzalloc(sizeof(*vec), GFP_KERNEL);
+	if (!vec)
+		return -ENOMEM;
+	vec->fab = fab;
+	vec->peer = peer;
+	vec->lent = lent;
+	vec->dev_id = lent->dev_id;
+	vec->type = DL_IRQ_INTX;
+	vec->irq = pdev->irq;
+	snprintf(vec->name, sizeof(vec->name), "devlend-lent%u-intx",
+		 lent->dev_id);
+
+	lent->intx_masked = false;
+	pci_intx(pdev, 1);
+	ret = request_threaded_irq(vec->irq, dl_lent_intx_hard,
+				   dl_lent_irq_thread, IRQF_SHARED, vec->name,
+				   vec);
+	if (ret) {
+		kfree(vec);
+		return ret;
+	}
+	lent->vecs = vec;
+	lent->vec_type = DL_IRQ_INTX;
+	WRITE_ONCE(lent->nvecs, 1);
+	return 0;
+}
+
 /**
  * dl_lent_irq_release() - free the vectors taken for the holder, if any.
  * @lent: the device; @lent->lock held.
@@ -49,7 +121,13 @@ void dl_lent_irq_release(struct dl_lent *lent)
 		return;
 	for (i = 0; i < lent->nvecs; i++)
 		free_irq(lent->vecs[i].irq, &lent->vecs[i]);
-	pci_free_irq_vectors(pdev);
+	if (lent->vec_type == DL_IRQ_INTX) {
+		/* Masked, as the lender keeps a lent device's INTx. */
+		pci_intx(pdev, 0);
+		lent->intx_masked = false;
+	} else {
+		pci_free_irq_vectors(pdev);
+	}
 	kfree(lent->vecs);
 	lent->vecs = NULL;
 	WRITE_ONCE(lent->nvecs, 0);
@@ -67,8 +145,8 @@ void dl_lent_irq_release(struct dl_lent *lent)
  * when a VMM switches interrupt modes.
  *
  * Return: 0; -EINVAL for a bad type or more vectors than the device has,
- * -EOPNOTSUPP for INTx, or the error of allocating or requesting them
- * (then none is held).
+ * -EOPNOTSUPP for INTx on a device that cannot mask it, or the error
+ * of allocating or requesting them (then none is held).
  */
 int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    u16 type, u32 count)
@@ -89,9 +167,9 @@ int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		flags = PCI_IRQ_MSI;
 		break;
 	case DL_IRQ_INTX:
-		if (!count)
-			return 0;
-		return -EOPNOTSUPP;
+		max = 1;
+		flags = 0;
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -105,6 +183,8 @@ int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		return -EINVAL;
 
 	dl_lent_irq_release(lent);
+	if (type == DL_IRQ_INTX)
+		return dl_lent_intx_set(lent, fab, peer);
 
 	lent->vecs = kcalloc(count, sizeof(*lent->vecs), GFP_KERNEL);
 	if (!lent->vecs)

@@ -159,7 +159,7 @@ static void dl_lender_fill_info(struct dl_lent *lent, struct dl_dev_info *info)
 		flags |= DL_DEV_F_MSIX;
 	if (pdev->msi_cap)
 		flags |= DL_DEV_F_MSI;
-	if (pdev->pin)
+	if (lent->intx_ok)
 		flags |= DL_DEV_F_INTX;
 	if (pci_is_pcie(pdev))
 		flags |= DL_DEV_F_PCIE;
@@ -445,6 +445,7 @@ static void dl_lender_on_bar_read(struct dl_fabric *fab,
 			break;
 		}
 		dl_lent_count(lent, DL_LCNT_BAR_READS);
+		dl_lent_intx_eoi(lent);
 	}
 	dl_lender_close(lent);
 	a.value = cpu_to_le64(val);
@@ -484,6 +485,7 @@ static void dl_lender_on_bar_write(struct dl_fabric *fab,
 			break;
 		}
 		dl_lent_count(lent, DL_LCNT_BAR_WRITES);
+		dl_lent_intx_eoi(lent);
 	}
 	dl_lender_close(lent);
 out_log:
