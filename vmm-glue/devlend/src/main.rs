@@ -354,6 +354,7 @@ fn run(cli: Cli) -> Result<()> {
                     .map(|d| {
                         let (state, borrower) = match &d.lent {
                             Some(l) => (format!("lent:{}", l.state), or_dash(&l.borrower)),
+                            None if d.fabric => ("fabric".into(), "-".into()),
                             None => ("-".into(), "-".into()),
                         };
                         vec![

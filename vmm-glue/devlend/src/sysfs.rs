@@ -77,9 +77,15 @@ pub struct LocalDevice {
     pub driver: Option<String>,
     /// IOMMU group, if the device has an IOMMU.
     pub iommu_group: Option<u32>,
+    /// Part of the fabric itself (the adapter or a memory window, bound to
+    /// the `devlend` driver): never to be lent.
+    pub fabric: bool,
     /// Lending state when lent: available, borrowed, returning.
     pub lent: Option<Lent>,
 }
+
+/// The PCI driver of devlend.ko's fabric adapter and windows.
+pub const FABRIC_DRIVER: &str = "devlend";
 
 /// A lent device's state (`<dev>/devlend/`).
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -375,12 +381,14 @@ impl Sysfs {
 
     fn local_device(&self, d: &Path) -> LocalDevice {
         let link_name = |l: &str| fs::read_link(d.join(l)).ok().map(|p| file_name(&p));
+        let driver = link_name("driver");
         LocalDevice {
             address: file_name(d),
             vendor: self.read_opt(&d.join("vendor")).unwrap_or_default(),
             device: self.read_opt(&d.join("device")).unwrap_or_default(),
             class: self.read_opt(&d.join("class")).unwrap_or_default(),
-            driver: link_name("driver"),
+            fabric: driver.as_deref() == Some(FABRIC_DRIVER) || d.join("fabric/host_id").exists(),
+            driver,
             iommu_group: link_name("iommu_group").and_then(|g| g.parse().ok()),
             lent: self.lent(d),
         }
@@ -434,6 +442,11 @@ impl Sysfs {
     /// Lends a local device.
     pub fn lend(&self, bdf: &str) -> Result<LocalDevice> {
         let d = self.pci_device(bdf)?;
+        if self.local_device(&d).fabric {
+            return Err(CliError::usage(format!(
+                "{bdf} is part of the fabric (the adapter or a memory window); lend a device from `devlend devices` whose state is not \"fabric\""
+            )));
+        }
         if let Some(l) = self.lent(&d) {
             return Err(CliError::busy(
                 format!("{bdf} is already lent (dev_id {}, {})", l.dev_id, l.state),

@@ -57,19 +57,28 @@ fn devices_show_lending_state_and_skip_bridges() {
         .iter()
         .map(|d| d["address"].as_str().unwrap())
         .collect();
-    assert_eq!(addrs, vec![ADAPTER, "0000:01:00.0"]);
-    assert_eq!(v[1]["driver"], "nvme");
-    assert_eq!(v[1]["iommu_group"], 8);
-    assert!(v[1]["lent"].is_null());
+    assert_eq!(addrs, vec![ADAPTER, "0000:00:05.0", "0000:01:00.0"]);
+    assert_eq!(
+        (&v[0]["fabric"], &v[1]["fabric"], &v[2]["fabric"]),
+        (&Value::Bool(true), &Value::Bool(true), &Value::Bool(false))
+    );
+    assert_eq!(v[2]["driver"], "nvme");
+    assert_eq!(v[2]["iommu_group"], 8);
+    assert!(v[2]["lent"].is_null());
     let all = json(&t.devlend(&["devices", "--all", "--json"]));
-    assert_eq!(all.as_array().unwrap().len(), 3);
+    assert_eq!(all.as_array().unwrap().len(), 4);
     mark_lent(&t, "borrowed", "1");
     let v = json(&t.devlend(&["devices", "--json"]));
-    assert_eq!(v[1]["lent"]["state"], "borrowed");
-    assert_eq!(v[1]["lent"]["borrower"], 1);
-    assert_eq!(v[1]["lent"]["dma_mapped_bytes"], 1048576);
+    assert_eq!(v[2]["lent"]["state"], "borrowed");
+    assert_eq!(v[2]["lent"]["borrower"], 1);
+    assert_eq!(v[2]["lent"]["dma_mapped_bytes"], 1048576);
     let out = stdout(&t.devlend(&["devices"]));
     assert!(out.contains("lent:borrowed"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("0000:00:05.0") && l.contains("fabric")),
+        "{out}"
+    );
 }
 
 #[test]
@@ -89,6 +98,9 @@ fn lend_checks_its_argument_and_the_module() {
     let o = t.devlend(&["lend", "01:00.0"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("lspci -D"), "{}", stderr(&o));
+    let o = t.devlend(&["lend", "0000:00:05.0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("part of the fabric"), "{}", stderr(&o));
     let o = t.devlend(&["lend", "0000:02:00.0"]);
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("no PCI device 0000:02:00.0"));

@@ -127,6 +127,9 @@ pub fn lender() -> Tree {
     };
     let a = pci_dev(&t, ADAPTER, "0x1af4", "0x1110", "0x050000");
     write(&a.join("fabric/host_id"), "0\n");
+    let w = pci_dev(&t, "0000:00:05.0", "0x1af4", "0x1110", "0x050000");
+    fs::create_dir_all(t.p("sys/bus/pci/drivers/devlend")).unwrap();
+    symlink("../../../bus/pci/drivers/devlend", w.join("driver")).unwrap();
     let n = pci_dev(&t, "0000:01:00.0", "0x1b36", "0x0010", "0x010802");
     fs::create_dir_all(t.p("sys/bus/pci/drivers/nvme")).unwrap();
     symlink("../../../bus/pci/drivers/nvme", n.join("driver")).unwrap();
