@@ -19,8 +19,46 @@
 //!   ERR and REQ notifications (the lender took the device back or went away;
 //!   the host wants the device back), so the VMM can stop the guest or unplug
 //!   the device cleanly.
-//! - [`nvme`] is a minimal polled-by-interrupt NVMe driver on top, used by the
-//!   `devlend-nvme-test` program to exercise a remote NVMe without a guest.
+//! - [`nvme`] is a minimal NVMe driver on top, taking completions from the
+//!   MSI-X eventfds, used by the `devlend-nvme-test` program to exercise a
+//!   remote NVMe without a guest.
+//!
+//! # Attaching an mdev to a VM
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use devlend_vfio::{IrqfdRegistrar, KernelVfio, RemoteDevice, mdev_path};
+//! use vfio_ioctls::VfioDeviceFd;
+//! use vm_memory::{GuestAddress, GuestMemoryMmap};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 512 << 20)])?;
+//! let vm = Arc::new(kvm_ioctls::Kvm::new()?.create_vm()?);
+//! // ... memslots, irqchip, vCPUs ...
+//! let mut cd = kvm_bindings::kvm_create_device {
+//!     type_: kvm_bindings::kvm_device_type_KVM_DEV_TYPE_VFIO,
+//!     fd: 0,
+//!     flags: 0,
+//! };
+//! let kvm_vfio = Arc::new(VfioDeviceFd::new_from_kvm(vm.create_device(&mut cd)?));
+//! let path = mdev_path("83b8f4f2-509f-382f-3c1e-e6bfe0fa1001");
+//! let mut dev = RemoteDevice::with_backend(&path, KernelVfio::open_with_kvm(&path, Some(kvm_vfio))?);
+//! dev.map_guest_memory(&mem)?; // IOVA = guest-physical, undone on drop
+//! let n = dev.msix_count();
+//! dev.enable_msix(n)?; // one EventFd per vector, handed to VFIO_DEVICE_SET_IRQS
+//! let gsis: Vec<u32> = (0..n).map(|i| 24 + i).collect(); // routed by the VMM (KVM_SET_GSI_ROUTING)
+//! dev.register_irqfds(vm.clone() as Arc<dyn IrqfdRegistrar>, &gsis)?;
+//! let notifier = dev.enable_notifiers(|path, event| {
+//!     // DeviceEvent::Error: stop the guest; DeviceEvent::Request: unplug the device
+//!     eprintln!("{}: {event:?}", path.display());
+//! })?;
+//! // event_manager.add_subscriber(Box::new(notifier));
+//! # drop(notifier);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `examples/kvm_attach.rs` does all of it, GSI routing included.
 
 mod backend;
 mod device;

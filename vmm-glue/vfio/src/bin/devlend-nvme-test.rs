@@ -38,7 +38,7 @@ use event_manager::{EventManager, MutEventSubscriber, SubscriberOps};
         Exit status: 0 passed, 1 data mismatch, 2 usage, 3 open/setup failed, 4 I/O failed."
 )]
 struct Args {
-    /// The mdev to open, by UUID (/sys/bus/mdev/devices/<UUID>).
+    /// The mdev to open, by UUID (`/sys/bus/mdev/devices/<UUID>`).
     #[arg(long, conflicts_with = "device", required_unless_present = "device")]
     mdev: Option<String>,
     /// Any VFIO device by sysfs path (e.g. /sys/bus/pci/devices/0000:01:00.0).
