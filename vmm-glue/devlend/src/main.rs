@@ -474,24 +474,32 @@ fn run(cli: Cli) -> Result<()> {
                 Some(spec) => Some(sys.find_remote(spec)?),
                 None => None,
             };
+            // Several mdevs may target one remote device, and a device held
+            // by another host may be targeted now and opened later: only
+            // opening is refused while someone holds it. Say so, refuse
+            // only a device its lender no longer offers.
             if let Some(r) = &remote {
-                if r.state != "available" {
-                    let by = r
-                        .borrower
-                        .map_or(String::new(), |b| format!(" by host {b}"));
-                    return Err(CliError::busy(
-                        format!(
-                            "remote device {} ({}/{}) is {}{by}",
-                            r.id, r.lender, r.name, r.state
-                        ),
-                        "wait until it is available again (`devlend remote`), or pick another",
-                    ));
+                match r.state.as_str() {
+                    "available" => {}
+                    "borrowed" | "returning" => eprintln!(
+                        "devlend: note: remote device {} is {}{}; a VM cannot open the mdev until it is given back",
+                        r.id,
+                        r.state,
+                        r.borrower.map_or(String::new(), |b| format!(" by host {b}"))
+                    ),
+                    other => {
+                        return Err(CliError::busy(
+                            format!("remote device {} ({}/{}) is {other}", r.id, r.lender, r.name),
+                            "its lender no longer offers it; `devlend remote` shows what is offered",
+                        ))
+                    }
                 }
-                if let Some(u) = r.mdevs.first() {
-                    return Err(CliError::busy(
-                        format!("remote device {} is already the target of mdev {u}", r.id),
-                        "use that mdev, or remove it first (`devlend mdev remove`)",
-                    ));
+                if !r.mdevs.is_empty() {
+                    eprintln!(
+                        "devlend: note: mdev {} targets {} too; only one of them can be open at a time",
+                        r.mdevs.join(", "),
+                        r.id
+                    );
                 }
             }
             let type_name = match (&mtype, &remote) {

@@ -639,9 +639,11 @@ impl Sysfs {
         Ok(self.mdev(&d))
     }
 
-    /// Creates an mdev of `type_dir` as mdevctl does: refuses when none is
-    /// available, writes the UUID to `create`, then the attributes in order,
-    /// and removes the mdev again if one of them fails.
+    /// Creates an mdev of `type_dir` as mdevctl does: writes the UUID to
+    /// `create`, then the attributes in order, and removes the mdev again if
+    /// one of them fails. Without a remote device to pin it to, it refuses
+    /// when the type has none available; pinned, the device itself is what
+    /// counts (the type's count leaves out devices other mdevs target).
     pub fn mdev_create(
         &self,
         type_dir: &Path,
@@ -650,7 +652,7 @@ impl Sysfs {
         remote: Option<&str>,
     ) -> Result<Mdev> {
         check_uuid(uuid)?;
-        if mtype.available_instances == 0 {
+        if remote.is_none() && mtype.available_instances == 0 {
             return Err(CliError::busy(
                 format!("no {} device is available (available_instances is 0)", mtype.id),
                 "`devlend remote` shows which remote devices exist and who holds them; lend one on its host with `devlend lend`",

@@ -242,7 +242,7 @@ fn mdev_create_by_type_with_a_given_uuid() {
 }
 
 #[test]
-fn mdev_create_refuses_when_nothing_is_available_or_the_device_is_held() {
+fn mdev_create_refuses_when_nothing_is_available_or_the_device_is_gone() {
     let t = borrower();
     let o = t.devlend(&["mdev", "create", "--type", "net"]);
     assert_eq!(o.status.code(), Some(4));
@@ -252,15 +252,10 @@ fn mdev_create_refuses_when_nothing_is_available_or_the_device_is_held() {
         stderr(&o)
     );
     let r = t.adapter().join("fabric/remote/0:1");
-    fs::write(r.join("state"), "borrowed\n").unwrap();
-    fs::write(r.join("borrower"), "2\n").unwrap();
+    fs::write(r.join("state"), "gone\n").unwrap();
     let o = t.devlend(&["mdev", "create", "--device", "0:1"]);
     assert_eq!(o.status.code(), Some(4));
-    assert!(
-        stderr(&o).contains("is borrowed by host 2"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("is gone"), "{}", stderr(&o));
     let o = t.devlend(&["mdev", "create", "--device", "lender/0000:09:00.0"]);
     assert_eq!(o.status.code(), Some(3));
     let o = t.devlend(&["mdev", "create", "--type", "gpu"]);
@@ -268,6 +263,36 @@ fn mdev_create_refuses_when_nothing_is_available_or_the_device_is_held() {
     assert!(stderr(&o).contains("no mdev type devlend-gpu"));
     let o = t.devlend(&["mdev", "create", "--uuid", "nope"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn mdev_create_for_a_held_or_targeted_device_works_and_says_what_to_expect() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let r = t.adapter().join("fabric/remote/0:1");
+    fs::write(r.join("state"), "borrowed\n").unwrap();
+    fs::write(r.join("borrower"), "2\n").unwrap();
+    // The type has nothing available any more: pinned creation goes ahead.
+    fs::write(
+        t.adapter()
+            .join("mdev_supported_types/devlend-nvme/available_instances"),
+        "0\n",
+    )
+    .unwrap();
+    let k = fake_kernel(&t, "devlend-nvme");
+    let o = t.devlend(&["mdev", "create", "--device", "0:1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let uuid = k.join().unwrap().unwrap();
+    assert_eq!(
+        fs::read_to_string(t.adapter().join(&uuid).join("remote_device")).unwrap(),
+        "0:1"
+    );
+    let e = stderr(&o);
+    assert!(
+        e.contains("is borrowed by host 2; a VM cannot open the mdev until it is given back"),
+        "{e}"
+    );
+    assert!(e.contains(&format!("mdev {UUID} targets 0:1 too")), "{e}");
 }
 
 #[test]
