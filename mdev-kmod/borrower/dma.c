@@ -385,9 +385,11 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 	if (ret && fresh)
 		dl_dma_release(v, 0, U64_MAX, true);
 	else if (v->npinned != before)
-		dev_info(dl_vdev_dev(v), "DMA: %lu MiB more guest memory pinned, mapped in %u runs (%u messages); %lu MiB in all\n",
-			 (v->npinned - before) >> (20 - PAGE_SHIFT), bt.nruns,
-			 bt.nmsgs, v->npinned >> (20 - PAGE_SHIFT));
+		dev_info_ratelimited(dl_vdev_dev(v),
+				     "DMA: %lu MiB more guest memory pinned, mapped in %u runs (%u messages); %lu MiB in all\n",
+				     (v->npinned - before) >> (20 - PAGE_SHIFT),
+				     bt.nruns, bt.nmsgs,
+				     v->npinned >> (20 - PAGE_SHIFT));
 out_free:
 	kfree(spans);
 	kfree(bt.pages);

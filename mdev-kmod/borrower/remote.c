@@ -437,9 +437,10 @@ static void dl_remote_update(struct dl_borrower *b, u32 peer,
 			break;
 		}
 		list_add_tail(&r->node, &b->remotes);
-		dev_info(b->dev, "remote device %s: %s on %s, %04x:%04x class %06x\n",
-			 name, r->info.name, r->lender, r->info.vendor,
-			 r->info.device, r->info.class_rev >> 8);
+		dev_info_ratelimited(b->dev, "remote device %s: %s on %s, %04x:%04x class %06x\n",
+				     name, r->info.name, r->lender,
+				     r->info.vendor, r->info.device,
+				     r->info.class_rev >> 8);
 	}
 out_unlock:
 	mutex_unlock(&b->lock);

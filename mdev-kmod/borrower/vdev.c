@@ -58,8 +58,8 @@ void dl_vdev_lost(struct dl_vdev *v, const char *why)
 	if (READ_ONCE(v->state) != DL_VDEV_BORROWED)
 		return;
 	dl_vdev_set_state(v, DL_VDEV_LOST);
-	dev_err(dl_vdev_dev(v), "lost remote device %u:%u: %s\n", v->host,
-		v->dev_id, why);
+	dev_err_ratelimited(dl_vdev_dev(v), "lost remote device %u:%u: %s\n",
+			    v->host, v->dev_id, why);
 	dl_irq_signal_err(v);
 }
 
