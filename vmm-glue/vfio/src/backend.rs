@@ -59,8 +59,59 @@ pub trait VfioBackend: Send + Sync {
 /// A device opened through the kernel: container, group and device fd.
 pub struct KernelVfio {
     path: PathBuf,
+    // Dropped in this order: the device (vfio-ioctls looks its group up
+    // through `shadow` after closing it), then the shadow directory, then
+    // the container.
     device: VfioDevice,
+    _shadow: Shadow,
     container: Arc<VfioContainer>,
+}
+
+/// A private directory `<tmp>/devlend-vfio-<pid>-<n>/<device name>/` whose
+/// only entry is an `iommu_group` link to the device's group.
+///
+/// vfio-ioctls finds a device's group from `<sysfs path>/iommu_group`, also
+/// when the device is dropped, after its fd is closed, and panics if it
+/// cannot. Closing an mdev's fd is what lets a pending `remove` of the mdev
+/// finish, which deletes that sysfs directory: vfio-ioctls then panics in
+/// drop. Opening the device through this copy of the one link it needs
+/// avoids the race; the name (the mdev's UUID or the PCI address) is the
+/// same, so VFIO_GROUP_GET_DEVICE_FD sees no difference.
+struct Shadow {
+    root: PathBuf,
+    device: PathBuf,
+}
+
+impl Shadow {
+    fn new(path: &Path) -> io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+
+        let group = std::fs::canonicalize(path.join("iommu_group"))?;
+        let name = path
+            .file_name()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let root = std::env::temp_dir().join(format!(
+            "devlend-vfio-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&root)?;
+        let shadow = Shadow {
+            device: root.join(name),
+            root,
+        };
+        std::fs::create_dir(&shadow.device)?;
+        std::os::unix::fs::symlink(group, shadow.device.join("iommu_group"))?;
+        Ok(shadow)
+    }
+}
+
+impl Drop for Shadow {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
 }
 
 impl std::fmt::Debug for KernelVfio {
@@ -82,16 +133,22 @@ impl KernelVfio {
     /// group (a VMM passes the handle of the `KVM_DEV_TYPE_VFIO` device it
     /// created, so KVM knows about non-coherent DMA and the group).
     pub fn open_with_kvm(path: &Path, kvm_vfio: Option<Arc<VfioDeviceFd>>) -> Result<Self> {
-        let container =
-            Arc::new(VfioContainer::new(kvm_vfio).map_err(|source| Error::Container { source })?);
-        let ops: Arc<dyn VfioOps> = container.clone();
-        let device = VfioDevice::new(path, ops, false).map_err(|source| Error::OpenDevice {
+        let shadow = Shadow::new(path).map_err(|source| Error::IommuGroup {
             path: path.to_path_buf(),
             source,
         })?;
+        let container =
+            Arc::new(VfioContainer::new(kvm_vfio).map_err(|source| Error::Container { source })?);
+        let ops: Arc<dyn VfioOps> = container.clone();
+        let device =
+            VfioDevice::new(&shadow.device, ops, false).map_err(|source| Error::OpenDevice {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(KernelVfio {
             path: path.to_path_buf(),
             device,
+            _shadow: shadow,
             container,
         })
     }
@@ -282,5 +339,32 @@ impl<T: VfioBackend + ?Sized> VfioBackend for Arc<T> {
     }
     fn reset(&self) -> io::Result<()> {
         (**self).reset()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shadow_keeps_the_group_link_after_the_device_goes() {
+        let t = tempfile::tempdir().unwrap();
+        let groups = t.path().join("kernel/iommu_groups/17");
+        std::fs::create_dir_all(&groups).unwrap();
+        let dev = t
+            .path()
+            .join("devices/83b8f4f2-509f-382f-3c1e-e6bfe0fa1001");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::os::unix::fs::symlink("../../kernel/iommu_groups/17", dev.join("iommu_group"))
+            .unwrap();
+        let s = Shadow::new(&dev).unwrap();
+        assert_eq!(s.device.file_name(), dev.file_name(), "same device name");
+        std::fs::remove_dir_all(&dev).unwrap();
+        let link = std::fs::read_link(s.device.join("iommu_group")).unwrap();
+        assert_eq!(link.file_name().unwrap(), "17");
+        let root = s.root.clone();
+        drop(s);
+        assert!(!root.exists(), "removed on drop");
+        assert!(Shadow::new(&dev).is_err(), "a device that is gone");
     }
 }

@@ -21,6 +21,14 @@ pub enum Error {
         /// What vfio-ioctls reported.
         source: vfio_ioctls::VfioError,
     },
+    /// The device's IOMMU group could not be found (or remembered).
+    #[error("cannot find the IOMMU group of {path}: {source} (is the device still there? `ls -l {path}/iommu_group`)")]
+    IommuGroup {
+        /// sysfs path of the device.
+        path: PathBuf,
+        /// The system error.
+        source: io::Error,
+    },
     /// A region index the device does not have, or an access outside it.
     #[error("{path}: region {region}: access at {offset:#x}+{len} is outside the region ({size:#x} bytes)")]
     RegionRange {

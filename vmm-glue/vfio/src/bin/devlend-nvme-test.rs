@@ -7,7 +7,9 @@
 //! then measures random reads and prints IOPS and latency percentiles.
 //!
 //! Exit status: 0 all checks passed; 1 data mismatch; 2 bad usage;
-//! 3 the device could not be opened or set up; 4 an I/O failed.
+//! 3 the device could not be opened or set up; 4 an I/O failed; 5 the host
+//! asked for the device back (REQ, e.g. `devlend mdev remove`) and the run
+//! stopped early.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,7 +37,8 @@ use event_manager::{EventManager, MutEventSubscriber, SubscriberOps};
     after_help = "Examples:\n  \
         devlend-nvme-test --mdev 6f1c...-...\n  \
         devlend-nvme-test --device /sys/bus/pci/devices/0000:01:00.0 --ios 2000 --json\n\n\
-        Exit status: 0 passed, 1 data mismatch, 2 usage, 3 open/setup failed, 4 I/O failed."
+        Exit status: 0 passed, 1 data mismatch, 2 usage, 3 open/setup failed, 4 I/O failed, \
+        5 stopped because the host asked for the device back."
 )]
 struct Args {
     /// The mdev to open, by UUID (`/sys/bus/mdev/devices/<UUID>`).
@@ -164,6 +167,8 @@ fn pattern(seed: u64, lba: u64, len: usize) -> Vec<u8> {
 enum Failure {
     Setup(NvmeError),
     Io(NvmeError),
+    /// REQ: the host wants the device back; the run stopped early.
+    Requested,
 }
 
 /// ERR and REQ notifications seen, watched by an event-manager loop in a
@@ -183,20 +188,29 @@ impl From<NvmeError> for Failure {
 
 /// Runs `lbas` through the queue, at most `qd` in flight; `before` prepares
 /// slot `i` for I/O `n`, `after` checks it. Returns per-command latencies.
+#[allow(clippy::too_many_arguments)]
 fn pipeline<B: VfioBackend>(
     nvme: &mut Nvme<B>,
     opcode: u8,
     what: &str,
     lbas: &[u64],
     qd: usize,
+    stop: &dyn Fn() -> bool,
     mut before: impl FnMut(&Nvme<B>, usize, u64) -> Result<(), NvmeError>,
     mut after: impl FnMut(&Nvme<B>, usize, u64) -> Result<(), NvmeError>,
-) -> Result<Vec<Duration>, NvmeError> {
+) -> Result<Vec<Duration>, Failure> {
     let mut lat = Vec::with_capacity(lbas.len());
     let mut free: Vec<usize> = (0..qd).rev().collect();
     let mut inflight: HashMap<u16, (usize, u64, Instant)> = HashMap::new();
     let mut next = 0;
+    let mut stopped = false;
     while next < lbas.len() || !inflight.is_empty() {
+        // Asked to give the device back: submit nothing more, let what is
+        // in flight complete, then stop.
+        if !stopped && stop() {
+            stopped = true;
+            next = lbas.len();
+        }
         let mut cmds = Vec::new();
         let mut slots = Vec::new();
         while next < lbas.len() && !free.is_empty() {
@@ -212,21 +226,27 @@ fn pipeline<B: VfioBackend>(
                 inflight.insert(cid, (slot, lba, now));
             }
         }
+        if inflight.is_empty() {
+            continue;
+        }
         for c in nvme.reap_io()? {
             let Some((slot, lba, t)) = inflight.remove(&c.cid) else {
                 continue;
             };
             lat.push(t.elapsed());
             if !c.ok() {
-                return Err(NvmeError::Command {
+                return Err(Failure::Io(NvmeError::Command {
                     what: format!("{what} of LBA {lba}"),
                     sct: c.sct(),
                     sc: c.sc(),
-                });
+                }));
             }
             after(nvme, slot, lba)?;
             free.push(slot);
         }
+    }
+    if stopped {
+        return Err(Failure::Requested);
     }
     Ok(lat)
 }
@@ -408,6 +428,7 @@ fn run_device(
             .map_or(0, |d| d.as_nanos() as u64)
         ^ u64::from(std::process::id()) << 32;
     let lbas: Vec<u64> = (0..args.blocks).map(|i| args.lba + i * per_io).collect();
+    let stop = || notes.req.load(Ordering::SeqCst) > 0;
     let len = args.io_size as usize;
 
     pipeline(
@@ -416,6 +437,7 @@ fn run_device(
         "write",
         &lbas,
         qd,
+        &stop,
         |n, slot, lba| n.fill_slot(slot, &pattern(seed, lba, len)),
         |_, _, _| Ok(()),
     )?;
@@ -427,6 +449,7 @@ fn run_device(
         "read",
         &lbas,
         qd,
+        &stop,
         |n, slot, _| n.fill_slot(slot, &vec![0u8; len]),
         |n, slot, lba| {
             let mut got = vec![0u8; len];
@@ -471,6 +494,7 @@ fn run_device(
         "read",
         &rand_lbas,
         qd,
+        &stop,
         |_, _, _| Ok(()),
         |_, _, _| Ok(()),
     )?;
@@ -554,6 +578,12 @@ fn main() -> ExitCode {
         Err(Failure::Io(e)) => {
             eprintln!("devlend-nvme-test: I/O failed: {e}{err_hint}");
             ExitCode::from(4)
+        }
+        Err(Failure::Requested) => {
+            eprintln!(
+                "devlend-nvme-test: the host asked for the device back (REQ); stopped after the commands in flight completed"
+            );
+            ExitCode::from(5)
         }
     }
 }
