@@ -51,13 +51,13 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     lba: u64,
     /// I/Os written and verified (each --io-size bytes).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     blocks: u64,
     /// Bytes per I/O (a multiple of the block size, at most 8192).
     #[arg(long, default_value_t = 4096)]
     io_size: u32,
     /// Outstanding commands (1..=63).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..64))]
     queue_depth: u16,
     /// Random reads timed after the verification (0: none).
     #[arg(long, default_value_t = 1000)]
@@ -401,7 +401,7 @@ fn run_device(
     let mut nvme = Nvme::new(dev, cfg).map_err(Failure::Setup)?;
     let identity = nvme.identify_and_setup().map_err(Failure::Setup)?;
     if !args.json {
-        eprintln!(
+        println!(
             "{}: {} (serial {}, firmware {}), NVMe {}.{}, namespace 1: {} blocks of {} bytes",
             path.display(),
             identity.model,
@@ -422,11 +422,11 @@ fn run_device(
         ))));
     }
     let qd = usize::from(args.queue_depth);
-    let seed = Instant::now().elapsed().as_nanos() as u64
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-        ^ u64::from(std::process::id()) << 32;
+    // Distinct per run, so data left by an earlier run never passes.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ (u64::from(std::process::id()) << 32);
     let lbas: Vec<u64> = (0..args.blocks).map(|i| args.lba + i * per_io).collect();
     let stop = || notes.req.load(Ordering::SeqCst) > 0;
     let len = args.io_size as usize;
@@ -605,6 +605,14 @@ mod tests {
         let v: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
         let p = percentiles(v);
         assert_eq!((p.p50, p.p90, p.p99, p.max), (50.0, 90.0, 99.0, 100.0));
+    }
+
+    #[test]
+    fn arguments_are_range_checked() {
+        assert!(Args::try_parse_from(["t", "--device", "/x", "--blocks", "0"]).is_err());
+        assert!(Args::try_parse_from(["t", "--device", "/x", "--queue-depth", "64"]).is_err());
+        assert!(Args::try_parse_from(["t", "--device", "/x", "--queue-depth", "0"]).is_err());
+        assert!(Args::try_parse_from(["t", "--device", "/x", "--queue-depth", "63"]).is_ok());
     }
 
     #[test]
