@@ -530,6 +530,8 @@ fn run(cli: Cli) -> Result<()> {
             let m = sys.mdevs()?;
             if json {
                 print_json(&m);
+            } else if m.is_empty() {
+                println!("no devlend mdevs on this host (`devlend mdev create` makes one)");
             } else {
                 let rows: Vec<Vec<String>> = m
                     .iter()
