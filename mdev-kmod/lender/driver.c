@@ -79,8 +79,9 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	lockdep_assert_held(&lent->lock);
 
 	if (lent->borrower != DL_NO_HOST)
-		pci_info(pdev, "lender: taking device %u back from host %u: %s\n",
-			 lent->dev_id, lent->borrower, why);
+		pci_info_ratelimited(pdev,
+				     "lender: taking device %u back from host %u: %s\n",
+				     lent->dev_id, lent->borrower, why);
 	lent->state = DL_LENT_RETURNING;
 
 	pci_clear_master(pdev);
@@ -89,7 +90,8 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 
 	ret = pci_reset_function_locked(pdev);
 	if (ret)
-		pci_warn(pdev, "lender: function reset failed: %d\n", ret);
+		dev_warn_ratelimited(&pdev->dev,
+				     "lender: function reset failed: %d\n", ret);
 	dl_lent_count(lent, DL_LCNT_RESETS);
 	pci_load_saved_state(pdev, lent->saved);
 	pci_restore_state(pdev);

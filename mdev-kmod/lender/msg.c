@@ -226,8 +226,9 @@ static void dl_lender_on_acquire(struct dl_fabric *fab,
 		lent->fab = fab;
 		dev_id = lent->dev_id;
 		dl_lent_count(lent, DL_LCNT_ACQUIRES);
-		pci_info(lent->pdev, "lender: device %u borrowed by host %u (%s)\n",
-			 lent->dev_id, msg->peer, pinfo.name);
+		pci_info_ratelimited(lent->pdev,
+				     "lender: device %u borrowed by host %u (%s)\n",
+				     lent->dev_id, msg->peer, pinfo.name);
 		err = 0;
 	}
 	dl_lender_close(lent);
@@ -251,8 +252,9 @@ static void dl_lender_on_release(struct dl_fabric *fab,
 	if (!lent)
 		goto out_respond;
 	dl_lent_count(lent, DL_LCNT_RELEASES);
-	pci_info(lent->pdev, "lender: device %u returned by host %u\n",
-		 lent->dev_id, msg->peer);
+	pci_info_ratelimited(lent->pdev,
+			     "lender: device %u returned by host %u\n",
+			     lent->dev_id, msg->peer);
 	dl_lent_reclaim(lent, "released");
 	dev_id = lent->dev_id;
 	dl_lender_close(lent);
