@@ -18,9 +18,9 @@ make -C mdev-kmod KVER="$KVER" checkpatch
 step "unit tests (hermetic, no VMs)"
 cargo test --workspace --exclude devlend-vmtests
 
-# Each suite boots its own cluster. tests/vm/tests/lending.rs (device
-# lending end to end) joins this list once the lender and borrower pass it.
-VM_SUITES=(fabric)
+# Each suite boots its own cluster: fabric (the foundation) and lending
+# (a remote NVMe used by a KVM guest, end to end).
+VM_SUITES=(fabric lending)
 for suite in "${VM_SUITES[@]}"; do
 	step "VM tests: $suite (boots the emulated cluster under TCG; a few minutes)"
 	cargo test -p devlend-vmtests --test "$suite" -- "$@"

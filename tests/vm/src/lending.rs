@@ -9,6 +9,9 @@ use devlend_agent::AgentClient;
 
 use crate::fabric::{self, sh};
 
+/// PCI class of an NVMe controller.
+pub const NVME_CLASS: &str = "0x010802";
+
 /// The lender's driver directory.
 pub const LENDER_DRIVER: &str = "/sys/bus/pci/drivers/devlend-lender";
 
@@ -185,4 +188,65 @@ pub fn remove_mdev(agent: &AgentClient, uuid: &str) -> anyhow::Result<()> {
 /// The QEMU argument that gives a guest an mdev.
 pub fn vfio_arg(uuid: &str) -> String {
     format!("-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/{uuid}")
+}
+
+/// A guest script: find the NVMe, wait for its namespace, print
+/// `pci <vendor> <device> driver=<driver>`, then run `body`.
+pub fn nvme_guest_script(body: &str) -> String {
+    format!(
+        "set -e
+p=
+for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/class)\" = {NVME_CLASS} ] && p=$d; done
+[ -n \"$p\" ] || {{ echo no-nvme; exit 3; }}
+for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+echo \"pci $(cat $p/vendor) $(cat $p/device) driver=$(basename $(readlink $p/driver))\"
+{body}"
+    )
+}
+
+/// Where the guest scripts write, and how much: [`IO_SIZE_MIB`] MiB at
+/// [`IO_OFFSET_MIB`] MiB of the namespace.
+pub const IO_OFFSET_MIB: u64 = 16;
+/// See [`IO_OFFSET_MIB`].
+pub const IO_SIZE_MIB: u64 = 64;
+
+/// Guest script body: random data written with O_DIRECT and read back;
+/// prints `written <sha256>` and `read <sha256>`.
+pub const WRITE_AND_READ: &str = "head -c $((64 << 20)) /dev/urandom > /tmp/data
+echo \"written $(sha256sum /tmp/data | cut -d' ' -f1)\"
+dd if=/tmp/data of=/dev/nvme0n1 bs=1M seek=16 oflag=direct conv=fsync 2>/dev/null
+rm /tmp/data
+dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
+echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
+
+/// Guest script body: the same range read back; prints `read <sha256>`.
+pub const READ_ONLY: &str =
+    "dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
+echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
+
+/// The value after `key` on the first output line that starts with it.
+pub fn output_field<'a>(out: &'a str, key: &str) -> anyhow::Result<&'a str> {
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+        .with_context(|| format!("guest printed no {key:?} line:\n{out}"))
+}
+
+/// sha256 of the range of a file (an NVMe backing file on the outer
+/// machine, outside every VM) that the guest scripts use.
+pub fn file_sha256(file: &std::path::Path) -> anyhow::Result<String> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "dd if={} bs=1M skip={IO_OFFSET_MIB} count={IO_SIZE_MIB} status=none | sha256sum",
+            file.display()
+        ))
+        .output()?;
+    if !out.status.success() {
+        bail!("reading {}: {out:?}", file.display());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned())
 }

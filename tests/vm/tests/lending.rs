@@ -3,7 +3,6 @@
 //! nvme driver does I/O whose bytes land in the lender's backing file, and
 //! the device goes back to the pool when the guest is done.
 
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -16,11 +15,7 @@ use devlend_vmtests::{Check, Suite};
 
 const LENDER: &str = "lender";
 const BORROWER: &str = "borrower";
-const NVME_CLASS: &str = "0x010802";
 const MDEV_TYPE: &str = "devlend-nvme";
-/// Where the guest writes, and how much: 64 MiB at 16 MiB.
-const OFFSET_MIB: u64 = 16;
-const SIZE_MIB: u64 = 64;
 const GUEST_MIB: u32 = 512;
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -53,7 +48,7 @@ fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
     lending::ensure_module(l)?;
     lending::ensure_module(b)?;
     fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
-    let nvme = lending::find_by_class(l, NVME_CLASS)?;
+    let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
     lending::lend(l, &nvme.addr)?;
     state().nvme = Some(nvme.clone());
     Ok(nvme)
@@ -82,7 +77,7 @@ fn guest_with_mdev(
     let run = guest::run_with(
         b,
         &tools::images_dir()?,
-        &guest_script(script),
+        &lending::nvme_guest_script(script),
         &GuestOpts {
             mem_mib: GUEST_MIB,
             extra_qemu_args: &lending::vfio_arg(&uuid),
@@ -98,61 +93,6 @@ fn guest_with_mdev(
 /// `<lender name>/<pci address>`: how an mdev names the remote NVMe.
 fn remote_name(nvme: &PciDev) -> String {
     format!("{LENDER}/{}", nvme.addr)
-}
-
-/// The guest script: find the NVMe, report its ids and driver, then `body`.
-fn guest_script(body: &str) -> String {
-    format!(
-        "set -e
-p=
-for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/class)\" = {NVME_CLASS} ] && p=$d; done
-[ -n \"$p\" ] || {{ echo no-nvme; exit 3; }}
-for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
-echo \"pci $(cat $p/vendor) $(cat $p/device) driver=$(basename $(readlink $p/driver))\"
-{body}"
-    )
-}
-
-const WRITE_AND_READ: &str = "head -c $((64 << 20)) /dev/urandom > /tmp/data
-echo \"written $(sha256sum /tmp/data | cut -d' ' -f1)\"
-dd if=/tmp/data of=/dev/nvme0n1 bs=1M seek=16 oflag=direct conv=fsync 2>/dev/null
-rm /tmp/data
-dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
-echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
-
-const READ_ONLY: &str =
-    "dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
-echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
-
-/// The value after `key ` on the guest's output line starting with it.
-fn field<'a>(out: &'a str, key: &str) -> anyhow::Result<&'a str> {
-    out.lines()
-        .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
-        .with_context(|| format!("guest printed no {key:?} line:\n{out}"))
-}
-
-/// sha256 of the lender's backing file where the guest wrote, read on the
-/// outer machine, outside every VM.
-fn backing_sha(c: &Cluster) -> anyhow::Result<String> {
-    let file = c.paths().nvme_file(LENDER, "nvme0");
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "dd if={} bs=1M skip={OFFSET_MIB} count={SIZE_MIB} status=none | sha256sum",
-            file.display()
-        ))
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "reading {}: {:?}",
-        file.display(),
-        out
-    );
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned())
 }
 
 /// Lend: the NVMe leaves its driver for devlend-lender and is available.
@@ -197,22 +137,22 @@ fn borrower_lists_remote_nvme(c: &mut Cluster) -> anyhow::Result<()> {
 /// bytes are in the lender's backing file.
 fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
-    let run = guest_with_mdev(c, Some(&remote_name(&nvme)), WRITE_AND_READ)?;
+    let run = guest_with_mdev(c, Some(&remote_name(&nvme)), lending::WRITE_AND_READ)?;
     println!("  guest ran in {:.1} s", run.elapsed.as_secs_f64());
     ensure!(run.rc == 0, "guest failed:\n{}", run.console);
-    let ids = field(&run.output, "pci")?;
+    let ids = lending::output_field(&run.output, "pci")?;
     ensure!(
         ids == format!("{} {} driver=nvme", nvme.vendor, nvme.device),
         "guest sees {ids:?}, lender has {nvme:?}"
     );
-    let written = field(&run.output, "written")?.to_owned();
+    let written = lending::output_field(&run.output, "written")?.to_owned();
     ensure!(
-        field(&run.output, "read")? == written,
+        lending::output_field(&run.output, "read")? == written,
         "read back differs:\n{}",
         run.output
     );
     ensure!(
-        backing_sha(c)? == written,
+        lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == written,
         "lender's backing file does not hold the guest's bytes"
     );
     state().written_sha = Some(written);
@@ -240,10 +180,10 @@ fn second_guest_reads_same_bytes(c: &mut Cluster) -> anyhow::Result<()> {
         .written_sha
         .clone()
         .context("no data written (guest_io_lands_in_lender_file failed?)")?;
-    let run = guest_with_mdev(c, None, READ_ONLY)?;
+    let run = guest_with_mdev(c, None, lending::READ_ONLY)?;
     ensure!(run.rc == 0, "guest failed:\n{}", run.console);
     ensure!(
-        field(&run.output, "read")? == want,
+        lending::output_field(&run.output, "read")? == want,
         "second guest read other bytes"
     );
     let l = c.agent(LENDER)?;
@@ -264,7 +204,7 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
         let holder = guest::spawn(
             b,
             &images,
-            &guest_script("echo holding; sleep 600"),
+            &lending::nvme_guest_script("echo holding; sleep 600"),
             &GuestOpts {
                 mem_mib: 256,
                 extra_qemu_args: &lending::vfio_arg(&first),
@@ -360,12 +300,13 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
         )?;
         let console = g.wait_for(b, "hp-read-done", Duration::from_secs(240))?;
         ensure!(
-            field(&console, "plugged")? == format!("{} {}", nvme.vendor, nvme.device),
+            lending::output_field(&console, "plugged")?
+                == format!("{} {}", nvme.vendor, nvme.device),
             "hot-plugged device: {console}"
         );
         if let Some(w) = &want {
             ensure!(
-                field(&console, "read")? == w,
+                lending::output_field(&console, "read")? == w,
                 "hot-plugged device read other bytes"
             );
         }
