@@ -332,6 +332,174 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
     res
 }
 
+/// One of our programs as a host sees it.
+fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
+    Ok(devlend_cluster::host_view(&tools::our_binary(name, env)?)
+        .display()
+        .to_string())
+}
+
+/// The number of DMA remapping faults the lender's kernel has logged.
+fn dmar_faults(lender: &devlend_agent::AgentClient) -> anyhow::Result<usize> {
+    Ok(sh(lender, "dmesg | grep -c 'DMAR:.*fault addr' || true")?
+        .trim()
+        .parse()
+        .unwrap_or(0))
+}
+
+/// The `devlend` CLI end to end: lender and borrower listings, an mdev made
+/// and removed by it, and the VMM arguments it prints, libvirt's validated.
+fn cli_end_to_end(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let json = |a: &devlend_agent::AgentClient, args: &str| -> anyhow::Result<serde_json::Value> {
+        let out = sh(a, &format!("{cli} --json {args}"))?;
+        serde_json::from_str(&out).with_context(|| format!("devlend {args}: {out}"))
+    };
+    let devices = json(l, "devices")?.to_string();
+    ensure!(devices.contains(&nvme.addr), "lender's devices: {devices}");
+    let hosts = json(b, "hosts")?.to_string();
+    ensure!(hosts.contains(LENDER), "borrower's hosts: {hosts}");
+    let remote = json(b, "remote")?.to_string();
+    ensure!(
+        remote.contains(&nvme.addr),
+        "borrower's remote devices: {remote}"
+    );
+    let uuid = sh(
+        b,
+        &format!("{cli} mdev create --device {}", remote_name(&nvme)),
+    )?
+    .trim()
+    .to_owned();
+    let res = (|| {
+        ensure!(
+            json(b, "mdev list")?.to_string().contains(&uuid),
+            "mdev list lacks {uuid}"
+        );
+        let q = sh(b, &format!("{cli} qemu-args {uuid}"))?;
+        ensure!(
+            q.contains(&format!("sysfsdev=/sys/bus/mdev/devices/{uuid}")),
+            "qemu-args: {q}"
+        );
+        let ch = sh(b, &format!("{cli} ch-args {uuid}"))?;
+        ensure!(
+            ch.contains(&format!("path=/sys/bus/mdev/devices/{uuid}/")),
+            "ch-args: {ch}"
+        );
+        sh(
+            b,
+            &format!(
+                "{cli} libvirt-xml --domain devlend-test {uuid} > /tmp/dom.xml && \
+                 virt-xml-validate /tmp/dom.xml domain && \
+                 {cli} libvirt-xml --nodedev {uuid} > /tmp/nd.xml && virt-xml-validate /tmp/nd.xml nodedev"
+            ),
+        )?;
+        println!("  libvirt domain and node device XML validate (virt-xml-validate)");
+        Ok(())
+    })();
+    let removed = sh(b, &format!("{cli} mdev remove {uuid}"));
+    res?;
+    removed?;
+    Ok(())
+}
+
+/// The userspace NVMe driver from the borrower, no guest: Identify,
+/// verified I/O with completions signalled by MSI-X eventfds; then bad
+/// input: out-of-range reads, BAR overruns, and DMA to an IOVA nobody
+/// mapped, which the lender's IOMMU blocks (a fault it reports) while
+/// nothing is written: the driver's sentinel buffers stay intact and the
+/// lender's backing file is unchanged outside the driver's range.
+fn userspace_driver_io_and_bad_input(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let before_faults = dmar_faults(l)?;
+    let before_sha = lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let out = b.sh(
+        &format!("{drv} --mdev {uuid} --bad-input --ios 2000 --json"),
+        Duration::from_secs(600),
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let out = out?;
+    removed?;
+    ensure!(
+        out.exit_code == Some(0),
+        "devlend-nvme-test failed: {out:?}"
+    );
+    let r: serde_json::Value = serde_json::from_str(&out.stdout)
+        .with_context(|| format!("driver output: {}", out.stdout))?;
+    ensure!(r["passed"] == true, "driver: {r}");
+    ensure!(
+        r["bad_input"]["passed"] == true,
+        "bad input: {}",
+        r["bad_input"]
+    );
+    ensure!(
+        r["verified_ios"].as_u64().unwrap_or(0) > 0,
+        "no verified I/O: {r}"
+    );
+    ensure!(
+        r["irq_signals"].as_u64().unwrap_or(0) > 0,
+        "no MSI-X signals: {r}"
+    );
+    println!(
+        "  {} IOPS, latency us {} (TCG-emulated; informational)",
+        r["iops"], r["lat_us"]
+    );
+    let faults = dmar_faults(l)?;
+    ensure!(
+        faults > before_faults,
+        "the lender's IOMMU reported no fault for the unmapped DMA"
+    );
+    ensure!(
+        lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == before_sha,
+        "the lender's backing file changed outside the driver's range"
+    );
+    wait_available(l, &nvme)?;
+    Ok(())
+}
+
+/// Closing the device with DMA in flight (the driver killed mid-run): the
+/// device goes back to the pool and works for the next user.
+fn closed_with_dma_in_flight(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let res = (|| {
+        let pid = sh(
+            b,
+            &format!("setsid {drv} --mdev {uuid} --ios 10000000 --queue-depth 16 </dev/null >/tmp/drv.log 2>&1 & echo $!"),
+        )?;
+        let pid = pid.trim();
+        lending::wait_until(
+            "borrowed",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "borrowed",
+        )?;
+        std::thread::sleep(Duration::from_secs(3));
+        sh(
+            b,
+            &format!("kill -9 {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.1; done"),
+        )?;
+        wait_available(l, &nvme)?;
+        let out = b.sh(
+            &format!("{drv} --mdev {uuid} --ios 200"),
+            Duration::from_secs(300),
+        )?;
+        ensure!(out.exit_code == Some(0), "the next user failed: {out:?}");
+        Ok(())
+    })();
+    let removed = lending::remove_mdev(b, &uuid);
+    res?;
+    removed?;
+    wait_available(l, &nvme)?;
+    Ok(())
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -361,6 +529,18 @@ fn main() {
         Check {
             name: "hotplug_over_qmp",
             run: hotplug_over_qmp,
+        },
+        Check {
+            name: "cli_end_to_end",
+            run: cli_end_to_end,
+        },
+        Check {
+            name: "userspace_driver_io_and_bad_input",
+            run: userspace_driver_io_and_bad_input,
+        },
+        Check {
+            name: "closed_with_dma_in_flight",
+            run: closed_with_dma_in_flight,
         },
     ];
     Suite::new("lending", checks).run(boot)
