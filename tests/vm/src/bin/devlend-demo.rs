@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use devlend_cluster::{tools, Topology};
-use devlend_vmtests::{fabric, guest};
+use devlend_vmtests::{fabric, guest, lending};
 
 fn say(step: &str) {
     println!("\n==> {step}");
@@ -44,7 +44,7 @@ fn run() -> anyhow::Result<()> {
     }
     say("tearing the cluster down");
     cluster.shutdown();
-    println!("\ndemo complete: fabric up, messages intact, KVM guest ran on the borrower");
+    println!("\ndemo complete: a KVM guest on the borrower used the lender's NVMe with its own driver; the device is back in the pool");
     Ok(())
 }
 
@@ -53,8 +53,8 @@ fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
     say("loading devlend.ko on both hosts; each finds its fabric adapter and its peer");
     let (l, b) = (cluster.agent("lender")?, cluster.agent("borrower")?);
     // Both first: a host sees its peer up only once the peer's module runs.
-    fabric::ensure_module(l)?;
-    fabric::ensure_module(b)?;
+    lending::ensure_module(l)?;
+    lending::ensure_module(b)?;
     for (name, a) in [("lender", l), ("borrower", b)] {
         let id = fabric::host_id(a)?;
         let peer = 1 - id;
@@ -91,15 +91,81 @@ fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
         );
     }
 
-    say("the borrower runs KVM guests: booting one inside it (nested under TCG)");
+    let cli = |a: &devlend_agent::AgentClient, args: &str| -> anyhow::Result<String> {
+        let bin = devlend_cluster::host_view(&tools::our_binary("devlend", "DEVLEND_CLI")?);
+        fabric::sh(a, &format!("{} {args}", bin.display()))
+    };
+    let show = |text: &str| {
+        for line in text.lines() {
+            println!("  | {line}");
+        }
+    };
+
+    say("lender: lending its NVMe (devlend lend): it leaves the nvme driver for an IOMMU domain of its own");
+    let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
+    cli(l, &format!("lend {}", nvme.addr))?;
+    show(&cli(l, "devices")?);
+
+    say("borrower: the remote NVMe appears (devlend remote); an mdev stands for it");
+    lending::wait_until(
+        "remote NVMe",
+        Duration::from_secs(60),
+        || Ok(lending::available_instances(b, "devlend-nvme")?.to_string()),
+        "1",
+    )?;
+    show(&cli(b, "remote")?);
+    let uuid = cli(b, &format!("mdev create --device lender/{}", nvme.addr))?
+        .trim()
+        .to_owned();
+    println!(
+        "  mdev {uuid}; QEMU gets: {}",
+        cli(b, &format!("qemu-args {uuid}"))?.trim()
+    );
+
+    say("borrower: a KVM guest boots with it; its own nvme driver writes 64 MiB with O_DIRECT and reads it back");
     fabric::sh(b, "modprobe kvm_amd")?;
-    let cmd = "echo hello from a KVM guest on $(uname -n), kernel $(uname -r)";
-    let run = guest::run(b, &tools::images_dir()?, cmd, "")?;
+    let run = guest::run_with(
+        b,
+        &tools::images_dir()?,
+        &lending::nvme_guest_script(lending::WRITE_AND_READ),
+        &guest::GuestOpts {
+            mem_mib: 512,
+            extra_qemu_args: &lending::vfio_arg(&uuid),
+            qmp: None,
+        },
+    )?;
     for line in run.output.lines() {
         println!("  guest: {line}");
     }
-    anyhow::ensure!(run.rc == 0, "guest command failed:\n{}", run.console);
+    anyhow::ensure!(run.rc == 0, "guest failed:\n{}", run.console);
+    let written = lending::output_field(&run.output, "written")?;
+    anyhow::ensure!(
+        lending::output_field(&run.output, "read")? == written,
+        "read back differs"
+    );
 
+    say("outside every VM: the lender's backing file holds the guest's bytes");
+    let file = cluster.paths().nvme_file("lender", "nvme0");
+    let on_disk = lending::file_sha256(&file)?;
+    println!(
+        "  {} at {} MiB: sha256 {on_disk}",
+        file.display(),
+        lending::IO_OFFSET_MIB
+    );
+    anyhow::ensure!(
+        on_disk == written,
+        "the backing file does not hold the guest's bytes"
+    );
+
+    say("the guest powered off: the device is back in the pool");
+    lending::wait_until(
+        "lender state",
+        Duration::from_secs(60),
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    cli(b, &format!("mdev remove {uuid}"))?;
+    show(&cli(l, "devices")?);
     Ok(())
 }
 
