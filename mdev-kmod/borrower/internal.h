@@ -104,8 +104,10 @@ struct dl_rinfo {
  * @gone: the lender went down or no longer lists it.
  * @ntargets: mdevs of this host that target it (remote_device).
  * @owner: the mdev that has it open, or NULL.
+ * @borrow_seq: &dl_borrower.borrow_seq when @owner last borrowed it.
  *
- * @info, @gone, @ntargets and @owner are under &dl_borrower.lock.
+ * @info, @gone, @ntargets, @owner and @borrow_seq are under
+ * &dl_borrower.lock.
  */
 struct dl_remote {
 	struct kobject kobj;
@@ -119,6 +121,7 @@ struct dl_remote {
 	bool gone;
 	unsigned int ntargets;
 	struct dl_vdev *owner;
+	u64 borrow_seq;
 };
 
 /**
@@ -151,6 +154,8 @@ struct dl_mtype {
  * @fire_lock: @vdevs too, for the interrupt relay.
  * @scan_work: reads the lenders' device lists.
  * @scan_pending: bitmap of peers to read.
+ * @borrow_seq: counts borrows, so that a scan knows what it predates.
+ * @check_jiffies: when a lender's refusal last made us read its devices.
  * @remote_kobj: <adapter>/fabric/remote/.
  * @dying: the fabric is going away; no more scans.
  */
@@ -169,6 +174,8 @@ struct dl_borrower {
 	spinlock_t fire_lock;		/* @vdevs for the relay */
 	struct work_struct scan_work;
 	unsigned long scan_pending;
+	u64 borrow_seq;
+	unsigned long check_jiffies;
 	struct kobject *remote_kobj;
 	bool dying;
 };
@@ -269,6 +276,7 @@ int dl_remote_add_dir(struct dl_borrower *b);
 void dl_remote_remove_all(struct dl_borrower *b);
 void dl_remote_scan_work(struct work_struct *work);
 void dl_remote_rescan(struct dl_borrower *b, u32 peer);
+void dl_remote_check(struct dl_borrower *b, u32 peer);
 void dl_remote_peer_up(struct dl_borrower *b, u32 peer);
 void dl_remote_peer_down(struct dl_borrower *b, u32 peer);
 void dl_remote_changed(struct dl_fabric *fab, const struct dl_fabric_msg *msg,

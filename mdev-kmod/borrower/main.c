@@ -10,6 +10,7 @@
  * is undone in reverse; unregistering the parent removes every mdev,
  * waiting for their users to close them.
  */
+#include <linux/jiffies.h>
 #include <linux/list.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
@@ -72,6 +73,7 @@ static void dl_borrower_added(struct dl_fabric *fab)
 	INIT_LIST_HEAD(&b->remotes);
 	INIT_LIST_HEAD(&b->vdevs);
 	INIT_WORK(&b->scan_work, dl_remote_scan_work);
+	b->check_jiffies = jiffies - 2 * HZ;
 
 	ret = dl_remote_add_dir(b);
 	if (ret)

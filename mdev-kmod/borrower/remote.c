@@ -19,6 +19,7 @@
  * buffers, ids against the request, names made printable.
  */
 #include <linux/ctype.h>
+#include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/kobject.h>
 #include <linux/pci.h>
@@ -384,7 +385,7 @@ static struct dl_remote *dl_remote_lookup(struct dl_borrower *b, u32 peer,
 static void dl_remote_update(struct dl_borrower *b, u32 peer,
 			     const struct dl_fabric_peer_info *pi,
 			     const u32 *ids, const struct dl_rinfo *infos,
-			     unsigned int nr)
+			     unsigned int nr, u64 start_seq)
 {
 	struct dl_remote *r, *tmp;
 	LIST_HEAD(dead);
@@ -414,9 +415,11 @@ static void dl_remote_update(struct dl_borrower *b, u32 peer,
 		if (r) {
 			r->info = infos[i];
 			r->gone = false;
-			if (r->info.state == DL_LENT_BORROWED &&
-			    r->info.borrower != b->host_id)
-				dl_remote_check_owner(r, "the lender gave it to another host");
+			/* Unless it was borrowed after the lender answered. */
+			if (r->borrow_seq <= start_seq &&
+			    (r->info.state != DL_LENT_BORROWED ||
+			     r->info.borrower != b->host_id))
+				dl_remote_check_owner(r, "the lender took it back");
 			continue;
 		}
 		r = kzalloc(sizeof(*r), GFP_KERNEL);
@@ -452,12 +455,16 @@ static void dl_remote_scan_peer(struct dl_borrower *b, u32 peer)
 	struct dl_fabric_peer_info pi;
 	struct dl_rinfo *infos;
 	unsigned int nr = 0, i;
+	u64 start_seq;
 	u32 *ids;
 	int ret;
 
 	ret = dl_fabric_peer_info(b->fab, peer, &pi);
 	if (ret || !pi.up)
 		return;
+	mutex_lock(&b->lock);
+	start_seq = b->borrow_seq;
+	mutex_unlock(&b->lock);
 
 	ids = kcalloc(DL_REMOTE_MAX_PER_LENDER, sizeof(*ids), GFP_KERNEL);
 	infos = kcalloc(DL_REMOTE_MAX_PER_LENDER, sizeof(*infos), GFP_KERNEL);
@@ -485,7 +492,7 @@ static void dl_remote_scan_peer(struct dl_borrower *b, u32 peer)
 			goto out_free;
 		}
 	}
-	dl_remote_update(b, peer, &pi, ids, infos, nr);
+	dl_remote_update(b, peer, &pi, ids, infos, nr, start_seq);
 out_free:
 	kfree(infos);
 	kfree(ids);
@@ -530,6 +537,26 @@ void dl_remote_rescan(struct dl_borrower *b, u32 peer)
 		queue_work(system_unbound_wq, &b->scan_work);
 	}
 	mutex_unlock(&b->lock);
+}
+
+/**
+ * dl_remote_check() - a lender refused a request about a device we hold:
+ *	read its devices again, at most once a second, to learn whether it
+ *	took the device back (e.g. after it saw this host down for a while).
+ * @b: the borrower.
+ * @peer: the lender.
+ */
+void dl_remote_check(struct dl_borrower *b, u32 peer)
+{
+	bool scan;
+
+	mutex_lock(&b->lock);
+	scan = time_after(jiffies, b->check_jiffies + HZ);
+	if (scan)
+		b->check_jiffies = jiffies;
+	mutex_unlock(&b->lock);
+	if (scan)
+		dl_remote_rescan(b, peer);
 }
 
 /**

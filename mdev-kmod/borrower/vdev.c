@@ -85,6 +85,10 @@ int dl_vdev_request(struct dl_vdev *v, u16 type, const void *data,
 				resp_size, &resp_len, DL_B_TIMEOUT_MS);
 	if (!ret && resp_len < resp_size)
 		ret = -EPROTO;
+	/* Refused what only the holder may do: do we still hold it? */
+	if ((ret == -EINVAL || ret == -EBUSY || ret == -ENODEV) &&
+	    READ_ONCE(v->state) == DL_VDEV_BORROWED)
+		dl_remote_check(v->b, v->host);
 	return ret;
 }
 
@@ -137,6 +141,7 @@ int dl_vdev_borrow(struct dl_vdev *v)
 		dl_vdev_set_state(v, DL_VDEV_BORROWED);
 		v->remote->info.state = DL_LENT_BORROWED;
 		v->remote->info.borrower = b->host_id;
+		v->remote->borrow_seq = ++b->borrow_seq;
 	}
 	mutex_unlock(&b->lock);
 	if (!ret)
