@@ -252,20 +252,16 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Hot-plug: a device added to a running guest over QMP works, and QMP
-/// device_del returns it to the pool.
+/// Hot-plug: a device added to a running guest over QMP (`devlend attach`,
+/// device_add) works, and `devlend detach` (device_del, waiting for
+/// DEVICE_DELETED) returns it to the pool.
 fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let want = state().written_sha.clone();
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let qmp_py = devlend_cluster::host_view(&tools::repo_root().join("tests/vm/scripts/qmp.py"));
-    let qmp = |cmd: &str, extra: &str| {
-        fabric::sh_timeout(
-            b,
-            &format!("python3 {} /tmp/hp.qmp '{cmd}' {extra}", qmp_py.display()),
-            Duration::from_secs(200),
-        )
-    };
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let devlend =
+        |args: &str| fabric::sh_timeout(b, &format!("{cli} {args}"), Duration::from_secs(240));
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let script = "for i in $(seq 1200); do \
           for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/class)\" = 0x010802 ] && p=$d; done; \
@@ -292,12 +288,7 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
     )?;
     let res = (|| {
         g.wait_for(b, "DEVLEND-CMD-BEGIN", Duration::from_secs(240))?;
-        qmp(
-            &format!(
-                r#"{{"execute":"device_add","arguments":{{"driver":"vfio-pci","id":"hp0","sysfsdev":"/sys/bus/mdev/devices/{uuid}"}}}}"#
-            ),
-            "",
-        )?;
+        devlend(&format!("attach --qmp /tmp/hp.qmp --id hp0 {uuid}"))?;
         let console = g.wait_for(b, "hp-read-done", Duration::from_secs(240))?;
         ensure!(
             lending::output_field(&console, "plugged")?
@@ -311,11 +302,8 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
             );
         }
         ensure!(lending::lent_state(l, &nvme.addr)? == "borrowed");
-        qmp(
-            r#"{"execute":"device_del","arguments":{"id":"hp0"}}"#,
-            "--wait-event DEVICE_DELETED --timeout 180",
-        )
-        .context("device_del did not complete")?;
+        devlend("detach --qmp /tmp/hp.qmp --timeout 180 hp0")
+            .context("device_del did not complete")?;
         let run = g.wait(b, Duration::from_secs(120))?;
         ensure!(
             run.rc == 0 && run.output.contains("hp-removed"),
