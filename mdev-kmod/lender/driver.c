@@ -15,6 +15,7 @@
  */
 #include <linux/device.h>
 #include <linux/iommu.h>
+#include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -294,7 +295,15 @@ static ssize_t lend_store(struct device_driver *drv, const char *buf,
 		goto out_put;
 	}
 	device_lock(&pdev->dev);
-	ret = pdev->dev.driver == drv ? -EALREADY : 0;
+	if (pdev->dev.driver == drv) {
+		ret = -EALREADY;
+	} else if (pdev->dev.driver && pdev->dev.driver->owner == THIS_MODULE) {
+		/* The fabric's own adapter or a window: lending it cuts the fabric. */
+		pci_err(pdev, "lender: the device belongs to the devlend fabric; not lent\n");
+		ret = -EBUSY;
+	} else {
+		ret = 0;
+	}
 	device_unlock(&pdev->dev);
 	if (ret)
 		goto out_put;
