@@ -6,8 +6,9 @@
  * When the guest sets Bus Master Enable, the guest's RAM is pinned with
  * vfio_pin_pages() (IOVA = guest-physical address). The ranges come from
  * the KVM memslots of the VFIO device's KVM (read-only slots skipped), or
- * without KVM from probing IOVAs below 4 GiB; what VFIO refuses to pin
- * (not mapped in the container) is skipped page by page. Physically
+ * without KVM from probing IOVAs below 4 GiB in 2 MiB blocks (a block is
+ * tried if its first page is mapped); what VFIO refuses to pin (not
+ * mapped in the container) is skipped page by page. Physically
  * contiguous runs are coalesced and sent to the lender in batches of
  * DL_MSG_DMA_MAP, as many runs as fit a message; it maps each IOVA onto
  * the pinned page through its window onto this host.
@@ -58,6 +59,7 @@ struct dl_pin_extent {
  * @msg: the message.
  * @max: runs that fit in it.
  * @pages: result of vfio_pin_pages().
+ * @probe: no KVM: the spans are probed, not known to be memory.
  * @sent: a message was sent, so the lender may hold mappings.
  * @nruns: runs sent.
  * @nmsgs: messages sent.
@@ -67,6 +69,7 @@ struct dl_dma_batch {
 	struct dl_dma_map *msg;
 	unsigned int max;
 	struct page **pages;
+	bool probe;
 	bool sent;
 	unsigned int nruns;
 	unsigned int nmsgs;
@@ -211,7 +214,11 @@ static u64 dl_dma_next_gap(struct dl_vdev *v, u64 p, u64 end, u64 *gap_end)
 	return p;
 }
 
-/* Pins what VFIO lets us pin of [iova, end), none of it pinned yet. */
+/*
+ * Pins what VFIO lets us pin of [iova, end), none of it pinned yet. When
+ * probing, a 2 MiB block whose first page is not mapped is skipped whole:
+ * probing 4 GiB page by page would take a million calls.
+ */
 static int dl_dma_pin_gap(struct dl_dma_batch *bt, u64 iova, u64 end)
 {
 	u64 left = (end - iova) >> PAGE_SHIFT, i;
@@ -219,6 +226,20 @@ static int dl_dma_pin_gap(struct dl_dma_batch *bt, u64 iova, u64 end)
 
 	while (left) {
 		n = min_t(u64, left, DL_PIN_BATCH);
+		if (bt->probe) {
+			n = min_t(u64, n, (ALIGN(iova + 1, SZ_2M) - iova) >> PAGE_SHIFT);
+			if (IS_ALIGNED(iova, SZ_2M)) {
+				ret = dl_dma_pin_chunk(bt, iova, 1);
+				if (ret < 0)
+					return ret;
+				if (ret == DL_PIN_REFUSED)
+					goto next;
+				iova += PAGE_SIZE;
+				left--;
+				if (!--n)
+					continue;
+			}
+		}
 		ret = dl_dma_pin_chunk(bt, iova, n);
 		if (ret < 0)
 			return ret;
@@ -230,6 +251,7 @@ static int dl_dma_pin_gap(struct dl_dma_batch *bt, u64 iova, u64 end)
 			if (i + 1 < n)
 				ret = DL_PIN_REFUSED;
 		}
+next:
 		iova += (u64)n << PAGE_SHIFT;
 		left -= n;
 		cond_resched();
@@ -373,6 +395,7 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 		goto out_free;
 	}
 
+	bt.probe = !v->vdev.kvm;
 	ret = dl_dma_spans(v, spans, &nr);
 	for (i = 0; i < nr && !ret; i++)
 		ret = dl_dma_pin_span(&bt, &spans[i]);
