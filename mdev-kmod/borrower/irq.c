@@ -189,6 +189,8 @@ static int dl_irq_set_vectors(struct dl_vdev *v, struct vfio_irq_set *hdr,
 		dl_irq_disable(v, hdr->index);
 		return 0;
 	}
+	if (!hdr->count)
+		return 0;	/* no data: nothing to do */
 	if (!(hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD)) {
 		/* Loopback test of the eventfds. */
 		if (end > ctx->count)
@@ -222,6 +224,8 @@ static int dl_irq_set_vectors(struct dl_vdev *v, struct vfio_irq_set *hdr,
 static int dl_irq_set_notifier(struct dl_vdev *v, struct eventfd_ctx **slot,
 			       struct vfio_irq_set *hdr, void *data)
 {
+	if (!hdr->count && !(hdr->flags & VFIO_IRQ_SET_DATA_NONE))
+		return 0;	/* no data: nothing to do */
 	if (hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD)
 		return dl_irq_set_eventfd(v, slot, *(s32 *)data);
 	if (hdr->flags & VFIO_IRQ_SET_DATA_NONE) {
