@@ -104,44 +104,32 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	lent->state = DL_LENT_AVAILABLE;
 }
 
-/* Get references to every lent device, for walking them unlocked. */
-static unsigned int dl_lent_collect(struct dl_lent ***out)
+/* The lent device with the lowest dev_id >= *idx, referenced; or NULL. */
+static struct dl_lent *dl_lent_next(unsigned long *idx)
 {
-	struct dl_lent **arr, *lent;
-	unsigned long idx;
-	unsigned int n = 0, max = 0;
+	struct dl_lent *lent;
 
 	xa_lock(&dl_lender.devs);
-	xa_for_each(&dl_lender.devs, idx, lent)
-		max++;
-	xa_unlock(&dl_lender.devs);
-	if (!max)
-		return 0;
-	arr = kcalloc(max, sizeof(*arr), GFP_KERNEL);
-	if (!arr)
-		return 0;
-
-	xa_lock(&dl_lender.devs);
-	xa_for_each(&dl_lender.devs, idx, lent) {
-		if (n == max)
+	for (;;) {
+		lent = xa_find(&dl_lender.devs, idx, ULONG_MAX, XA_PRESENT);
+		if (!lent || kref_get_unless_zero(&lent->ref))
 			break;
-		if (kref_get_unless_zero(&lent->ref))
-			arr[n++] = lent;
+		(*idx)++;
 	}
 	xa_unlock(&dl_lender.devs);
-	*out = arr;
-	return n;
+	if (lent)
+		(*idx)++;
+	return lent;
 }
 
+/* Walks the devices without allocating: a take-back must not fail. */
 static void dl_lender_reclaim_from(struct dl_fabric *fab, u32 peer,
 				   bool any_peer, const char *why)
 {
-	struct dl_lent **arr = NULL;
-	unsigned int i, n;
+	unsigned long idx = 0;
+	struct dl_lent *lent;
 
-	n = dl_lent_collect(&arr);
-	for (i = 0; i < n; i++) {
-		struct dl_lent *lent = arr[i];
+	while ((lent = dl_lent_next(&idx))) {
 		bool changed = false;
 
 		device_lock(&lent->pdev->dev);
@@ -158,7 +146,6 @@ static void dl_lender_reclaim_from(struct dl_fabric *fab, u32 peer,
 			dl_lender_broadcast_changed(lent->dev_id);
 		dl_lent_put(lent);
 	}
-	kfree(arr);
 }
 
 /**
