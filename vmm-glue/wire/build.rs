@@ -1,4 +1,4 @@
-//! Generates the Rust view of `mdev-kmod/include/devlend_wire.h`.
+//! Generates the Rust view of `mdev-kmod/include/uapi/devlend_wire.h`.
 //!
 //! The C header is the one definition of the fabric wire format; this build
 //! script runs bindgen on it so the Rust types can never drift from it.
@@ -37,7 +37,7 @@ impl ParseCallbacks for MacroTypes {
 fn main() {
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let include_dir = manifest_dir.join("../../mdev-kmod/include");
+    let include_dir = manifest_dir.join("../../mdev-kmod/include/uapi");
     let header = include_dir.join("devlend_wire.h");
     println!("cargo:rerun-if-changed={}", header.display());
     println!("cargo:rerun-if-changed=build.rs");

@@ -1,6 +1,6 @@
 //! The devlend fabric wire format, as seen from Rust.
 //!
-//! `mdev-kmod/include/devlend_wire.h` is the one definition of everything
+//! `mdev-kmod/include/uapi/devlend_wire.h` is the one definition of everything
 //! that crosses the fabric or lives in fabric-shared memory. This crate runs
 //! bindgen on it at build time ([`sys`]) and adds a safe layer on top:
 //!

@@ -292,7 +292,7 @@ fn gcc_agrees_with_generated_layout() {
         eprintln!("SKIPPED gcc_agrees_with_generated_layout: gcc is not installed");
         return;
     }
-    let include = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../mdev-kmod/include");
+    let include = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../mdev-kmod/include/uapi");
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("layout.c");
     let exe = dir.path().join("layout");
