@@ -73,8 +73,9 @@ pub fn create(base: &Path, topology: &str) -> Result<RunPaths, RunDirError> {
 }
 
 /// Kills what a run started (by the PIDs in its pidfiles, checked) and
-/// removes its directories. `keep_logs` keeps `*.log` files and the state
-/// directory, removing everything else (RAM, sockets, backing files).
+/// removes its directories. `keep_logs` keeps `*.log` files, the owner file
+/// and the state directory, removing everything else (RAM, sockets,
+/// backing files); a later run reaps what is kept once the owner is dead.
 pub fn remove(paths: &RunPaths, keep_logs: bool) {
     kill_recorded(&paths.state);
     let _ = std::fs::remove_dir_all(&paths.ram);
@@ -85,10 +86,12 @@ pub fn remove(paths: &RunPaths, keep_logs: bool) {
     if let Ok(entries) = std::fs::read_dir(&paths.state) {
         for e in entries.flatten() {
             let p = e.path();
-            let is_log = p.extension().is_some_and(|x| x == "log");
+            // The owner file stays with the logs, so that a later run
+            // reaps them once their owner is gone.
+            let keep = p.extension().is_some_and(|x| x == "log") || p.ends_with("owner");
             if p.is_dir() {
                 let _ = std::fs::remove_dir_all(&p);
-            } else if !is_log {
+            } else if !keep {
                 let _ = std::fs::remove_file(&p);
             }
         }
@@ -219,13 +222,15 @@ mod tests {
         }
         std::fs::write(paths.state.join("h.serial.log"), "boot").unwrap();
         std::fs::write(paths.state.join("d.img"), "x").unwrap();
+        std::fs::write(paths.state.join("owner"), "999999999").unwrap();
         std::fs::write(paths.ram.join("h.ram"), "x").unwrap();
         remove(&paths, true);
         assert!(paths.state.join("h.serial.log").exists());
         assert!(!paths.state.join("d.img").exists());
         assert!(!paths.share.exists());
         assert!(!paths.ram.exists());
-        remove(&paths, false);
+        // Its owner is dead: the next run reaps what was kept.
+        assert_eq!(reap_stale(base.path()), ["r".to_string()]);
         assert!(!paths.state.exists());
     }
 }
