@@ -212,67 +212,25 @@ impl VfioBackend for KernelVfio {
     // device's BAR access can fail (the lender went away), so do the I/O
     // here and report it.
     fn read_region(&self, index: u32, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let mut pos = self.check(index, offset, buf.len())?;
-        let mut done = 0;
-        while done < buf.len() {
+        let pos = self.check(index, offset, buf.len())?;
+        let fd = self.device.as_raw_fd();
+        positional_io(buf.len(), pos, io::ErrorKind::UnexpectedEof, |done, at| {
             let rest = &mut buf[done..];
             // SAFETY: the fd is the device fd `self.device` owns for as long
             // as `self` lives; `rest` is valid for writes of `rest.len()` bytes.
-            let n = unsafe {
-                libc::pread(
-                    self.device.as_raw_fd(),
-                    rest.as_mut_ptr().cast(),
-                    rest.len(),
-                    pos as libc::off_t,
-                )
-            };
-            match n {
-                n if n < 0 => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-                n => {
-                    done += n as usize;
-                    pos += n as u64;
-                }
-            }
-        }
-        Ok(())
+            unsafe { libc::pread(fd, rest.as_mut_ptr().cast(), rest.len(), at as libc::off_t) }
+        })
     }
 
     fn write_region(&self, index: u32, offset: u64, buf: &[u8]) -> io::Result<()> {
-        let mut pos = self.check(index, offset, buf.len())?;
-        let mut done = 0;
-        while done < buf.len() {
+        let pos = self.check(index, offset, buf.len())?;
+        let fd = self.device.as_raw_fd();
+        positional_io(buf.len(), pos, io::ErrorKind::WriteZero, |done, at| {
             let rest = &buf[done..];
             // SAFETY: as in read_region; `rest` is valid for reads of
             // `rest.len()` bytes.
-            let n = unsafe {
-                libc::pwrite(
-                    self.device.as_raw_fd(),
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    pos as libc::off_t,
-                )
-            };
-            match n {
-                n if n < 0 => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-                0 => return Err(io::ErrorKind::WriteZero.into()),
-                n => {
-                    done += n as usize;
-                    pos += n as u64;
-                }
-            }
-        }
-        Ok(())
+            unsafe { libc::pwrite(fd, rest.as_ptr().cast(), rest.len(), at as libc::off_t) }
+        })
     }
 
     fn set_irqs(&self, index: u32, fds: &[&EventFd]) -> io::Result<()> {
@@ -340,6 +298,34 @@ impl<T: VfioBackend + ?Sized> VfioBackend for Arc<T> {
     fn reset(&self) -> io::Result<()> {
         (**self).reset()
     }
+}
+
+/// Moves `len` bytes at device offset `pos` with `op(done, offset)` (a
+/// pread or pwrite of what is left), retrying short transfers and EINTR;
+/// a transfer of 0 bytes is `at_zero`.
+fn positional_io(
+    len: usize,
+    mut pos: u64,
+    at_zero: io::ErrorKind,
+    mut op: impl FnMut(usize, u64) -> isize,
+) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        match op(done, pos) {
+            n if n < 0 => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            0 => return Err(at_zero.into()),
+            n => {
+                done += n as usize;
+                pos += n as u64;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -626,9 +626,15 @@ impl<B: VfioBackend> Nvme<B> {
     }
 
     fn admin_cmd(&mut self, what: &str, cmd: Command) -> NvmeResult<Completion> {
-        let cid = self.submit(false, &[cmd])?[0];
+        self.run_sync(false, what, cmd)
+    }
+
+    /// Submits one command on the admin (`io` false) or I/O queue and
+    /// reaps until its completion; an error status is an error.
+    fn run_sync(&mut self, io: bool, what: &str, cmd: Command) -> NvmeResult<Completion> {
+        let cid = self.submit(io, &[cmd])?[0];
         loop {
-            for c in self.reap(false)? {
+            for c in self.reap(io)? {
                 if c.cid == cid {
                     if !c.ok() {
                         return Err(NvmeError::Command {
@@ -788,21 +794,7 @@ impl<B: VfioBackend> Nvme<B> {
 
     /// Runs one I/O command to completion.
     pub fn io_sync(&mut self, what: &str, cmd: Command) -> NvmeResult<Completion> {
-        let cid = self.submit_io(&[cmd])?[0];
-        loop {
-            for c in self.reap_io()? {
-                if c.cid == cid {
-                    if !c.ok() {
-                        return Err(NvmeError::Command {
-                            what: what.to_string(),
-                            sct: c.sct(),
-                            sc: c.sc(),
-                        });
-                    }
-                    return Ok(c);
-                }
-            }
-        }
+        self.run_sync(true, what, cmd)
     }
 
     /// Disables the controller (CC.EN = 0) and waits for it. Dropping does
