@@ -20,7 +20,10 @@
  * Messages to one peer arrive in order. Requests and posted messages may
  * use half of a ring, and at most that many requests may be in flight to
  * a peer; the other half is kept for responses, so answering from a
- * handler never waits for room.
+ * handler never waits for room. Of that half, %DL_FABRIC_URGENT_SLOTS
+ * slots and request credits are kept for urgent requests (those that
+ * give something back, such as unmapping DMA or returning a device), so
+ * that a ring full of BAR writes or reads never keeps them from going out.
  *
  * Everything a peer sends is untrusted; the fabric checks indices, lengths,
  * sources and sequence numbers, but handlers must still check payloads.
@@ -45,6 +48,9 @@ struct kobject;
 
 /* Default time dl_fabric_request() waits for a response. */
 #define DL_FABRIC_REQ_TIMEOUT_MS	2000
+
+/* Ring slots and request credits per peer kept for urgent requests. */
+#define DL_FABRIC_URGENT_SLOTS		8
 
 /**
  * enum dl_fabric_event_type - what a fabric notifier is told about.
@@ -112,6 +118,8 @@ struct dl_fabric_peer_info {
  * @req_id: nonzero if the sender waits for a response (dl_fabric_respond()).
  * @data: the payload; valid only during the handler call.
  * @len: bytes at @data.
+ * @urgent: when sending: the message may use the slots kept for urgent
+ *	requests. Never set on a received message.
  */
 struct dl_fabric_msg {
 	u32 peer;
@@ -120,6 +128,7 @@ struct dl_fabric_msg {
 	u64 req_id;
 	const void *data;
 	size_t len;
+	bool urgent;
 };
 
 /*
@@ -141,6 +150,8 @@ typedef void (*dl_fabric_db_fn)(struct dl_fabric *fab, unsigned int vector,
  * @resp_size: bytes available at @resp.
  * @resp_len: bytes the response carried (may exceed @resp_size, then the
  *	result is -EMSGSIZE and @resp holds the first @resp_size bytes).
+ * @urgent: set before submitting: the request may use the credits and ring
+ *	slots kept for urgent requests (%DL_FABRIC_URGENT_SLOTS).
  * @status: the result: 0, -errno mapped from the response status,
  *	-EPROTO for a response of another type, -ETIMEDOUT, -ENOTCONN or
  *	-ENODEV.
@@ -159,6 +170,7 @@ struct dl_fabric_req {
 	void *resp;
 	size_t resp_size;
 	size_t resp_len;
+	bool urgent;
 	int status;
 	ktime_t sent;
 	ktime_t done;
@@ -217,5 +229,8 @@ int dl_fabric_request(struct dl_fabric *fab, u32 peer, u16 type,
 		      const void *data, size_t len, void *resp,
 		      size_t resp_size, size_t *resp_len,
 		      unsigned int timeout_ms);
+int dl_fabric_request_urgent(struct dl_fabric *fab, u32 peer, u16 type,
+			     const void *data, size_t len,
+			     unsigned int timeout_ms);
 
 #endif /* DL_FABRIC_H */

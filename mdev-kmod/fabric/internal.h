@@ -404,6 +404,7 @@ void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
 
 /* ring.c */
 u32 dl_ring_share(struct dl_fabric *fab);
+u32 dl_ring_share_normal(struct dl_fabric *fab);
 void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer);
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		 const struct dl_fabric_msg *msg, u16 flags, u32 status);

@@ -35,13 +35,26 @@ void dl_req_init(struct dl_fabric *fab)
 
 /*
  * A request holds one of the peer's credits from submit until it leaves
- * the table; see dl_ring_share() for why they are limited.
+ * the table; see dl_ring_share() for why they are limited. Requests that
+ * are not urgent leave %DL_FABRIC_URGENT_SLOTS of them to urgent ones.
  */
-static int dl_req_get_credit(struct dl_fabric *fab, struct dl_peer *peer)
+static bool dl_req_take_credit(struct dl_peer *peer, int limit)
 {
-	if (!wait_event_timeout(peer->req_wq,
-				atomic_add_unless(&peer->reqs_out, 1,
-						  dl_ring_share(fab)),
+	int out = atomic_read(&peer->reqs_out);
+
+	do {
+		if (out >= limit)
+			return false;
+	} while (!atomic_try_cmpxchg(&peer->reqs_out, &out, out + 1));
+	return true;
+}
+
+static int dl_req_get_credit(struct dl_fabric *fab, struct dl_peer *peer,
+			     bool urgent)
+{
+	int limit = urgent ? dl_ring_share(fab) : dl_ring_share_normal(fab);
+
+	if (!wait_event_timeout(peer->req_wq, dl_req_take_credit(peer, limit),
 				msecs_to_jiffies(DL_TX_FULL_WAIT_MS)))
 		return -EAGAIN;
 	return 0;
@@ -77,8 +90,9 @@ static bool dl_req_remove(struct dl_fabric *fab, struct dl_fabric_req *req)
  * On success the caller must call dl_fabric_req_wait() on @req. Might
  * sleep.
  *
- * At most dl_ring_share() requests are in flight to one peer; a further
- * one waits up to %DL_TX_FULL_WAIT_MS for one of them to finish.
+ * At most dl_ring_share() requests are in flight to one peer, and at most
+ * dl_ring_share_normal() unless @req->urgent; a further one waits up to
+ * %DL_TX_FULL_WAIT_MS for one of them to finish.
  *
  * Return: 0, -EINVAL, -ENOMEM, -EBUSY if all ids are in use, -EAGAIN if
  * too many requests stayed in flight, or an error of dl_fabric_send(); on
@@ -93,6 +107,7 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 		.type = type,
 		.data = data,
 		.len = len,
+		.urgent = req->urgent,
 	};
 	u32 idx;
 	int ret;
@@ -106,7 +121,7 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 	req->status = -EINPROGRESS;
 	req->resp_len = 0;
 
-	ret = dl_req_get_credit(fab, p);
+	ret = dl_req_get_credit(fab, p, req->urgent);
 	if (ret)
 		return ret;
 
@@ -201,6 +216,35 @@ int dl_fabric_request(struct dl_fabric *fab, u32 peer, u16 type,
 	if (resp_len)
 		*resp_len = req.resp_len;
 	return ret;
+}
+
+/**
+ * dl_fabric_request_urgent() - send an urgent request that expects an
+ *	empty response, and wait for it.
+ * @fab: the fabric.
+ * @peer: the receiver's host id.
+ * @type: the message type, nonzero.
+ * @data: the payload.
+ * @len: bytes at @data, at most dl_fabric_max_payload().
+ * @timeout_ms: how long to wait for the response.
+ *
+ * For requests that give something back (unmapping DMA, returning a
+ * device): they may use the credits and ring slots that other requests
+ * and posted messages leave free (%DL_FABRIC_URGENT_SLOTS). Might sleep.
+ *
+ * Return: as dl_fabric_request().
+ */
+int dl_fabric_request_urgent(struct dl_fabric *fab, u32 peer, u16 type,
+			     const void *data, size_t len,
+			     unsigned int timeout_ms)
+{
+	struct dl_fabric_req req = { .urgent = true };
+	int ret;
+
+	ret = dl_fabric_req_submit(fab, peer, type, data, len, &req);
+	if (ret)
+		return ret;
+	return dl_fabric_req_wait(fab, &req, timeout_ms);
 }
 
 /**

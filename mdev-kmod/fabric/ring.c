@@ -70,8 +70,29 @@ u32 dl_ring_share(struct dl_fabric *fab)
 	return max(fab->geom.ring_slots / 2, 1U);
 }
 
+/**
+ * dl_ring_share_normal() - how much of a ring requests and posted messages
+ *	that are not urgent may use.
+ * @fab: the fabric.
+ *
+ * The share less %DL_FABRIC_URGENT_SLOTS (at least one slot), so that a
+ * ring or a credit count filled by BAR accesses still lets a DMA unmap or
+ * a device release through.
+ *
+ * Return: slots.
+ */
+u32 dl_ring_share_normal(struct dl_fabric *fab)
+{
+	u32 share = dl_ring_share(fab);
+
+	return share > 2 * DL_FABRIC_URGENT_SLOTS ?
+	       share - DL_FABRIC_URGENT_SLOTS : max(share / 2, 1U);
+}
+
 /*
  * Free slots in the ring to a peer for a message of this kind, 0 if none.
+ * Responses may fill the ring, urgent requests its share, and everything
+ * else its share less the slots kept for urgent requests.
  *
  * A consumer index that is not within a ring of our producer index was
  * not written by a sane receiver, or the receiver skipped a corrupt ring
@@ -79,9 +100,10 @@ u32 dl_ring_share(struct dl_fabric *fab)
  * from its index: the receiver counts what was lost as a sequence gap.
  */
 static u32 dl_ring_tx_room(struct dl_fabric *fab, struct dl_peer *peer,
-			   bool response)
+			   bool response, bool urgent)
 {
-	u32 limit = response ? fab->geom.ring_slots : dl_ring_share(fab);
+	u32 limit = response ? fab->geom.ring_slots :
+		    urgent ? dl_ring_share(fab) : dl_ring_share_normal(fab);
 	struct dl_tx_ring *tx = &peer->tx;
 	u32 cons, used;
 
@@ -167,7 +189,8 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		if (!dl_peer_link(peer, &proto, NULL))
 			return -ENOTCONN;
 		spin_lock(&tx->lock);
-		if (dl_ring_tx_room(fab, peer, flags & DL_MSG_F_RESPONSE))
+		if (dl_ring_tx_room(fab, peer, flags & DL_MSG_F_RESPONSE,
+				    msg->urgent))
 			break;
 		spin_unlock(&tx->lock);
 
