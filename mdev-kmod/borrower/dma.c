@@ -36,10 +36,11 @@
 
 /* Most pages per vfio_pin_pages() call. */
 #define DL_PIN_BATCH		VFIO_PIN_PAGES_MAX_ENTRIES
-/* Most memslots considered. */
-#define DL_MAX_SLOTS		64
 /* How long after a dma_unmap() the memory is pinned again. */
 #define DL_REPIN_DELAY_MS	100
+/* How often, and how far apart, a failed re-pin is tried again. */
+#define DL_REPIN_TRIES		10
+#define DL_REPIN_RETRY_MS	500
 
 /**
  * struct dl_pin_extent - pages pinned at consecutive IOVAs.
@@ -172,9 +173,24 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n)
 			vfio_unpin_pages(&v->vdev, iova, ret);
 		return DL_PIN_REFUSED;
 	}
+	/* Kept so that an unacknowledged unmap can quarantine them. */
+	for (i = 0; i < n; i++) {
+		ret = xa_err(xa_store(&v->pin_pages,
+				      (iova >> PAGE_SHIFT) + i, bt->pages[i],
+				      GFP_KERNEL));
+		if (ret) {
+			while (i--)
+				xa_erase(&v->pin_pages, (iova >> PAGE_SHIFT) + i);
+			vfio_unpin_pages(&v->vdev, iova, n);
+			return ret;
+		}
+	}
 	ret = dl_dma_record(v, iova, n);
-	if (ret)
+	if (ret) {
+		for (i = 0; i < n; i++)
+			xa_erase(&v->pin_pages, (iova >> PAGE_SHIFT) + i);
 		return ret;
+	}
 	for (i = 0; i < n; i++) {
 		ret = dl_dma_add_run(bt, iova + ((u64)i << PAGE_SHIFT),
 				     page_to_phys(bt->pages[i]), PAGE_SIZE);
@@ -276,38 +292,93 @@ static int dl_dma_pin_span(struct dl_dma_batch *bt, const struct dl_dma_span *s)
 	}
 }
 
-/* The memslots of the guest, or the probe range without KVM. */
-static int dl_dma_spans(struct dl_vdev *v, struct dl_dma_span *spans,
-			unsigned int *nr)
+/*
+ * The memslots of the guest (every one), or the probe range without KVM,
+ * in a new array; *@nr set to their count.
+ */
+static struct dl_dma_span *dl_dma_spans(struct dl_vdev *v, unsigned int *nr)
 {
 	struct kvm *kvm = v->vdev.kvm;
 	struct kvm_memory_slot *slot;
 	struct kvm_memslots *slots;
+	struct dl_dma_span *spans;
+	unsigned int max = 0;
 	int idx, bkt;
 
 	*nr = 0;
 	if (!kvm) {
-		spans[0].iova = 0;
-		spans[0].npages = SZ_4G >> PAGE_SHIFT;
-		*nr = 1;
-		return 0;
+		spans = kzalloc(sizeof(*spans), GFP_KERNEL);
+		if (spans) {
+			spans->npages = SZ_4G >> PAGE_SHIFT;
+			*nr = 1;
+		}
+		return spans;
 	}
 	idx = srcu_read_lock(&kvm->srcu);
 	slots = kvm_memslots(kvm);
-	kvm_for_each_memslot(slot, bkt, slots) {
-		if (slot->flags & KVM_MEM_READONLY || !slot->npages)
-			continue;
-		if (*nr == DL_MAX_SLOTS)
-			break;
-		spans[*nr].iova = (u64)slot->base_gfn << PAGE_SHIFT;
-		spans[*nr].npages = slot->npages;
-		(*nr)++;
+	kvm_for_each_memslot(slot, bkt, slots)
+		max++;
+	spans = kvcalloc(max ?: 1, sizeof(*spans), GFP_KERNEL);
+	if (spans) {
+		kvm_for_each_memslot(slot, bkt, slots) {
+			if (slot->flags & KVM_MEM_READONLY || !slot->npages)
+				continue;
+			spans[*nr].iova = (u64)slot->base_gfn << PAGE_SHIFT;
+			spans[*nr].npages = slot->npages;
+			(*nr)++;
+		}
 	}
 	srcu_read_unlock(&kvm->srcu, idx);
-	return 0;
+	return spans;
 }
 
-/* Unmaps (if asked) and unpins pages of [iova, iova + len). */
+/*
+ * Whether the lender may map pages of this mdev: it was sent mappings and
+ * has not said since that it holds none.
+ */
+static bool dl_dma_lender_may_map(struct dl_vdev *v)
+{
+	return v->dma_mapped && !(v->lease && v->lease->settled);
+}
+
+/*
+ * Unpins [s, t), pages of one extent. Unless the lender acknowledged their
+ * unmap, each page is quarantined first: VFIO gets its pin back, but the
+ * page stays out of the allocator until the lease settles (lease.c).
+ */
+static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t, bool acked)
+{
+	struct dl_borrower *b = v->b;
+	struct page *page;
+	u64 n;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	mutex_lock(&b->lock);
+	/* The release work may have settled the lease meanwhile. */
+	if (v->lease && v->lease->settled)
+		acked = true;
+	for (n = s; n < t; n += PAGE_SIZE) {
+		page = xa_erase(&v->pin_pages, n >> PAGE_SHIFT);
+		if (acked || !page)
+			continue;
+		if (WARN_ON_ONCE(!v->lease))
+			get_page(page);	/* nobody to hold it: leak it */
+		else
+			dl_lease_quarantine(b, v->lease, page);
+	}
+	mutex_unlock(&b->lock);
+	for (n = s; n < t; n += (u64)DL_PIN_BATCH << PAGE_SHIFT)
+		vfio_unpin_pages(&v->vdev, n,
+				 min_t(u64, DL_PIN_BATCH, (t - n) >> PAGE_SHIFT));
+	v->npinned -= (t - s) >> PAGE_SHIFT;
+}
+
+/*
+ * Has the lender unmap [iova, iova + len) (everything with @all), then
+ * unpins what is pinned there. What the lender did not acknowledge is
+ * quarantined, and the device is given up and returned later.
+ */
 static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
 {
 	struct dl_dma_unmap um = {
@@ -317,24 +388,29 @@ static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
 		.len = cpu_to_le64(len),
 	};
 	struct dl_pin_extent *e, *tmp, *split;
-	u64 end = iova + len, s, t, n;
-	int ret;
+	u64 end = iova + len, s, t;
+	bool acked = !dl_dma_lender_may_map(v);
+	int ret = -ENOTCONN;
 
 	lockdep_assert_held(&v->dma_lock);
 
-	if (v->dma_mapped && READ_ONCE(v->state) == DL_VDEV_BORROWED) {
-		ret = dl_vdev_request(v, DL_MSG_DMA_UNMAP, &um, sizeof(um),
-				      NULL, 0);
-		if (ret) {
-			dev_err_ratelimited(dl_vdev_dev(v),
-					    "the lender did not unmap 0x%llx+0x%llx: %d; giving the device up\n",
-					    iova, len, ret);
-			mutex_lock(&v->b->lock);
-			dl_vdev_lost(v, "DMA unmap failed");
-			mutex_unlock(&v->b->lock);
-		}
+	if (!acked) {
+		if (READ_ONCE(v->state) == DL_VDEV_BORROWED)
+			ret = dl_fabric_request_urgent(v->b->fab, v->host,
+						       DL_MSG_DMA_UNMAP, &um,
+						       sizeof(um),
+						       DL_B_TIMEOUT_MS);
+		acked = !ret;
 	}
-	if (all)
+	if (!acked) {
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "the lender did not unmap 0x%llx+0x%llx: %d; quarantining its pages, giving the device up\n",
+				    iova, len, ret);
+		mutex_lock(&v->b->lock);
+		dl_vdev_lost(v, "DMA unmap failed");
+		mutex_unlock(&v->b->lock);
+	}
+	if (all && acked)
 		v->dma_mapped = false;
 
 	list_for_each_entry_safe(e, tmp, &v->pinned, node) {
@@ -344,11 +420,7 @@ static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
 		t = min(e_end, end);
 		if (s >= t)
 			continue;
-		for (n = s; n < t; n += (u64)DL_PIN_BATCH << PAGE_SHIFT)
-			vfio_unpin_pages(&v->vdev, n,
-					 min_t(u64, DL_PIN_BATCH,
-					       (t - n) >> PAGE_SHIFT));
-		v->npinned -= (t - s) >> PAGE_SHIFT;
+		dl_dma_unpin(v, s, t, acked);
 
 		if (s > e->iova && t < e_end) {
 			/* A hole in the middle: keep the tail apart. */
@@ -389,14 +461,13 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 	bt.max = (max_payload - sizeof(*bt.msg)) / sizeof(bt.msg->ranges[0]);
 	bt.msg = kzalloc(max_payload, GFP_KERNEL);
 	bt.pages = kcalloc(DL_PIN_BATCH, sizeof(*bt.pages), GFP_KERNEL);
-	spans = kcalloc(DL_MAX_SLOTS, sizeof(*spans), GFP_KERNEL);
+	spans = dl_dma_spans(v, &nr);
 	if (!bt.msg || !bt.pages || !spans) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
 
 	bt.probe = !v->vdev.kvm;
-	ret = dl_dma_spans(v, spans, &nr);
 	for (i = 0; i < nr && !ret; i++)
 		ret = dl_dma_pin_span(&bt, &spans[i]);
 	if (!ret)
@@ -414,7 +485,7 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 				     bt.nruns, bt.nmsgs,
 				     v->npinned >> (20 - PAGE_SHIFT));
 out_free:
-	kfree(spans);
+	kvfree(spans);
 	kfree(bt.pages);
 	kfree(bt.msg);
 	return ret;
@@ -463,10 +534,22 @@ void dl_dma_repin_work(struct work_struct *work)
 	mutex_lock(&v->dma_lock);
 	if (v->open && v->dma_on && READ_ONCE(v->state) == DL_VDEV_BORROWED) {
 		ret = dl_dma_fill(v, false);
-		if (ret)
+		if (!ret) {
+			v->repin_tries = 0;
+		} else if (++v->repin_tries < DL_REPIN_TRIES) {
+			dev_warn_ratelimited(dl_vdev_dev(v),
+					     "cannot map guest memory again: %d; retrying\n",
+					     ret);
+			mod_delayed_work(system_unbound_wq, &v->repin_work,
+					 msecs_to_jiffies(DL_REPIN_RETRY_MS));
+		} else {
 			dev_err_ratelimited(dl_vdev_dev(v),
-					    "cannot map guest memory again: %d\n",
-					    ret);
+					    "cannot map guest memory again after %u tries: %d; giving the device up\n",
+					    v->repin_tries, ret);
+			mutex_lock(&v->b->lock);
+			dl_vdev_lost(v, "guest memory cannot be mapped");
+			mutex_unlock(&v->b->lock);
+		}
 	}
 	mutex_unlock(&v->dma_lock);
 	mutex_unlock(&v->lock);
@@ -510,9 +593,10 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 	}
 	if (hit) {
 		dl_dma_release(v, s, t - s, false);
+		/* Pushed back by every unmap: QEMU maps again after the last. */
 		if (v->dma_on)
-			queue_delayed_work(system_unbound_wq, &v->repin_work,
-					   msecs_to_jiffies(DL_REPIN_DELAY_MS));
+			mod_delayed_work(system_unbound_wq, &v->repin_work,
+					 msecs_to_jiffies(DL_REPIN_DELAY_MS));
 	}
 	mutex_unlock(&v->dma_lock);
 }

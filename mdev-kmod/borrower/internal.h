@@ -26,9 +26,11 @@
 #include <linux/list.h>
 #include <linux/mdev.h>
 #include <linux/mutex.h>
+#include <linux/seq_file.h>
 #include <linux/spinlock.h>
 #include <linux/vfio.h>
 #include <linux/workqueue.h>
+#include <linux/xarray.h>
 
 #include "devlend_wire.h"
 #include "../fabric/fabric.h"
@@ -158,6 +160,14 @@ struct dl_mtype {
  * @check_jiffies: when a lender's refusal last made us read its devices.
  * @remote_kobj: <adapter>/fabric/remote/.
  * @dying: the fabric is going away; no more scans.
+ * @leases: every &struct dl_lease not yet freed (lease.c).
+ * @release_work: returns the devices of unreturned leases.
+ * @release_pass: counts runs of @release_work.
+ * @nquarantined: pages quarantined now, in all leases.
+ * @quarantined_total: pages ever quarantined.
+ * @returned_late: leases settled by the release work.
+ *
+ * @leases and the counters are under @lock.
  */
 struct dl_borrower {
 	struct list_head node;
@@ -178,6 +188,48 @@ struct dl_borrower {
 	unsigned long check_jiffies;
 	struct kobject *remote_kobj;
 	bool dying;
+	struct list_head leases;
+	struct delayed_work release_work;
+	u64 release_pass;
+	unsigned long nquarantined;
+	u64 quarantined_total;
+	u64 returned_late;
+};
+
+/**
+ * struct dl_lease - one borrow of a remote device, for as long as its
+ *	lender may reach pages of this host for it (lease.c).
+ * @node: in &dl_borrower.leases.
+ * @host: the lender's host id.
+ * @dev_id: the lender's handle of the device.
+ * @incarnation: the lender's incarnation it was borrowed from.
+ * @settled: the lender said it holds nothing for it any more; nothing is
+ *	quarantined.
+ * @unreturned: the device is to be returned (DL_MSG_DEV_RELEASE) by the
+ *	release work once the lender is up.
+ * @orphaned: its mdev let go of it; freed once settled.
+ * @busy: the release work is asking the lender about it; not freed.
+ * @pass: the last run of the release work that tried it.
+ * @tries: DL_MSG_DEV_RELEASE sent by the release work.
+ * @quarantine: pages unpinned for VFIO but held by reference, because the
+ *	lender never acknowledged their unmap.
+ * @nquarantined: pages in @quarantine.
+ *
+ * Everything is under &dl_borrower.lock.
+ */
+struct dl_lease {
+	struct list_head node;
+	u32 host;
+	u32 dev_id;
+	u64 incarnation;
+	bool settled;
+	bool unreturned;
+	bool orphaned;
+	bool busy;
+	u64 pass;
+	unsigned int tries;
+	struct list_head quarantine;
+	unsigned long nquarantined;
 };
 
 /* States of an mdev, as its state attribute shows them. */
@@ -220,12 +272,16 @@ struct dl_irq_ctx {
  * @msi_len: its length.
  * @msix_cap: offset of the MSI-X capability, 0 if none.
  * @pcie_cap: offset of the PCI Express capability, 0 if none.
- * @dma_lock: @pinned, @npinned, @dma_mapped, @dma_on.
+ * @lease: the lease of the current borrow, NULL when not borrowing;
+ *	set and cleared under @lock, @dma_lock and @b->lock.
+ * @dma_lock: @pinned, @pin_pages, @npinned, @dma_mapped, @dma_on.
  * @pinned: &struct dl_pin_extent list: what is pinned, by IOVA.
+ * @pin_pages: the pinned pages, by IOVA page number.
  * @npinned: pages pinned.
  * @dma_mapped: the lender may hold mappings of the device.
  * @dma_on: bus mastering is on: guest memory is to be mapped.
  * @repin_work: pins and maps again after a dma_unmap().
+ * @repin_tries: failed runs of @repin_work in a row.
  * @irq_lock: the eventfds.
  * @irqs: INTx, MSI and MSI-X eventfds.
  * @err_trigger: the ERR eventfd.
@@ -249,12 +305,15 @@ struct dl_vdev {
 	u8 msi_len;
 	u8 msix_cap;
 	u8 pcie_cap;
+	struct dl_lease *lease;
 	struct mutex dma_lock;		/* see above */
 	struct list_head pinned;
+	struct xarray pin_pages;
 	unsigned long npinned;
 	bool dma_mapped;
 	bool dma_on;
 	struct delayed_work repin_work;
+	unsigned int repin_tries;
 	spinlock_t irq_lock;		/* the eventfds */
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
 	struct eventfd_ctx *err_trigger;
@@ -316,6 +375,29 @@ int dl_dma_enable(struct dl_vdev *v);
 void dl_dma_disable(struct dl_vdev *v);
 void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len);
 void dl_dma_repin_work(struct work_struct *work);
+
+/* lease.c */
+struct dl_lease *dl_lease_new(struct dl_borrower *b, u32 host, u32 dev_id,
+			      u64 incarnation);
+void dl_lease_quarantine(struct dl_borrower *b, struct dl_lease *l,
+			 struct page *page);
+void dl_lease_settle(struct dl_borrower *b, struct dl_lease *l,
+		     const char *why);
+void dl_lease_return_later(struct dl_borrower *b, struct dl_lease *l);
+void dl_lease_put(struct dl_borrower *b, struct dl_lease *l);
+bool dl_lease_answer_settles(int ret);
+void dl_lease_release_work(struct work_struct *work);
+void dl_lease_peer_up(struct dl_borrower *b);
+void dl_lease_teardown(struct dl_borrower *b);
+void dl_lease_show(struct seq_file *s, struct dl_borrower *b);
+
+/* main.c: every borrower, under dl_borrowers_lock. */
+extern struct list_head dl_borrowers;
+extern struct mutex dl_borrowers_lock;
+
+/* debugfs.c */
+void dl_borrower_debugfs_add(void);
+void dl_borrower_debugfs_remove(void);
 
 /* irq.c */
 int dl_irq_info(struct dl_vdev *v, struct vfio_irq_info *info);

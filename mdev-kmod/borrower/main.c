@@ -21,8 +21,9 @@
 #include "borrower.h"
 #include "internal.h"
 
-static LIST_HEAD(dl_borrowers);
-static DEFINE_MUTEX(dl_borrowers_lock);
+LIST_HEAD(dl_borrowers);
+/* dl_borrowers, and the debugfs file that shows them. */
+DEFINE_MUTEX(dl_borrowers_lock);
 static bool dl_borrower_enabled;
 
 static const u16 dl_borrower_msgs[] = {
@@ -73,6 +74,8 @@ static void dl_borrower_added(struct dl_fabric *fab)
 	INIT_LIST_HEAD(&b->remotes);
 	INIT_LIST_HEAD(&b->vdevs);
 	INIT_WORK(&b->scan_work, dl_remote_scan_work);
+	INIT_LIST_HEAD(&b->leases);
+	INIT_DELAYED_WORK(&b->release_work, dl_lease_release_work);
 	b->check_jiffies = jiffies - 2 * HZ;
 
 	ret = dl_remote_add_dir(b);
@@ -90,6 +93,7 @@ static void dl_borrower_added(struct dl_fabric *fab)
 
 	mutex_lock(&dl_borrowers_lock);
 	list_add_tail(&b->node, &dl_borrowers);
+	dl_borrower_debugfs_add();
 	mutex_unlock(&dl_borrowers_lock);
 	return;
 
@@ -109,6 +113,8 @@ static void dl_borrower_removing(struct dl_fabric *fab)
 	b = dl_borrower_find(fab);
 	if (b)
 		list_del(&b->node);
+	if (list_empty(&dl_borrowers))
+		dl_borrower_debugfs_remove();
 	mutex_unlock(&dl_borrowers_lock);
 	if (!b)
 		return;
@@ -120,6 +126,7 @@ static void dl_borrower_removing(struct dl_fabric *fab)
 
 	/* Removes every mdev; waits until their users have closed them. */
 	dl_parent_unregister(b);
+	dl_lease_teardown(b);
 	dl_borrower_unregister_handlers(b, ARRAY_SIZE(dl_borrower_msgs));
 	dl_remote_remove_all(b);
 	kfree(b);
@@ -142,10 +149,12 @@ static int dl_borrower_event(struct notifier_block *nb, unsigned long type,
 
 	mutex_lock(&dl_borrowers_lock);
 	b = dl_borrower_find(ev->fab);
-	if (b && type == DL_FABRIC_EV_PEER_UP)
+	if (b && type == DL_FABRIC_EV_PEER_UP) {
 		dl_remote_peer_up(b, ev->peer);
-	else if (b && type == DL_FABRIC_EV_PEER_DOWN)
+		dl_lease_peer_up(b);
+	} else if (b && type == DL_FABRIC_EV_PEER_DOWN) {
 		dl_remote_peer_down(b, ev->peer);
+	}
 	mutex_unlock(&dl_borrowers_lock);
 	return NOTIFY_OK;
 }

@@ -49,7 +49,8 @@ static void dl_vdev_set_state(struct dl_vdev *v, enum dl_vdev_state state)
  * @v: the mdev; caller holds b->lock.
  * @why: for the log.
  *
- * Signals the ERR eventfd; device accesses fail from now on.
+ * Signals the ERR eventfd; device accesses fail from now on. The device
+ * is returned to the lender as soon as it can be reached (lease.c).
  */
 void dl_vdev_lost(struct dl_vdev *v, const char *why)
 {
@@ -60,6 +61,9 @@ void dl_vdev_lost(struct dl_vdev *v, const char *why)
 	dl_vdev_set_state(v, DL_VDEV_LOST);
 	dev_err_ratelimited(dl_vdev_dev(v), "lost remote device %u:%u: %s\n",
 			    v->host, v->dev_id, why);
+	/* Whatever the lender still does with it, it is to stop. */
+	if (v->lease)
+		dl_lease_return_later(v->b, v->lease);
 	dl_irq_signal_err(v);
 }
 
@@ -104,6 +108,7 @@ int dl_vdev_borrow(struct dl_vdev *v)
 	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
 	struct dl_dev_ref resp;
 	struct dl_borrower *b = v->b;
+	struct dl_lease *lease;
 	int ret;
 
 	lockdep_assert_held(&v->lock);
@@ -117,8 +122,27 @@ int dl_vdev_borrow(struct dl_vdev *v)
 		break;
 	}
 
+	lease = dl_lease_new(b, v->host, v->dev_id, v->remote->incarnation);
+	if (IS_ERR(lease)) {
+		ret = PTR_ERR(lease);
+		if (ret == -EBUSY)
+			dev_err_ratelimited(dl_vdev_dev(v),
+					    "remote device %u:%u is still being returned to its lender\n",
+					    v->host, v->dev_id);
+		return ret;
+	}
 	ret = dl_vdev_request(v, DL_MSG_DEV_ACQUIRE, &ref, sizeof(ref), &resp,
 			      sizeof(resp));
+	if (ret) {
+		/* Without an answer the lender may have granted it. */
+		mutex_lock(&b->lock);
+		if (ret == -ETIMEDOUT || ret == -ENOTCONN)
+			dl_lease_return_later(b, lease);
+		else
+			dl_lease_settle(b, lease, "not borrowed");
+		dl_lease_put(b, lease);
+		mutex_unlock(&b->lock);
+	}
 	if (ret == -EBUSY) {
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "remote device %u:%u (%s) is held by another host\n",
@@ -132,10 +156,13 @@ int dl_vdev_borrow(struct dl_vdev *v)
 		return ret;
 	}
 
+	mutex_lock(&v->dma_lock);
 	mutex_lock(&b->lock);
+	v->lease = lease;
 	if (v->remote->gone) {
 		/* The lender went down meanwhile. */
 		dl_vdev_set_state(v, DL_VDEV_LOST);
+		dl_lease_return_later(b, lease);
 		ret = -EIO;
 	} else {
 		dl_vdev_set_state(v, DL_VDEV_BORROWED);
@@ -144,6 +171,7 @@ int dl_vdev_borrow(struct dl_vdev *v)
 		v->remote->borrow_seq = ++b->borrow_seq;
 	}
 	mutex_unlock(&b->lock);
+	mutex_unlock(&v->dma_lock);
 	if (!ret)
 		dev_info(dl_vdev_dev(v), "borrowed remote device %u:%u (%s on %s)\n",
 			 v->host, v->dev_id, v->info.name, v->remote->lender);
@@ -180,22 +208,44 @@ int dl_vdev_reset(struct dl_vdev *v)
 	return ret;
 }
 
+/*
+ * Gives the remote device back, or leaves that to the release work, and
+ * lets go of the lease. Called at close, after DMA was disabled.
+ */
 static void dl_vdev_release_remote(struct dl_vdev *v)
 {
 	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
-	int ret;
+	struct dl_borrower *b = v->b;
+	int ret = -ENOTCONN;
 
-	if (READ_ONCE(v->state) != DL_VDEV_BORROWED)
+	lockdep_assert_held(&v->lock);
+
+	if (!v->lease)
 		return;
-	ret = dl_vdev_request(v, DL_MSG_DEV_RELEASE, &ref, sizeof(ref), NULL, 0);
-	if (ret)
-		dev_warn(dl_vdev_dev(v), "cannot return remote device %u:%u: %d\n",
-			 v->host, v->dev_id, ret);
-	else
-		dev_info(dl_vdev_dev(v), "returned remote device %u:%u\n",
-			 v->host, v->dev_id);
+	if (READ_ONCE(v->state) == DL_VDEV_BORROWED) {
+		ret = dl_fabric_request_urgent(b->fab, v->host,
+					       DL_MSG_DEV_RELEASE, &ref,
+					       sizeof(ref), DL_B_TIMEOUT_MS);
+		if (ret)
+			dev_warn(dl_vdev_dev(v), "cannot return remote device %u:%u now: %d\n",
+				 v->host, v->dev_id, ret);
+		else
+			dev_info(dl_vdev_dev(v), "returned remote device %u:%u\n",
+				 v->host, v->dev_id);
+	}
+
+	mutex_lock(&v->dma_lock);
+	mutex_lock(&b->lock);
+	if (dl_lease_answer_settles(ret))
+		dl_lease_settle(b, v->lease, "returned");
+	dl_lease_put(b, v->lease);
+	v->lease = NULL;
+	/* What the lender may still map is the lease's business now. */
+	v->dma_mapped = false;
+	mutex_unlock(&b->lock);
+	mutex_unlock(&v->dma_lock);
 	/* Its state changes on the lender: read it again. */
-	dl_remote_rescan(v->b, v->host);
+	dl_remote_rescan(b, v->host);
 }
 
 /* Chooses a free remote device of the mdev's type, unless it has one. */
@@ -637,6 +687,7 @@ static int dl_vdev_init(struct vfio_device *vdev)
 	mutex_init(&v->lock);
 	mutex_init(&v->dma_lock);
 	INIT_LIST_HEAD(&v->pinned);
+	xa_init(&v->pin_pages);
 	INIT_DELAYED_WORK(&v->repin_work, dl_dma_repin_work);
 	spin_lock_init(&v->irq_lock);
 	v->state = DL_VDEV_IDLE;
@@ -648,6 +699,7 @@ static void dl_vdev_release(struct vfio_device *vdev)
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
 	cancel_delayed_work_sync(&v->repin_work);
+	xa_destroy(&v->pin_pages);
 	mutex_destroy(&v->dma_lock);
 	mutex_destroy(&v->lock);
 }
