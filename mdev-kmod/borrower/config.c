@@ -8,8 +8,9 @@
  * writes have side effects on this host before they may reach the
  * device. So a copy of the config space is read at open, and these
  * fields are served from it (the "virtual" bytes):
- *   command     virtual copy; written through (the lender keeps only I/O,
- *               memory, bus master and INTx disable), with side effects:
+ *   command     virtual copy; written through (the lender writes only I/O,
+ *               memory and bus master; it virtualizes INTx disable), with
+ *               side effects:
  *               bus master 0 -> 1 pins and maps guest memory first, then
  *               forwards; 1 -> 0 forwards first, then unmaps and unpins
  *   BAR0-5      virtual, with sizing (writable bits are the size mask)
@@ -24,8 +25,12 @@
  *
  * Accesses are split into naturally aligned 1, 2 or 4 byte pieces; a
  * piece that mixes virtual and other bytes is read through and the
- * virtual bytes laid over it, or written byte by byte.
+ * virtual bytes laid over it. A write is split further where a piece
+ * spans regions (command and status, one capability and the next), so
+ * that each byte takes the filter of its own region; of MSI and MSI-X
+ * only the bits vfio-pci lets a guest write take.
  */
+#include <linux/bitfield.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -41,19 +46,40 @@ static bool dl_config_in(unsigned int off, unsigned int start,
 	return start && off >= start && off < start + len;
 }
 
+/* What a byte of config space belongs to, and so which filter it takes. */
+enum dl_cfg_region {
+	DL_CFG_DEV,		/* the device's own */
+	DL_CFG_COMMAND,
+	DL_CFG_BAR,
+	DL_CFG_ROM,
+	DL_CFG_INTX_PIN,
+	DL_CFG_MSI,
+	DL_CFG_MSIX,
+};
+
+static enum dl_cfg_region dl_config_region(struct dl_vdev *v,
+					   unsigned int off)
+{
+	if (off == PCI_COMMAND || off == PCI_COMMAND + 1)
+		return DL_CFG_COMMAND;
+	if (off >= PCI_BASE_ADDRESS_0 && off < PCI_BASE_ADDRESS_5 + 4)
+		return DL_CFG_BAR;
+	if (off >= PCI_ROM_ADDRESS && off < PCI_ROM_ADDRESS + 4)
+		return DL_CFG_ROM;
+	if (off == PCI_INTERRUPT_PIN)
+		return DL_CFG_INTX_PIN;
+	/* Should the lender's capabilities overlap, each byte has one. */
+	if (dl_config_in(off, v->msi_cap, v->msi_len))
+		return DL_CFG_MSI;
+	if (dl_config_in(off, v->msix_cap, PCI_CAP_MSIX_SIZEOF))
+		return DL_CFG_MSIX;
+	return DL_CFG_DEV;
+}
+
 /* Whether the byte at @off is served from the virtual copy. */
 static bool dl_config_virt(struct dl_vdev *v, unsigned int off)
 {
-	if (off == PCI_COMMAND || off == PCI_COMMAND + 1)
-		return true;
-	if (off >= PCI_BASE_ADDRESS_0 && off < PCI_BASE_ADDRESS_5 + 4)
-		return true;
-	if (off >= PCI_ROM_ADDRESS && off < PCI_ROM_ADDRESS + 4)
-		return true;
-	if (off == PCI_INTERRUPT_PIN)
-		return true;
-	return dl_config_in(off, v->msi_cap, v->msi_len) ||
-	       dl_config_in(off, v->msix_cap, PCI_CAP_MSIX_SIZEOF);
+	return dl_config_region(v, off) != DL_CFG_DEV;
 }
 
 static u32 dl_config_get(struct dl_vdev *v, unsigned int off,
@@ -357,16 +383,80 @@ static void dl_config_write_bar(struct dl_vdev *v, unsigned int off,
 		      type_bits);
 }
 
-/* A write to the virtual bytes of one piece. */
-static int dl_config_write_virt(struct dl_vdev *v, unsigned int off,
-				unsigned int size, u32 val)
+/*
+ * The bits of the byte at @rel in the MSI capability that the guest may
+ * write, after vfio_pci_config.c: enable and Multiple Message Enable, the
+ * address, the data and the mask bits. The rest (header, the capability
+ * bits that say how long the capability is, pending bits) is read-only.
+ */
+static u8 dl_config_msi_wmask(struct dl_vdev *v, unsigned int rel)
 {
-	u16 ctrl;
+	u16 flags = dl_config_get(v, v->msi_cap + PCI_MSI_FLAGS, 2);
+	bool is64 = flags & PCI_MSI_FLAGS_64BIT;
+	unsigned int data = is64 ? PCI_MSI_DATA_64 : PCI_MSI_DATA_32;
+	unsigned int mask = is64 ? PCI_MSI_MASK_64 : PCI_MSI_MASK_32;
 
-	if (off <= PCI_COMMAND + 1 && off + size > PCI_COMMAND) {
-		u16 cmd = dl_config_get(v, PCI_COMMAND, 2);
-		unsigned int i;
+	if (rel == PCI_MSI_FLAGS)
+		return PCI_MSI_FLAGS_ENABLE | PCI_MSI_FLAGS_QSIZE;
+	if (rel >= PCI_MSI_ADDRESS_LO && rel < PCI_MSI_ADDRESS_LO + 4)
+		return 0xff;
+	if (is64 && rel >= PCI_MSI_ADDRESS_HI && rel < PCI_MSI_ADDRESS_HI + 4)
+		return 0xff;
+	if (rel >= data && rel < data + 2)
+		return 0xff;
+	if ((flags & PCI_MSI_FLAGS_MASKBIT) && rel >= mask && rel < mask + 4)
+		return 0xff;
+	return 0;
+}
 
+/* Of MSI-X, only enable and function mask are writable. */
+static u8 dl_config_msix_wmask(unsigned int rel)
+{
+	if (rel == PCI_MSIX_FLAGS + 1)
+		return (PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL) >> 8;
+	return 0;
+}
+
+/* A write to the MSI or MSI-X capability: only the writable bits take. */
+static void dl_config_write_msi(struct dl_vdev *v, enum dl_cfg_region region,
+				unsigned int off, unsigned int size, u32 val)
+{
+	unsigned int cap = region == DL_CFG_MSI ? v->msi_cap : v->msix_cap;
+	unsigned int i, rel;
+	u16 flags;
+	u8 wmask;
+
+	for (i = 0; i < size; i++) {
+		rel = off + i - cap;
+		wmask = region == DL_CFG_MSI ? dl_config_msi_wmask(v, rel) :
+					       dl_config_msix_wmask(rel);
+		v->vconfig[off + i] = (v->vconfig[off + i] & ~wmask) |
+				      ((val >> (8 * i)) & wmask);
+	}
+	if (region != DL_CFG_MSI ||
+	    !(off <= cap + PCI_MSI_FLAGS && off + size > cap + PCI_MSI_FLAGS))
+		return;
+	/* No more vectors enabled than the device is capable of. */
+	flags = dl_config_get(v, cap + PCI_MSI_FLAGS, 2);
+	if (FIELD_GET(PCI_MSI_FLAGS_QSIZE, flags) >
+	    FIELD_GET(PCI_MSI_FLAGS_QMASK, flags)) {
+		flags &= ~PCI_MSI_FLAGS_QSIZE;
+		flags |= FIELD_PREP(PCI_MSI_FLAGS_QSIZE,
+				    FIELD_GET(PCI_MSI_FLAGS_QMASK, flags));
+		dl_config_put(v, cap + PCI_MSI_FLAGS, 2, flags);
+	}
+}
+
+/* A write to virtual bytes, all of @region. */
+static int dl_config_write_virt(struct dl_vdev *v, enum dl_cfg_region region,
+				unsigned int off, unsigned int size, u32 val)
+{
+	u16 cmd;
+	unsigned int i;
+
+	switch (region) {
+	case DL_CFG_COMMAND:
+		cmd = dl_config_get(v, PCI_COMMAND, 2);
 		for (i = 0; i < size; i++) {
 			unsigned int b = off + i;
 
@@ -376,30 +466,17 @@ static int dl_config_write_virt(struct dl_vdev *v, unsigned int off,
 				cmd = (cmd & 0x00ff) | (((val >> (8 * i)) & 0xff) << 8);
 		}
 		return dl_config_write_command(v, cmd);
-	}
-	if (off >= PCI_BASE_ADDRESS_0 && off < PCI_BASE_ADDRESS_5 + 4) {
+	case DL_CFG_BAR:
 		dl_config_write_bar(v, off, size, val);
 		return 0;
-	}
-	if (dl_config_in(off, v->msi_cap, v->msi_len)) {
-		/* The header (id, next) is read-only. */
-		if (off >= v->msi_cap + PCI_MSI_FLAGS)
-			dl_config_put(v, off, size, val);
+	case DL_CFG_MSI:
+	case DL_CFG_MSIX:
+		dl_config_write_msi(v, region, off, size, val);
+		return 0;
+	default:
+		/* ROM and INTx pin: dropped. */
 		return 0;
 	}
-	if (dl_config_in(off, v->msix_cap, PCI_CAP_MSIX_SIZEOF) &&
-	    off >= v->msix_cap + PCI_MSIX_FLAGS &&
-	    off < v->msix_cap + PCI_MSIX_FLAGS + 2) {
-		/* Only enable and function mask are writable. */
-		ctrl = dl_config_get(v, v->msix_cap + PCI_MSIX_FLAGS, 2);
-		dl_config_put(v, off, size, val);
-		ctrl = (ctrl & ~(PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL)) |
-		       (dl_config_get(v, v->msix_cap + PCI_MSIX_FLAGS, 2) &
-			(PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL));
-		dl_config_put(v, v->msix_cap + PCI_MSIX_FLAGS, 2, ctrl);
-	}
-	/* ROM and the rest of MSI-X: dropped. */
-	return 0;
 }
 
 /* A write of bytes that are not virtual; FLR takes the reset path. */
@@ -443,31 +520,61 @@ static int dl_config_read_piece(struct dl_vdev *v, unsigned int off,
 	return 0;
 }
 
+/*
+ * A write of a run of bytes of one region, not virtual: in naturally
+ * aligned pieces, as the device takes them.
+ */
+static int dl_config_write_through_run(struct dl_vdev *v, unsigned int off,
+				       unsigned int size, u32 val)
+{
+	unsigned int i, n;
+	int ret = 0, err;
+	u32 piece;
+
+	for (i = 0; i < size; i += n) {
+		n = 4;
+		while (n > 1 && (n > size - i || ((off + i) & (n - 1))))
+			n >>= 1;
+		piece = val >> (8 * i);
+		if (n < 4)
+			piece &= (1U << (8 * n)) - 1;
+		err = dl_config_write_through(v, off + i, n, piece);
+		if (err && !ret)
+			ret = err;
+	}
+	return ret;
+}
+
+/*
+ * A piece may span regions: command and status, the end of one
+ * capability and the start of the next. Each run of bytes of one region
+ * takes that region's filter, so that no byte escapes its own.
+ */
 static int dl_config_write_piece(struct dl_vdev *v, unsigned int off,
 				 unsigned int size, u32 val)
 {
-	unsigned int i, nvirt = 0;
+	enum dl_cfg_region region;
+	unsigned int i, n;
+	u32 run;
+	int ret = 0, err;
 
-	for (i = 0; i < size; i++)
-		nvirt += dl_config_virt(v, off + i);
-	if (!nvirt)
-		return dl_config_write_through(v, off, size, val);
-	if (nvirt == size)
-		return dl_config_write_virt(v, off, size, val);
-	if (off == PCI_COMMAND && size == 4) {
-		/* Command and status: the status half goes through. */
-		dl_config_write_virt(v, PCI_COMMAND, 2, val & 0xffff);
-		return dl_config_write_through(v, PCI_STATUS, 2, val >> 16);
-	}
-	for (i = 0; i < size; i++) {
-		u32 byte = (val >> (8 * i)) & 0xff;
-
-		if (dl_config_virt(v, off + i))
-			dl_config_write_virt(v, off + i, 1, byte);
+	for (i = 0; i < size; i += n) {
+		region = dl_config_region(v, off + i);
+		n = 1;
+		while (i + n < size &&
+		       dl_config_region(v, off + i + n) == region)
+			n++;
+		run = val >> (8 * i);
+		if (n < 4)
+			run &= (1U << (8 * n)) - 1;
+		if (region == DL_CFG_DEV)
+			err = dl_config_write_through_run(v, off + i, n, run);
 		else
-			dl_config_write_through(v, off + i, 1, byte);
+			err = dl_config_write_virt(v, region, off + i, n, run);
+		if (err && !ret)
+			ret = err;
 	}
-	return 0;
+	return ret;
 }
 
 /**

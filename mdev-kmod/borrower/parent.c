@@ -140,20 +140,21 @@ static ssize_t remote_device_store(struct device *dev,
 				   const char *buf, size_t count)
 {
 	struct dl_vdev *v = dev_get_drvdata(dev);
-	char spec[64];
+	char spec[64], *s;
 	int ret;
 
 	if (count >= sizeof(spec))
 		return -EINVAL;
 	memcpy(spec, buf, count);
 	spec[count] = '\0';
-	strim(spec);
+	/* strim() cuts trailing space in place but skips leading space. */
+	s = strim(spec);
 
 	mutex_lock(&v->lock);
 	if (v->open)
 		ret = -EBUSY;
 	else
-		ret = dl_mdev_retarget(v, spec);
+		ret = dl_mdev_retarget(v, s);
 	mutex_unlock(&v->lock);
 	return ret ? ret : count;
 }

@@ -410,6 +410,22 @@ static void dl_remote_update(struct dl_borrower *b, u32 peer,
 			dl_remote_unlink(r, &dead, "the lender no longer offers it");
 	}
 
+	/*
+	 * A restarted lender numbers its devices from 1 again, so a new
+	 * entry may want the directory name of a dead one: remove those
+	 * first. Not under b->lock: removal waits for the readers of the
+	 * directory, and they take b->lock. Nothing adds or removes entries
+	 * meanwhile: only this work item does, and dl_remote_remove_all()
+	 * once no scan can run.
+	 */
+	if (!list_empty(&dead)) {
+		mutex_unlock(&b->lock);
+		dl_remote_reap(&dead);
+		mutex_lock(&b->lock);
+		if (b->dying)
+			goto out_unlock;
+	}
+
 	for (i = 0; i < nr; i++) {
 		r = dl_remote_lookup(b, peer, ids[i]);
 		if (r) {
@@ -436,8 +452,12 @@ static void dl_remote_update(struct dl_borrower *b, u32 peer,
 		ret = kobject_init_and_add(&r->kobj, &dl_remote_ktype,
 					   b->remote_kobj, "%s", name);
 		if (ret) {
+			/* A later scan of this lender tries again. */
+			dev_warn_ratelimited(b->dev, "cannot add remote device %s (%s on %s): %d\n",
+					     name, r->info.name, r->lender,
+					     ret);
 			kobject_put(&r->kobj);
-			break;
+			continue;
 		}
 		list_add_tail(&r->node, &b->remotes);
 		dev_info_ratelimited(b->dev, "remote device %s: %s on %s, %04x:%04x class %06x\n",

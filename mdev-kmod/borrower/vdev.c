@@ -23,6 +23,7 @@
 #include <linux/eventfd.h>
 #include <linux/mdev.h>
 #include <linux/pci.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vfio.h>
@@ -442,6 +443,17 @@ static ssize_t dl_vdev_bar_rw(struct dl_vdev *v, unsigned int bar,
 		return ret;
 
 	while (done < count) {
+		/*
+		 * Each piece is a fabric round trip, so a large access takes
+		 * long: yield the CPU, stop for a dying task, and at any other
+		 * signal return what was done (a short read or write, as on a
+		 * slow device), so that the task can be stopped or frozen.
+		 */
+		cond_resched();
+		if (fatal_signal_pending(current))
+			return done ? done : -EINTR;
+		if (done && signal_pending(current))
+			break;
 		n = dl_vdev_access_size(off, count - done, 8);
 		acc.size = n;
 		acc.offset = cpu_to_le64(off);
@@ -457,9 +469,12 @@ static ssize_t dl_vdev_bar_rw(struct dl_vdev *v, unsigned int bar,
 			ret = dl_vdev_request(v, DL_MSG_BAR_READ, &acc,
 					      sizeof(acc), &resp,
 					      sizeof(resp));
-			val = resp.value;
-			if (!ret && copy_to_user(buf + done, &val, n))
-				return -EFAULT;
+			/* @resp is complete only on success. */
+			if (!ret) {
+				val = resp.value;
+				if (copy_to_user(buf + done, &val, n))
+					return -EFAULT;
+			}
 		}
 		if (ret) {
 			dev_err_ratelimited(dl_vdev_dev(v),
