@@ -169,6 +169,7 @@ int dl_fabric_start(struct dl_fabric *fab)
 		 fab->geom.ring_slots, fab->geom.slot_size, fab->ops->name);
 
 	dl_fabric_notify(fab, DL_FABRIC_EV_ADDED, 0, 0);
+	dl_hostinfo_beat_start(fab);
 	queue_delayed_work(fab->wq, &fab->live_work, 0);
 	return 0;
 
@@ -190,6 +191,7 @@ void dl_fabric_stop(struct dl_fabric *fab)
 	fab->stopping = true;
 	mutex_unlock(&fab->lock);
 	cancel_delayed_work_sync(&fab->live_work);
+	dl_hostinfo_beat_stop(fab);
 
 	/* First, so that peers fail their requests to us without waiting. */
 	dl_hostinfo_leave(fab);

@@ -230,14 +230,48 @@ void dl_hostinfo_leave(struct dl_fabric *fab)
 }
 
 /**
- * dl_hostinfo_beat() - bump this host's heartbeat.
+ * dl_hostinfo_refresh() - keep this host's name in its slot current.
  * @fab: the fabric, published.
  */
-void dl_hostinfo_beat(struct dl_fabric *fab)
+void dl_hostinfo_refresh(struct dl_fabric *fab)
 {
 	dl_hostinfo_set_name(fab);
+}
+
+/*
+ * The heartbeat beats from a timer of its own, not from the liveness work:
+ * that work takes the fabric lock and waits behind whatever holds it (a
+ * peer going down while the lender resets its devices, for one), and a
+ * host that is merely busy must not look dead to its peers. A host whose
+ * work is wedged still beats; its peers' requests time out instead.
+ */
+static void dl_hostinfo_beat_timer(struct timer_list *t)
+{
+	struct dl_fabric *fab = from_timer(fab, t, beat_timer);
+
 	fab->heartbeat++;
 	WRITE_ONCE(fab->self->heartbeat, cpu_to_le64(fab->heartbeat));
+	mod_timer(&fab->beat_timer,
+		  jiffies + msecs_to_jiffies(DL_HEARTBEAT_MS));
+}
+
+/**
+ * dl_hostinfo_beat_start() - start beating every %DL_HEARTBEAT_MS.
+ * @fab: the fabric, published.
+ */
+void dl_hostinfo_beat_start(struct dl_fabric *fab)
+{
+	timer_setup(&fab->beat_timer, dl_hostinfo_beat_timer, 0);
+	mod_timer(&fab->beat_timer, jiffies);
+}
+
+/**
+ * dl_hostinfo_beat_stop() - stop beating; waits for a running beat.
+ * @fab: the fabric.
+ */
+void dl_hostinfo_beat_stop(struct dl_fabric *fab)
+{
+	timer_shutdown_sync(&fab->beat_timer);
 }
 
 /* Names end up in sysfs and in key=value lines: keep them one word. */

@@ -20,6 +20,7 @@
 #include <linux/mutex.h>
 #include <linux/rwsem.h>
 #include <linux/spinlock.h>
+#include <linux/timer.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -296,13 +297,14 @@ struct dl_selftest_result {
  * @ident_token: what @ident_page holds, random.
  * @ident_page: the page peers look for through their windows.
  * @layout: this host's RAM layout.
- * @heartbeat: this host's heartbeat counter.
+ * @heartbeat: this host's heartbeat counter (@beat_timer only).
  * @lock: see the top of this file.
  * @stopping: the fabric is being stopped (@lock).
  * @peers: by host id; this host's entry is unused.
  * @wq: runs @rx_work and @live_work.
  * @rx_work: drains the receive rings.
- * @live_work: heartbeat and peer scan.
+ * @live_work: peer scan.
+ * @beat_timer: bumps @heartbeat every %DL_HEARTBEAT_MS (hostinfo.c).
  * @rx_buf: one slot's worth, for @rx_work only.
  * @reqs: requests in flight, by the low 32 bits of their wire id.
  * @req_next: next id to try (xarray lock).
@@ -341,6 +343,7 @@ struct dl_fabric {
 	struct workqueue_struct *wq;
 	struct work_struct rx_work;
 	struct delayed_work live_work;
+	struct timer_list beat_timer;
 	u8 *rx_buf;
 
 	struct xarray reqs;
@@ -389,7 +392,9 @@ void dl_hostinfo_free(struct dl_fabric *fab);
 void dl_hostinfo_begin(struct dl_fabric *fab);
 void dl_hostinfo_publish(struct dl_fabric *fab);
 void dl_hostinfo_leave(struct dl_fabric *fab);
-void dl_hostinfo_beat(struct dl_fabric *fab);
+void dl_hostinfo_refresh(struct dl_fabric *fab);
+void dl_hostinfo_beat_start(struct dl_fabric *fab);
+void dl_hostinfo_beat_stop(struct dl_fabric *fab);
 int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap);
 int dl_layout_xlate(const struct dl_ram_layout *l, u64 addr, u64 len,
 		    u64 *offset);

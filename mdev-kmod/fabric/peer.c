@@ -2,8 +2,8 @@
 /*
  * Peers: liveness, protocol negotiation, window binding, link up and down.
  *
- * Every DL_HEARTBEAT_MS the liveness work bumps this host's heartbeat and
- * reads every other host's slot. A peer comes up when its info is valid
+ * Every DL_HEARTBEAT_MS a timer bumps this host's heartbeat (hostinfo.c),
+ * and the liveness work reads every other host's slot. A peer comes up when its info is valid
  * and says UP, its heartbeat has moved since we started watching this
  * incarnation, a window showing its RAM has been found and the two hosts
  * share a protocol version (the highest common one is used). It goes down
@@ -291,7 +291,7 @@ static void dl_peer_scan(struct dl_fabric *fab, struct dl_peer *peer)
 }
 
 /**
- * dl_peer_live_work() - the liveness work: heartbeat, scan, drain.
+ * dl_peer_live_work() - the liveness work: scan the peers, drain.
  * @work: &dl_fabric.live_work.
  */
 void dl_peer_live_work(struct work_struct *work)
@@ -300,7 +300,7 @@ void dl_peer_live_work(struct work_struct *work)
 					     struct dl_fabric, live_work);
 	u32 id;
 
-	dl_hostinfo_beat(fab);
+	dl_hostinfo_refresh(fab);
 
 	mutex_lock(&fab->lock);
 	for (id = 0; id < fab->geom.max_hosts && !fab->stopping; id++)
