@@ -1,27 +1,37 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Config space writes from the borrower, filtered.
+ * Config space accesses from the borrower, filtered, and the lender's
+ * function reset.
  *
  * The borrower (and the guest behind it) may drive the device, but must
  * not move it in the lender's address space, take its interrupts, change
- * how it sits on the link, or create new functions. Like vfio-pci's
- * per-capability permission tables (drivers/vfio/pci/vfio_pci_config.c),
- * each config byte has a mask of the bits a borrower may write; computed
- * once at probe. What is kept from the hardware:
+ * how it sits on the link, reset it behind the lender's back or create
+ * new functions. Like vfio-pci (drivers/vfio/pci/vfio_pci_config.c), each
+ * config byte has a mask of the bits a borrower may write, computed once
+ * at probe, and a capability is writable only where its permission table
+ * (dl_cap_perms[]) says so. What is kept from the hardware:
  *  - the BARs, the expansion ROM BAR, the status register (write 1 to
  *    clear), BIST and the read-only header fields;
- *  - in the command register every bit but memory and I/O space, bus
- *    master and INTx disable;
- *  - the MSI, MSI-X and power management capabilities (the lender owns
- *    the vectors; D3 would take the BARs away), every capability's id and
- *    next pointer;
+ *  - in the command register every bit but memory and I/O space and bus
+ *    master;
+ *  - every capability without a permission table: MSI, MSI-X and power
+ *    management among them (the lender owns the vectors; D3 would take
+ *    the BARs away); where its length is not known, everything up to the
+ *    next capability;
+ *  - every capability's id and next pointer;
  *  - in the PCIe capability all but the safe bits of device control
- *    (not max payload, max read request, phantom functions); a write of
- *    function-level reset does pci_reset_function_locked() instead;
+ *    (not max payload, max read request, phantom functions);
  *  - extended capabilities other than AER and vendor-specific ones
  *    (SR-IOV would create functions on the lender, resizable BAR would
  *    move BARs, ATS/PRI/PASID would let the device bypass translation).
- * Reads are not filtered: the borrower builds its guest's view itself.
+ * Some bits are virtual: the lender acts on them instead of writing them.
+ *  - INTx disable in the command register is the borrower's copy: reads
+ *    return it, and it masks the INTx relay; INTx at the device is the
+ *    lender's (irq.c);
+ *  - function-level reset, in PCIe device control or in the Advanced
+ *    Features capability, is dl_lent_reset(), where the device can do it.
+ * Reads are not filtered otherwise: the borrower builds its guest's view
+ * itself.
  */
 #include <linux/pci.h>
 #include <linux/slab.h>
@@ -29,11 +39,38 @@
 #include "internal.h"
 
 #define DL_CMD_WMASK	(PCI_COMMAND_IO | PCI_COMMAND_MEMORY | \
-			 PCI_COMMAND_MASTER | PCI_COMMAND_INTX_DISABLE)
+			 PCI_COMMAND_MASTER)
 #define DL_DEVCTL_WMASK	(PCI_EXP_DEVCTL_CERE | PCI_EXP_DEVCTL_NFERE | \
 			 PCI_EXP_DEVCTL_FERE | PCI_EXP_DEVCTL_URRE | \
 			 PCI_EXP_DEVCTL_RELAX_EN | PCI_EXP_DEVCTL_EXT_TAG | \
 			 PCI_EXP_DEVCTL_AUX_PME | PCI_EXP_DEVCTL_NOSNOOP_EN)
+
+/*
+ * The permission tables: in capability @id (an extended one if @ext), the
+ * borrower may write the bits @wmask of the 16-bit register at @off
+ * (@len 2), or all of the capability from @off on (@len 0).
+ */
+static const struct dl_cap_perm {
+	bool ext;
+	u16 id;
+	u8 off;
+	u8 len;
+	u16 wmask;
+} dl_cap_perms[] = {
+	{ false, PCI_CAP_ID_EXP, PCI_EXP_DEVCTL, 2, DL_DEVCTL_WMASK },
+	/* The device's own registers, as vfio-pci allows them too. */
+	{ false, PCI_CAP_ID_VNDR, PCI_CAP_SIZEOF, 0, 0xff },
+	{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_UNCOR_STATUS, 0, 0xff },
+	{ true, PCI_EXT_CAP_ID_VNDR, PCI_VNDR_HEADER, 0, 0xff },
+};
+
+/* A capability found in config space. */
+struct dl_cap {
+	u16 pos;
+	u16 id;
+};
+
+#define DL_MAX_CAPS	64
 
 static void dl_wmask_set(struct dl_lent *lent, unsigned int pos,
 			 unsigned int len, u8 mask)
@@ -50,12 +87,12 @@ static void dl_wmask_set16(struct dl_lent *lent, unsigned int pos, u16 mask)
 	dl_wmask_set(lent, pos + 1, 1, mask >> 8);
 }
 
-static unsigned int dl_msi_cap_len(struct pci_dev *pdev)
+static unsigned int dl_msi_cap_len(struct pci_dev *pdev, unsigned int pos)
 {
 	unsigned int len = PCI_MSI_DATA_32 + 2;
 	u16 flags;
 
-	pci_read_config_word(pdev, pdev->msi_cap + PCI_MSI_FLAGS, &flags);
+	pci_read_config_word(pdev, pos + PCI_MSI_FLAGS, &flags);
 	if (flags & PCI_MSI_FLAGS_64BIT)
 		len += 4;
 	if (flags & PCI_MSI_FLAGS_MASKBIT)
@@ -63,79 +100,132 @@ static unsigned int dl_msi_cap_len(struct pci_dev *pdev)
 	return len;
 }
 
+/* Bytes of a standard capability; @room (up to the next one) if unknown. */
+static unsigned int dl_std_cap_len(struct pci_dev *pdev, u8 id,
+				   unsigned int pos, unsigned int room)
+{
+	u8 len;
+
+	switch (id) {
+	case PCI_CAP_ID_PM:
+		return PCI_PM_SIZEOF;
+	case PCI_CAP_ID_VPD:
+		return PCI_CAP_VPD_SIZEOF;
+	case PCI_CAP_ID_MSI:
+		return dl_msi_cap_len(pdev, pos);
+	case PCI_CAP_ID_MSIX:
+		return PCI_CAP_MSIX_SIZEOF;
+	case PCI_CAP_ID_EXP:
+		return PCI_CAP_EXP_ENDPOINT_SIZEOF_V2;
+	case PCI_CAP_ID_AF:
+		return PCI_CAP_AF_SIZEOF;
+	case PCI_CAP_ID_VNDR:
+		pci_read_config_byte(pdev, pos + PCI_CAP_FLAGS, &len);
+		return len;
+	default:
+		return room;
+	}
+}
+
+/* Where the device says it can do a function-level reset, note the bit. */
+static void dl_cfg_flr(struct dl_lent *lent, u16 id, unsigned int pos)
+{
+	struct pci_dev *pdev = lent->pdev;
+	u8 cap;
+
+	if (id == PCI_CAP_ID_EXP && (pdev->devcap & PCI_EXP_DEVCAP_FLR)) {
+		lent->flr_pos = pos + PCI_EXP_DEVCTL + 1;
+	} else if (id == PCI_CAP_ID_AF) {
+		pci_read_config_byte(pdev, pos + PCI_AF_CAP, &cap);
+		if ((cap & PCI_AF_CAP_TP) && (cap & PCI_AF_CAP_FLR))
+			lent->af_flr_pos = pos + PCI_AF_CTRL;
+	}
+}
+
+/*
+ * Make the @n capabilities at @caps read-only but where their permission
+ * table says otherwise. Each ends at its length, but no further than the
+ * next capability above it, or @end.
+ */
+static void dl_cfg_caps(struct dl_lent *lent, const struct dl_cap *caps,
+			unsigned int n, bool ext, unsigned int end)
+{
+	unsigned int i, j, k;
+
+	for (i = 0; i < n; i++) {
+		unsigned int pos = caps[i].pos, next = end, len;
+
+		for (j = 0; j < n; j++)
+			if (caps[j].pos > pos && caps[j].pos < next)
+				next = caps[j].pos;
+		len = next - pos;
+		if (!ext)
+			len = min(len, dl_std_cap_len(lent->pdev, caps[i].id,
+						      pos, len));
+		dl_wmask_set(lent, pos, max(len, PCI_CAP_SIZEOF), 0);
+
+		for (k = 0; k < ARRAY_SIZE(dl_cap_perms); k++) {
+			const struct dl_cap_perm *p = &dl_cap_perms[k];
+
+			if (p->ext != ext || p->id != caps[i].id ||
+			    p->off + p->len > len)
+				continue;
+			if (p->len)
+				dl_wmask_set16(lent, pos + p->off, p->wmask);
+			else
+				dl_wmask_set(lent, pos + p->off, len - p->off,
+					     p->wmask);
+		}
+		if (!ext)
+			dl_cfg_flr(lent, caps[i].id, pos);
+	}
+}
+
 static void dl_cfg_std_caps(struct dl_lent *lent)
 {
 	struct pci_dev *pdev = lent->pdev;
 	int ttl = (PCI_CFG_SPACE_SIZE - PCI_STD_HEADER_SIZEOF) / PCI_CAP_SIZEOF;
+	struct dl_cap caps[DL_MAX_CAPS];
+	unsigned int n = 0;
 	u8 pos, id;
 
 	pci_read_config_byte(pdev, PCI_CAPABILITY_LIST, &pos);
-	while (pos >= PCI_STD_HEADER_SIZEOF && ttl--) {
+	while (n < DL_MAX_CAPS && pos >= PCI_STD_HEADER_SIZEOF && ttl--) {
 		pos &= ~3;
 		pci_read_config_byte(pdev, pos + PCI_CAP_LIST_ID, &id);
 		if (id == 0xff)
 			break;
-		dl_wmask_set(lent, pos, PCI_CAP_SIZEOF, 0);
-		switch (id) {
-		case PCI_CAP_ID_MSI:
-			dl_wmask_set(lent, pos, dl_msi_cap_len(pdev), 0);
-			break;
-		case PCI_CAP_ID_MSIX:
-			dl_wmask_set(lent, pos, PCI_CAP_MSIX_SIZEOF, 0);
-			break;
-		case PCI_CAP_ID_PM:
-			dl_wmask_set(lent, pos, PCI_PM_SIZEOF, 0);
-			break;
-		case PCI_CAP_ID_EXP:
-			dl_wmask_set(lent, pos, PCI_CAP_EXP_ENDPOINT_SIZEOF_V2, 0);
-			dl_wmask_set16(lent, pos + PCI_EXP_DEVCTL, DL_DEVCTL_WMASK);
-			lent->flr_pos = pos + PCI_EXP_DEVCTL;
-			break;
-		default:
-			break;
-		}
+		caps[n].pos = pos;
+		caps[n++].id = id;
 		pci_read_config_byte(pdev, pos + PCI_CAP_LIST_NEXT, &pos);
 	}
+	dl_cfg_caps(lent, caps, n, false, PCI_CFG_SPACE_SIZE);
 }
-
-#define DL_MAX_EXT_CAPS	64
 
 static void dl_cfg_ext_caps(struct dl_lent *lent)
 {
 	struct pci_dev *pdev = lent->pdev;
-	u16 pos[DL_MAX_EXT_CAPS];
-	u8 id[DL_MAX_EXT_CAPS];
-	unsigned int n = 0, i, j;
+	struct dl_cap caps[DL_MAX_CAPS];
+	unsigned int n = 0;
 	int p = PCI_CFG_SPACE_SIZE;
 	u32 header;
 
 	if (lent->cfg_size <= PCI_CFG_SPACE_SIZE)
 		return;
-	/* Nothing is writable up there but the capabilities allowed below. */
+	/* Nothing is writable up there but what the tables allow. */
 	dl_wmask_set(lent, PCI_CFG_SPACE_SIZE,
 		     lent->cfg_size - PCI_CFG_SPACE_SIZE, 0);
 
-	while (n < DL_MAX_EXT_CAPS && p >= PCI_CFG_SPACE_SIZE &&
+	while (n < DL_MAX_CAPS && p >= PCI_CFG_SPACE_SIZE &&
 	       p < lent->cfg_size) {
 		if (pci_read_config_dword(pdev, p, &header) ||
 		    !header || header == ~0U)
 			break;
-		pos[n] = p;
-		id[n++] = PCI_EXT_CAP_ID(header);
+		caps[n].pos = p;
+		caps[n++].id = PCI_EXT_CAP_ID(header);
 		p = PCI_EXT_CAP_NEXT(header);
 	}
-
-	for (i = 0; i < n; i++) {
-		unsigned int end = lent->cfg_size;
-
-		if (id[i] != PCI_EXT_CAP_ID_ERR && id[i] != PCI_EXT_CAP_ID_VNDR)
-			continue;
-		/* It runs up to the next capability above it, or the end. */
-		for (j = 0; j < n; j++)
-			if (pos[j] > pos[i] && pos[j] < end)
-				end = pos[j];
-		dl_wmask_set(lent, pos[i] + 4, end - pos[i] - 4, 0xff);
-	}
+	dl_cfg_caps(lent, caps, n, true, lent->cfg_size);
 }
 
 /**
@@ -176,6 +266,89 @@ void dl_lent_cfg_free(struct dl_lent *lent)
 	lent->wmask = NULL;
 }
 
+/*
+ * The bits @bits of config byte @at (none if 0), where an access of @size
+ * bytes at @pos has them; 0 if the access does not cover @at.
+ */
+static u32 dl_cfg_bits(unsigned int pos, unsigned int size, unsigned int at,
+		       u8 bits)
+{
+	if (!at || at < pos || at >= pos + size)
+		return 0;
+	return (u32)bits << ((at - pos) * 8);
+}
+
+/**
+ * dl_lent_cfg_read() - a config read for a peer.
+ * @lent: the device; @lent->lock held.
+ * @pos: offset, checked: naturally aligned, inside config space.
+ * @size: 1, 2 or 4.
+ * @val: the value read (all ones on error).
+ *
+ * The hardware's value, but for the virtual INTx disable bit.
+ *
+ * Return: 0 or -errno.
+ */
+int dl_lent_cfg_read(struct dl_lent *lent, unsigned int pos,
+		     unsigned int size, u32 *val)
+{
+	struct pci_dev *pdev = lent->pdev;
+	u32 vintx = dl_cfg_bits(pos, size, PCI_COMMAND + 1,
+				PCI_COMMAND_INTX_DISABLE >> 8);
+	u16 v16;
+	u8 v8;
+	int ret;
+
+	lockdep_assert_held(&lent->lock);
+
+	switch (size) {
+	case 1:
+		ret = pci_read_config_byte(pdev, pos, &v8);
+		*val = v8;
+		break;
+	case 2:
+		ret = pci_read_config_word(pdev, pos, &v16);
+		*val = v16;
+		break;
+	default:
+		ret = pci_read_config_dword(pdev, pos, val);
+		break;
+	}
+	if (ret)
+		return pcibios_err_to_errno(ret);
+	*val = (*val & ~vintx) | (lent->intx_vdis ? vintx : 0);
+	return 0;
+}
+
+/**
+ * dl_lent_reset() - reset the function, the lender's way.
+ * @lent: the device; its device lock and @lent->lock held.
+ *
+ * For a reset the borrower asks for, in a message or by writing
+ * function-level reset to config space, and for taking the device back.
+ * pci_reset_function_locked() saves and restores config state around the
+ * reset. INTx is masked meanwhile so that the relay's handler keeps off a
+ * device being reset; what the lender caches of config space is read
+ * back afterwards.
+ *
+ * Return: 0 or the -errno of pci_reset_function_locked().
+ */
+int dl_lent_reset(struct dl_lent *lent)
+{
+	struct pci_dev *pdev = lent->pdev;
+	int ret;
+
+	device_lock_assert(&pdev->dev);
+	lockdep_assert_held(&lent->lock);
+
+	dl_lent_count(lent, DL_LCNT_RESETS);
+	dl_lent_intx_mask(lent);
+	ret = pci_reset_function_locked(pdev);
+	pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
+	dl_lent_intx_eoi(lent);
+	return ret;
+}
+
 /**
  * dl_lent_cfg_write() - a config write from the holder, filtered.
  * @lent: the device; its device lock and @lent->lock held.
@@ -185,7 +358,9 @@ void dl_lent_cfg_free(struct dl_lent *lent)
  *
  * Bits the borrower may not write keep the hardware's value; bytes with no
  * writable bit are not written at all (so write-1-to-clear registers next
- * to writable ones are not cleared by accident).
+ * to writable ones are not cleared by accident, and the command
+ * register's upper byte, where INTx disable is, stays the lender's).
+ * Virtual bits are acted on instead.
  *
  * Return: 0, 1 if (part of) the write was kept from the hardware, or
  * -errno if the hardware access or a requested reset failed.
@@ -194,26 +369,26 @@ int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 		      unsigned int size, u32 val)
 {
 	struct pci_dev *pdev = lent->pdev;
-	bool filtered = false, flr = false;
+	u32 vintx = dl_cfg_bits(pos, size, PCI_COMMAND + 1,
+				PCI_COMMAND_INTX_DISABLE >> 8);
+	u32 vflr = dl_cfg_bits(pos, size, lent->flr_pos,
+			       PCI_EXP_DEVCTL_BCR_FLR >> 8) |
+		   dl_cfg_bits(pos, size, lent->af_flr_pos, PCI_AF_CTRL_FLR);
+	u32 virt = vintx | vflr;
+	bool filtered = false;
 	unsigned int i;
 	int ret = 0;
 
 	device_lock_assert(&pdev->dev);
 	lockdep_assert_held(&lent->lock);
 
-	/* Function-level reset: not written, done properly instead. */
-	if (lent->flr_pos && pos <= lent->flr_pos + 1 &&
-	    pos + size > lent->flr_pos + 1 &&
-	    ((val >> ((lent->flr_pos + 1 - pos) * 8)) & 0xff) &
-	    (PCI_EXP_DEVCTL_BCR_FLR >> 8))
-		flr = true;
-
 	for (i = 0; i < size; ) {
+		unsigned int shift = i * 8;
 		u8 m = lent->wmask[pos + i];
 		u8 cur;
 
 		if (!m) {
-			if ((val >> (i * 8)) & 0xff)
+			if (((val & ~virt) >> shift) & 0xff)
 				filtered = true;
 			i++;
 			continue;
@@ -222,13 +397,13 @@ int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 		if (!((pos + i) & 1) && i + 1 < size &&
 		    lent->wmask[pos + i + 1]) {
 			u16 m16 = m | (lent->wmask[pos + i + 1] << 8);
-			u16 v = val >> (i * 8);
+			u16 v = val >> shift;
 			u16 c;
 
 			ret = pci_read_config_word(pdev, pos + i, &c);
 			if (ret)
 				break;
-			if ((v & ~m16) != (c & ~m16))
+			if ((v ^ c) & ~(m16 | (u16)(virt >> shift)))
 				filtered = true;
 			ret = pci_write_config_word(pdev, pos + i,
 						    (c & ~m16) | (v & m16));
@@ -240,10 +415,10 @@ int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 		ret = pci_read_config_byte(pdev, pos + i, &cur);
 		if (ret)
 			break;
-		if ((((val >> (i * 8)) & 0xff) & ~m) != (cur & ~m))
+		if (((val >> shift) ^ cur) & ~(m | (u8)(virt >> shift)) & 0xff)
 			filtered = true;
 		ret = pci_write_config_byte(pdev, pos + i,
-					    (cur & ~m) | ((val >> (i * 8)) & m));
+					    (cur & ~m) | ((val >> shift) & m));
 		if (ret)
 			break;
 		i++;
@@ -253,13 +428,18 @@ int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 
 	if (pos < PCI_COMMAND + 2 && pos + size > PCI_COMMAND)
 		pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
+	if (vintx)
+		dl_lent_intx_vdisable(lent, val & vintx);
 
-	if (flr) {
-		dl_lent_count(lent, DL_LCNT_RESETS);
-		ret = pci_reset_function_locked(pdev);
-		pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
-		if (ret)
+	/* Not written: the device would reset behind the lender's back. */
+	if (val & vflr) {
+		ret = dl_lent_reset(lent);
+		if (ret) {
+			dev_warn_ratelimited(&pdev->dev,
+					     "lender: function reset for the holder failed: %d\n",
+					     ret);
 			return ret;
+		}
 	}
 	return filtered ? 1 : 0;
 }

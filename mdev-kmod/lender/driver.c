@@ -89,14 +89,15 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	dl_lent_irq_release(lent);
 	dl_lent_dma_unmap_all(lent);
 
-	ret = pci_reset_function_locked(pdev);
+	ret = dl_lent_reset(lent);
 	if (ret)
 		dev_warn_ratelimited(&pdev->dev,
 				     "lender: function reset failed: %d\n", ret);
-	dl_lent_count(lent, DL_LCNT_RESETS);
 	pci_load_saved_state(pdev, lent->saved);
 	pci_restore_state(pdev);
 	pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
+	/* The next holder finds INTx not disabled, as after a reset. */
+	dl_lent_intx_vdisable(lent, false);
 
 	lent->borrower = DL_NO_HOST;
 	lent->borrower_inc = 0;
@@ -579,6 +580,7 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	kref_init(&lent->ref);
 	lent->pdev = pci_dev_get(pdev);
 	mutex_init(&lent->lock);
+	spin_lock_init(&lent->intx_lock);
 	lent->state = DL_LENT_AVAILABLE;
 	lent->borrower = DL_NO_HOST;
 	INIT_LIST_HEAD(&lent->resv);
@@ -634,6 +636,7 @@ err_disable:
 	pci_disable_device(pdev);
 err_teardown_domain:
 	dl_lent_teardown_domain(lent);
+	cancel_work_sync(&lent->fault_work);
 err_put:
 	dl_lent_put(lent);
 	return ret;
@@ -649,13 +652,17 @@ static void dl_lender_remove(struct pci_dev *pdev)
 	lent->dead = true;
 	dl_lent_reclaim(lent, "device no longer lent");
 	mutex_unlock(&lent->lock);
-	cancel_work_sync(&lent->fault_work);
 	pci_intx(pdev, !(lent->orig_cmd & PCI_COMMAND_INTX_DISABLE));
 
 	dl_lent_cfg_free(lent);
 	dl_lent_unmap_bars(lent);
 	pci_disable_device(pdev);
+	/*
+	 * Detached and freed first: the fault handler queues the work, on a
+	 * lent that dl_lent_put() below may free.
+	 */
 	dl_lent_teardown_domain(lent);
+	cancel_work_sync(&lent->fault_work);
 	kfree(lent->saved);
 	pci_info(pdev, "lender: device %u no longer lent\n", lent->dev_id);
 

@@ -10,13 +10,16 @@
  *  - lent->lock (mutex): the lent device's state, borrower, DMA mappings
  *    and vectors;
  *  - dl_lender.lock (mutex): the fabric pointer; held only briefly, never
- *    while waiting for a handler (handlers take it to broadcast).
+ *    while waiting for a handler (handlers take it to broadcast);
+ *  - lent->intx_lock (spinlock, inside lent->lock): INTx disable at the
+ *    device and lent->intx_masked, against the INTx hard handler.
  * The table of lent devices (dl_lender.devs) is an xarray with its own
  * lock; lookups take a reference (lent->ref) and then the locks above,
  * and check lent->dead.
  *
- * Interrupt threads take none of these: each vector has a snapshot of the
- * fabric, borrower and dev_id, valid until free_irq() returns.
+ * Interrupt threads take none of these (the INTx hard handler takes
+ * lent->intx_lock only): each vector has a snapshot of the fabric, borrower
+ * and dev_id, valid until free_irq() returns.
  */
 #ifndef DL_LENDER_INTERNAL_H
 #define DL_LENDER_INTERNAL_H
@@ -27,6 +30,7 @@
 #include <linux/maple_tree.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -146,7 +150,10 @@ struct dl_lent_dma {
  * @cmd: the command register as last written or read back (@lock).
  * @cfg_size: bytes of config space.
  * @wmask: per config byte, the bits a borrower may write.
- * @flr_pos: offset of the PCIe device control register, 0 if none.
+ * @flr_pos: the config byte with the FLR bit of PCIe device control, 0 if
+ *	the device cannot do FLR.
+ * @af_flr_pos: the config byte with the FLR bit of the Advanced Features
+ *	capability, 0 if the device cannot do FLR so.
  * @msix_bar: BAR of the MSI-X table (and @pba_bar of the PBA), -1 if none.
  * @msix_start: table offset in its BAR.
  * @msix_end: end of the table.
@@ -189,7 +196,8 @@ struct dl_lent {
 	u16 cmd;
 	u32 cfg_size;
 	u8 *wmask;
-	int flr_pos;
+	unsigned int flr_pos;
+	unsigned int af_flr_pos;
 
 	int msix_bar;
 	u64 msix_start;
@@ -207,7 +215,9 @@ struct dl_lent {
 	u32 nvecs;
 	u16 vec_type;
 	bool intx_ok;
+	spinlock_t intx_lock;	/* see above */
 	bool intx_masked;
+	bool intx_vdis;
 
 	struct work_struct fault_work;
 	u64 fault_iova;
@@ -282,8 +292,11 @@ void dl_lender_unregister_handlers(struct dl_fabric *fab);
 /* cfg.c */
 int dl_lent_cfg_init(struct dl_lent *lent);
 void dl_lent_cfg_free(struct dl_lent *lent);
+int dl_lent_cfg_read(struct dl_lent *lent, unsigned int pos,
+		     unsigned int size, u32 *val);
 int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 		      unsigned int size, u32 val);
+int dl_lent_reset(struct dl_lent *lent);
 
 /* dma.c */
 void dl_lent_dma_init(struct dl_lent *lent);
@@ -299,7 +312,9 @@ void dl_lent_fault_work(struct work_struct *work);
 int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    u16 type, u32 count);
 void dl_lent_irq_release(struct dl_lent *lent);
+void dl_lent_intx_mask(struct dl_lent *lent);
 void dl_lent_intx_eoi(struct dl_lent *lent);
+void dl_lent_intx_vdisable(struct dl_lent *lent, bool disable);
 
 /* debugfs.c */
 void dl_lender_debugfs_add(void);

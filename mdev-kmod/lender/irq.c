@@ -10,6 +10,13 @@
  * guest's handler serves the device, unmasks it again, the way QEMU's
  * vfio-pci ends an INTx without a KVM resampler. If the device still
  * asserts it then, it stays masked and fires again.
+ *
+ * INTx disable at the device is the lender's alone: it is clear only while
+ * the relay's handler is registered, has not fired since the holder's last
+ * BAR access, and the borrower has not set its (virtual) INTx disable bit.
+ * A device asserting INTx on a shared line with no handler to claim it
+ * would get the line disabled for every device on it ("nobody cared").
+ * @lent->intx_lock orders these changes against the hard handler.
  */
 #include <linux/interrupt.h>
 #include <linux/pci.h>
@@ -35,36 +42,97 @@ static irqreturn_t dl_lent_irq_thread(int irq, void *data)
 	return IRQ_HANDLED;
 }
 
-/* INTx: mask at the device if it is the one asserting, then relay. */
+/*
+ * INTx: mask at the device if it is the one asserting, then relay, unless
+ * the lender had masked it already (relayed and not ended yet, or disabled
+ * by the borrower): then it is only claimed. Masking it all the same takes
+ * the device off the line should something have cleared DisINTx behind
+ * the lender's back (a reset restoring the command register).
+ */
 static irqreturn_t dl_lent_intx_hard(int irq, void *data)
 {
-	struct dl_lent_vec *vec = data;
+	struct dl_lent *lent = ((struct dl_lent_vec *)data)->lent;
+	irqreturn_t ret = IRQ_NONE;
+	unsigned long flags;
 
-	if (!pci_check_and_mask_intx(vec->lent->pdev))
-		return IRQ_NONE;
-	WRITE_ONCE(vec->lent->intx_masked, true);
-	return IRQ_WAKE_THREAD;
+	spin_lock_irqsave(&lent->intx_lock, flags);
+	if (pci_check_and_mask_intx(lent->pdev)) {
+		ret = lent->intx_masked ? IRQ_HANDLED : IRQ_WAKE_THREAD;
+		lent->intx_masked = true;
+	}
+	spin_unlock_irqrestore(&lent->intx_lock, flags);
+	return ret;
+}
+
+/* Whether the relay's INTx handler is registered; @lent->lock held. */
+static bool dl_lent_intx_relayed(struct dl_lent *lent)
+{
+	return lent->vecs && lent->vec_type == DL_IRQ_INTX;
+}
+
+/**
+ * dl_lent_intx_mask() - set INTx disable at the device, until
+ * dl_lent_intx_eoi() clears it again (if the relay wants it).
+ * @lent: the device; @lent->lock held.
+ */
+void dl_lent_intx_mask(struct dl_lent *lent)
+{
+	lockdep_assert_held(&lent->lock);
+
+	spin_lock_irq(&lent->intx_lock);
+	pci_intx(lent->pdev, 0);
+	lent->intx_masked = true;
+	spin_unlock_irq(&lent->intx_lock);
 }
 
 /**
  * dl_lent_intx_eoi() - the holder touched the device: end a relayed INTx.
  * @lent: the device; @lent->lock held.
  *
- * Unmasks INTx if it was masked after firing; if the device still asserts
- * it, it stays masked and is relayed again.
+ * Also after the lender masked INTx itself (setup, reset) or the borrower
+ * cleared its INTx disable bit. Unmasks INTx if the relay's handler is
+ * registered and the borrower has not disabled it; if the device still
+ * asserts it, it stays masked and is relayed again.
  */
 void dl_lent_intx_eoi(struct dl_lent *lent)
 {
+	bool refire = false;
+
 	lockdep_assert_held(&lent->lock);
 
-	if (!lent->vecs || lent->vec_type != DL_IRQ_INTX ||
-	    !READ_ONCE(lent->intx_masked))
+	if (!dl_lent_intx_relayed(lent))
 		return;
-	WRITE_ONCE(lent->intx_masked, false);
-	if (!pci_check_and_unmask_intx(lent->pdev)) {
-		WRITE_ONCE(lent->intx_masked, true);
-		dl_lent_irq_thread(lent->vecs[0].irq, &lent->vecs[0]);
+	spin_lock_irq(&lent->intx_lock);
+	if (lent->intx_masked && !lent->intx_vdis) {
+		refire = !pci_check_and_unmask_intx(lent->pdev);
+		lent->intx_masked = refire;
 	}
+	spin_unlock_irq(&lent->intx_lock);
+	if (refire)
+		dl_lent_irq_thread(lent->vecs[0].irq, &lent->vecs[0]);
+}
+
+/**
+ * dl_lent_intx_vdisable() - the borrower wrote its INTx disable bit.
+ * @lent: the device; @lent->lock held.
+ * @disable: the bit's new value.
+ *
+ * The bit is virtual (dl_lent_cfg_read() returns it): like vfio-pci's, it
+ * masks the relay, but clearing it never lets INTx on at a device without
+ * the relay's handler.
+ */
+void dl_lent_intx_vdisable(struct dl_lent *lent, bool disable)
+{
+	lockdep_assert_held(&lent->lock);
+
+	/* Only a change: an EOI for every command write would refire. */
+	if (lent->intx_vdis == disable)
+		return;
+	lent->intx_vdis = disable;
+	if (disable)
+		dl_lent_intx_mask(lent);
+	else
+		dl_lent_intx_eoi(lent);
 }
 
 static int dl_lent_intx_set(struct dl_lent *lent, struct dl_fabric *fab,
@@ -89,8 +157,8 @@ static int dl_lent_intx_set(struct dl_lent *lent, struct dl_fabric *fab,
 	snprintf(vec->name, sizeof(vec->name), "devlend-lent%u-intx",
 		 lent->dev_id);
 
-	lent->intx_masked = false;
-	pci_intx(pdev, 1);
+	/* Masked until the handler is in place: the line may be shared. */
+	dl_lent_intx_mask(lent);
 	ret = request_threaded_irq(vec->irq, dl_lent_intx_hard,
 				   dl_lent_irq_thread, IRQF_SHARED, vec->name,
 				   vec);
@@ -101,6 +169,7 @@ static int dl_lent_intx_set(struct dl_lent *lent, struct dl_fabric *fab,
 	lent->vecs = vec;
 	lent->vec_type = DL_IRQ_INTX;
 	WRITE_ONCE(lent->nvecs, 1);
+	dl_lent_intx_eoi(lent);
 	return 0;
 }
 
@@ -119,14 +188,15 @@ void dl_lent_irq_release(struct dl_lent *lent)
 
 	if (!lent->vecs)
 		return;
+	/* Masked before its handler goes: the line may be shared. */
+	if (lent->vec_type == DL_IRQ_INTX)
+		dl_lent_intx_mask(lent);
 	for (i = 0; i < lent->nvecs; i++)
 		free_irq(lent->vecs[i].irq, &lent->vecs[i]);
-	if (lent->vec_type == DL_IRQ_INTX) {
-		/* Masked, as the lender keeps a lent device's INTx. */
-		pci_intx(pdev, 0);
-		lent->intx_masked = false;
-	} else {
+	if (lent->vec_type != DL_IRQ_INTX) {
 		pci_free_irq_vectors(pdev);
+		/* Which lets INTx on again (pci_intx_for_msi()). */
+		dl_lent_intx_mask(lent);
 	}
 	kfree(lent->vecs);
 	lent->vecs = NULL;
@@ -218,6 +288,7 @@ err_free_irqs:
 	while (--i >= 0)
 		free_irq(lent->vecs[i].irq, &lent->vecs[i]);
 	pci_free_irq_vectors(pdev);
+	dl_lent_intx_mask(lent);
 err_free_vecs:
 	kfree(lent->vecs);
 	lent->vecs = NULL;

@@ -277,14 +277,12 @@ static void dl_lender_on_reset(struct dl_fabric *fab,
 	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_HOLDER, &err);
 	if (!lent)
 		goto out_respond;
-	dl_lent_count(lent, DL_LCNT_RESETS);
-	err = pci_reset_function_locked(lent->pdev);
+	err = dl_lent_reset(lent);
 	if (err) {
 		dev_warn_ratelimited(&lent->pdev->dev, "lender: reset failed: %d\n",
 				     err);
 		err = -EIO;
 	}
-	pci_read_config_word(lent->pdev, PCI_COMMAND, &lent->cmd);
 	dl_lender_close(lent);
 out_respond:
 	dl_lender_respond(fab, msg, err, NULL, 0);
@@ -318,24 +316,8 @@ static void dl_lender_on_cfg_read(struct dl_fabric *fab,
 		goto out_respond;
 	err = -EINVAL;
 	if (dl_cfg_access_ok(lent, &a)) {
-		unsigned int off = le16_to_cpu(a.offset);
-		u16 v16;
-		u8 v8;
-
-		switch (a.size) {
-		case 1:
-			err = pci_read_config_byte(lent->pdev, off, &v8);
-			val = v8;
-			break;
-		case 2:
-			err = pci_read_config_word(lent->pdev, off, &v16);
-			val = v16;
-			break;
-		default:
-			err = pci_read_config_dword(lent->pdev, off, &val);
-			break;
-		}
-		err = err ? -EIO : 0;
+		err = dl_lent_cfg_read(lent, le16_to_cpu(a.offset), a.size,
+				       &val) ? -EIO : 0;
 		dl_lent_count(lent, DL_LCNT_CFG_READS);
 	}
 	dl_lender_close(lent);
