@@ -30,6 +30,8 @@ const char * const dl_lender_reject_names[DL_REJ_NR] = {
 	[DL_REJ_DMA_OVERLAP] = "dma_overlap",
 	[DL_REJ_DMA_BUDGET] = "dma_budget",
 	[DL_REJ_DMA_FAILED] = "dma_failed",
+	[DL_REJ_DMA_MAPS] = "dma_maps",
+	[DL_REJ_DMA_ALIAS] = "dma_alias",
 	[DL_REJ_IRQ] = "irq",
 };
 
@@ -91,6 +93,36 @@ static int dl_lender_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(dl_lender);
 
+/*
+ * lender_maps: for each lent device a "dev_id=<id> borrower=<id|->" line,
+ * then its mappings (dl_lent_dma_show()). Tests compare them with what the
+ * borrower pinned and quarantined.
+ */
+static int dl_lender_maps_show(struct seq_file *s, void *unused)
+{
+	struct dl_lent *lent;
+	unsigned long idx;
+
+	/* One device at a time, by reference: its lock is a mutex. */
+	for (idx = 0; xa_find(&dl_lender.devs, &idx, ULONG_MAX, XA_PRESENT);
+	     idx++) {
+		lent = dl_lent_get(idx);
+		if (!lent)
+			continue;
+		mutex_lock(&lent->lock);
+		if (lent->borrower == DL_NO_HOST)
+			seq_printf(s, "dev_id=%u borrower=-\n", lent->dev_id);
+		else
+			seq_printf(s, "dev_id=%u borrower=%u\n", lent->dev_id,
+				   lent->borrower);
+		dl_lent_dma_show(s, lent);
+		mutex_unlock(&lent->lock);
+		dl_lent_put(lent);
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(dl_lender_maps);
+
 /**
  * dl_lender_debugfs_add() - create devlend/lender beside the fabric's files.
  */
@@ -102,6 +134,8 @@ void dl_lender_debugfs_add(void)
 		return;
 	dl_lender.debugfs = debugfs_create_file("lender", 0400, root, NULL,
 						&dl_lender_fops);
+	dl_lender.debugfs_maps = debugfs_create_file("lender_maps", 0400, root,
+						     NULL, &dl_lender_maps_fops);
 	dput(root);
 }
 
@@ -112,4 +146,6 @@ void dl_lender_debugfs_remove(void)
 {
 	debugfs_remove(dl_lender.debugfs);
 	dl_lender.debugfs = NULL;
+	debugfs_remove(dl_lender.debugfs_maps);
+	dl_lender.debugfs_maps = NULL;
 }

@@ -6,17 +6,62 @@
  * Each run a borrower asks for is checked (page aligned, non-empty, no
  * wrap, inside the borrower's RAM as its window shows it, inside the
  * domain's aperture and clear of the group's reserved regions, no overlap
- * with what is mapped, the total no more than the borrower's RAM) and
- * mapped with iommu_map(). The mappings are kept in a maple tree by IOVA
- * range, so that an unmap removes exactly them (a run cut by a partial
- * unmap is unmapped whole and its remainders mapped again: an IOMMU may
- * have used large pages for it). A batch that fails is undone completely.
+ * with what is mapped, no borrower page mapped twice, the total no more
+ * than the borrower's RAM, the number of mappings within the caps below)
+ * and mapped with iommu_map(). Each mapping is kept in two maple trees,
+ * one by IOVA range and one by borrower-address range, so that an unmap
+ * removes exactly it and an alias is found. A batch that fails is undone
+ * completely.
+ *
+ * Partial unmaps are exact: only the IOVAs asked for leave the domain, and
+ * the mapping is cut to match; the rest stays reachable throughout. That
+ * needs every run mapped with the domain's smallest page: intel-iommu
+ * (6.12) maps a 2 MiB/1 GiB aligned stretch with a superpage, and its
+ * unmap of part of one takes the whole superpage away (and, from an
+ * unaligned start, walks the superpage's target as if it were a page
+ * table); AMD's v1 tables use every power of two and also unmap a large
+ * page whole. So runs are mapped in pieces just smaller than the
+ * domain's second page size (2 MiB - 4 KiB on intel), which iommu_map()
+ * can only fill with small pages. Mapping the remainders before unmapping
+ * is not possible (their IOVAs are still taken), and unmapping whole and
+ * mapping the remainders again (what was done before) lets live memory
+ * fault meanwhile. The price: an IOTLB entry per 4 KiB, about 1/512 of
+ * the mapped bytes in leaf page tables, and an iommu_map() call per
+ * piece (per page on AMD v1).
  */
 #include <linux/iommu.h>
 #include <linux/maple_tree.h>
+#include <linux/sched.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 
 #include "internal.h"
+
+/*
+ * Caps on the mappings (tracking entries) a borrower can make this host
+ * hold, since each costs this host memory: the entry (32 bytes) and its
+ * slots in the two maple trees, about 100 bytes in all, and page-table
+ * pages of the domain, a few per mapping at worst (4 KiB runs spread far
+ * apart each need their own leaf and middle tables). The byte budget alone
+ * does not bound them: one page every 2 MiB, or one page at many IOVAs,
+ * is little memory but many entries and tables.
+ *
+ * The borrower coalesces physically contiguous pages into one run, so a
+ * guest backed by huge pages (THP, hugetlbfs) needs one mapping per 2 MiB
+ * or more, and even a guest fragmented into single 4 KiB pages needs one
+ * per page: 1 << 20 per device covers such a guest of 4 GiB (2 TiB of
+ * 2 MiB runs), at about 100 MiB of entries at worst. A larger guest of
+ * scattered 4 KiB pages is refused (QEMU asks for THP by default, so this
+ * takes a host with THP off). A host may hold two devices at the full cap
+ * (say a GPU and a NIC of one guest, whose RAM is mapped in each device's
+ * domain), not more. Holes punched by partial unmaps count like any other
+ * mapping.
+ */
+#define DL_LENT_MAX_MAPS		BIT(20)
+#define DL_LENDER_HOST_MAX_MAPS		BIT(21)
+
+/* The borrower's mappings on other devices are not counted yet. */
+#define DL_DMA_NOT_COUNTED		U64_MAX
 
 /**
  * dl_lent_dma_init() - no mappings yet.
@@ -25,6 +70,7 @@
 void dl_lent_dma_init(struct dl_lent *lent)
 {
 	mt_init(&lent->dma);
+	mt_init(&lent->dma_addr);
 }
 
 static bool dl_dma_in_resv(struct dl_lent *lent, u64 iova, u64 last)
@@ -40,20 +86,155 @@ static bool dl_dma_in_resv(struct dl_lent *lent, u64 iova, u64 last)
 	return false;
 }
 
+/* Does a mapping in @mt (either index) cover any of [@first, @last]? */
+static bool dl_dma_busy(struct maple_tree *mt, u64 first, u64 last)
+{
+	unsigned long idx = first;
+
+	return mt_find(mt, &idx, last);
+}
+
+/*
+ * The mappings of @peer on the other lent devices. Read without their
+ * locks: counts grow only in the handlers of DMA requests, which the
+ * fabric's receive work runs one at a time, and a take-back meanwhile
+ * only lowers them. Were handlers to run concurrently, a host could go
+ * over its cap by one batch per other device it holds.
+ */
+static u64 dl_dma_host_others(struct dl_lent *lent, u32 peer)
+{
+	struct dl_lent *o;
+	unsigned long idx;
+	u64 n = 0;
+
+	xa_lock(&dl_lender.devs);
+	xa_for_each(&dl_lender.devs, idx, o)
+		if (o != lent && READ_ONCE(o->borrower) == peer &&
+		    READ_ONCE(o->fab) == lent->fab)
+			n += READ_ONCE(o->dma_count);
+	xa_unlock(&dl_lender.devs);
+	return n;
+}
+
+/*
+ * May @lent hold one more mapping for @peer? *@others caches
+ * dl_dma_host_others(), %DL_DMA_NOT_COUNTED until first needed.
+ */
+static bool dl_dma_room(struct dl_lent *lent, u32 peer, u64 *others)
+{
+	if (lent->dma_count >= DL_LENT_MAX_MAPS)
+		return false;
+	if (*others == DL_DMA_NOT_COUNTED)
+		*others = dl_dma_host_others(lent, peer);
+	return *others + lent->dma_count < DL_LENDER_HOST_MAX_MAPS;
+}
+
+/* The domain's smallest page: what every map and unmap is aligned to. */
+static u64 dl_dma_granule(struct iommu_domain *domain)
+{
+	unsigned long sizes = domain->pgsize_bitmap;
+
+	return sizes & -sizes;
+}
+
+/*
+ * The longest piece iommu_map() can only fill with the smallest page:
+ * just under the domain's second page size. See the top of this file.
+ */
+static u64 dl_dma_piece(struct iommu_domain *domain)
+{
+	unsigned long larger = domain->pgsize_bitmap & ~dl_dma_granule(domain);
+
+	if (!larger)
+		return U64_MAX;
+	return (larger & -larger) - dl_dma_granule(domain);
+}
+
+/* Map [@iova, @iova + @len) onto @phys with small pages only. */
+static int dl_dma_iommu_map(struct dl_lent *lent, u64 iova, phys_addr_t phys,
+			    u64 len)
+{
+	u64 piece = dl_dma_piece(lent->domain);
+	u64 done, n;
+	int ret;
+
+	for (done = 0; done < len; done += n) {
+		n = min(len - done, piece);
+		ret = iommu_map(lent->domain, iova + done, phys + done, n,
+				IOMMU_READ | IOMMU_WRITE, GFP_KERNEL);
+		if (ret)
+			goto err_unmap;
+		cond_resched();
+	}
+	return 0;
+
+err_unmap:
+	if (done)
+		iommu_unmap(lent->domain, iova, done);
+	return ret;
+}
+
+/* Take exactly [@iova, @iova + @len) out of the domain. */
+static void dl_dma_iommu_unmap(struct dl_lent *lent, u64 iova, u64 len)
+{
+	size_t unmapped = iommu_unmap(lent->domain, iova, len);
+
+	if (unmapped != len)
+		dev_warn_ratelimited(&lent->pdev->dev,
+				     "lender: unmapped %zu of %llu bytes at IOVA %#llx\n",
+				     unmapped, len, iova);
+}
+
+/* Enter @m in both indexes, or in neither. */
+static int dl_dma_track(struct dl_lent *lent, struct dl_lent_dma *m)
+{
+	int ret;
+
+	ret = mtree_insert_range(&lent->dma, m->iova, m->iova + m->len - 1, m,
+				 GFP_KERNEL);
+	if (ret)
+		return ret;
+	ret = mtree_insert_range(&lent->dma_addr, m->addr,
+				 m->addr + m->len - 1, m, GFP_KERNEL);
+	if (ret)
+		mtree_erase(&lent->dma, m->iova);
+	return ret;
+}
+
+static void dl_dma_untrack(struct dl_lent *lent, struct dl_lent_dma *m)
+{
+	mtree_erase(&lent->dma, m->iova);
+	mtree_erase(&lent->dma_addr, m->addr);
+}
+
+/* Unmap an untracked mapping, take it off the books and free it. */
+static void dl_dma_drop(struct dl_lent *lent, struct dl_lent_dma *m)
+{
+	dl_dma_iommu_unmap(lent, m->iova, m->len);
+	WRITE_ONCE(lent->dma_bytes, lent->dma_bytes - m->len);
+	WRITE_ONCE(lent->dma_count, lent->dma_count - 1);
+	kfree(m);
+}
+
 /* Remove one mapping from the domain and the books; frees it. */
 static void dl_dma_remove(struct dl_lent *lent, struct dl_lent_dma *m)
 {
-	size_t unmapped;
+	dl_dma_untrack(lent, m);
+	dl_dma_drop(lent, m);
+}
 
-	mtree_erase(&lent->dma, m->iova);
-	unmapped = iommu_unmap(lent->domain, m->iova, m->len);
-	if (unmapped != m->len)
-		dev_warn_ratelimited(&lent->pdev->dev,
-				     "lender: unmapped %zu of %llu bytes at IOVA %#llx\n",
-				     unmapped, m->len, m->iova);
-	lent->dma_bytes -= m->len;
-	lent->dma_count--;
-	kfree(m);
+/*
+ * Enter a mapping cut down by a partial unmap in the indexes again; if
+ * that fails it is unmapped too: the device faults there rather than
+ * reach memory this host no longer tracks.
+ */
+static int dl_dma_retrack(struct dl_lent *lent, struct dl_lent_dma *m)
+{
+	int ret = dl_dma_track(lent, m);
+
+	if (ret)
+		dl_dma_drop(lent, m);
+	return ret;
 }
 
 /* Map and record one checked run. */
@@ -71,20 +252,18 @@ static int dl_dma_add(struct dl_lent *lent, u64 iova, u64 addr,
 	m->addr = addr;
 	m->phys = phys;
 
-	ret = mtree_insert_range(&lent->dma, iova, iova + len - 1, m,
-				 GFP_KERNEL);
+	ret = dl_dma_track(lent, m);
 	if (ret)
 		goto err_free;
-	ret = iommu_map(lent->domain, iova, phys, len,
-			IOMMU_READ | IOMMU_WRITE, GFP_KERNEL);
+	ret = dl_dma_iommu_map(lent, iova, phys, len);
 	if (ret)
-		goto err_erase;
-	lent->dma_bytes += len;
-	lent->dma_count++;
+		goto err_untrack;
+	WRITE_ONCE(lent->dma_bytes, lent->dma_bytes + len);
+	WRITE_ONCE(lent->dma_count, lent->dma_count + 1);
 	return 0;
 
-err_erase:
-	mtree_erase(&lent->dma, iova);
+err_untrack:
+	dl_dma_untrack(lent, m);
 err_free:
 	kfree(m);
 	return ret;
@@ -100,14 +279,16 @@ err_free:
  *
  * Return: 0 with every run mapped, or -errno with none of them mapped:
  * -EINVAL (alignment, wrap, empty), -ERANGE (not the borrower's RAM, or
- * outside the aperture or in a reserved region), -EEXIST (overlap),
- * -ENOSPC (more than the borrower's RAM in total), -ENOMEM, or what
+ * outside the aperture or in a reserved region), -EEXIST (overlap in IOVA,
+ * or a borrower page mapped already), -ENOSPC (more than the borrower's
+ * RAM in total, or more mappings than the caps), -ENOMEM, or what
  * iommu_map() said.
  */
 int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    const struct dl_dma_range *ranges, u32 count)
 {
 	struct iommu_domain_geometry *geo = &lent->domain->geometry;
+	u64 others = DL_DMA_NOT_COUNTED;
 	struct dl_fabric_peer_info info;
 	u64 budget;
 	u32 i, done = 0;
@@ -146,16 +327,28 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 			ret = -ENOSPC;
 			goto err_undo;
 		}
+		if (!dl_dma_room(lent, peer, &others)) {
+			dl_lent_reject(lent, DL_REJ_DMA_MAPS);
+			ret = -ENOSPC;
+			goto err_undo;
+		}
+		if (dl_dma_busy(&lent->dma, iova, iova + len - 1)) {
+			dl_lent_reject(lent, DL_REJ_DMA_OVERLAP);
+			ret = -EEXIST;
+			goto err_undo;
+		}
+		/* One page at many IOVAs would cost tables, not memory. */
+		if (dl_dma_busy(&lent->dma_addr, addr, addr + len - 1)) {
+			dl_lent_reject(lent, DL_REJ_DMA_ALIAS);
+			ret = -EEXIST;
+			goto err_undo;
+		}
 		ret = dl_fabric_peer_mw_xlate(fab, peer, addr, len, &phys);
 		if (ret) {
 			dl_lent_reject(lent, DL_REJ_DMA_WINDOW);
 			goto err_undo;
 		}
 		ret = dl_dma_add(lent, iova, addr, phys, len);
-		if (ret == -EEXIST) {
-			dl_lent_reject(lent, DL_REJ_DMA_OVERLAP);
-			goto err_undo;
-		}
 		if (ret) {
 			dl_lent_reject(lent, DL_REJ_DMA_FAILED);
 			goto err_undo;
@@ -180,49 +373,111 @@ err_undo:
 	return ret;
 }
 
+/*
+ * Unmap [@first, @last] from @m, which covers more than that: exactly
+ * those IOVAs leave the domain, and @m is cut down to what is left of it.
+ * A hole in the middle makes one mapping two; if the caps or memory do
+ * not allow the second, the part of @m after the hole goes as well.
+ */
+static int dl_dma_cut(struct dl_lent *lent, struct dl_lent_dma *m,
+		      u64 first, u64 last, u64 *others)
+{
+	u64 m_last = m->iova + m->len - 1;
+	struct dl_lent_dma *right = NULL;
+	int ret = 0, err;
+
+	if (first > m->iova && last < m_last) {
+		if (!dl_dma_room(lent, lent->borrower, others)) {
+			dl_lent_reject(lent, DL_REJ_DMA_MAPS);
+			ret = -ENOSPC;
+		} else {
+			right = kzalloc(sizeof(*right), GFP_KERNEL);
+			if (!right)
+				ret = -ENOMEM;
+		}
+		if (ret) {
+			pci_info_ratelimited(lent->pdev,
+					     "lender: unmap of IOVA %#llx+%#llx from host %u takes IOVA up to %#llx too: %d\n",
+					     first, last - first + 1,
+					     lent->borrower, m_last, ret);
+			last = m_last;
+		}
+	}
+
+	dl_dma_untrack(lent, m);
+	dl_dma_iommu_unmap(lent, first, last - first + 1);
+	WRITE_ONCE(lent->dma_bytes, lent->dma_bytes - (last - first + 1));
+
+	if (right) {
+		u64 skip = last + 1 - m->iova;
+
+		right->iova = last + 1;
+		right->addr = m->addr + skip;
+		right->phys = m->phys + skip;
+		right->len = m_last - last;
+		WRITE_ONCE(lent->dma_count, lent->dma_count + 1);
+		err = dl_dma_retrack(lent, right);
+		if (err)
+			ret = err;
+	}
+	if (first > m->iova) {
+		m->len = first - m->iova;
+	} else {
+		u64 skip = last + 1 - m->iova;
+
+		m->iova += skip;
+		m->addr += skip;
+		m->phys += skip;
+		m->len -= skip;
+	}
+	err = dl_dma_retrack(lent, m);
+	if (err)
+		ret = err;
+	return ret;
+}
+
 /**
  * dl_lent_dma_unmap() - remove the mappings in an IOVA range.
  * @lent: the device; @lent->lock held, the requester checked as holder.
  * @iova: start, page aligned.
  * @len: bytes, page aligned, nonzero, no wrap.
  *
- * Mappings that lie partly in the range lose that part only.
+ * Mappings that lie partly in the range lose that part only, and the rest
+ * of them stays mapped throughout. (The range is widened to the domain's
+ * smallest page, should that be larger than a CPU page.)
  *
- * Return: 0, or -ENOMEM if a remainder could not be mapped again (it is
- * then unmapped: the device faults there instead of reaching memory).
+ * Return: 0; or -ENOSPC (the caps on mappings) or -ENOMEM if a mapping cut
+ * in two could not be kept as two: its part after the range is then
+ * unmapped too, and the device faults there instead of reaching memory.
  */
 int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len)
 {
-	unsigned long idx = iova, last = iova + len - 1;
+	u64 gran = dl_dma_granule(lent->domain);
+	u64 first = ALIGN_DOWN(iova, gran);
+	u64 last = (iova + len - 1) | (gran - 1);
+	u64 others = DL_DMA_NOT_COUNTED;
+	unsigned long idx = first;
 	struct dl_lent_dma *m;
 	int ret = 0;
 
 	lockdep_assert_held(&lent->lock);
 
 	while ((m = mt_find(&lent->dma, &idx, last))) {
-		u64 m_iova = m->iova, m_len = m->len, m_addr = m->addr;
-		phys_addr_t m_phys = m->phys;
-		u64 m_last = m_iova + m_len - 1;
+		u64 m_iova = m->iova, m_last = m->iova + m->len - 1;
 		int err;
 
-		dl_dma_remove(lent, m);
-		if (m_iova < iova) {
-			err = dl_dma_add(lent, m_iova, m_addr, m_phys,
-					 iova - m_iova);
-			if (err)
-				ret = err;
-		}
-		if (m_last > last) {
-			u64 skip = last + 1 - m_iova;
-
-			err = dl_dma_add(lent, last + 1, m_addr + skip,
-					 m_phys + skip, m_last - last);
+		if (m_iova >= first && m_last <= last) {
+			dl_dma_remove(lent, m);
+		} else {
+			err = dl_dma_cut(lent, m, max(m_iova, first),
+					 min(m_last, last), &others);
 			if (err)
 				ret = err;
 		}
 		if (m_last >= last)
 			break;
 		idx = m_last + 1;
+		cond_resched();
 	}
 	return ret;
 }
@@ -238,10 +493,13 @@ void dl_lent_dma_unmap_all(struct dl_lent *lent)
 
 	lockdep_assert_held(&lent->lock);
 
-	while ((m = mt_find(&lent->dma, &idx, ULONG_MAX)))
+	while ((m = mt_find(&lent->dma, &idx, ULONG_MAX))) {
 		dl_dma_remove(lent, m);
+		cond_resched();
+	}
 	WARN_ON(lent->dma_bytes || lent->dma_count);
 	mtree_destroy(&lent->dma);
+	mtree_destroy(&lent->dma_addr);
 }
 
 /**
@@ -295,4 +553,21 @@ void dl_lent_fault_work(struct work_struct *work)
 	dev_warn_ratelimited(&lent->pdev->dev, "lender: IOMMU blocked a DMA %s IOVA %#llx\n",
 			     f.flags ? "write to" : "read from",
 			     le64_to_cpu(f.iova));
+}
+
+/**
+ * dl_lent_dma_show() - list the device's mappings, for debugfs: one
+ *	"m <iova> <borrower address> <bytes>" line each.
+ * @s: the file.
+ * @lent: the device; @lent->lock held.
+ */
+void dl_lent_dma_show(struct seq_file *s, struct dl_lent *lent)
+{
+	struct dl_lent_dma *m;
+	unsigned long idx = 0;
+
+	lockdep_assert_held(&lent->lock);
+
+	mt_for_each(&lent->dma, m, idx, ULONG_MAX)
+		seq_printf(s, "m %#llx %#llx %#llx\n", m->iova, m->addr, m->len);
 }

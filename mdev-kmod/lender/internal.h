@@ -38,6 +38,8 @@
 #include "devlend_wire.h"
 #include "../fabric/fabric.h"
 
+struct seq_file;
+
 #define DL_LENDER_DRV_NAME	"devlend-lender"
 
 /* Reasons a request is refused, counted per device and shown in debugfs. */
@@ -56,6 +58,8 @@ enum dl_lender_reject {
 	DL_REJ_DMA_OVERLAP,	/* overlaps a mapping */
 	DL_REJ_DMA_BUDGET,	/* more than the borrower's RAM size */
 	DL_REJ_DMA_FAILED,	/* iommu_map() failed */
+	DL_REJ_DMA_MAPS,	/* too many mappings, of the device or its holder */
+	DL_REJ_DMA_ALIAS,	/* a borrower page mapped already */
 	DL_REJ_IRQ,		/* vector type or count */
 	DL_REJ_NR
 };
@@ -162,14 +166,19 @@ struct dl_lent_dma {
  * @pba_end: end of the PBA.
  * @bars: the six BARs.
  * @dma: mappings by IOVA range (@lock).
+ * @dma_addr: the same mappings by borrower-address range (@lock).
  * @dma_bytes: bytes mapped (@lock; read locklessly for sysfs).
- * @dma_count: mappings (@lock).
+ * @dma_count: mappings (@lock; read locklessly for debugfs and the
+ *	per-host cap).
  * @vecs: the vectors taken, or NULL (@lock).
  * @nvecs: how many (@lock).
  * @vec_type: their &enum dl_irq_type (@lock).
  * @intx_ok: the device has INTx and can mask it (PCI 2.3).
- * @intx_masked: INTx fired and is masked until the holder's next BAR
- *	access (set from the interrupt handler, cleared under @lock).
+ * @intx_lock: see the top of this file.
+ * @intx_masked: the lender set INTx disable at the device: INTx fired and
+ *	waits for the holder's next BAR access, or the borrower disabled it,
+ *	or the relay is not set up (@intx_lock).
+ * @intx_vdis: the borrower's INTx disable bit, virtual (@lock).
  * @fault_work: sends DL_MSG_DEV_FAULT for the last fault reported.
  * @fault_iova: the address of the last fault reported.
  * @fault_flags: its DL_MSG_DEV_FAULT flags.
@@ -208,6 +217,7 @@ struct dl_lent {
 	struct dl_lent_bar bars[DL_NUM_BARS];
 
 	struct maple_tree dma;
+	struct maple_tree dma_addr;
 	u64 dma_bytes;
 	u64 dma_count;
 
@@ -235,6 +245,7 @@ struct dl_lent {
  * @next_id: the next dev_id to give (@devs' lock).
  * @rej: rejections of requests that name no device.
  * @debugfs: /sys/kernel/debug/devlend/lender.
+ * @debugfs_maps: /sys/kernel/debug/devlend/lender_maps.
  */
 struct dl_lender {
 	struct mutex lock;	/* see above */
@@ -243,6 +254,7 @@ struct dl_lender {
 	u32 next_id;
 	atomic64_t rej[DL_REJ_NR];
 	struct dentry *debugfs;
+	struct dentry *debugfs_maps;
 };
 
 extern struct dl_lender dl_lender;
@@ -304,6 +316,7 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    const struct dl_dma_range *ranges, u32 count);
 int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len);
 void dl_lent_dma_unmap_all(struct dl_lent *lent);
+void dl_lent_dma_show(struct seq_file *s, struct dl_lent *lent);
 int dl_lent_fault_handler(struct iommu_domain *domain, struct device *dev,
 			  unsigned long iova, int flags, void *token);
 void dl_lent_fault_work(struct work_struct *work);
