@@ -18,9 +18,10 @@ make -C mdev-kmod KVER="$KVER" checkpatch
 step "unit tests (hermetic, no VMs)"
 cargo test --workspace --exclude devlend-vmtests
 
-# Each suite boots its own cluster: fabric (the foundation) and lending
-# (a remote NVMe used by a KVM guest, end to end).
-VM_SUITES=(fabric lending)
+# Each suite boots its own cluster: fabric (the foundation), lending
+# (a remote NVMe used by a KVM guest, end to end) and isolation (hosts
+# stalled mid-I/O: DMA never reaches memory the borrower gave back).
+VM_SUITES=(fabric lending isolation)
 for suite in "${VM_SUITES[@]}"; do
 	step "VM tests: $suite (boots the emulated cluster under TCG; a few minutes)"
 	cargo test -p devlend-vmtests --test "$suite" -- "$@"

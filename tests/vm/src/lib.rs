@@ -11,6 +11,7 @@
 pub mod fabric;
 pub mod guest;
 pub mod lending;
+pub mod ownership;
 pub mod suite;
 
 pub use suite::{Check, Suite};

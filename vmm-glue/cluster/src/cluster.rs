@@ -290,6 +290,29 @@ impl Cluster {
         Ok(())
     }
 
+    /// Freezes a host's QEMU (SIGSTOP), as a host stalled under load
+    /// would be: vCPUs, devices and timers stop, memory stays. Its agent
+    /// does not answer until [`Cluster::resume_host`].
+    pub fn pause_host(&mut self, host: &str) -> Result<(), ClusterError> {
+        self.signal_host(host, libc::SIGSTOP)
+    }
+
+    /// Lets a host frozen by [`Cluster::pause_host`] run on (SIGCONT).
+    pub fn resume_host(&mut self, host: &str) -> Result<(), ClusterError> {
+        self.signal_host(host, libc::SIGCONT)
+    }
+
+    fn signal_host(&mut self, host: &str, sig: libc::c_int) -> Result<(), ClusterError> {
+        let id = self.id(host)?;
+        match self.hosts[id].qemu.as_mut() {
+            Some(q) => {
+                q.signal(sig);
+                Ok(())
+            }
+            None => Err(ClusterError::HostDown(host.to_owned())),
+        }
+    }
+
     /// Boots a host again (after [`Cluster::kill_host`]) and waits for its agent.
     pub fn restart_host(&mut self, host: &str) -> Result<(), ClusterError> {
         let id = self.id(host)?;

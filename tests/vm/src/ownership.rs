@@ -1,0 +1,223 @@
+//! DMA ownership, as the fault checks see it: what the lender maps for a
+//! device (debugfs `devlend/lender_maps`), what the borrower pinned and
+//! quarantined (debugfs `devlend/borrower`), and where a marker written
+//! into the lender's drive turned up in the borrower's RAM file.
+
+use std::collections::BTreeSet;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context};
+use devlend_agent::AgentClient;
+
+use crate::fabric::{parse_kv, sh};
+
+/// Bytes of a page of the hosts.
+pub const PAGE: u64 = 4096;
+/// Bytes of a sector of the marker.
+const SECTOR: u64 = 512;
+
+/// Borrower pages (physical page numbers) the lender maps for its lent
+/// devices: every page of every mapping's borrower range.
+pub fn lender_mapped_pages(lender: &AgentClient) -> anyhow::Result<BTreeSet<u64>> {
+    let text = sh(lender, "cat /sys/kernel/debug/devlend/lender_maps")?;
+    let mut pages = BTreeSet::new();
+    for line in text.lines().filter(|l| l.starts_with("m ")) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        ensure!(f.len() == 4, "lender_maps line {line:?}");
+        let (addr, len) = (hex(f[2])?, hex(f[3])?);
+        pages.extend((addr / PAGE)..(addr + len).div_ceil(PAGE));
+    }
+    Ok(pages)
+}
+
+/// What a borrower holds, from debugfs `devlend/borrower`.
+#[derive(Debug, Default)]
+pub struct BorrowerPages {
+    /// Pages pinned by all its mdevs.
+    pub pinned: u64,
+    /// Pages in quarantine now (the borrower's own count).
+    pub quarantined: u64,
+    /// Leases settled by the release work, ever.
+    pub returned_late: u64,
+    /// The quarantined physical page numbers, from the listing.
+    pub quarantine: BTreeSet<u64>,
+    /// The raw text, for messages.
+    pub text: String,
+}
+
+/// Reads a borrower's pins and quarantine.
+pub fn borrower_pages(borrower: &AgentClient) -> anyhow::Result<BorrowerPages> {
+    let text = sh(borrower, "cat /sys/kernel/debug/devlend/borrower")?;
+    let mut r = BorrowerPages::default();
+    for line in text.lines() {
+        let kv = parse_kv(line);
+        let num = |k: &str| -> anyhow::Result<u64> {
+            kv.get(k)
+                .with_context(|| format!("no {k} in {line:?}"))?
+                .parse()
+                .with_context(|| format!("{k} in {line:?}"))
+        };
+        if line.starts_with("borrower ") {
+            r.quarantined += num("quarantined")?;
+            r.returned_late += num("returned_late")?;
+        } else if line.starts_with("mdev ") {
+            r.pinned += num("pinned")?;
+        } else if let Some(rest) = line.strip_prefix("q ") {
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            ensure!(f.len() == 2, "quarantine line {line:?}");
+            let (start, n) = (hex(f[0])? / PAGE, f[1].parse::<u64>()?);
+            r.quarantine.extend(start..start + n);
+        }
+    }
+    ensure!(
+        r.quarantine.len() as u64 == r.quarantined,
+        "the borrower counts {} quarantined pages but lists {}:\n{text}",
+        r.quarantined,
+        r.quarantine.len()
+    );
+    r.text = text;
+    Ok(r)
+}
+
+fn hex(s: &str) -> anyhow::Result<u64> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).with_context(|| format!("hex {s:?}"))
+}
+
+/// A marker: 16 random bytes that start every sector written with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Marker([u8; 16]);
+
+impl Marker {
+    /// A new marker, from the kernel's random source.
+    pub fn new() -> anyhow::Result<Marker> {
+        let mut m = [0u8; 16];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut m)?;
+        Ok(Marker(m))
+    }
+
+    /// Overwrites every sector of `file` with the marker followed by the
+    /// sector's number, and syncs it.
+    pub fn fill(&self, file: &Path) -> anyhow::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(file)
+            .with_context(|| format!("open {}", file.display()))?;
+        let len = f.metadata()?.len();
+        let chunk = 1 << 20;
+        let mut buf = vec![0u8; chunk as usize];
+        let mut off = 0;
+        while off < len {
+            let n = chunk.min(len - off);
+            for (i, s) in buf[..n as usize].chunks_mut(SECTOR as usize).enumerate() {
+                s[..16].copy_from_slice(&self.0);
+                s[16..24].copy_from_slice(&((off / SECTOR) + i as u64).to_le_bytes());
+            }
+            f.seek(SeekFrom::Start(off))?;
+            f.write_all(&buf[..n as usize])?;
+            off += n;
+        }
+        f.sync_all()?;
+        Ok(())
+    }
+
+    /// The physical page numbers of a host's RAM file holding a sector
+    /// that starts with the marker. The file must map physical addresses
+    /// one to one (RAM below the PCI hole: up to 2 GiB on q35).
+    pub fn pages_in_ram(&self, ram_file: &Path) -> anyhow::Result<BTreeSet<u64>> {
+        let mut f = std::fs::File::open(ram_file)
+            .with_context(|| format!("open {}", ram_file.display()))?;
+        let len = f.metadata()?.len();
+        if len > 2 << 30 {
+            bail!(
+                "{} is larger than 2 GiB: its offsets are not physical addresses",
+                ram_file.display()
+            );
+        }
+        let mut pages = BTreeSet::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0u64;
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            for (i, s) in buf[..n].chunks(SECTOR as usize).enumerate() {
+                if s.len() >= 16 && s[..16] == self.0 {
+                    pages.insert((off + i as u64 * SECTOR) / PAGE);
+                }
+            }
+            off += n as u64;
+        }
+        Ok(pages)
+    }
+}
+
+/// Runs `cmd` in the background on a host, in a session of its own, its
+/// output in `log` and its exit status in `log`.rc; its PID.
+pub fn spawn_bg(agent: &AgentClient, cmd: &str, log: &str) -> anyhow::Result<u32> {
+    let pid = sh(
+        agent,
+        &format!("rm -f {log}.rc; setsid sh -c '{cmd} >{log} 2>&1; echo $? >{log}.rc' </dev/null >/dev/null 2>&1 & echo $!"),
+    )?;
+    pid.trim().parse().with_context(|| format!("pid {pid:?}"))
+}
+
+/// Waits up to `timeout` for a command of [`spawn_bg`] to end; its exit
+/// status and output.
+pub fn wait_bg(agent: &AgentClient, log: &str, timeout: Duration) -> anyhow::Result<(i32, String)> {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < timeout {
+        let rc = sh(agent, &format!("cat {log}.rc 2>/dev/null || true"))?;
+        if let Ok(rc) = rc.trim().parse() {
+            return Ok((rc, sh(agent, &format!("cat {log}"))?));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    bail!(
+        "`{log}` still running after {timeout:?}: {}",
+        sh(agent, &format!("tail -n 20 {log}")).unwrap_or_default()
+    )
+}
+
+/// How many lines the kernel log has: where [`kernel_trouble`] starts.
+pub fn kernel_log_lines(agent: &AgentClient) -> anyhow::Result<usize> {
+    let n = sh(agent, "dmesg | wc -l")?;
+    n.trim()
+        .parse()
+        .with_context(|| format!("dmesg | wc -l: {n:?}"))
+}
+
+/// Lines of the kernel log after the first `since` that say the kernel is in trouble: a WARN, a
+/// BUG, an oops, a lockup, a hung task, an RCU stall. With `was_frozen`,
+/// the reports that freezing the whole host causes by itself (its clock
+/// jumps: RCU stalls and soft lockups) are not counted.
+pub fn kernel_trouble(
+    agent: &AgentClient,
+    since: usize,
+    was_frozen: bool,
+) -> anyhow::Result<Vec<String>> {
+    let log = sh(agent, &format!("dmesg | tail -n +{}", since + 1))?;
+    let freeze_artifact = |l: &str| {
+        was_frozen && (l.contains("rcu") || l.contains("soft lockup") || l.contains("watchdog"))
+    };
+    Ok(log
+        .lines()
+        .filter(|l| {
+            [
+                "WARNING:",
+                "BUG:",
+                "Oops",
+                "soft lockup",
+                "hung_task",
+                "blocked for more than",
+                "detected stall",
+            ]
+            .iter()
+            .any(|p| l.contains(p))
+        })
+        .filter(|l| !freeze_artifact(l))
+        .map(str::to_owned)
+        .collect())
+}

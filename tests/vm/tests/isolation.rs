@@ -1,0 +1,614 @@
+//! Isolation when the fabric misbehaves (docs/lending.md, "DMA
+//! ownership"): a host stalled past the peer timeout while the userspace
+//! NVMe driver has reads queued at the lender's drive. The checks compare
+//! what the lender maps with what the borrower still holds, and find a
+//! marker written into the lender's drive during the stall in the
+//! borrower's RAM file: it may land only in pages the borrower kept.
+//!
+//! The same for hosts killed mid-I/O: the survivor cleans up within a
+//! bound, and the device works again once the dead host has booted.
+//!
+//! Last, many borrow/return cycles leave nothing held and the module
+//! unloads cleanly.
+//!
+//! `./test.sh stall`, `./test.sh kill` and `./test.sh cycles` select these
+//! groups (`DEVLEND_CYCLES=1000 ./test.sh cycles` is the long run).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context};
+use devlend::qmp::Qmp;
+use devlend_agent::AgentClient;
+use devlend_cluster::{tools, Cluster};
+use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::lending::{self, PciDev};
+use devlend_vmtests::ownership::{self, Marker};
+use devlend_vmtests::{Check, Suite};
+
+const LENDER: &str = "lender";
+const BORROWER: &str = "borrower";
+const MDEV_TYPE: &str = "devlend-nvme";
+const WAIT: Duration = Duration::from_secs(60);
+/// Longer than the peer timeout (8 s) plus the driver's own (10 s).
+const STALL: Duration = Duration::from_secs(25);
+/// How long the lender's drive is throttled to, in I/Os per second, so
+/// that reads stay queued at the drive when the host stops.
+const THROTTLE_IOPS: u64 = 4;
+
+fn boot() -> anyhow::Result<Cluster> {
+    devlend_vmtests::boot_topology("two-host")
+}
+
+/// The lender's NVMe, lent, with the module up on both hosts.
+fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    lending::ensure_module(l)?;
+    lending::ensure_module(b)?;
+    let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
+    if lending::driver_of(l, &nvme.addr)?.as_deref() != Some("devlend-lender") {
+        lending::lend(l, &nvme.addr)?;
+    }
+    lending::wait_until(
+        "remote NVMe on the borrower",
+        WAIT,
+        || {
+            Ok(lending::remote_devices(b)?
+                .values()
+                .any(|d| d.get("name") == Some(&nvme.addr))
+                .to_string())
+        },
+        "true",
+    )?;
+    Ok(nvme)
+}
+
+/// Throttles (or, with 0, unthrottles) the lender's drive through its QMP.
+fn throttle(c: &Cluster, iops: u64) -> anyhow::Result<()> {
+    let mut q = Qmp::connect(&c.paths().qmp_sock(LENDER), Duration::from_secs(10))?;
+    q.execute(
+        "block_set_io_throttle",
+        Some(serde_json::json!({
+            "device": "drv-nvme0",
+            "bps": 0, "bps_rd": 0, "bps_wr": 0,
+            "iops": iops, "iops_rd": 0, "iops_wr": 0,
+        })),
+        Duration::from_secs(10),
+    )?;
+    Ok(())
+}
+
+/// A lender counter of the lent device, from debugfs.
+fn lender_counter(l: &AgentClient, nvme: &PciDev, key: &str) -> anyhow::Result<u64> {
+    let text = sh(l, "cat /sys/kernel/debug/devlend/lender")?;
+    let kv = text
+        .lines()
+        .map(fabric::parse_kv)
+        .find(|kv| kv.get("name") == Some(&nvme.addr))
+        .with_context(|| format!("{} not in the lender's debugfs:\n{text}", nvme.addr))?;
+    fabric::counter(&kv, key)
+}
+
+/// Waits until the lender has relayed more interrupts than `from`: I/O is
+/// completing, so commands are in flight.
+fn wait_io_flowing(l: &AgentClient, nvme: &PciDev, from: u64) -> anyhow::Result<u64> {
+    let t0 = Instant::now();
+    loop {
+        let n = lender_counter(l, nvme, "irq_fires")?;
+        if n > from {
+            return Ok(n);
+        }
+        ensure!(
+            t0.elapsed() < WAIT,
+            "no interrupt relayed for {WAIT:?}: no I/O in flight"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Where each host's kernel log stands, before a check.
+fn log_marks(c: &Cluster) -> anyhow::Result<[usize; 2]> {
+    Ok([
+        ownership::kernel_log_lines(c.agent(LENDER)?)?,
+        ownership::kernel_log_lines(c.agent(BORROWER)?)?,
+    ])
+}
+
+/// Neither host logged a WARN, BUG, oops or lockup since `marks` (the
+/// `frozen` host's own reports of its clock jumping aside).
+fn no_kernel_trouble(c: &Cluster, marks: [usize; 2], frozen: &str) -> anyhow::Result<()> {
+    for (host, since) in [LENDER, BORROWER].into_iter().zip(marks) {
+        let t = ownership::kernel_trouble(c.agent(host)?, since, host == frozen)?;
+        ensure!(t.is_empty(), "{host}'s kernel log:\n{}", t.join("\n"));
+    }
+    Ok(())
+}
+
+/// A verified run of the userspace driver on a new mdev: the device works.
+fn verified_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
+    let b = c.agent(BORROWER)?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let out = b.sh(
+        &format!("{drv} --mdev {uuid} --blocks 64 --ios 200"),
+        Duration::from_secs(300),
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let out = out?;
+    removed?;
+    ensure!(
+        out.exit_code == Some(0),
+        "verified I/O after the stall failed: {out:?}"
+    );
+    Ok(())
+}
+
+fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
+    Ok(devlend_cluster::host_view(&tools::our_binary(name, env)?)
+        .display()
+        .to_string())
+}
+
+/// The driver, reading at queue depth 32 from an mdev of the remote NVMe
+/// until it fails; its PID and the mdev.
+fn start_reader(c: &Cluster, nvme: &PciDev, log: &str) -> anyhow::Result<String> {
+    let b = c.agent(BORROWER)?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    ownership::spawn_bg(
+        b,
+        &format!("{drv} --mdev {uuid} --blocks 64 --ios 1000000 --queue-depth 32 --timeout 10"),
+        log,
+    )?;
+    Ok(uuid)
+}
+
+/// The lender's host stops (SIGSTOP) for longer than the peer timeout while
+/// reads are queued at its drive. The borrower declares it down, the driver
+/// stops with an error, and the borrower quarantines every page the lender
+/// maps instead of freeing it. A marker written into the drive meanwhile
+/// lands, once the lender runs again, only in quarantined pages; the
+/// borrower then returns the device, the quarantine empties, and a new user
+/// does verified I/O.
+fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let lender_id = fabric::host_id(c.agent(LENDER)?)?;
+    let log = "/tmp/stall-lender.log";
+    let uuid = start_reader(c, &nvme, log)?;
+    let mut paused = false;
+    let res = (|| -> anyhow::Result<()> {
+        let l = c.agent(LENDER)?;
+        lending::wait_until(
+            "borrowed",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "borrowed",
+        )?;
+        let fires = wait_io_flowing(l, &nvme, 0)?;
+        wait_io_flowing(l, &nvme, fires)?;
+        throttle(c, THROTTLE_IOPS)?;
+        std::thread::sleep(Duration::from_secs(2));
+        let mapped = ownership::lender_mapped_pages(l)?;
+        ensure!(
+            !mapped.is_empty(),
+            "the lender maps nothing while the driver runs"
+        );
+
+        c.pause_host(LENDER)?;
+        paused = true;
+        let t0 = Instant::now();
+        let b = c.agent(BORROWER)?;
+        let down = fabric::wait_peer_state(b, lender_id, "down", STALL)?;
+        println!(
+            "  borrower saw the lender down after {:.1} s",
+            down.as_secs_f64()
+        );
+        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
+        ensure!(
+            rc != 0,
+            "the driver did not notice the lender stalled:\n{out}"
+        );
+        println!("  driver stopped with exit status {rc}");
+        let held = ownership::borrower_pages(b)?;
+        ensure!(
+            held.pinned == 0,
+            "pins left after the driver exited:\n{}",
+            held.text
+        );
+        let exposed: Vec<u64> = mapped.difference(&held.quarantine).copied().collect();
+        ensure!(
+            exposed.is_empty(),
+            "{} of {} pages the lender maps were given back to the borrower's allocator (first {:#x}):\n{}",
+            exposed.len(),
+            mapped.len(),
+            exposed[0] * ownership::PAGE,
+            held.text
+        );
+        println!(
+            "  {} pages the lender maps are quarantined ({} in all)",
+            mapped.len(),
+            held.quarantined
+        );
+
+        let marker = Marker::new()?;
+        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
+        if let Some(left) = STALL.checked_sub(t0.elapsed()) {
+            std::thread::sleep(left);
+        }
+        c.resume_host(LENDER)?;
+        paused = false;
+
+        let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+        let back = lending::wait_until(
+            "device returned after the stall",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "available",
+        )?;
+        lending::wait_until(
+            "quarantine released",
+            WAIT,
+            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
+            "0",
+        )?;
+        println!(
+            "  device back in the pool {:.1} s after the lender resumed",
+            back.as_secs_f64()
+        );
+        ensure!(
+            ownership::lender_mapped_pages(l)?.is_empty(),
+            "the lender still maps pages after taking the device back"
+        );
+        ensure!(ownership::borrower_pages(b)?.returned_late >= 1);
+
+        let landed = marker.pages_in_ram(&c.paths().ram_file(BORROWER))?;
+        let outside: BTreeSet<u64> = landed.difference(&held.quarantine).copied().collect();
+        ensure!(
+            outside.is_empty(),
+            "the lender's drive wrote into {} borrower pages that were not quarantined (first at {:#x})",
+            outside.len(),
+            outside.first().copied().unwrap_or(0) * ownership::PAGE
+        );
+        println!(
+            "  marker found in {} borrower pages, all of them quarantined",
+            landed.len()
+        );
+        Ok(())
+    })();
+    if paused {
+        let _ = c.resume_host(LENDER);
+    }
+    let _ = throttle(c, 0);
+    if let Ok(b) = c.agent(BORROWER) {
+        let _ = lending::remove_mdev(b, &uuid);
+    }
+    res?;
+    verified_io(c, &nvme)?;
+    no_kernel_trouble(c, marks, LENDER)
+}
+
+/// The borrower's host stops for longer than the peer timeout while reads
+/// are queued at the lender's drive. The lender declares it down and takes
+/// the device back (reset, no mappings left) while it is stopped; a marker
+/// written into the drive afterwards reaches no borrower page. When the
+/// borrower runs again, its driver stops with an error, nothing stays
+/// quarantined, and a new user does verified I/O.
+fn stall_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let log = "/tmp/stall-borrower.log";
+    let uuid = start_reader(c, &nvme, log)?;
+    let mut paused = false;
+    let res = (|| -> anyhow::Result<()> {
+        let l = c.agent(LENDER)?;
+        lending::wait_until(
+            "borrowed",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "borrowed",
+        )?;
+        let fires = wait_io_flowing(l, &nvme, 0)?;
+        wait_io_flowing(l, &nvme, fires)?;
+        throttle(c, THROTTLE_IOPS)?;
+        std::thread::sleep(Duration::from_secs(2));
+
+        c.pause_host(BORROWER)?;
+        paused = true;
+        let t0 = Instant::now();
+        let l = c.agent(LENDER)?;
+        let back = lending::wait_until(
+            "device taken back from the stalled borrower",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "available",
+        )?;
+        println!(
+            "  lender took the device back after {:.1} s",
+            back.as_secs_f64()
+        );
+        ensure!(
+            ownership::lender_mapped_pages(l)?.is_empty(),
+            "the lender still maps pages of a borrower it declared down"
+        );
+        let marker = Marker::new()?;
+        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
+        if let Some(left) = STALL.checked_sub(t0.elapsed()) {
+            std::thread::sleep(left);
+        }
+        c.resume_host(BORROWER)?;
+        paused = false;
+
+        let b = c.agent(BORROWER)?;
+        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(90))?;
+        ensure!(
+            rc != 0,
+            "the driver did not notice it lost the device:\n{out}"
+        );
+        println!("  driver stopped with exit status {rc}");
+        lending::wait_until(
+            "nothing held by the borrower",
+            WAIT,
+            || {
+                let p = ownership::borrower_pages(b)?;
+                Ok(format!("{}/{}", p.pinned, p.quarantined))
+            },
+            "0/0",
+        )?;
+        let landed = marker.pages_in_ram(&c.paths().ram_file(BORROWER))?;
+        ensure!(
+            landed.is_empty(),
+            "the drive wrote the marker into {} borrower pages after the device was taken back",
+            landed.len()
+        );
+        Ok(())
+    })();
+    if paused {
+        let _ = c.resume_host(BORROWER);
+    }
+    let _ = throttle(c, 0);
+    if let Ok(b) = c.agent(BORROWER) {
+        let _ = lending::remove_mdev(b, &uuid);
+    }
+    res?;
+    verified_io(c, &nvme)?;
+    no_kernel_trouble(c, marks, BORROWER)
+}
+
+/// How soon after a host dies its peer must have noticed and cleaned up:
+/// the peer timeout (8 s) plus time to reset the device, under TCG.
+const RECLAIM_BOUND: Duration = Duration::from_secs(30);
+
+/// The lender's host dies (its QEMU killed) while the driver reads. The
+/// borrower declares it down, the driver stops with an error, and every
+/// page the lender mapped stays quarantined (a dead lender cannot say it
+/// let go). When the lender boots again, its new incarnation settles the
+/// lease: the quarantine empties, and the re-lent device does verified I/O.
+fn kill_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let lender_id = fabric::host_id(c.agent(LENDER)?)?;
+    let log = "/tmp/kill-lender.log";
+    let uuid = start_reader(c, &nvme, log)?;
+    let res = (|| -> anyhow::Result<()> {
+        let l = c.agent(LENDER)?;
+        lending::wait_until(
+            "borrowed",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "borrowed",
+        )?;
+        let fires = wait_io_flowing(l, &nvme, 0)?;
+        let fires2 = wait_io_flowing(l, &nvme, fires)?;
+        let mapped = ownership::lender_mapped_pages(l)?;
+        println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
+        c.kill_host(LENDER)?;
+
+        let b = c.agent(BORROWER)?;
+        let down = fabric::wait_peer_state(b, lender_id, "down", RECLAIM_BOUND)?;
+        println!(
+            "  borrower saw the lender down after {:.1} s",
+            down.as_secs_f64()
+        );
+        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
+        ensure!(rc != 0, "the driver did not notice the lender died:\n{out}");
+        let held = ownership::borrower_pages(b)?;
+        ensure!(
+            held.pinned == 0,
+            "pins left after the driver exited:\n{}",
+            held.text
+        );
+        let exposed = mapped.difference(&held.quarantine).count();
+        ensure!(
+            exposed == 0,
+            "{exposed} of {} pages the dead lender mapped were freed:\n{}",
+            mapped.len(),
+            held.text
+        );
+        println!(
+            "  {} pages stay quarantined while the lender is dead",
+            held.quarantined
+        );
+        let t = ownership::kernel_trouble(b, marks[1], false)?;
+        ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
+
+        c.restart_host(LENDER)?;
+        lending::ensure_module(c.agent(LENDER)?)?;
+        let b = c.agent(BORROWER)?;
+        let settled = lending::wait_until(
+            "quarantine released after the lender restarted",
+            WAIT,
+            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
+            "0",
+        )?;
+        println!(
+            "  quarantine released {:.1} s after the lender booted again",
+            settled.as_secs_f64()
+        );
+        Ok(())
+    })();
+    if let Ok(b) = c.agent(BORROWER) {
+        let _ = lending::remove_mdev(b, &uuid);
+    }
+    res?;
+    let nvme = lent_nvme(c)?;
+    verified_io(c, &nvme)
+}
+
+/// The borrower's host dies while the driver reads. The lender declares it
+/// down and takes the device back within the bound: reset, no mapping and
+/// no vector left. When the borrower boots again, verified I/O works.
+fn kill_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let log = "/tmp/kill-borrower.log";
+    start_reader(c, &nvme, log)?;
+    let l = c.agent(LENDER)?;
+    lending::wait_until(
+        "borrowed",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "borrowed",
+    )?;
+    let fires = wait_io_flowing(l, &nvme, 0)?;
+    let fires2 = wait_io_flowing(l, &nvme, fires)?;
+    println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the borrower");
+    c.kill_host(BORROWER)?;
+
+    let l = c.agent(LENDER)?;
+    let back = lending::wait_until(
+        "device taken back from the dead borrower",
+        RECLAIM_BOUND,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    println!(
+        "  lender took the device back {:.1} s after the kill",
+        back.as_secs_f64()
+    );
+    ensure!(
+        ownership::lender_mapped_pages(l)?.is_empty(),
+        "the lender still maps pages of a dead borrower"
+    );
+    ensure!(
+        lender_counter(l, &nvme, "irq_vectors")? == 0,
+        "the lender still holds vectors for a dead borrower"
+    );
+    let t = ownership::kernel_trouble(l, marks[0], false)?;
+    ensure!(t.is_empty(), "lender's kernel log:\n{}", t.join("\n"));
+
+    c.restart_host(BORROWER)?;
+    let nvme = lent_nvme(c)?;
+    verified_io(c, &nvme)
+}
+
+/// Borrow/return cycles run by the `cycles` check; `DEVLEND_CYCLES` sets
+/// another count (the long run: 1000).
+fn cycle_count() -> u32 {
+    std::env::var("DEVLEND_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
+
+/// What the two hosts hold for lending, as one comparable line: the
+/// borrower's pins, quarantined pages and leases, the lender's mappings
+/// and vectors, and the slab memory of both kernels (informational).
+fn held_counts(c: &Cluster, nvme: &PciDev) -> anyhow::Result<(String, [u64; 2])> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let p = ownership::borrower_pages(b)?;
+    let leases = p.text.lines().filter(|l| l.starts_with("lease ")).count();
+    let maps = ownership::lender_mapped_pages(l)?.len();
+    let vectors = lender_counter(l, nvme, "irq_vectors")?;
+    let slab = |a: &AgentClient| -> anyhow::Result<u64> {
+        let kb = sh(a, "awk '/^Slab:/ {print $2}' /proc/meminfo")?;
+        kb.trim().parse().with_context(|| format!("Slab {kb:?}"))
+    };
+    Ok((
+        format!(
+            "pinned={} quarantined={} leases={leases} lender_mapped_pages={maps} irq_vectors={vectors}",
+            p.pinned, p.quarantined
+        ),
+        [slab(l)?, slab(b)?],
+    ))
+}
+
+/// Many borrow/return cycles through the userspace driver (open, reset,
+/// Identify, one verified write and read, close): nothing is left held on
+/// either host afterwards, and the module unloads cleanly from both.
+fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let n = cycle_count();
+    let (before, slab_before) = held_counts(c, &nvme)?;
+    let b = c.agent(BORROWER)?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let t0 = Instant::now();
+    let out = b.sh(
+        &format!(
+            "i=0; while [ $i -lt {n} ]; do \
+               {drv} --mdev {uuid} --blocks 1 --ios 0 >/tmp/cycle.log 2>&1 || \
+                 {{ echo \"cycle $i failed\"; cat /tmp/cycle.log; exit 1; }}; \
+               i=$((i + 1)); done; echo \"$i cycles\""
+        ),
+        Duration::from_secs(60 + 10 * u64::from(n)),
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let out = out?;
+    removed?;
+    ensure!(out.exit_code == Some(0), "borrow/return cycles: {out:?}");
+    println!("  {n} cycles in {:.0} s", t0.elapsed().as_secs_f64());
+    lending::wait_until(
+        "device back in the pool",
+        WAIT,
+        || lending::lent_state(c.agent(LENDER)?, &nvme.addr),
+        "available",
+    )?;
+    let (after, slab_after) = held_counts(c, &nvme)?;
+    ensure!(
+        before == after,
+        "held before the cycles: {before}; after: {after}"
+    );
+    println!(
+        "  held before and after: {after}; slab KiB lender {} -> {}, borrower {} -> {} (informational)",
+        slab_before[0], slab_after[0], slab_before[1], slab_after[1]
+    );
+    no_kernel_trouble(c, marks, "")?;
+    for host in [BORROWER, LENDER] {
+        let a = c.agent(host)?;
+        sh(a, "rmmod devlend").with_context(|| format!("rmmod devlend on the {host}"))?;
+        ensure!(
+            !sh(a, "cat /proc/modules")?.contains("devlend "),
+            "devlend still loaded on the {host}"
+        );
+    }
+    no_kernel_trouble(c, marks, "")
+}
+
+fn main() {
+    let checks = vec![
+        Check {
+            name: "stall_lender_under_userspace_driver",
+            run: stall_lender_under_userspace_driver,
+        },
+        Check {
+            name: "stall_borrower_under_userspace_driver",
+            run: stall_borrower_under_userspace_driver,
+        },
+        Check {
+            name: "kill_lender_under_userspace_driver",
+            run: kill_lender_under_userspace_driver,
+        },
+        Check {
+            name: "kill_borrower_under_userspace_driver",
+            run: kill_borrower_under_userspace_driver,
+        },
+        // Last: it unloads the module.
+        Check {
+            name: "cycles_borrow_return_leak_nothing",
+            run: cycles_borrow_return_leak_nothing,
+        },
+    ];
+    Suite::new("isolation", checks).run(boot)
+}
