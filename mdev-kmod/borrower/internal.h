@@ -405,6 +405,7 @@ int dl_irq_set(struct dl_vdev *v, struct vfio_irq_set *hdr, void *data);
 void dl_irq_release_all(struct dl_vdev *v);
 void dl_irq_signal_err(struct dl_vdev *v);
 void dl_irq_signal_req(struct dl_vdev *v);
+void dl_irq_signal_lost(struct dl_vdev *v);
 void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		 void *priv);
 

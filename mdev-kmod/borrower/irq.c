@@ -317,6 +317,28 @@ void dl_irq_signal_req(struct dl_vdev *v)
 }
 
 /**
+ * dl_irq_signal_lost() - tell the user the remote device is gone: the REQ
+ *	eventfd if the user registered one, else ERR.
+ * @v: the mdev.
+ *
+ * QEMU stops the whole VM when ERR fires; on REQ it asks the guest to let
+ * the device go (a hot-unplug), and the guest runs on without it, its I/O
+ * to the device failing meanwhile. So a lost device is a REQ where the user
+ * listens for one, as vfio-pci does when its device is going away.
+ */
+void dl_irq_signal_lost(struct dl_vdev *v)
+{
+	struct eventfd_ctx *trigger;
+	unsigned long flags;
+
+	spin_lock_irqsave(&v->irq_lock, flags);
+	trigger = v->req_trigger ?: v->err_trigger;
+	if (trigger)
+		eventfd_signal(trigger);
+	spin_unlock_irqrestore(&v->irq_lock, flags);
+}
+
+/**
  * dl_irq_fire() - handler of %DL_MSG_IRQ_FIRE: signal that vector's
  *	eventfd of the mdev that holds the device.
  * @fab: the fabric.

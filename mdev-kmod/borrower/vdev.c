@@ -50,8 +50,9 @@ static void dl_vdev_set_state(struct dl_vdev *v, enum dl_vdev_state state)
  * @v: the mdev; caller holds b->lock.
  * @why: for the log.
  *
- * Signals the ERR eventfd; device accesses fail from now on. The device
- * is returned to the lender as soon as it can be reached (lease.c).
+ * Signals REQ (or ERR, see dl_irq_signal_lost()); device accesses fail
+ * from now on. The device is returned to the lender as soon as it can be
+ * reached (lease.c).
  */
 void dl_vdev_lost(struct dl_vdev *v, const char *why)
 {
@@ -65,7 +66,7 @@ void dl_vdev_lost(struct dl_vdev *v, const char *why)
 	/* Whatever the lender still does with it, it is to stop. */
 	if (v->lease)
 		dl_lease_return_later(v->b, v->lease);
-	dl_irq_signal_err(v);
+	dl_irq_signal_lost(v);
 }
 
 /**
