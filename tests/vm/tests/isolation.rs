@@ -502,6 +502,134 @@ fn kill_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     verified_io(c, &nvme)
 }
 
+/// The guest of [`kill_lender_under_kvm_guest`]: it waits for a hot-plugged
+/// NVMe, reads from it until it goes away, says it is still alive, waits
+/// for a second hot-plugged NVMe and writes and reads back 16 MiB of random
+/// data on it.
+const GUEST_LOSES_DEVICE: &str = "nvme_dev() { for d in /sys/bus/pci/devices/*; do \
+      [ \"$(cat $d/class)\" = 0x010802 ] && echo $d; done; }
+    for i in $(seq 1200); do p=$(nvme_dev); [ -n \"$p\" ] && break; sleep 0.2; done
+    [ -n \"$p\" ] || { echo never-plugged; exit 3; }
+    for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+    echo plugged
+    ( while dd if=/dev/nvme0n1 of=/dev/null bs=64k count=16 iflag=direct 2>/dev/null; do :; done ) &
+    echo io-running
+    for i in $(seq 1500); do [ -e $p ] || break; sleep 0.2; done
+    [ -e $p ] && { echo never-unplugged; exit 4; }
+    echo nvme-gone
+    echo guest-alive-after-loss
+    for i in $(seq 1500); do q=$(nvme_dev); [ -n \"$q\" ] && break; sleep 0.2; done
+    [ -n \"$q\" ] || { echo never-replugged; exit 5; }
+    for i in $(seq 150); do b=$(ls /dev/nvme*n1 2>/dev/null | head -n 1); [ -n \"$b\" ] && break; sleep 0.2; done
+    head -c $((16 << 20)) /dev/urandom > /tmp/data
+    echo \"written $(sha256sum /tmp/data | cut -d' ' -f1)\"
+    dd if=/tmp/data of=$b bs=1M seek=16 oflag=direct conv=fsync 2>/dev/null
+    dd if=$b of=/tmp/back bs=1M skip=16 count=16 iflag=direct 2>/dev/null
+    echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
+
+/// The lender dies under a KVM guest doing I/O on its device. The guest
+/// runs on: the borrower signals REQ, QEMU asks the guest to let the device
+/// go (hot-unplug) and the guest's driver does so, its I/O failing. Once
+/// the lender is back, a new device is hot-plugged into the same guest,
+/// which writes and reads back verified data that is also in the lender's
+/// backing file.
+fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let b = c.agent(BORROWER)?;
+    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let remote = format!("{LENDER}/{}", nvme.addr);
+    let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote))?;
+    let g = devlend_vmtests::guest::spawn(
+        b,
+        &tools::images_dir()?,
+        GUEST_LOSES_DEVICE,
+        &devlend_vmtests::guest::GuestOpts {
+            mem_mib: 256,
+            extra_qemu_args: "",
+            qmp: Some("/tmp/loss.qmp"),
+        },
+        "/tmp/loss.console",
+    )?;
+    let mut second = None;
+    let res = (|| -> anyhow::Result<()> {
+        let b = c.agent(BORROWER)?;
+        let devlend =
+            |args: &str| fabric::sh_timeout(b, &format!("{cli} {args}"), Duration::from_secs(240));
+        g.wait_for(b, "DEVLEND-CMD-BEGIN", Duration::from_secs(240))?;
+        devlend(&format!("attach --qmp /tmp/loss.qmp --id d0 {first}"))?;
+        g.wait_for(b, "io-running", Duration::from_secs(240))?;
+        let l = c.agent(LENDER)?;
+        let fires = wait_io_flowing(l, &nvme, 0)?;
+        let fires2 = wait_io_flowing(l, &nvme, fires)?;
+        println!(
+            "  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender"
+        );
+        c.kill_host(LENDER)?;
+
+        let b = c.agent(BORROWER)?;
+        let t0 = Instant::now();
+        g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(180))?;
+        println!(
+            "  the guest let the device go {:.1} s after the kill and runs on",
+            t0.elapsed().as_secs_f64()
+        );
+        ensure!(g.running(b)?, "the guest's QEMU is gone");
+        let t = ownership::kernel_trouble(b, marks[1], false)?;
+        ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
+
+        c.restart_host(LENDER)?;
+        lent_nvme(c)?;
+        let b = c.agent(BORROWER)?;
+        lending::wait_until(
+            "quarantine released after the lender restarted",
+            WAIT,
+            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
+            "0",
+        )?;
+        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote))?;
+        second = Some(uuid.clone());
+        fabric::sh_timeout(
+            b,
+            &format!("{cli} attach --qmp /tmp/loss.qmp --id d1 {uuid}"),
+            Duration::from_secs(240),
+        )?;
+        let run = g.wait(b, Duration::from_secs(300))?;
+        ensure!(run.rc == 0, "guest: {}", run.console);
+        let written = lending::output_field(&run.output, "written")?;
+        ensure!(
+            lending::output_field(&run.output, "read")? == written,
+            "the guest read back other bytes from the new device"
+        );
+        let file = c.paths().nvme_file(LENDER, "nvme0");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "dd if={} bs=1M skip=16 count=16 status=none | sha256sum",
+                file.display()
+            ))
+            .output()?;
+        let sha = String::from_utf8_lossy(&out.stdout);
+        ensure!(
+            sha.split_whitespace().next() == Some(written),
+            "the lender's backing file does not hold what the guest wrote"
+        );
+        println!("  a new device, hot-plugged into the same guest, did verified I/O");
+        Ok(())
+    })();
+    if let Ok(b) = c.agent(BORROWER) {
+        if res.is_err() {
+            let _ = g.kill(b);
+        }
+        let _ = lending::remove_mdev(b, &first);
+        if let Some(s) = &second {
+            let _ = lending::remove_mdev(b, s);
+        }
+    }
+    res
+}
+
 /// Borrow/return cycles run by the `cycles` check; `DEVLEND_CYCLES` sets
 /// another count (the long run: 1000).
 fn cycle_count() -> u32 {
@@ -603,6 +731,10 @@ fn main() {
         Check {
             name: "kill_borrower_under_userspace_driver",
             run: kill_borrower_under_userspace_driver,
+        },
+        Check {
+            name: "kill_lender_under_kvm_guest",
+            run: kill_lender_under_kvm_guest,
         },
         // Last: it unloads the module.
         Check {
