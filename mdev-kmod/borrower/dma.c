@@ -452,7 +452,7 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 	unsigned long before = v->npinned;
 	struct dl_dma_span *spans;
 	unsigned int nr, i;
-	int ret;
+	int ret = 0;
 
 	lockdep_assert_held(&v->dma_lock);
 
