@@ -17,6 +17,7 @@ make -C mdev-kmod KVER="$KVER" checkpatch
 
 step "unit tests (hermetic, no VMs)"
 cargo test --workspace --exclude devlend-vmtests
+make -C mdev-kmod unit
 
 # Each suite boots its own cluster: fabric (the foundation), lending
 # (a remote NVMe used by a KVM guest, end to end) and isolation (hosts

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The few shim functions that are not inline (see kshim.h). */
+#include <stdio.h>
+
+#include "kshim.h"
+
+unsigned long jiffies = 1000;
+struct workqueue_struct *system_unbound_wq;
+unsigned int kshim_warnings;
+
+void kshim_log(const char *level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (strcmp(level, "info"))
+		kshim_warnings++;
+	if (!getenv("UNIT_VERBOSE"))
+		return;
+	fprintf(stderr, "  [kernel %s] ", level);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
+
+static size_t xa_find(struct xarray *xa, unsigned long index)
+{
+	size_t i;
+
+	for (i = 0; i < xa->n; i++)
+		if (xa->idx[i] == index)
+			return i;
+	return xa->n;
+}
+
+void *xa_load(struct xarray *xa, unsigned long index)
+{
+	size_t i = xa_find(xa, index);
+
+	return i < xa->n ? xa->ent[i] : NULL;
+}
+
+void *xa_store(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp)
+{
+	size_t i = xa_find(xa, index);
+	void *old = NULL;
+
+	(void)gfp;
+	if (i < xa->n) {
+		old = xa->ent[i];
+		xa->ent[i] = entry;
+		return old;
+	}
+	if (xa->n == xa->cap) {
+		xa->cap = xa->cap ? 2 * xa->cap : 64;
+		xa->idx = realloc(xa->idx, xa->cap * sizeof(*xa->idx));
+		xa->ent = realloc(xa->ent, xa->cap * sizeof(*xa->ent));
+		if (!xa->idx || !xa->ent)
+			abort();
+	}
+	xa->idx[xa->n] = index;
+	xa->ent[xa->n++] = entry;
+	return NULL;
+}
+
+void *xa_erase(struct xarray *xa, unsigned long index)
+{
+	size_t i = xa_find(xa, index);
+	void *old;
+
+	if (i == xa->n)
+		return NULL;
+	old = xa->ent[i];
+	xa->n--;
+	xa->idx[i] = xa->idx[xa->n];
+	xa->ent[i] = xa->ent[xa->n];
+	return old;
+}
+
+void xa_destroy(struct xarray *xa)
+{
+	free(xa->idx);
+	free(xa->ent);
+	memset(xa, 0, sizeof(*xa));
+}

@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Just enough of the kernel's API, in userspace, to compile devlend's pure
+ * logic for the unit tests: types, byte order, helpers, and empty or fake
+ * versions of locks, lists, allocation, work, logging. Every <linux/...>
+ * header a compiled file includes is a one-line file in shim/linux/ that
+ * includes this one. Nothing here is meant to be faithful beyond what the
+ * tested code needs; fakes the tests control (config space, VFIO pinning,
+ * the fabric) are declared here and defined by the tests.
+ */
+#ifndef KSHIM_H
+#define KSHIM_H
+
+#include <endian.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <linux/pci_regs.h>	/* the uapi header: the same constants */
+
+/* Types. */
+typedef uint8_t u8, __u8;
+typedef uint16_t u16, __u16;
+typedef uint32_t u32, __u32;
+typedef unsigned long long u64, __u64;
+typedef int8_t s8, __s8;
+typedef int16_t s16, __s16;
+typedef int32_t s32, __s32;
+typedef long long s64, __s64;
+typedef uint16_t __le16, __be16;
+typedef uint32_t __le32, __be32;
+typedef uint64_t __le64, __be64;
+typedef u64 phys_addr_t, resource_size_t, dma_addr_t;
+typedef unsigned int gfp_t;
+typedef s64 ktime_t;
+typedef struct { int counter; } atomic_t;
+typedef struct { s64 counter; } atomic64_t;
+
+/* Annotations. */
+#define __user
+#define __iomem
+#define __force
+#define __rcu
+#define __must_check
+#define __maybe_unused	__attribute__((unused))
+#define __packed	__attribute__((packed))
+#define __printf(a, b)	__attribute__((format(printf, a, b)))
+#define likely(x)	__builtin_expect(!!(x), 1)
+#define unlikely(x)	__builtin_expect(!!(x), 0)
+
+/* Byte order. */
+#define cpu_to_le16(x)	((__le16)htole16(x))
+#define cpu_to_le32(x)	((__le32)htole32(x))
+#define cpu_to_le64(x)	((__le64)htole64(x))
+#define le16_to_cpu(x)	((u16)le16toh(x))
+#define le32_to_cpu(x)	((u32)le32toh(x))
+#define le64_to_cpu(x)	((u64)le64toh(x))
+#define lower_32_bits(n)	((u32)((n) & 0xffffffff))
+#define upper_32_bits(n)	((u32)(((u64)(n)) >> 32))
+
+/* Helpers. */
+#define U32_MAX		((u32)~0U)
+#define U64_MAX		((u64)~0ULL)
+#define BIT(n)		(1UL << (n))
+#define BIT_ULL(n)	(1ULL << (n))
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+/* Compared in the type of a + b, as the kernel's checked min() allows. */
+#define min(a, b) ({ typeof((a) + (b)) _a = (a), _b = (b); _a < _b ? _a : _b; })
+#define max(a, b) ({ typeof((a) + (b)) _a = (a), _b = (b); _a > _b ? _a : _b; })
+#define min_t(t, a, b)	({ t _a = (a), _b = (b); _a < _b ? _a : _b; })
+#define max_t(t, a, b)	({ t _a = (a), _b = (b); _a > _b ? _a : _b; })
+#define ALIGN(x, a)	(((x) + ((typeof(x))(a) - 1)) & ~((typeof(x))(a) - 1))
+#define ALIGN_DOWN(x, a)	((x) & ~((typeof(x))(a) - 1))
+#define IS_ALIGNED(x, a)	(((x) & ((typeof(x))(a) - 1)) == 0)
+#define container_of(p, type, member) \
+	((type *)((char *)(p) - offsetof(type, member)))
+#define sizeof_field(t, m)	sizeof(((t *)0)->m)
+#define struct_size(p, member, n) \
+	(sizeof(*(p)) + sizeof((p)->member[0]) * (size_t)(n))
+#define FIELD_GET(mask, reg) \
+	((typeof(mask))(((reg) & (mask)) >> __builtin_ctzll(mask)))
+#define FIELD_PREP(mask, val) \
+	((typeof(mask))(((typeof(mask))(val) << __builtin_ctzll(mask)) & (mask)))
+#define SZ_2M		0x00200000
+#define SZ_4G		0x100000000ULL
+#define PAGE_SHIFT	12
+#define PAGE_SIZE	(1UL << PAGE_SHIFT)
+
+/* Memory ordering: the tests are single-threaded. */
+#define READ_ONCE(x)		(*(volatile typeof(x) *)&(x))
+#define WRITE_ONCE(x, v)	(*(volatile typeof(x) *)&(x) = (v))
+#define smp_load_acquire(p) \
+	({ typeof(*(p)) _v = *(p); __atomic_thread_fence(__ATOMIC_ACQUIRE); _v; })
+#define smp_store_release(p, v) \
+	do { __atomic_thread_fence(__ATOMIC_RELEASE); *(p) = (v); } while (0)
+
+/* Locks, all empty: nothing runs concurrently here. */
+struct mutex { int unused; };
+typedef struct { int unused; } spinlock_t;
+struct rw_semaphore { int unused; };
+struct srcu_struct { int unused; };
+struct lockdep_map;
+#define lockdep_assert_held(l)		((void)(l))
+#define device_lock_assert(d)		((void)(d))
+#define might_sleep()			do { } while (0)
+#define cond_resched()			do { } while (0)
+static inline void mutex_lock(struct mutex *m) { (void)m; }
+static inline void mutex_unlock(struct mutex *m) { (void)m; }
+static inline void spin_lock(spinlock_t *l) { (void)l; }
+static inline void spin_unlock(spinlock_t *l) { (void)l; }
+static inline int srcu_read_lock(struct srcu_struct *s) { (void)s; return 0; }
+static inline void srcu_read_unlock(struct srcu_struct *s, int i)
+{
+	(void)s;
+	(void)i;
+}
+
+/* Atomics. */
+#define atomic_read(a)		((a)->counter)
+#define atomic64_read(a)	((a)->counter)
+#define atomic64_inc(a)		((void)((a)->counter++))
+
+/* Lists: the kernel's doubly linked list. */
+struct list_head { struct list_head *next, *prev; };
+static inline void INIT_LIST_HEAD(struct list_head *l)
+{
+	l->next = l;
+	l->prev = l;
+}
+static inline void __list_add(struct list_head *n, struct list_head *prev,
+			      struct list_head *next)
+{
+	next->prev = n;
+	n->next = next;
+	n->prev = prev;
+	prev->next = n;
+}
+static inline void list_add(struct list_head *n, struct list_head *head)
+{
+	__list_add(n, head, head->next);
+}
+static inline void list_add_tail(struct list_head *n, struct list_head *head)
+{
+	__list_add(n, head->prev, head);
+}
+static inline void list_del(struct list_head *e)
+{
+	e->next->prev = e->prev;
+	e->prev->next = e->next;
+	e->next = NULL;
+	e->prev = NULL;
+}
+static inline bool list_empty(const struct list_head *h)
+{
+	return h->next == h;
+}
+#define list_entry(p, type, member)	container_of(p, type, member)
+#define list_first_entry(h, type, member) list_entry((h)->next, type, member)
+#define list_last_entry(h, type, member) list_entry((h)->prev, type, member)
+#define list_next_entry(p, member) \
+	list_entry((p)->member.next, typeof(*(p)), member)
+#define list_for_each_entry(p, h, member) \
+	for (p = list_first_entry(h, typeof(*p), member); \
+	     &p->member != (h); p = list_next_entry(p, member))
+#define list_for_each_entry_safe(p, n, h, member) \
+	for (p = list_first_entry(h, typeof(*p), member), \
+	     n = list_next_entry(p, member); &p->member != (h); \
+	     p = n, n = list_next_entry(n, member))
+
+/* Allocation. */
+#define GFP_KERNEL	0x1u
+#define __GFP_NOFAIL	0x2u
+static inline void *kmalloc(size_t n, gfp_t f) { (void)f; return malloc(n); }
+static inline void *kzalloc(size_t n, gfp_t f) { (void)f; return calloc(1, n); }
+static inline void *kcalloc(size_t n, size_t s, gfp_t f)
+{
+	(void)f;
+	return calloc(n, s);
+}
+#define kvcalloc	kcalloc
+#define kfree		free
+#define kvfree		free
+
+/* Time: jiffies advance only when the code sleeps. */
+#define HZ		1000
+extern unsigned long jiffies;
+#define msecs_to_jiffies(ms)	((unsigned long)(ms))
+#define time_after(a, b)	((long)((b) - (a)) < 0)
+static inline void usleep_range(unsigned long lo, unsigned long hi)
+{
+	(void)hi;
+	jiffies += lo / 1000 + 1;
+}
+
+/* Work, completions, timers, wait queues: the fields only. */
+struct work_struct { int queued; };
+struct delayed_work { struct work_struct work; unsigned long delay; };
+struct workqueue_struct;
+struct timer_list { int unused; };
+struct completion { int done; };
+typedef struct { int unused; } wait_queue_head_t;
+struct notifier_block;
+extern struct workqueue_struct *system_unbound_wq;
+#define to_delayed_work(w)	container_of(w, struct delayed_work, work)
+static inline bool queue_work(struct workqueue_struct *wq,
+			      struct work_struct *w)
+{
+	(void)wq;
+	w->queued++;
+	return true;
+}
+static inline bool mod_delayed_work(struct workqueue_struct *wq,
+				    struct delayed_work *dw,
+				    unsigned long delay)
+{
+	(void)wq;
+	dw->work.queued++;
+	dw->delay = delay;
+	return true;
+}
+
+/* Reference counts, trees, kobjects: the fields only. */
+struct kref { int refcount; };
+struct maple_tree { void *root; };
+struct kobject { const char *name; };
+
+/* A tiny xarray: an unsorted array of (index, entry). */
+struct xarray {
+	unsigned long *idx;
+	void **ent;
+	size_t n, cap;
+};
+void *xa_store(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp);
+void *xa_erase(struct xarray *xa, unsigned long index);
+void *xa_load(struct xarray *xa, unsigned long index);
+void xa_destroy(struct xarray *xa);
+static inline int xa_err(void *entry) { (void)entry; return 0; }
+
+/* Devices and logging: messages are counted, printed with UNIT_VERBOSE. */
+struct device { const char *name; };
+struct va_format { const char *fmt; va_list *va; };
+extern unsigned int kshim_warnings;
+void kshim_log(const char *level, const char *fmt, ...) __printf(2, 3);
+#define dev_err_ratelimited(d, ...)	((void)(d), kshim_log("err", __VA_ARGS__))
+#define dev_warn_ratelimited(d, ...)	((void)(d), kshim_log("warn", __VA_ARGS__))
+#define dev_info_ratelimited(d, ...)	((void)(d), kshim_log("info", __VA_ARGS__))
+#define dev_warn(d, ...)		((void)(d), kshim_log("warn", __VA_ARGS__))
+#define WARN_ON_ONCE(c) \
+	({ bool _c = (c); if (_c) kshim_log("WARN", "%s:%d\n", __FILE__, __LINE__); _c; })
+
+/* Memory: a page is its physical address and a count of extra refs. */
+struct page { u64 phys; int refs; };
+#define page_to_phys(p)		((phys_addr_t)(p)->phys)
+static inline void get_page(struct page *p) { p->refs++; }
+
+/* PCI: config space is the test's fake (struct pci_dev.cfg). */
+#define PCIBIOS_SUCCESSFUL	0x00
+#define PCIBIOS_BAD_REGISTER_NUMBER	0x87
+struct pci_dev {
+	struct device dev;
+	int cfg_size;
+	u32 devcap;
+	u8 *cfg;
+};
+struct pci_driver;
+struct pci_saved_state;
+int pci_read_config_byte(const struct pci_dev *dev, int where, u8 *val);
+int pci_read_config_word(const struct pci_dev *dev, int where, u16 *val);
+int pci_read_config_dword(const struct pci_dev *dev, int where, u32 *val);
+int pci_write_config_byte(const struct pci_dev *dev, int where, u8 val);
+int pci_write_config_word(const struct pci_dev *dev, int where, u16 val);
+int pci_reset_function_locked(struct pci_dev *dev);
+static inline int pcibios_err_to_errno(int err)
+{
+	return err <= PCIBIOS_SUCCESSFUL ? err : -ERANGE;
+}
+
+/* IOMMU, KVM, VFIO, mdev: what the borrower's DMA code touches. */
+#define IOMMU_READ	(1 << 0)
+#define IOMMU_WRITE	(1 << 1)
+struct iommu_domain;
+#define KVM_MEM_READONLY	(1UL << 1)
+struct kvm_memory_slot {
+	u64 base_gfn;
+	unsigned long npages;
+	u32 flags;
+};
+struct kvm_memslots {
+	struct kvm_memory_slot *slots;
+	int n;
+};
+struct kvm {
+	struct srcu_struct srcu;
+	struct kvm_memslots memslots;
+};
+#define kvm_memslots(kvm)	(&(kvm)->memslots)
+#define kvm_for_each_memslot(slot, bkt, ms) \
+	for (bkt = 0; bkt < (ms)->n && ((slot) = &(ms)->slots[bkt]); bkt++)
+#define VFIO_PIN_PAGES_MAX_ENTRIES	(PAGE_SIZE / sizeof(unsigned long))
+struct vfio_device {
+	struct device *dev;
+	struct kvm *kvm;
+};
+struct vfio_device_ops;
+struct vfio_irq_info;
+struct vfio_irq_set;
+struct eventfd_ctx;
+struct seq_file;
+struct mdev_type { const char *sysfs_name; };
+struct mdev_parent { struct device *dev; };
+int vfio_pin_pages(struct vfio_device *device, dma_addr_t iova, int npage,
+		   int prot, struct page **pages);
+void vfio_unpin_pages(struct vfio_device *device, dma_addr_t iova, int npage);
+
+/* User copies: the buffer is ours. */
+static inline unsigned long copy_from_user(void *to, const void *from,
+					   unsigned long n)
+{
+	memcpy(to, from, n);
+	return 0;
+}
+static inline unsigned long copy_to_user(void *to, const void *from,
+					 unsigned long n)
+{
+	memcpy(to, from, n);
+	return 0;
+}
+
+#endif /* KSHIM_H */

@@ -1,0 +1,855 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * borrower/dma.c: pinning guest memory, coalescing it into runs for the
+ * lender, the extents that say what is pinned, partial unmaps, the cap on
+ * pinned pages; and borrower/config.c: the virtual config space (BAR
+ * sizing, MSI and MSI-X, command with bus master, FLR, the split of a
+ * write among regions). VFIO, the guest's memory and the lender are fakes
+ * that log what they are asked.
+ */
+#include <stdio.h>
+
+#pragma GCC diagnostic push
+/* The kernel builds with -Wextra but without these (Makefile.extrawarn). */
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "../../borrower/dma.c"
+#include "../../borrower/config.c"
+#pragma GCC diagnostic pop
+
+#include "unit.h"
+
+#define MiB		(1ULL << 20)
+#define KiB		(1ULL << 10)
+/* Guest pages the fake knows: 32 MiB; everything above is unmapped. */
+#define NPFN		8192
+
+static struct dl_borrower b;
+static struct dl_vdev v;
+static struct dl_lease lease;
+static struct kvm kvm;
+static struct kvm_memory_slot slots[8];
+
+/* Guest memory as VFIO sees it: mapped ranges and the host pages. */
+struct gmap {
+	u64 iova, len, phys;
+};
+static struct gmap gmaps[8];
+static unsigned int ngmaps;
+static struct page pages[NPFN];
+static int pincount[NPFN];
+static unsigned int npin_calls, bad_pin_calls, bad_unpins;
+
+/* What the lender was asked. */
+struct run {
+	u64 iova, addr, len;
+};
+static struct run runs[64];
+static unsigned int nruns, nmaps, nunmaps, nquarantined, nlost, nresets;
+static struct dl_dma_unmap last_unmap;
+static int map_ret, unmap_ret;
+static size_t max_payload;
+/* The order of events: 'M' map, 'U' unmap, 'W' config write. */
+static char events[64];
+static unsigned int nevents;
+
+/* The remote device's config space, and the config writes sent. */
+static u8 rcfg[PCI_CFG_SPACE_SIZE];
+static struct dl_cfg_access cwrites[16];
+static unsigned int ncwrites, ncreads;
+
+static void event(char c)
+{
+	if (nevents < sizeof(events) - 1)
+		events[nevents++] = c;
+}
+
+static struct gmap *gmap_find(u64 iova)
+{
+	unsigned int i;
+
+	for (i = 0; i < ngmaps; i++)
+		if (iova >= gmaps[i].iova && iova - gmaps[i].iova < gmaps[i].len)
+			return &gmaps[i];
+	return NULL;
+}
+
+int vfio_pin_pages(struct vfio_device *device, dma_addr_t iova, int npage,
+		   int prot, struct page **out)
+{
+	int i;
+
+	npin_calls++;
+	if (device != &v.vdev || prot != (IOMMU_READ | IOMMU_WRITE) ||
+	    npage < 1 || npage > (int)VFIO_PIN_PAGES_MAX_ENTRIES ||
+	    iova & (PAGE_SIZE - 1)) {
+		bad_pin_calls++;
+		return -EINVAL;
+	}
+	for (i = 0; i < npage; i++)
+		if (!gmap_find(iova + ((u64)i << PAGE_SHIFT)))
+			return -EFAULT;
+	for (i = 0; i < npage; i++) {
+		u64 a = iova + ((u64)i << PAGE_SHIFT);
+		struct gmap *g = gmap_find(a);
+		u64 pfn = a >> PAGE_SHIFT;
+
+		pages[pfn].phys = g->phys + (a - g->iova);
+		pincount[pfn]++;
+		out[i] = &pages[pfn];
+	}
+	return npage;
+}
+
+void vfio_unpin_pages(struct vfio_device *device, dma_addr_t iova, int npage)
+{
+	int i;
+
+	(void)device;
+	for (i = 0; i < npage; i++) {
+		u64 pfn = (iova >> PAGE_SHIFT) + i;
+
+		if (pfn >= NPFN || pincount[pfn] <= 0)
+			bad_unpins++;
+		else
+			pincount[pfn]--;
+	}
+}
+
+size_t dl_fabric_max_payload(struct dl_fabric *fab)
+{
+	(void)fab;
+	return max_payload;
+}
+
+static u32 rcfg_get(unsigned int off, unsigned int size)
+{
+	u32 val = 0;
+
+	memcpy(&val, &rcfg[off], size);
+	return le32_to_cpu(val);
+}
+
+int dl_vdev_request(struct dl_vdev *vd, u16 type, const void *data,
+		    size_t len, void *resp, size_t resp_size)
+{
+	const struct dl_dma_map *m = data;
+	const struct dl_cfg_access *acc = data;
+	struct dl_cfg_access *r = resp;
+	u32 i, count;
+
+	(void)vd;
+	switch (type) {
+	case DL_MSG_DMA_MAP:
+		event('M');
+		nmaps++;
+		count = le32_to_cpu(m->count);
+		if (len != struct_size(m, ranges, count) || len > max_payload)
+			return -EMSGSIZE;
+		for (i = 0; i < count; i++, nruns++)
+			if (nruns < ARRAY_SIZE(runs))
+				runs[nruns] = (struct run){
+					le64_to_cpu(m->ranges[i].iova),
+					le64_to_cpu(m->ranges[i].addr),
+					le64_to_cpu(m->ranges[i].len) };
+		return map_ret;
+	case DL_MSG_CFG_READ:
+		ncreads++;
+		if (resp_size < sizeof(*r))
+			return -EMSGSIZE;
+		*r = *acc;
+		r->value = cpu_to_le32(rcfg_get(le16_to_cpu(acc->offset),
+						acc->size));
+		return 0;
+	case DL_MSG_CFG_WRITE:
+		event('W');
+		if (ncwrites < ARRAY_SIZE(cwrites))
+			cwrites[ncwrites] = *acc;
+		ncwrites++;
+		return 0;
+	}
+	return -EPROTO;
+}
+
+int dl_fabric_request_urgent(struct dl_fabric *fab, u32 peer, u16 type,
+			     const void *data, size_t len,
+			     unsigned int timeout_ms)
+{
+	(void)fab;
+	(void)peer;
+	(void)timeout_ms;
+	event('U');
+	nunmaps++;
+	if (type != DL_MSG_DMA_UNMAP || len != sizeof(last_unmap))
+		return -EPROTO;
+	memcpy(&last_unmap, data, len);
+	return unmap_ret;
+}
+
+/* The config snapshot's reads, answered at once. */
+int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
+			 const void *data, size_t len,
+			 struct dl_fabric_req *req)
+{
+	(void)fab;
+	(void)peer;
+	(void)len;
+	req->status = dl_vdev_request(&v, type, data, len, req->resp,
+				      req->resp_size);
+	req->resp_len = req->resp_size;
+	return 0;
+}
+
+int dl_fabric_req_wait(struct dl_fabric *fab, struct dl_fabric_req *req,
+		       unsigned int timeout_ms)
+{
+	(void)fab;
+	(void)timeout_ms;
+	return req->status;
+}
+
+void dl_lease_quarantine(struct dl_borrower *bb, struct dl_lease *l,
+			 struct page *page)
+{
+	(void)bb;
+	(void)page;
+	if (l == &lease)
+		nquarantined++;
+}
+
+void dl_vdev_lost(struct dl_vdev *vd, const char *why)
+{
+	(void)why;
+	nlost++;
+	vd->state = DL_VDEV_LOST;
+}
+
+int dl_vdev_borrow(struct dl_vdev *vd)
+{
+	(void)vd;
+	return 0;
+}
+
+int dl_vdev_reset(struct dl_vdev *vd)
+{
+	(void)vd;
+	nresets++;
+	return 0;
+}
+
+static void reset_all(void)
+{
+	memset(&b, 0, sizeof(b));
+	memset(&v, 0, sizeof(v));
+	memset(&lease, 0, sizeof(lease));
+	memset(&kvm, 0, sizeof(kvm));
+	memset(slots, 0, sizeof(slots));
+	memset(pages, 0, sizeof(pages));
+	memset(pincount, 0, sizeof(pincount));
+	ngmaps = npin_calls = bad_pin_calls = bad_unpins = 0;
+	nruns = nmaps = nunmaps = nquarantined = nlost = nresets = 0;
+	nevents = ncwrites = ncreads = 0;
+	memset(events, 0, sizeof(events));
+	map_ret = unmap_ret = 0;
+	max_payload = 256;
+	v.b = &b;
+	v.dev_id = 7;
+	v.state = DL_VDEV_BORROWED;
+	v.lease = &lease;
+	INIT_LIST_HEAD(&v.pinned);
+	kvm.memslots.slots = slots;
+	v.vdev.kvm = &kvm;
+}
+
+static void add_slot(u64 iova, u64 len, u32 flags)
+{
+	struct kvm_memory_slot *s = &slots[kvm.memslots.n++];
+
+	s->base_gfn = iova >> PAGE_SHIFT;
+	s->npages = len >> PAGE_SHIFT;
+	s->flags = flags;
+}
+
+static void add_gmap(u64 iova, u64 len, u64 phys)
+{
+	gmaps[ngmaps++] = (struct gmap){ iova, len, phys };
+}
+
+static void check_run(unsigned int i, u64 iova, u64 addr, u64 len)
+{
+	if (i >= nruns) {
+		unit_fail(__FILE__, __LINE__, "run %u missing (%u runs)", i,
+			  nruns);
+		return;
+	}
+	CHECK_EQ(runs[i].iova, iova);
+	CHECK_EQ(runs[i].addr, addr);
+	CHECK_EQ(runs[i].len, len);
+}
+
+/* The extents, in list order, are exactly @want (iova, pages) pairs. */
+static void check_extents(const u64 *want, unsigned int n)
+{
+	struct dl_pin_extent *e;
+	unsigned int i = 0;
+	u64 total = 0;
+
+	list_for_each_entry(e, &v.pinned, node) {
+		if (i < n) {
+			CHECK_EQ(e->iova, want[2 * i]);
+			CHECK_EQ(e->npages, want[2 * i + 1]);
+		}
+		total += e->npages;
+		i++;
+	}
+	CHECK_EQ(i, n);
+	CHECK_EQ(total, v.npinned);
+}
+
+/* Pages pinned in [from, to): all @want times. */
+static void check_pins(u64 from, u64 to, int want)
+{
+	u64 a;
+
+	for (a = from; a < to; a += PAGE_SIZE) {
+		if (pincount[a >> PAGE_SHIFT] == want)
+			continue;
+		unit_fail(__FILE__, __LINE__,
+			  "page 0x%llx pinned %d times, want %d", a,
+			  pincount[a >> PAGE_SHIFT], want);
+		return;
+	}
+}
+
+static void test_add_run(void)
+{
+	struct dl_dma_batch bt = { .v = &v, .max = 3 };
+
+	reset_all();
+	bt.msg = calloc(1, struct_size(bt.msg, ranges, 3));
+	max_payload = struct_size(bt.msg, ranges, 3);
+
+	CHECK_EQ(dl_dma_add_run(&bt, 0x0000, 0x10000, 0x1000), 0);
+	/* Contiguous in both IOVA and host memory: one run. */
+	CHECK_EQ(dl_dma_add_run(&bt, 0x1000, 0x11000, 0x1000), 0);
+	/* Host memory not contiguous; then IOVA not contiguous. */
+	CHECK_EQ(dl_dma_add_run(&bt, 0x2000, 0x30000, 0x1000), 0);
+	CHECK_EQ(dl_dma_add_run(&bt, 0x5000, 0x31000, 0x1000), 0);
+	CHECK_EQ(dl_dma_add_run(&bt, 0x6000, 0x32000, 0x2000), 0);
+	CHECK_EQ(le32_to_cpu(bt.msg->count), 3);
+	CHECK_EQ(le64_to_cpu(bt.msg->ranges[0].len), 0x2000);
+	CHECK_EQ(le64_to_cpu(bt.msg->ranges[2].len), 0x3000);
+	CHECK_EQ(nmaps, 0);
+
+	/* The message is full: it goes, the run starts the next one. */
+	CHECK_EQ(dl_dma_add_run(&bt, 0x8000, 0x40000, 0x1000), 0);
+	CHECK_EQ(nmaps, 1);
+	CHECK_EQ(nruns, 3);
+	check_run(0, 0x0000, 0x10000, 0x2000);
+	check_run(1, 0x2000, 0x30000, 0x1000);
+	check_run(2, 0x5000, 0x31000, 0x3000);
+	CHECK_EQ(le32_to_cpu(bt.msg->count), 1);
+	CHECK(bt.sent);
+	/* A run still coalesces with the first of the new message. */
+	CHECK_EQ(dl_dma_add_run(&bt, 0x9000, 0x41000, 0x1000), 0);
+	CHECK_EQ(dl_dma_flush(&bt), 0);
+	CHECK_EQ(dl_dma_flush(&bt), 0);		/* nothing left: no message */
+	CHECK_EQ(nmaps, 2);
+	check_run(3, 0x8000, 0x40000, 0x2000);
+	CHECK_EQ(bt.nruns, 4);
+	CHECK_EQ(bt.nmsgs, 2);
+	CHECK_EQ(le32_to_cpu(bt.msg->dev_id), 7);
+
+	/* The lender fails a message: the run that needed room fails. */
+	map_ret = -ETIMEDOUT;
+	CHECK_EQ(dl_dma_add_run(&bt, 0x10000, 0x50000, 0x1000), 0);
+	CHECK_EQ(dl_dma_add_run(&bt, 0x20000, 0x60000, 0x1000), 0);
+	CHECK_EQ(dl_dma_add_run(&bt, 0x30000, 0x70000, 0x1000), 0);
+	CHECK_EQ(dl_dma_add_run(&bt, 0x40000, 0x80000, 0x1000), -ETIMEDOUT);
+	free(bt.msg);
+}
+
+/*
+ * A guest with 640 KiB at 0, a read-only slot at 768 KiB, and 4 MiB at
+ * 1 MiB whose host pages jump at 3 MiB and whose page at 4 MiB VFIO
+ * cannot pin. Runs go two to a message.
+ */
+static void setup_guest(void)
+{
+	reset_all();
+	add_slot(0, 640 * KiB, 0);
+	add_slot(768 * KiB, 256 * KiB, KVM_MEM_READONLY);
+	add_slot(1 * MiB, 4 * MiB, 0);
+	add_slot(8 * MiB, 0, 0);
+	add_gmap(0, 640 * KiB, 0x100000000ULL);
+	add_gmap(768 * KiB, 256 * KiB, 0x180000000ULL);
+	add_gmap(1 * MiB, 2 * MiB, 0x200000000ULL);
+	add_gmap(3 * MiB, 1 * MiB, 0x300000000ULL);
+	add_gmap(4 * MiB + 4 * KiB, 1 * MiB - 4 * KiB, 0x300101000ULL);
+	max_payload = struct_size((struct dl_dma_map *)NULL, ranges, 2);
+}
+
+static void test_enable(void)
+{
+	static const u64 ext[] = {
+		0, 160, 1 * MiB, 768, 4 * MiB + 4 * KiB, 255,
+	};
+
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	CHECK_EQ(bad_pin_calls, 0);
+	CHECK_EQ(nruns, 4);
+	CHECK_EQ(nmaps, 2);
+	check_run(0, 0, 0x100000000ULL, 640 * KiB);
+	check_run(1, 1 * MiB, 0x200000000ULL, 2 * MiB);
+	check_run(2, 3 * MiB, 0x300000000ULL, 1 * MiB);
+	check_run(3, 4 * MiB + 4 * KiB, 0x300101000ULL, 1 * MiB - 4 * KiB);
+	CHECK_EQ(v.npinned, 160 + 1024 - 1);
+	check_extents(ext, 3);
+	check_pins(0, 640 * KiB, 1);
+	check_pins(640 * KiB, 1 * MiB, 0);	/* a hole, and read-only */
+	check_pins(1 * MiB, 4 * MiB, 1);
+	check_pins(4 * MiB, 4 * MiB + 4 * KiB, 0);
+	check_pins(4 * MiB + 4 * KiB, 5 * MiB, 1);
+	CHECK_EQ(v.pin_pages.n, v.npinned);
+	CHECK(v.dma_mapped);
+	CHECK(v.dma_on);
+	CHECK_EQ(nunmaps, 0);
+}
+
+static void test_unmap_range(void)
+{
+	static const u64 ext1[] = {
+		0, 160, 1 * MiB, 256, 2 * MiB + 8 * KiB, 510,
+		4 * MiB + 4 * KiB, 255,
+	};
+	static const u64 ext2[] = {
+		0, 128, 1 * MiB + 8 * KiB, 254, 2 * MiB + 8 * KiB, 510,
+		4 * MiB + 4 * KiB, 255,
+	};
+
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+
+	/* A hole in the middle of an extent splits it. */
+	nevents = 0;
+	dl_dma_unmap_range(&v, 2 * MiB, 8 * KiB);
+	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(le64_to_cpu(last_unmap.iova), 2 * MiB);
+	CHECK_EQ(le64_to_cpu(last_unmap.len), 8 * KiB);
+	CHECK_EQ(le32_to_cpu(last_unmap.flags), 0);
+	CHECK_EQ(le32_to_cpu(last_unmap.dev_id), 7);
+	check_extents(ext1, 4);
+	check_pins(2 * MiB, 2 * MiB + 8 * KiB, 0);
+	check_pins(2 * MiB + 8 * KiB, 4 * MiB, 1);
+	CHECK_EQ(v.npinned, 1183 - 2);
+	CHECK_EQ(v.repin_work.work.queued, 1);
+	CHECK_EQ(v.repin_work.delay, DL_REPIN_DELAY_MS);
+
+	/* The tail of one extent and the head of the next. */
+	dl_dma_unmap_range(&v, 512 * KiB, 512 * KiB + 8 * KiB);
+	check_extents(ext2, 4);
+	check_pins(512 * KiB, 640 * KiB, 0);
+	check_pins(0, 512 * KiB, 1);
+	CHECK_EQ(v.npinned, 1181 - 32 - 2);
+	CHECK_EQ(nunmaps, 2);
+
+	/* Nothing pinned there: the lender is not asked. */
+	dl_dma_unmap_range(&v, 640 * KiB, 384 * KiB);
+	CHECK_EQ(nunmaps, 2);
+	CHECK_EQ(nquarantined, 0);
+	CHECK_EQ(bad_unpins, 0);
+
+	/* Bus mastering off: everything goes, the lender told first. */
+	dl_dma_disable(&v);
+	CHECK_EQ(nunmaps, 3);
+	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
+	CHECK(list_empty(&v.pinned));
+	CHECK_EQ(v.npinned, 0);
+	CHECK_EQ(v.pin_pages.n, 0);
+	check_pins(0, 32 * MiB, 0);
+	CHECK(!v.dma_mapped);
+	CHECK(!v.dma_on);
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
+}
+
+static void test_unmap_unacked(void)
+{
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+
+	/* The lender does not answer: VFIO gets its pages, we keep them. */
+	unmap_ret = -ETIMEDOUT;
+	dl_dma_unmap_range(&v, 0, 16 * KiB);
+	CHECK_EQ(nquarantined, 4);
+	CHECK_EQ(nlost, 1);
+	check_pins(0, 16 * KiB, 0);
+	CHECK_EQ(v.npinned, 1183 - 4);
+	CHECK_EQ(bad_unpins, 0);
+
+	/* Once lost, nothing more is asked; the rest is quarantined too. */
+	dl_dma_disable(&v);
+	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(nquarantined, 1183);
+	CHECK_EQ(v.npinned, 0);
+	CHECK(v.dma_mapped);	/* the lender may still hold mappings */
+
+	/* A settled lease needs no quarantine. */
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	lease.settled = true;
+	dl_dma_disable(&v);
+	CHECK_EQ(nunmaps, 0);
+	CHECK_EQ(nquarantined, 0);
+	CHECK_EQ(v.npinned, 0);
+	xa_destroy(&v.pin_pages);
+}
+
+static void test_enable_failures(void)
+{
+	struct dl_dma_batch bt = { .v = &v, .max = 4 };
+	struct page *pp[2];
+
+	/* The lender refuses the second message: nothing is left. */
+	setup_guest();
+	map_ret = -ENOSPC;
+	CHECK_EQ(dl_dma_enable(&v), -ENOSPC);
+	CHECK_EQ(nmaps, 1);
+	CHECK_EQ(nunmaps, 1);	/* it may have mapped some */
+	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
+	CHECK(list_empty(&v.pinned));
+	CHECK_EQ(v.npinned, 0);
+	check_pins(0, 32 * MiB, 0);
+	CHECK(!v.dma_on);
+	CHECK_EQ(bad_unpins, 0);
+
+	/* No memory VFIO will pin: -ENOENT, no message at all. */
+	setup_guest();
+	ngmaps = 0;
+	CHECK_EQ(dl_dma_enable(&v), -ENOENT);
+	CHECK_EQ(nmaps + nunmaps, 0);
+
+	/* The cap on pinned pages, exactly. */
+	reset_all();
+	CHECK_EQ(DL_B_MAX_PINNED_PAGES, 16ULL * 1024 * MiB / PAGE_SIZE);
+	add_gmap(0, 1 * MiB, 0x100000000ULL);
+	bt.msg = calloc(1, struct_size(bt.msg, ranges, 4));
+	bt.pages = pp;
+	v.npinned = DL_B_MAX_PINNED_PAGES - 1;
+	CHECK_EQ(dl_dma_pin_chunk(&bt, 0, 2), -ENOSPC);
+	CHECK_EQ(npin_calls, 0);
+	CHECK_EQ(dl_dma_pin_chunk(&bt, 0, 1), 0);
+	CHECK_EQ(v.npinned, DL_B_MAX_PINNED_PAGES);
+	CHECK_EQ(dl_dma_pin_chunk(&bt, PAGE_SIZE, 1), -ENOSPC);
+	/* And a refusal is told apart from an error. */
+	v.npinned = 0;
+	CHECK_EQ(dl_dma_pin_chunk(&bt, 2 * MiB, 1), DL_PIN_REFUSED);
+	free(bt.msg);
+	xa_destroy(&v.pin_pages);
+	list_del(&list_first_entry(&v.pinned, struct dl_pin_extent,
+				   node)->node);
+}
+
+static void test_probe(void)
+{
+	static const u64 ext[] = { 0, 512, 6 * MiB, 2 };
+
+	/* No KVM: 2 MiB blocks whose first page is mapped, below 4 GiB. */
+	reset_all();
+	v.vdev.kvm = NULL;
+	add_gmap(0, 2 * MiB, 0x100000000ULL);
+	add_gmap(6 * MiB, 8 * KiB, 0x100200000ULL);
+	add_gmap(4 * MiB + 4 * KiB, 8 * KiB, 0x500000000ULL);
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	CHECK_EQ(bad_pin_calls, 0);
+	CHECK_EQ(v.npinned, 514);
+	check_extents(ext, 2);
+	check_pins(4 * MiB, 6 * MiB, 0);	/* its first page is not mapped */
+	/* Contiguous in host memory across the hole in IOVA: two runs. */
+	CHECK_EQ(nruns, 2);
+	check_run(0, 0, 0x100000000ULL, 2 * MiB);
+	check_run(1, 6 * MiB, 0x100200000ULL, 8 * KiB);
+	/* One call per block, a few more where the block is mapped. */
+	CHECK(npin_calls < 2048 + 520);
+	dl_dma_disable(&v);
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
+}
+
+static const struct unit_test dma_tests[] = {
+	{ "runs: contiguous IOVA and host pages coalesce; full messages go",
+	  test_add_run },
+	{ "enable: memslots pinned, read-only and unpinnable pages skipped",
+	  test_enable },
+	{ "unmap: extents split and trimmed, the lender asked first",
+	  test_unmap_range },
+	{ "unmap: unacknowledged pages quarantined, the device given up",
+	  test_unmap_unacked },
+	{ "enable: failures leave nothing pinned; the pinned page cap",
+	  test_enable_failures },
+	{ "enable without KVM: probing 2 MiB blocks", test_probe },
+};
+
+UNIT_SUITE(borrower_dma_suite, "borrower/dma.c: pinning, runs, extents",
+	   dma_tests);
+
+/* The remote device: MSI at 0x40, MSI-X at 0x60, PCIe at 0x70. */
+static void setup_config(void)
+{
+	reset_all();
+	memset(rcfg, 0, sizeof(rcfg));
+	memset(cwrites, 0, sizeof(cwrites));
+	v.info.cfg_size = PCI_CFG_SPACE_SIZE;
+	v.info.flags = DL_DEV_F_PCIE | DL_DEV_F_MSI | DL_DEV_F_MSIX;
+	v.info.bar_size[0] = 0x4000;
+	v.info.bar_flags[0] = DL_BAR_F_PRESENT | DL_BAR_F_MEM64;
+	v.info.bar_size[2] = 0x100;
+	v.info.bar_flags[2] = DL_BAR_F_PRESENT | DL_BAR_F_IO;
+	v.info.bar_size[4] = 0x100000;
+	v.info.bar_flags[4] = DL_BAR_F_PRESENT | DL_BAR_F_PREFETCH;
+
+	memcpy(rcfg, "\x86\x80\x53\x09", 4);
+	rcfg[PCI_COMMAND] = PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER;
+	rcfg[PCI_COMMAND + 1] = PCI_COMMAND_INTX_DISABLE >> 8;
+	rcfg[PCI_STATUS] = PCI_STATUS_CAP_LIST;
+	memcpy(&rcfg[PCI_BASE_ADDRESS_0], "\x04\x00\x00\xfe\x00\x00\x00\x00", 8);
+	memcpy(&rcfg[PCI_ROM_ADDRESS], "\x01\x00\x0e\xfe", 4);
+	memcpy(&rcfg[PCI_INTERRUPT_LINE], "\x0b\x01\x22\x33", 4);
+	rcfg[PCI_CAPABILITY_LIST] = 0x40;
+	/* MSI: 64-bit, masking, 4 vectors, enabled with 2. */
+	rcfg[0x40] = PCI_CAP_ID_MSI;
+	rcfg[0x41] = 0x60;
+	rcfg[0x42] = PCI_MSI_FLAGS_ENABLE | 2 << 1 | 1 << 4 |
+		     PCI_MSI_FLAGS_64BIT;
+	rcfg[0x43] = PCI_MSI_FLAGS_MASKBIT >> 8;
+	/* MSI-X: 32 vectors, enabled and masked. */
+	rcfg[0x60] = PCI_CAP_ID_MSIX;
+	rcfg[0x61] = 0x70;
+	rcfg[0x62] = 31;
+	rcfg[0x63] = (PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL) >> 8;
+	rcfg[0x70] = PCI_CAP_ID_EXP;
+	rcfg[0x70 + PCI_EXP_DEVCTL] = 0x10;
+	rcfg[0x70 + PCI_EXP_DEVCTL + 1] = 0x28;
+}
+
+static u32 cfg_read(unsigned int pos, unsigned int size)
+{
+	__le32 le = 0;
+
+	CHECK_EQ(dl_config_rw(&v, (char *)&le, size, pos, false), size);
+	return le32_to_cpu(le);
+}
+
+static void cfg_write(unsigned int pos, unsigned int size, u32 val)
+{
+	__le32 le = cpu_to_le32(val);
+
+	CHECK_EQ(dl_config_rw(&v, (char *)&le, size, pos, true), size);
+}
+
+static void check_cwrite(unsigned int i, unsigned int off, unsigned int size,
+			 u32 val)
+{
+	if (i >= ncwrites) {
+		unit_fail(__FILE__, __LINE__, "config write %u missing", i);
+		return;
+	}
+	CHECK_EQ(le16_to_cpu(cwrites[i].offset), off);
+	CHECK_EQ(cwrites[i].size, size);
+	CHECK_EQ(le32_to_cpu(cwrites[i].value), val);
+	CHECK_EQ(le32_to_cpu(cwrites[i].dev_id), 7);
+}
+
+static void test_config_init(void)
+{
+	unsigned int off;
+
+	setup_config();
+	CHECK_EQ(dl_config_init(&v), 0);
+	CHECK_EQ(ncreads, PCI_CFG_SPACE_SIZE / 4);
+	CHECK_EQ(v.msi_cap, 0x40);
+	CHECK_EQ(v.msi_len, 24);
+	CHECK_EQ(v.msix_cap, 0x60);
+	CHECK_EQ(v.pcie_cap, 0x70);
+	for (off = 0; off < PCI_CFG_SPACE_SIZE; off++) {
+		enum dl_cfg_region want = DL_CFG_DEV;
+
+		if (off == 4 || off == 5)
+			want = DL_CFG_COMMAND;
+		else if (off >= 0x10 && off < 0x28)
+			want = DL_CFG_BAR;
+		else if (off >= 0x30 && off < 0x34)
+			want = DL_CFG_ROM;
+		else if (off == 0x3d)
+			want = DL_CFG_INTX_PIN;
+		else if (off >= 0x40 && off < 0x58)
+			want = DL_CFG_MSI;
+		else if (off >= 0x60 && off < 0x6c)
+			want = DL_CFG_MSIX;
+		if (dl_config_region(&v, off) != want) {
+			unit_fail(__FILE__, __LINE__, "byte 0x%x: region %d, want %d",
+				  off, dl_config_region(&v, off), want);
+			break;
+		}
+	}
+	/* What the guest starts with: no decoding, no vectors, no ROM. */
+	ncreads = 0;
+	CHECK_EQ(cfg_read(PCI_COMMAND, 2), PCI_COMMAND_INTX_DISABLE);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_0, 4), PCI_BASE_ADDRESS_MEM_TYPE_64);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_1, 4), 0);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_2, 4), PCI_BASE_ADDRESS_SPACE_IO);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_4, 4), PCI_BASE_ADDRESS_MEM_PREFETCH);
+	CHECK_EQ(cfg_read(PCI_ROM_ADDRESS, 4), 0);
+	CHECK_EQ(cfg_read(0x42, 2), PCI_MSI_FLAGS_64BIT | PCI_MSI_FLAGS_MASKBIT |
+				     2 << 1);
+	CHECK_EQ(cfg_read(0x62, 2), 31);
+	CHECK_EQ(ncreads, 0);	/* all of those are virtual */
+	/* Mixed: line and the last two bytes from the device, pin virtual. */
+	CHECK_EQ(cfg_read(PCI_INTERRUPT_LINE, 4), 0x3322000b);
+	CHECK_EQ(ncreads, 1);
+	/* Out of range. */
+	CHECK_EQ(dl_config_rw(&v, (char *)&off, 4, PCI_CFG_SPACE_SIZE, false),
+		 -EINVAL);
+	CHECK_EQ(dl_config_rw(&v, (char *)&off, 4, 0xfe, false), -EINVAL);
+	CHECK_EQ(ncwrites, 0);
+	dl_config_free(&v);
+}
+
+static void test_config_bars(void)
+{
+	setup_config();
+	CHECK_EQ(dl_config_init(&v), 0);
+	/* Sizing: all ones reads back the size mask and the type. */
+	cfg_write(PCI_BASE_ADDRESS_0, 4, ~0U);
+	cfg_write(PCI_BASE_ADDRESS_1, 4, ~0U);
+	cfg_write(PCI_BASE_ADDRESS_2, 4, ~0U);
+	cfg_write(PCI_BASE_ADDRESS_3, 4, ~0U);
+	cfg_write(PCI_BASE_ADDRESS_4, 4, ~0U);
+	cfg_write(PCI_ROM_ADDRESS, 4, ~0U);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_0, 4), 0xffffc004);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_1, 4), 0xffffffff);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_2, 4), 0xffffff01);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_3, 4), 0);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_4, 4), 0xfff00008);
+	CHECK_EQ(cfg_read(PCI_ROM_ADDRESS, 4), 0);
+	/* An address, and a 16-bit write to its upper half. */
+	cfg_write(PCI_BASE_ADDRESS_0, 4, 0x12345678);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_0, 4), 0x12344004);
+	cfg_write(PCI_BASE_ADDRESS_0 + 2, 2, 0xabcd);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_0, 4), 0xabcd4004);
+	/* None of it reaches the lender. */
+	CHECK_EQ(ncwrites, 0);
+	dl_config_free(&v);
+}
+
+static void test_config_msi(void)
+{
+	setup_config();
+	CHECK_EQ(dl_config_init(&v), 0);
+	/* MSI-X: only enable and function mask take; the size stays. */
+	cfg_write(0x62, 2, 0xffff);
+	CHECK_EQ(cfg_read(0x62, 2), 0xc000 | 31);
+	cfg_write(0x60, 4, 0);
+	CHECK_EQ(cfg_read(0x60, 4), (31U << 16) | 0x7000 | PCI_CAP_ID_MSIX);
+	/* MSI: no more vectors enabled than it has (4). */
+	cfg_write(0x42, 2, PCI_MSI_FLAGS_ENABLE | PCI_MSI_FLAGS_QSIZE |
+		  PCI_MSI_FLAGS_QMASK);
+	CHECK_EQ(cfg_read(0x42, 2), PCI_MSI_FLAGS_64BIT | PCI_MSI_FLAGS_MASKBIT |
+				    2 << 1 | 2 << 4 | PCI_MSI_FLAGS_ENABLE);
+	/* Address, data and mask bits take; pending bits do not. */
+	cfg_write(0x40 + PCI_MSI_ADDRESS_LO, 4, 0xfee01000);
+	cfg_write(0x40 + PCI_MSI_ADDRESS_HI, 4, 0x1);
+	cfg_write(0x40 + PCI_MSI_DATA_64, 2, 0x4041);
+	cfg_write(0x40 + PCI_MSI_MASK_64, 4, 0x5);
+	cfg_write(0x40 + PCI_MSI_PENDING_64, 4, ~0U);
+	CHECK_EQ(cfg_read(0x40 + PCI_MSI_ADDRESS_LO, 4), 0xfee01000);
+	CHECK_EQ(cfg_read(0x40 + PCI_MSI_ADDRESS_HI, 4), 0x1);
+	CHECK_EQ(cfg_read(0x40 + PCI_MSI_DATA_64, 4), 0x4041);
+	CHECK_EQ(cfg_read(0x40 + PCI_MSI_MASK_64, 4), 0x5);
+	CHECK_EQ(cfg_read(0x40 + PCI_MSI_PENDING_64, 4), 0);
+	CHECK_EQ(ncwrites, 0);
+	dl_config_free(&v);
+}
+
+static void test_config_command(void)
+{
+	setup_config();
+	add_slot(0, 1 * MiB, 0);
+	add_gmap(0, 1 * MiB, 0x100000000ULL);
+	CHECK_EQ(dl_config_init(&v), 0);
+
+	/* Command and status at once: each goes its own way. */
+	cfg_write(PCI_COMMAND, 4, 0xffff0403);
+	CHECK_EQ(ncwrites, 2);
+	check_cwrite(0, PCI_COMMAND, 2, 0x0403);
+	check_cwrite(1, PCI_STATUS, 2, 0xffff);
+	CHECK_EQ(cfg_read(PCI_COMMAND, 2), 0x0403);
+	CHECK_EQ(nmaps, 0);
+
+	/* Bus master on: memory mapped first, then the write goes. */
+	nevents = 0;
+	cfg_write(PCI_COMMAND, 2, 0x0407);
+	CHECK(!strcmp(events, "MW"));
+	CHECK(v.dma_on);
+	CHECK_EQ(v.npinned, 256);
+	check_cwrite(2, PCI_COMMAND, 2, 0x0407);
+	/* Off: the write first, then unmapped and unpinned. */
+	nevents = 0;
+	memset(events, 0, sizeof(events));
+	cfg_write(PCI_COMMAND, 1, 0x03);
+	CHECK(!strcmp(events, "WU"));
+	CHECK_EQ(v.npinned, 0);
+	CHECK(!v.dma_on);
+	/* Writes of the same command do neither. */
+	nevents = 0;
+	memset(events, 0, sizeof(events));
+	cfg_write(PCI_COMMAND, 1, 0x03);
+	CHECK(!strcmp(events, "W"));
+	dl_config_free(&v);
+	xa_destroy(&v.pin_pages);
+}
+
+static void test_config_flr(void)
+{
+	static const u8 zero8[8];
+
+	setup_config();
+	CHECK_EQ(dl_config_init(&v), 0);
+	/* FLR takes the reset path; the rest of the write goes through. */
+	cfg_write(0x70 + PCI_EXP_DEVCTL, 2, PCI_EXP_DEVCTL_BCR_FLR | 0x2810);
+	CHECK_EQ(nresets, 1);
+	CHECK_EQ(ncwrites, 1);
+	check_cwrite(0, 0x70 + PCI_EXP_DEVCTL, 2, 0x2810);
+	/* A 4-byte write with it in its upper half, split at nothing. */
+	cfg_write(0x70 + PCI_EXP_DEVCAP, 4, 0);
+	cfg_write(0x70 + PCI_EXP_DEVCTL, 1, 0x10);
+	CHECK_EQ(nresets, 1);
+	/* Without PCIe in the lender's flags, the bit is the device's. */
+	v.info.flags &= ~DL_DEV_F_PCIE;
+	cfg_write(0x70 + PCI_EXP_DEVCTL + 1, 1, PCI_EXP_DEVCTL_BCR_FLR >> 8);
+	CHECK_EQ(nresets, 1);
+	check_cwrite(3, 0x70 + PCI_EXP_DEVCTL + 1, 1, 0x80);
+	/* A write across the end of MSI-X and the device's bytes. */
+	v.info.flags |= DL_DEV_F_PCIE;
+	ncwrites = 0;
+	CHECK_EQ(dl_config_rw(&v, (char *)zero8, 8, 0x68, true), 8);
+	CHECK_EQ(ncwrites, 1);
+	check_cwrite(0, 0x6c, 4, 0);
+	dl_config_free(&v);
+}
+
+static const struct unit_test config_tests[] = {
+	{ "init: capabilities found, regions, the guest's starting view",
+	  test_config_init },
+	{ "BARs: sizing, addresses, ROM; nothing sent", test_config_bars },
+	{ "MSI and MSI-X: only vfio-pci's writable bits; vectors clamped",
+	  test_config_msi },
+	{ "command: split from status; bus master maps before, unmaps after",
+	  test_config_command },
+	{ "PCIe FLR is a reset; writes split at region ends",
+	  test_config_flr },
+};
+
+UNIT_SUITE(borrower_config_suite, "borrower/config.c: virtual config space",
+	   config_tests);

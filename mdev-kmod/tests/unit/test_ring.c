@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fabric/ring.c: how much of a ring each kind of message may use, the
+ * producer/consumer arithmetic with indices that wrap at 2^32, full and
+ * corrupt rings, and messages written and taken through real slots.
+ * Host 0 (this one) and host 1 (the peer) share two rings of 16 slots.
+ */
+#include <stdio.h>
+
+#pragma GCC diagnostic push
+/* The kernel builds with -Wextra but without these (Makefile.extrawarn). */
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "../../fabric/ring.c"
+#pragma GCC diagnostic pop
+
+#include "unit.h"
+
+#define SLOTS		16
+#define SLOT_SIZE	128
+#define PEER		1
+#define PEER_EPOCH	0x5eed0001U
+
+struct ring_mem {
+	struct dl_ring_ctrl ctrl;
+	u8 slots[SLOTS][SLOT_SIZE];
+};
+
+static struct dl_fabric fab;
+static struct ring_mem tx_mem, rx_mem;
+static struct dl_host_info peer_info;
+static u8 rx_buf[SLOT_SIZE];
+static unsigned int ndoorbells;
+static bool link_up;
+
+/* What the receive side handed to dl_msg_dispatch(). */
+static struct dl_fabric_msg got[2 * SLOTS];
+static u8 got_data[2 * SLOTS][SLOT_SIZE];
+static unsigned int ngot;
+
+static void fake_db_set(struct dl_fabric *f, u32 peer, unsigned int vector)
+{
+	(void)f;
+	(void)peer;
+	(void)vector;
+	ndoorbells++;
+}
+
+static const struct dl_fabric_backend_ops fake_ops = {
+	.name = "fake",
+	.peer_db_set = fake_db_set,
+};
+
+/* fabric/peer.c, ctl.c and msg.c, as far as ring.c sees them. */
+bool dl_peer_link(struct dl_peer *peer, u16 *proto, u32 *epoch)
+{
+	(void)peer;
+	if (proto)
+		*proto = DL_PROTO_V1;
+	if (epoch)
+		*epoch = PEER_EPOCH;
+	return link_up;
+}
+
+struct dl_host_info *dl_ctl_host(struct dl_fabric *f, u32 id)
+{
+	(void)f;
+	(void)id;
+	return &peer_info;
+}
+
+void dl_ctl_ring(struct dl_fabric *f, u32 src, u32 dst, struct dl_ring *ring)
+{
+	struct ring_mem *m = src == f->host_id ? &tx_mem : &rx_mem;
+
+	(void)dst;
+	ring->ctrl = &m->ctrl;
+	ring->slots = &m->slots[0][0];
+}
+
+void dl_msg_dispatch(struct dl_fabric *f, struct dl_peer *peer,
+		     const struct dl_fabric_msg *msg, u16 flags, u32 status)
+{
+	(void)f;
+	(void)peer;
+	(void)flags;
+	(void)status;
+	if (ngot < ARRAY_SIZE(got)) {
+		got[ngot] = *msg;
+		memcpy(got_data[ngot], msg->data, msg->len);
+	}
+	ngot++;
+}
+
+static struct dl_peer *setup(u32 ring_slots)
+{
+	struct dl_peer *peer = &fab.peers[PEER];
+
+	memset(&fab, 0, sizeof(fab));
+	memset(&tx_mem, 0, sizeof(tx_mem));
+	memset(&rx_mem, 0, sizeof(rx_mem));
+	memset(&peer_info, 0, sizeof(peer_info));
+	fab.ops = &fake_ops;
+	fab.geom.max_hosts = 2;
+	fab.geom.ring_slots = ring_slots;
+	fab.geom.slot_size = SLOT_SIZE;
+	fab.host_id = 0;
+	fab.incarnation = 0xabcd00000000cafeULL;
+	fab.rx_buf = rx_buf;
+	peer->fab = &fab;
+	peer->id = PEER;
+	peer_info.incarnation = cpu_to_le64(PEER_EPOCH);
+	ndoorbells = ngot = 0;
+	kshim_warnings = 0;
+	link_up = true;
+	dl_ring_attach(&fab, peer);
+	return peer;
+}
+
+static void test_share(void)
+{
+	static const struct { u32 slots, share, normal; } t[] = {
+		{ 1, 1, 1 }, { 2, 1, 1 }, { 4, 2, 1 }, { 16, 8, 4 },
+		/* Below twice the urgent slots, half the share is kept. */
+		{ 32, 16, 8 }, { 34, 17, 9 }, { 64, 32, 24 },
+		{ DL_DEFAULT_RING_SLOTS, 64, 64 - DL_FABRIC_URGENT_SLOTS },
+		{ DL_MAX_RING_SLOTS, 512, 512 - DL_FABRIC_URGENT_SLOTS },
+	};
+	unsigned int i;
+
+	CHECK_EQ(DL_FABRIC_URGENT_SLOTS, 8);
+	for (i = 0; i < ARRAY_SIZE(t); i++) {
+		fab.geom.ring_slots = t[i].slots;
+		CHECK_EQ(dl_ring_share(&fab), t[i].share);
+		CHECK_EQ(dl_ring_share_normal(&fab), t[i].normal);
+		/* Responses always have the other half. */
+		CHECK(t[i].slots - dl_ring_share(&fab) >= t[i].slots / 2);
+	}
+}
+
+/* Room for a response, an urgent and a normal message. */
+static void check_room(struct dl_peer *peer, u32 resp, u32 urgent, u32 normal)
+{
+	spin_lock(&peer->tx.lock);
+	CHECK_EQ(dl_ring_tx_room(&fab, peer, true, false), resp);
+	CHECK_EQ(dl_ring_tx_room(&fab, peer, false, true), urgent);
+	CHECK_EQ(dl_ring_tx_room(&fab, peer, false, false), normal);
+	spin_unlock(&peer->tx.lock);
+}
+
+static void test_room_wrap(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+
+	/* Empty, right below the wrap. */
+	peer->tx.prod = 0xfffffffcU;
+	tx_mem.ctrl.cons = cpu_to_le32(0xfffffffcU);
+	check_room(peer, 16, 8, 4);
+	/* 2 used, across the wrap. */
+	peer->tx.prod = 0x00000001U;
+	tx_mem.ctrl.cons = cpu_to_le32(0xffffffffU);
+	check_room(peer, 14, 6, 2);
+	/* 4 used: no room for normal requests, some for urgent ones. */
+	peer->tx.prod = 0x00000002U;
+	tx_mem.ctrl.cons = cpu_to_le32(0xfffffffeU);
+	check_room(peer, 12, 4, 0);
+	/* 8 used: the share is full; responses still fit. */
+	peer->tx.prod = 0x00000006U;
+	check_room(peer, 8, 0, 0);
+	/* Full. */
+	peer->tx.prod = 0x0000000eU;
+	check_room(peer, 0, 0, 0);
+	CHECK_EQ(kshim_warnings, 0);
+	CHECK_EQ(peer->tx.prod, 0x0000000eU);
+}
+
+static void test_room_corrupt(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+
+	/* One more than a ring's worth used: the consumer index is bad. */
+	peer->tx.prod = 0x00000007U;
+	tx_mem.ctrl.cons = cpu_to_le32(0xfffffff6U);
+	spin_lock(&peer->tx.lock);
+	CHECK_EQ(dl_ring_tx_room(&fab, peer, false, false), 4);
+	spin_unlock(&peer->tx.lock);
+	/* We continue from the peer's index, and publish that. */
+	CHECK_EQ(peer->tx.prod, 0xfffffff6U);
+	CHECK_EQ(le32_to_cpu(tx_mem.ctrl.prod), 0xfffffff6U);
+	CHECK_EQ(kshim_warnings, 1);
+
+	/* A consumer ahead of the producer. */
+	peer->tx.prod = 5;
+	tx_mem.ctrl.cons = cpu_to_le32(6);
+	check_room(peer, 16, 8, 4);
+	CHECK_EQ(peer->tx.prod, 6);
+	CHECK_EQ(kshim_warnings, 2);
+}
+
+static int send(struct dl_peer *peer, u16 type, u64 req_id, u16 flags,
+		bool urgent, size_t len)
+{
+	u8 data[SLOT_SIZE];
+	struct dl_fabric_msg msg = {
+		.type = type, .req_id = req_id, .data = data, .len = len,
+		.urgent = urgent,
+	};
+
+	memset(data, type, sizeof(data));
+	return dl_ring_send(&fab, peer, &msg, flags, 0);
+}
+
+/* The message in the slot of index @idx of the ring to the peer. */
+static void check_slot(u32 idx, u16 type, u32 seq, u16 flags, size_t len)
+{
+	const u8 *slot = tx_mem.slots[idx % SLOTS];
+	struct dl_msg_hdr hdr;
+
+	memcpy(&hdr, slot, sizeof(hdr));
+	CHECK_EQ(le16_to_cpu(hdr.type), type);
+	CHECK_EQ(le16_to_cpu(hdr.proto), DL_PROTO_V1);
+	CHECK_EQ(le16_to_cpu(hdr.len), len);
+	CHECK_EQ(le16_to_cpu(hdr.flags), flags);
+	CHECK_EQ(le32_to_cpu(hdr.src), 0);
+	CHECK_EQ(le32_to_cpu(hdr.epoch), 0x0000cafe);
+	CHECK_EQ(le32_to_cpu(hdr.seq), seq);
+	CHECK_EQ(le64_to_cpu(hdr.req_id), 0x100ULL + seq);
+	if (len)
+		CHECK_EQ(slot[DL_MSG_HDR_SIZE + len - 1], type);
+}
+
+static void test_send_fill(void)
+{
+	const u32 start = 0xfffffffaU;
+	struct dl_peer *peer;
+	unsigned int i;
+	u32 seq = 0;
+
+	/* The peer consumed up to where we start, 6 before the wrap. */
+	tx_mem.ctrl.prod = cpu_to_le32(start);
+	peer = setup(SLOTS);
+	tx_mem.ctrl.prod = cpu_to_le32(start);
+	tx_mem.ctrl.cons = cpu_to_le32(start);
+	dl_ring_attach(&fab, peer);
+	CHECK_EQ(peer->tx.prod, start);
+
+	/* Normal requests: the share less the urgent slots, 4. */
+	for (i = 0; i < 4; i++, seq++)
+		CHECK_EQ(send(peer, 20, 0x100 + seq, 0, false, 8 + i), 0);
+	CHECK_EQ(send(peer, 20, 0x100 + seq, 0, false, 8), -EAGAIN);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_RING_FULL]), 1);
+	/* Urgent ones: up to the share, 8. */
+	for (i = 0; i < 4; i++, seq++)
+		CHECK_EQ(send(peer, 27, 0x100 + seq, 0, true, 24), 0);
+	CHECK_EQ(send(peer, 27, 0x100 + seq, 0, true, 24), -EAGAIN);
+	/* Responses: the whole ring. */
+	for (i = 0; i < 8; i++, seq++)
+		CHECK_EQ(send(peer, 26, 0x100 + seq, DL_MSG_F_RESPONSE, false,
+			      0), 0);
+	CHECK_EQ(send(peer, 26, 0x100 + seq, DL_MSG_F_RESPONSE, false, 0),
+		 -EAGAIN);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_RING_FULL]), 3);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_MSGS]), 16);
+	CHECK_EQ(ndoorbells, 16);
+
+	/* Published across the wrap; each message in its slot. */
+	CHECK_EQ(le32_to_cpu(tx_mem.ctrl.prod), start + 16);
+	CHECK_EQ(le32_to_cpu(tx_mem.ctrl.prod), 0x0000000aU);
+	for (i = 0; i < 4; i++)
+		check_slot(start + i, 20, i, 0, 8 + i);
+	check_slot(start + 6, 27, 6, 0, 24);	/* index 0: the wrap */
+	check_slot(start + 15, 26, 15, DL_MSG_F_RESPONSE, 0);
+
+	/* The peer takes 5: room again, as much as was freed. */
+	tx_mem.ctrl.cons = cpu_to_le32(start + 5);
+	check_room(peer, 5, 0, 0);
+	for (i = 0; i < 5; i++, seq++)
+		CHECK_EQ(send(peer, 26, 0x100 + seq, DL_MSG_F_RESPONSE, false,
+			      4), 0);
+	check_slot(start + 20, 26, 20, DL_MSG_F_RESPONSE, 4);
+	CHECK_EQ(kshim_warnings, 0);
+}
+
+static void test_send_errors(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+
+	CHECK_EQ(send(peer, 20, 1, 0, false, SLOT_SIZE - DL_MSG_HDR_SIZE), 0);
+	CHECK_EQ(send(peer, 20, 1, 0, false, SLOT_SIZE - DL_MSG_HDR_SIZE + 1),
+		 -EMSGSIZE);
+	link_up = false;
+	CHECK_EQ(send(peer, 20, 1, 0, false, 0), -ENOTCONN);
+	CHECK_EQ(peer->tx.prod, 1);
+	CHECK_EQ(ndoorbells, 1);
+}
+
+/* The peer puts a message into the ring to us at index @idx. */
+static void peer_put(u32 idx, u16 type, u32 seq, u16 len, u32 src, u32 epoch)
+{
+	u8 *slot = rx_mem.slots[idx % SLOTS];
+	struct dl_msg_hdr hdr = {
+		.type = cpu_to_le16(type),
+		.proto = cpu_to_le16(DL_PROTO_V1),
+		.len = cpu_to_le16(len),
+		.src = cpu_to_le32(src),
+		.epoch = cpu_to_le32(epoch),
+		.seq = cpu_to_le32(seq),
+		.req_id = cpu_to_le64(0x900 + seq),
+	};
+
+	memcpy(slot, &hdr, sizeof(hdr));
+	if (len <= SLOT_SIZE - DL_MSG_HDR_SIZE)
+		memset(slot + DL_MSG_HDR_SIZE, seq & 0xff, len);
+}
+
+static void test_receive(void)
+{
+	const u32 start = 0xfffffffdU;
+	struct dl_peer *peer;
+	unsigned int i;
+
+	/* What was in the ring at attach is dropped. */
+	rx_mem.ctrl.prod = cpu_to_le32(start);
+	peer = setup(SLOTS);
+	rx_mem.ctrl.prod = cpu_to_le32(start);
+	dl_ring_attach(&fab, peer);
+	CHECK_EQ(peer->rx.cons, start);
+	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), start);
+
+	/* Five messages across the wrap, taken in order. */
+	for (i = 0; i < 5; i++)
+		peer_put(start + i, 40 + i, 7 + i, 3 * i, PEER, PEER_EPOCH);
+	rx_mem.ctrl.prod = cpu_to_le32(start + 5);
+	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK_EQ(ngot, 5);
+	for (i = 0; i < 5 && i < ngot; i++) {
+		CHECK_EQ(got[i].type, 40 + i);
+		CHECK_EQ(got[i].peer, PEER);
+		CHECK_EQ(got[i].req_id, 0x900 + 7 + i);
+		CHECK_EQ(got[i].len, 3 * i);
+		if (i)
+			CHECK_EQ(got_data[i][3 * i - 1], 7 + i);
+	}
+	CHECK_EQ(peer->rx.cons, 2);
+	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), 2);
+	CHECK_EQ(peer->rx.next_seq, 12);
+
+	/*
+	 * A full ring (16) is taken in one pass. Among them a sequence gap,
+	 * a message too long for a slot, one with another source and one
+	 * from an earlier incarnation of the peer: all are consumed, only
+	 * the good ones dispatched.
+	 */
+	ngot = 0;
+	for (i = 0; i < SLOTS; i++)
+		peer_put(2 + i, 50, 12 + i, 4, PEER, PEER_EPOCH);
+	peer_put(2 + 3, 50, 100, 4, PEER, PEER_EPOCH);		/* gap */
+	peer_put(2 + 6, 50, 18, SLOT_SIZE, PEER, PEER_EPOCH);	/* too long */
+	peer_put(2 + 8, 50, 20, 4, 0, PEER_EPOCH);		/* source */
+	peer_put(2 + 9, 50, 21, 4, PEER, PEER_EPOCH - 1);	/* stale */
+	rx_mem.ctrl.prod = cpu_to_le32(2 + SLOTS);
+	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK_EQ(ngot, SLOTS - 3);
+	CHECK_EQ(peer->rx.cons, 2 + SLOTS);
+	/*
+	 * Sequence errors: the jump to 100 and back, and after each run of
+	 * dropped messages (their numbers are not taken), the next good one.
+	 */
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_SEQ_ERRORS]), 4);
+	CHECK_EQ(peer->rx.next_seq, 12 + SLOTS);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_BAD_MSGS]), 2);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_STALE]), 1);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 0);
+
+	/*
+	 * A message of the peer's next incarnation, which the liveness work
+	 * has not seen yet, waits in the ring.
+	 */
+	ngot = 0;
+	peer_info.incarnation = cpu_to_le64(PEER_EPOCH + 1);
+	peer_put(18, 51, 0, 4, PEER, PEER_EPOCH + 1);
+	rx_mem.ctrl.prod = cpu_to_le32(19);
+	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK_EQ(ngot, 0);
+	CHECK_EQ(peer->rx.cons, 18);
+	/* And nothing is taken while the link is down. */
+	link_up = false;
+	peer_info.incarnation = cpu_to_le64(PEER_EPOCH);
+	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK_EQ(peer->rx.cons, 18);
+}
+
+static void test_receive_corrupt(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+	unsigned int i;
+
+	/* A producer a ring and one ahead: skipped, nothing dispatched. */
+	peer->rx.cons = 0xfffffff8U;
+	peer->rx.synced = true;
+	rx_mem.ctrl.prod = cpu_to_le32(0xfffffff8U + SLOTS + 1);
+	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK_EQ(ngot, 0);
+	CHECK_EQ(peer->rx.cons, 0x00000009U);
+	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), 0x00000009U);
+	CHECK(!peer->rx.synced);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 1);
+
+	/* A producer behind the consumer is as corrupt. */
+	rx_mem.ctrl.prod = cpu_to_le32(0x00000008U);
+	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK_EQ(peer->rx.cons, 8);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 2);
+
+	/* Exactly a ring's worth is not corrupt. */
+	for (i = 0; i < SLOTS; i++)
+		peer_put(8 + i, 60, i, 0, PEER, PEER_EPOCH);
+	rx_mem.ctrl.prod = cpu_to_le32(8 + SLOTS);
+	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK_EQ(ngot, SLOTS);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 2);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_SEQ_ERRORS]), 0);
+}
+
+static const struct unit_test tests[] = {
+	{ "share: responses keep half, urgent requests their 8 slots",
+	  test_share },
+	{ "tx room: responses, urgent, normal; indices wrapping at 2^32",
+	  test_room_wrap },
+	{ "tx room: a consumer index out of the ring is resynced",
+	  test_room_corrupt },
+	{ "send: fill a ring across the wrap; each kind stops at its limit",
+	  test_send_fill },
+	{ "send: payload too large, peer down", test_send_errors },
+	{ "receive: in order across the wrap; bad, stale, gapped messages",
+	  test_receive },
+	{ "receive: corrupt producer index skipped; a full ring is not",
+	  test_receive_corrupt },
+};
+
+UNIT_SUITE(ring_suite, "fabric/ring.c: ring index arithmetic", tests);

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A tiny test framework: each test file has a table of tests (a suite);
+ * CHECK*() record a failure with its place and values and let the test go
+ * on; a test passes if no check in it failed.
+ */
+#ifndef UNIT_H
+#define UNIT_H
+
+#include <stddef.h>
+
+struct unit_test {
+	const char *name;
+	void (*fn)(void);
+};
+
+struct unit_suite {
+	const char *name;
+	const struct unit_test *tests;
+	size_t ntests;
+};
+
+void unit_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define CHECK(cond) \
+	do { \
+		if (!(cond)) \
+			unit_fail(__FILE__, __LINE__, "%s", #cond); \
+	} while (0)
+
+/* Integers of any type, compared as 64-bit values and shown both ways. */
+#define CHECK_EQ(got, want) \
+	do { \
+		unsigned long long _g = (unsigned long long)(got); \
+		unsigned long long _w = (unsigned long long)(want); \
+		if (_g != _w) \
+			unit_fail(__FILE__, __LINE__, \
+				  "%s == %s: got %lld (0x%llx), want %lld (0x%llx)", \
+				  #got, #want, (long long)_g, _g, \
+				  (long long)_w, _w); \
+	} while (0)
+
+#define UNIT_SUITE(var, title, table) \
+	const struct unit_suite var = { title, table, \
+					sizeof(table) / sizeof((table)[0]) }
+
+extern const struct unit_suite lender_cfg_suite;
+extern const struct unit_suite ring_suite;
+extern const struct unit_suite borrower_dma_suite;
+extern const struct unit_suite borrower_config_suite;
+
+#endif /* UNIT_H */
