@@ -27,6 +27,25 @@
  *
  * Everything a peer sends is untrusted; the fabric checks indices, lengths,
  * sources and sequence numbers, but handlers must still check payloads.
+ *
+ * Lock order of the whole module, outermost first (each layer's
+ * internal.h says what its locks guard):
+ *  1. fab->lock (the liveness work): peer events are delivered under it, so
+ *     a subscriber must not block for long (the lender only marks devices
+ *     for its slow work; the heartbeat beats from a timer regardless).
+ *  2. the subscribers' locks, never taken the other way round:
+ *     borrower: vdev->lock > vdev->dma_lock > dl_borrowers_lock > b->lock >
+ *     b->fire_lock > vdev->irq_lock;
+ *     lender: the lent device's device lock > lent->lock > dl_lender.lock >
+ *     lent->intx_lock.
+ *  3. the fabric's leaf locks, taken by the calls below and nothing inside
+ *     them: peer->link_lock, peer->tx.lock, the request table's lock, the
+ *     doorbell lock.
+ * The receive work holds handlers_lock for reading around a handler call,
+ * outside the handler's own locks; (un)registering a handler takes it for
+ * writing, so is never done with a lock a handler takes.
+ * Calls below never take fab->lock, so a subscriber may make them with its
+ * own mutexes held; requests sleep, so never with a spinlock held.
  */
 #ifndef DL_FABRIC_H
 #define DL_FABRIC_H
@@ -185,7 +204,10 @@ struct dl_fabric_req {
 int dl_fabric_init(void);
 void dl_fabric_exit(void);
 
-/* Events: called in process context with no fabric lock a subscriber needs. */
+/*
+ * Events: called in process context; peer events with fab->lock held (see
+ * the lock order above), ADDED and REMOVING without it.
+ */
 int dl_fabric_register_notifier(struct notifier_block *nb);
 int dl_fabric_unregister_notifier(struct notifier_block *nb);
 

@@ -150,15 +150,34 @@ static void dl_lender_reclaim_from(struct dl_fabric *fab, u32 peer,
 }
 
 /**
- * dl_lender_peer_down() - a peer went away: take back what it held.
+ * dl_lender_peer_down() - a peer went away: have what it held taken back.
  * @fab: the fabric.
  * @peer: the peer.
  *
- * Called from the fabric notifier (the liveness work, fabric lock held).
+ * Called from the fabric notifier (the liveness work, fabric lock held), so
+ * it only marks the devices and queues their slow work.
  */
 void dl_lender_peer_down(struct dl_fabric *fab, u32 peer)
 {
-	dl_lender_reclaim_from(fab, peer, false, "borrower went down");
+	unsigned long idx = 0;
+	struct dl_lent *lent;
+
+	/*
+	 * No lock here: a device's locks may be held for as long as it
+	 * resets, and this runs in the liveness work. A device that looks
+	 * held by @peer is marked; its slow work takes it back under its
+	 * locks, if the holder is still gone, and meanwhile the device takes
+	 * no holder request.
+	 */
+	while ((lent = dl_lent_next(&idx))) {
+		if (READ_ONCE(lent->fab) == fab &&
+		    READ_ONCE(lent->borrower) == peer &&
+		    READ_ONCE(lent->state) != DL_LENT_AVAILABLE) {
+			set_bit(DL_LENT_SLOW_RECLAIM, &lent->slow_busy);
+			dl_lent_slow_queue(lent);
+		}
+		dl_lent_put(lent);
+	}
 }
 
 /**
@@ -169,6 +188,23 @@ void dl_lender_peer_down(struct dl_fabric *fab, u32 peer)
 void dl_lender_fabric_removing(struct dl_fabric *fab)
 {
 	dl_lender_reclaim_from(fab, 0, true, "fabric removed");
+}
+
+/**
+ * dl_lender_flush_slow() - wait for every device's slow request to be
+ *	answered: they hold a fabric pointer.
+ *
+ * Called once no handler can queue one any more.
+ */
+void dl_lender_flush_slow(void)
+{
+	unsigned long idx = 0;
+	struct dl_lent *lent;
+
+	while ((lent = dl_lent_next(&idx))) {
+		flush_work(&lent->slow_work);
+		dl_lent_put(lent);
+	}
 }
 
 /* Per-device attributes: /sys/bus/pci/devices/<dev>/devlend/. */
@@ -585,6 +621,7 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	lent->borrower = DL_NO_HOST;
 	INIT_LIST_HEAD(&lent->resv);
 	INIT_WORK(&lent->fault_work, dl_lent_fault_work);
+	INIT_WORK(&lent->slow_work, dl_lent_slow_work);
 	dl_lent_dma_init(lent);
 
 	ret = dl_lent_setup_domain(lent);
@@ -652,6 +689,8 @@ static void dl_lender_remove(struct pci_dev *pdev)
 	lent->dead = true;
 	dl_lent_reclaim(lent, "device no longer lent");
 	mutex_unlock(&lent->lock);
+	/* We hold the device lock, which a queued reset waits for. */
+	dl_lent_slow_cancel(lent);
 	pci_intx(pdev, !(lent->orig_cmd & PCI_COMMAND_INTX_DISABLE));
 
 	dl_lent_cfg_free(lent);

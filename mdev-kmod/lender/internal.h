@@ -179,6 +179,14 @@ struct dl_lent_dma {
  *	waits for the holder's next BAR access, or the borrower disabled it,
  *	or the relay is not set up (@intx_lock).
  * @intx_vdis: the borrower's INTx disable bit, virtual (@lock).
+ * @slow_work: does what may block off the fabric's receive and liveness
+ *	works: a request (DEV_RESET, DEV_RELEASE), which it then answers, and
+ *	the take-back from a holder that went down.
+ * @slow_busy: DL_LENT_SLOW_* bits: such a request is queued or running, or
+ *	a take-back from a holder that went down is due; the device takes no
+ *	holder request meanwhile (-EAGAIN).
+ * @slow_fab: the fabric of that request.
+ * @slow_msg: the request, without its payload.
  * @fault_work: sends DL_MSG_DEV_FAULT for the last fault reported.
  * @fault_iova: the address of the last fault reported.
  * @fault_flags: its DL_MSG_DEV_FAULT flags.
@@ -228,6 +236,11 @@ struct dl_lent {
 	spinlock_t intx_lock;	/* see above */
 	bool intx_masked;
 	bool intx_vdis;
+
+	struct work_struct slow_work;
+	unsigned long slow_busy;
+	struct dl_fabric *slow_fab;
+	struct dl_fabric_msg slow_msg;
 
 	struct work_struct fault_work;
 	u64 fault_iova;
@@ -296,10 +309,17 @@ struct dl_lent *dl_lent_get(u32 dev_id);
 void dl_lent_reclaim(struct dl_lent *lent, const char *why);
 void dl_lender_peer_down(struct dl_fabric *fab, u32 peer);
 void dl_lender_fabric_removing(struct dl_fabric *fab);
+void dl_lender_flush_slow(void);
 
 /* msg.c */
 int dl_lender_register_handlers(struct dl_fabric *fab);
 void dl_lender_unregister_handlers(struct dl_fabric *fab);
+/* Bits of &dl_lent.slow_busy. */
+#define DL_LENT_SLOW_BUSY	0	/* a request waits in @slow_msg */
+#define DL_LENT_SLOW_RECLAIM	1	/* its holder went down: take it back */
+void dl_lent_slow_work(struct work_struct *work);
+void dl_lent_slow_cancel(struct dl_lent *lent);
+void dl_lent_slow_queue(struct dl_lent *lent);
 
 /* cfg.c */
 int dl_lent_cfg_init(struct dl_lent *lent);

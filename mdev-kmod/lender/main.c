@@ -92,6 +92,7 @@ static void dl_lender_fabric_removed(struct dl_fabric *fab)
 	/* Every peer is down already, so no device is held through @fab. */
 	dl_lender_fabric_removing(fab);
 	dl_lender_unregister_handlers(fab);
+	dl_lender_flush_slow();
 }
 
 static int dl_lender_fabric_event(struct notifier_block *nb,

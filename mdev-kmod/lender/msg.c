@@ -3,7 +3,9 @@
  * The lender's message handlers: what borrowers may ask of lent devices.
  *
  * Handlers run in the fabric's receive work, one message at a time, in
- * ring order; so a BAR read sees the posted BAR writes before it. Every
+ * ring order; so a BAR read sees the posted BAR writes before it. Requests
+ * that reset the device are checked there and done by a work of the
+ * device (dl_lent_slow_work()), which answers them. Every
  * payload is copied, its length must be exactly the structure's, reserved
  * fields must be zero, the dev_id must name a lent device, and the sender
  * must be allowed what it asks:
@@ -13,6 +15,7 @@
  * A refused request is answered with an error status and counted by
  * reason (debugfs); logs about it are rate-limited.
  */
+#include <linux/delay.h>
 #include <linux/io.h>
 #include <linux/pci.h>
 #include <linux/string.h>
@@ -67,8 +70,14 @@ static struct dl_lent *dl_lender_open(struct dl_fabric *fab,
 	}
 	if (acc == DL_ACC_ANY)
 		return lent;
-	if (dl_lent_is_holder(lent, fab, msg->peer))
-		return lent;
+	if (dl_lent_is_holder(lent, fab, msg->peer)) {
+		if (!READ_ONCE(lent->slow_busy))
+			return lent;
+		/* Nothing reaches the device while it resets. */
+		dl_lent_reject(lent, DL_REJ_BUSY);
+		*err = -EAGAIN;
+		goto err_unlock;
+	}
 	if (acc == DL_ACC_READ && lent->state == DL_LENT_AVAILABLE)
 		return lent;
 
@@ -104,6 +113,22 @@ static bool dl_lender_payload(const struct dl_fabric_msg *msg, void *buf,
 	return true;
 }
 
+/*
+ * Copy a struct dl_dev_ref payload; false (and counted) if its length is
+ * wrong or its reserved field is set.
+ */
+static bool dl_lender_ref(const struct dl_fabric_msg *msg,
+			  struct dl_dev_ref *ref)
+{
+	if (!dl_lender_payload(msg, ref, sizeof(*ref)))
+		return false;
+	if (ref->reserved) {
+		dl_lent_reject(NULL, DL_REJ_MALFORMED);
+		return false;
+	}
+	return true;
+}
+
 static void dl_lender_respond(struct dl_fabric *fab,
 			      const struct dl_fabric_msg *msg, int err,
 			      const void *data, size_t len)
@@ -125,7 +150,7 @@ static void dl_lender_on_dev_list(struct dl_fabric *fab,
 	unsigned long idx;
 	u32 total = 0, count = 0;
 
-	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved) {
+	if (!dl_lender_ref(msg, &ref)) {
 		dl_lender_respond(fab, msg, -EINVAL, NULL, 0);
 		return;
 	}
@@ -184,7 +209,7 @@ static void dl_lender_on_dev_info(struct dl_fabric *fab,
 	struct dl_lent *lent;
 	int err = -EINVAL;
 
-	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved)
+	if (!dl_lender_ref(msg, &ref))
 		goto out_respond;
 	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_ANY, &err);
 	if (!lent)
@@ -205,7 +230,7 @@ static void dl_lender_on_acquire(struct dl_fabric *fab,
 	u32 dev_id = 0;
 	int err = -EINVAL;
 
-	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved)
+	if (!dl_lender_ref(msg, &ref))
 		goto out_respond;
 	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_ANY, &err);
 	if (!lent)
@@ -238,54 +263,140 @@ out_respond:
 		dl_lender_broadcast_changed(dev_id);
 }
 
-static void dl_lender_on_release(struct dl_fabric *fab,
-				 const struct dl_fabric_msg *msg, void *priv)
+/*
+ * DEV_RELEASE and DEV_RESET reset the function, which may take long (up to
+ * a minute on real hardware). Done in the receive work, that held up every
+ * message of every peer, this host's own responses among them. So the
+ * handler only checks the request (in ring order, under the device's
+ * locks) and hands it to the device's slow_work, which answers when done.
+ * Until then the device takes no other holder request (-EAGAIN), so
+ * nothing reaches it while it resets and nobody learns "not yours" before
+ * its mappings are gone.
+ */
+static void dl_lender_on_slow(struct dl_fabric *fab,
+			      const struct dl_fabric_msg *msg, void *priv)
 {
 	struct dl_dev_ref ref;
 	struct dl_lent *lent;
-	u32 dev_id = 0;
 	int err = -EINVAL;
 
-	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved)
+	if (!dl_lender_ref(msg, &ref))
 		goto out_respond;
 	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_HOLDER, &err);
 	if (!lent)
 		goto out_respond;
-	dl_lent_count(lent, DL_LCNT_RELEASES);
-	pci_info_ratelimited(lent->pdev,
-			     "lender: device %u returned by host %u\n",
-			     lent->dev_id, msg->peer);
-	dl_lent_reclaim(lent, "released");
-	dev_id = lent->dev_id;
+	set_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
+	lent->slow_fab = fab;
+	lent->slow_msg = *msg;
+	lent->slow_msg.data = NULL;
+	lent->slow_msg.len = 0;
+	dl_lent_slow_queue(lent);
 	dl_lender_close(lent);
-	err = 0;
+	return;
+
 out_respond:
 	dl_lender_respond(fab, msg, err, NULL, 0);
-	if (dev_id)
-		dl_lender_broadcast_changed(dev_id);
 }
 
-static void dl_lender_on_reset(struct dl_fabric *fab,
-			       const struct dl_fabric_msg *msg, void *priv)
+/**
+ * dl_lent_slow_queue() - queue the device's slow work, with a reference
+ *	for it.
+ * @lent: the device.
+ */
+void dl_lent_slow_queue(struct dl_lent *lent)
 {
-	struct dl_dev_ref ref;
-	struct dl_lent *lent;
-	int err = -EINVAL;
+	kref_get(&lent->ref);
+	if (!queue_work(system_unbound_wq, &lent->slow_work))
+		dl_lent_put(lent);	/* queued already, with its own */
+}
 
-	if (!dl_lender_payload(msg, &ref, sizeof(ref)) || ref.reserved)
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_HOLDER, &err);
-	if (!lent)
-		goto out_respond;
-	err = dl_lent_reset(lent);
-	if (err) {
-		dev_warn_ratelimited(&lent->pdev->dev, "lender: reset failed: %d\n",
-				     err);
-		err = -EIO;
+/*
+ * The slow request, under the device's locks; true if the device changed
+ * hands. Its holder may have gone (and the device been taken back) since
+ * it was queued: then the answer says it holds nothing.
+ */
+static bool dl_lent_slow_request(struct dl_lent *lent, int *err)
+{
+	const struct dl_fabric_msg *msg = &lent->slow_msg;
+
+	if (lent->dead) {
+		*err = -ENODEV;
+		return false;
 	}
-	dl_lender_close(lent);
-out_respond:
-	dl_lender_respond(fab, msg, err, NULL, 0);
+	if (!dl_lent_is_holder(lent, lent->slow_fab, msg->peer)) {
+		*err = lent->state == DL_LENT_AVAILABLE ? -EINVAL : -EBUSY;
+		return false;
+	}
+	if (msg->type == DL_MSG_DEV_RELEASE) {
+		dl_lent_count(lent, DL_LCNT_RELEASES);
+		pci_info_ratelimited(lent->pdev,
+				     "lender: device %u returned by host %u\n",
+				     lent->dev_id, msg->peer);
+		dl_lent_reclaim(lent, "released");
+		*err = 0;
+		return true;
+	}
+	*err = dl_lent_reset(lent);
+	if (*err) {
+		dev_warn_ratelimited(&lent->pdev->dev,
+				     "lender: reset failed: %d\n", *err);
+		*err = -EIO;
+	}
+	return false;
+}
+
+/**
+ * dl_lent_slow_work() - take the device back from a holder that went
+ *	down, and do a queued DEV_RELEASE or DEV_RESET and answer it.
+ * @work: &dl_lent.slow_work, queued by dl_lent_slow_queue().
+ *
+ * If the device lock is taken (the device is being removed, which cancels
+ * this work, or a sysfs write), it queues itself again rather than wait.
+ */
+void dl_lent_slow_work(struct work_struct *work)
+{
+	struct dl_lent *lent = container_of(work, struct dl_lent, slow_work);
+	bool changed = false, answer;
+	int err = 0;
+
+	if (!device_trylock(&lent->pdev->dev)) {
+		usleep_range(1000, 2000);
+		dl_lent_slow_queue(lent);
+		dl_lent_put(lent);
+		return;
+	}
+	mutex_lock(&lent->lock);
+	if (test_and_clear_bit(DL_LENT_SLOW_RECLAIM, &lent->slow_busy) &&
+	    !lent->dead && lent->state != DL_LENT_AVAILABLE &&
+	    !dl_lent_is_holder(lent, lent->fab, lent->borrower)) {
+		dl_lent_count(lent, DL_LCNT_RECLAIMS);
+		dl_lent_reclaim(lent, "borrower went down");
+		changed = true;
+	}
+	answer = test_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
+	if (answer)
+		changed |= dl_lent_slow_request(lent, &err);
+	clear_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
+	mutex_unlock(&lent->lock);
+	device_unlock(&lent->pdev->dev);
+
+	if (answer)
+		dl_lender_respond(lent->slow_fab, &lent->slow_msg, err, NULL, 0);
+	if (changed)
+		dl_lender_broadcast_changed(lent->dev_id);
+	dl_lent_put(lent);
+}
+
+/**
+ * dl_lent_slow_cancel() - forget what the slow work was to do (a queued
+ *	request goes unanswered: its requester times out) and wait for it.
+ * @lent: the device, going away; its device lock held.
+ */
+void dl_lent_slow_cancel(struct dl_lent *lent)
+{
+	if (cancel_work_sync(&lent->slow_work))
+		dl_lent_put(lent);
+	WRITE_ONCE(lent->slow_busy, 0);
 }
 
 static bool dl_cfg_access_ok(struct dl_lent *lent,
@@ -556,8 +667,12 @@ static void dl_lender_on_irq_set(struct dl_fabric *fab,
 	struct dl_lent *lent;
 	int err = -EINVAL;
 
-	if (!dl_lender_payload(msg, &s, sizeof(s)) || s.reserved)
+	if (!dl_lender_payload(msg, &s, sizeof(s)))
 		goto out_respond;
+	if (s.reserved) {
+		dl_lent_reject(NULL, DL_REJ_MALFORMED);
+		goto out_respond;
+	}
 	lent = dl_lender_open(fab, msg, s.dev_id, DL_ACC_HOLDER, &err);
 	if (!lent)
 		goto out_respond;
@@ -584,8 +699,8 @@ static const struct {
 	{ DL_MSG_DEV_LIST, dl_lender_on_dev_list },
 	{ DL_MSG_DEV_INFO, dl_lender_on_dev_info },
 	{ DL_MSG_DEV_ACQUIRE, dl_lender_on_acquire },
-	{ DL_MSG_DEV_RELEASE, dl_lender_on_release },
-	{ DL_MSG_DEV_RESET, dl_lender_on_reset },
+	{ DL_MSG_DEV_RELEASE, dl_lender_on_slow },
+	{ DL_MSG_DEV_RESET, dl_lender_on_slow },
 	{ DL_MSG_CFG_READ, dl_lender_on_cfg_read },
 	{ DL_MSG_CFG_WRITE, dl_lender_on_cfg_write },
 	{ DL_MSG_BAR_READ, dl_lender_on_bar_read },
