@@ -25,9 +25,10 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
 		   b->returned_late);
 	list_for_each_entry(v, &b->vdevs, node)
-		seq_printf(s, "mdev %s state=%d pinned=%lu\n",
+		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->state),
-			   READ_ONCE(v->npinned));
+			   READ_ONCE(v->npinned), READ_ONCE(v->windows),
+			   READ_ONCE(v->window_ms));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

@@ -25,6 +25,7 @@
  * idempotent (CVE-2022-3707 was a double free on such a path).
  */
 #include <linux/iommu.h>
+#include <linux/jiffies.h>
 #include <linux/kvm_host.h>
 #include <linux/list.h>
 #include <linux/mm.h>
@@ -514,6 +515,28 @@ int dl_dma_enable(struct dl_vdev *v)
 	return ret;
 }
 
+/*
+ * The re-pin is done: the window in which the device's DMA to unmapped
+ * guest memory faulted (and a device like QEMU's NVMe reported success
+ * anyway) is closed. It cannot be avoided while VFIO tells mdevs of unmaps
+ * only, so it is counted and reported instead.
+ */
+static void dl_dma_window_closed(struct dl_vdev *v)
+{
+	unsigned int ms;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (!v->window_start)
+		return;
+	ms = jiffies_to_msecs(jiffies - v->window_start);
+	v->window_ms += ms;
+	v->window_start = 0;
+	dev_info_ratelimited(dl_vdev_dev(v),
+			     "DMA to guest memory that QEMU unmapped was blocked for %u ms until it was mapped again (%u such windows, %llu ms in all)\n",
+			     ms, v->windows, v->window_ms);
+}
+
 /**
  * dl_dma_repin_work() - pin and map again what VFIO's dma_unmap() took
  *	away while bus mastering stays on.
@@ -536,6 +559,7 @@ void dl_dma_repin_work(struct work_struct *work)
 		ret = dl_dma_fill(v, false);
 		if (!ret) {
 			v->repin_tries = 0;
+			dl_dma_window_closed(v);
 		} else if (++v->repin_tries < DL_REPIN_TRIES) {
 			dev_warn_ratelimited(dl_vdev_dev(v),
 					     "cannot map guest memory again: %d; retrying\n",
@@ -594,9 +618,13 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 	if (hit) {
 		dl_dma_release(v, s, t - s, false);
 		/* Pushed back by every unmap: QEMU maps again after the last. */
-		if (v->dma_on)
+		if (v->dma_on) {
+			if (!v->window_start)
+				v->window_start = jiffies ?: 1;
+			v->windows++;
 			mod_delayed_work(system_unbound_wq, &v->repin_work,
 					 msecs_to_jiffies(DL_REPIN_DELAY_MS));
+		}
 	}
 	mutex_unlock(&v->dma_lock);
 }

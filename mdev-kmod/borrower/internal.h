@@ -282,6 +282,10 @@ struct dl_irq_ctx {
  * @dma_on: bus mastering is on: guest memory is to be mapped.
  * @repin_work: pins and maps again after a dma_unmap().
  * @repin_tries: failed runs of @repin_work in a row.
+ * @window_start: jiffies when guest memory was unmapped while bus mastering
+ *	was on, 0 while nothing waits to be mapped again (@dma_lock).
+ * @windows: unmaps while bus mastering was on (@dma_lock).
+ * @window_ms: time DMA to unmapped guest memory was blocked (@dma_lock).
  * @irq_lock: the eventfds.
  * @irqs: INTx, MSI and MSI-X eventfds.
  * @err_trigger: the ERR eventfd.
@@ -314,6 +318,9 @@ struct dl_vdev {
 	bool dma_on;
 	struct delayed_work repin_work;
 	unsigned int repin_tries;
+	unsigned long window_start;
+	unsigned int windows;
+	u64 window_ms;
 	spinlock_t irq_lock;		/* the eventfds */
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
 	struct eventfd_ctx *err_trigger;

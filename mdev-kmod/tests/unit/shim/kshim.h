@@ -190,6 +190,7 @@ static inline void *kcalloc(size_t n, size_t s, gfp_t f)
 #define HZ		1000
 extern unsigned long jiffies;
 #define msecs_to_jiffies(ms)	((unsigned long)(ms))
+#define jiffies_to_msecs(j)	((unsigned int)(j))
 #define time_after(a, b)	((long)((b) - (a)) < 0)
 static inline void usleep_range(unsigned long lo, unsigned long hi)
 {
