@@ -477,14 +477,26 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 		v->dma_mapped = true;
 	if (fresh && !ret && !v->npinned)
 		ret = -ENOENT;
-	if (ret && fresh)
+	if (ret && fresh) {
 		dl_dma_release(v, 0, U64_MAX, true);
-	else if (v->npinned != before)
+	} else if (ret) {
+		/*
+		 * Some pages pinned now may never have reached the lender, and
+		 * no later fill would send them: they are not gaps. Unmap and
+		 * unpin everything (unmapping what is not mapped is harmless)
+		 * so that the retry maps it all again; meanwhile it is one
+		 * more window, counted as such.
+		 */
+		dl_dma_release(v, 0, U64_MAX, false);
+		if (!v->window_start)
+			v->window_start = jiffies ?: 1;
+	} else if (v->npinned != before) {
 		dev_info_ratelimited(dl_vdev_dev(v),
 				     "DMA: %lu MiB more guest memory pinned, mapped in %u runs (%u messages); %lu MiB in all\n",
 				     (v->npinned - before) >> (20 - PAGE_SHIFT),
 				     bt.nruns, bt.nmsgs,
 				     v->npinned >> (20 - PAGE_SHIFT));
+	}
 out_free:
 	kvfree(spans);
 	kfree(bt.pages);

@@ -551,6 +551,42 @@ static void test_enable_failures(void)
 				   node)->node);
 }
 
+static void test_repin_failure(void)
+{
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	v.open = true;
+
+	/* QEMU unmaps part of the guest; the re-pin's map is refused. */
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	CHECK_EQ(v.npinned, 1183 - 512);
+	CHECK(v.window_start != 0);
+	map_ret = -ENOSPC;
+	dl_dma_repin_work(&v.repin_work.work);
+	/* Nothing may stay pinned but unsent: everything goes, to retry. */
+	CHECK_EQ(v.npinned, 0);
+	CHECK_EQ(le32_to_cpu(last_unmap.flags), 0);
+	check_pins(0, 32 * MiB, 0);
+	CHECK_EQ(v.repin_tries, 1);
+	CHECK_EQ(v.repin_work.delay, DL_REPIN_RETRY_MS);
+	CHECK_EQ(nlost, 0);
+	CHECK_EQ(nquarantined, 0);
+
+	/* The retry maps it all again; the window is closed and counted. */
+	map_ret = 0;
+	nruns = 0;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(v.npinned, 1183);
+	CHECK_EQ(nruns, 4);
+	check_pins(1 * MiB, 4 * MiB, 1);
+	CHECK_EQ(v.repin_tries, 0);
+	CHECK_EQ(v.window_start, 0);
+	CHECK_EQ(v.windows, 1);
+	dl_dma_disable(&v);
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
+}
+
 static void test_probe(void)
 {
 	static const u64 ext[] = { 0, 512, 6 * MiB, 2 };
@@ -588,6 +624,8 @@ static const struct unit_test dma_tests[] = {
 	  test_unmap_unacked },
 	{ "enable: failures leave nothing pinned; the pinned page cap",
 	  test_enable_failures },
+	{ "re-pin: a failed map leaves no page pinned but unsent; retried",
+	  test_repin_failure },
 	{ "enable without KVM: probing 2 MiB blocks", test_probe },
 };
 
