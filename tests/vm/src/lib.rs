@@ -12,6 +12,7 @@ pub mod fabric;
 pub mod guest;
 pub mod lending;
 pub mod ownership;
+pub mod peerfuzz;
 pub mod suite;
 
 pub use suite::{Check, Suite};

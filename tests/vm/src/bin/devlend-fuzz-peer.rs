@@ -1,0 +1,127 @@
+//! `devlend-fuzz-peer`: plays a malicious fabric peer from the outer
+//! machine, writing malformed, replayed, oversized, out-of-order and stale
+//! messages into a host's receive ring in the control area file (see
+//! `devlend_vmtests::peerfuzz`).
+//!
+//! ```text
+//! devlend-fuzz-peer --ctl FILE --target ID --peer ID [--doorbell-sock SOCK]
+//!     [--messages N] [--seed S] [--dev-id ID]... [--corruptions N] [--json]
+//! ```
+//!
+//! The peer must be a host whose slot says UP but whose QEMU is gone (killed):
+//! the fuzzer keeps its heartbeat moving. With `--doorbell-sock` (the ivshmem
+//! server's socket of that host) it rings the target's doorbell. `--json`
+//! ends the output with one `FUZZ-REPORT {...}` line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use devlend_vmtests::peerfuzz::{self, Options};
+
+fn usage() -> &'static str {
+    "usage: devlend-fuzz-peer --ctl FILE --target ID --peer ID [--doorbell-sock SOCK] \
+     [--messages N] [--seed S] [--dev-id ID]... [--corruptions N] [--json] [-v]"
+}
+
+fn parse() -> anyhow::Result<(Options, bool)> {
+    let mut ctl = None;
+    let mut target = None;
+    let mut peer = None;
+    let mut opts = Options {
+        ctl: PathBuf::new(),
+        doorbell_sock: None,
+        target: 0,
+        peer: 0,
+        messages: 1_000_000,
+        seed: rand::random(),
+        dev_ids: Vec::new(),
+        corruptions: 4,
+        verbose: false,
+    };
+    let mut json = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || {
+            args.next()
+                .with_context(|| format!("{a} needs a value\n{}", usage()))
+        };
+        match a.as_str() {
+            "--ctl" => ctl = Some(PathBuf::from(val()?)),
+            "--doorbell-sock" => opts.doorbell_sock = Some(PathBuf::from(val()?)),
+            "--target" => target = Some(val()?.parse().context("--target")?),
+            "--peer" => peer = Some(val()?.parse().context("--peer")?),
+            "--messages" => opts.messages = val()?.parse().context("--messages")?,
+            "--seed" => opts.seed = parse_u64(&val()?).context("--seed")?,
+            "--dev-id" => opts.dev_ids.push(val()?.parse().context("--dev-id")?),
+            "--corruptions" => opts.corruptions = val()?.parse().context("--corruptions")?,
+            "--json" => json = true,
+            "-v" | "--verbose" => opts.verbose = true,
+            "-h" | "--help" => {
+                println!("{}", usage());
+                std::process::exit(0);
+            }
+            _ => bail!("unknown argument {a:?}\n{}", usage()),
+        }
+    }
+    opts.ctl = ctl.with_context(|| format!("--ctl is required\n{}", usage()))?;
+    opts.target = target.with_context(|| format!("--target is required\n{}", usage()))?;
+    opts.peer = peer.with_context(|| format!("--peer is required\n{}", usage()))?;
+    if opts.target == opts.peer {
+        bail!("--target and --peer must differ");
+    }
+    Ok((opts, json))
+}
+
+fn parse_u64(s: &str) -> anyhow::Result<u64> {
+    Ok(match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16)?,
+        None => s.parse()?,
+    })
+}
+
+fn main() -> ExitCode {
+    let (opts, json) = match parse() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("devlend-fuzz-peer: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    println!(
+        "fuzzing host {} as host {}: {} messages, seed {:#x}",
+        opts.target, opts.peer, opts.messages, opts.seed
+    );
+    match peerfuzz::run(&opts) {
+        Ok(report) => {
+            let v = report.to_json();
+            println!(
+                "sent {} messages in {:.1} s ({:.0}/s), doorbell {}",
+                report.sent,
+                report.secs,
+                report.sent as f64 / report.secs.max(1e-9),
+                report.doorbell
+            );
+            println!("kinds: {}", v["kinds"]);
+            println!("expected: {}", v["expected"]);
+            println!(
+                "responses by status: {}; wrong status {}, missing {}, unexpected {}",
+                v["responses"],
+                report.wrong_status,
+                report.missing_responses,
+                report.unexpected_responses
+            );
+            for w in &report.wrong_examples {
+                println!("  {w}");
+            }
+            if json {
+                println!("FUZZ-REPORT {v}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("devlend-fuzz-peer: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

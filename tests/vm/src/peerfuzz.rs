@@ -1,0 +1,1552 @@
+//! A malicious fabric peer, played from the outer machine.
+//!
+//! The fuzzer takes the place of a host that has died (its QEMU killed):
+//! it maps the control area file of the ivshmem server, keeps the dead
+//! host's heartbeat moving in its host info slot so that its peer (the
+//! target) keeps it up, and writes messages straight into the ring from the
+//! dead host to the target: random bytes, headers with a bad length,
+//! source, epoch, protocol, sequence or flags, replays, responses to
+//! requests nobody made, messages of unknown types, and lending requests
+//! with random and boundary payloads. It consumes the ring from the target
+//! (responses, posted messages, the target's own requests, which it answers
+//! with random payloads) so that the target never waits for room, and
+//! rings the target's doorbell through the ivshmem server's socket of the
+//! dead host (a new client of a host id gets the other hosts' eventfds).
+//!
+//! Every message written is run through [`Model`], which mirrors the
+//! receive path of `devlend.ko` (`fabric/ring.c`, `fabric/msg.c`,
+//! `fabric/request.c`, `fabric/selftest.c`, `lender/msg.c`): what it must
+//! count where, and which status its response must carry. The caller
+//! compares the [`Expected`] counts with the target's debugfs counters.
+//!
+//! Everything the fuzzer writes follows from its seed.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::OpenOptions;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context};
+use devlend_wire::sys;
+use devlend_wire::{CtlLayout, Ping, DL_CTL_HEADER_SIZE, DL_MSG_HDR_SIZE};
+use rand::rngs::StdRng;
+use rand::{Rng, RngCore, SeedableRng};
+use serde_json::json;
+
+/// What to fuzz and how much.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The control area file (the ivshmem server's `--ctl-path`).
+    pub ctl: PathBuf,
+    /// The ivshmem server's socket of the impersonated host, to get the
+    /// target's doorbell; without it the fuzzer relies on the target's
+    /// liveness work, which drains at most a ring every 200 ms.
+    pub doorbell_sock: Option<PathBuf>,
+    /// Host id of the target.
+    pub target: u32,
+    /// Host id impersonated: a host whose slot says UP but that is dead.
+    pub peer: u32,
+    /// Messages to write.
+    pub messages: u64,
+    /// Seed of everything written.
+    pub seed: u64,
+    /// The dev_ids the target lends (all others name no device).
+    pub dev_ids: Vec<u32>,
+    /// How often to publish an impossible producer index (a corrupt ring).
+    pub corruptions: u32,
+    /// Progress lines to stderr.
+    pub verbose: bool,
+}
+
+/// A response status the fuzzer insists on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Exact(u32),
+    NotOk,
+    Any,
+}
+
+/// A request the target must answer, in ring order.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    req_id: u64,
+    want: Want,
+    /// Names a device the target lends (valid length and reserved fields).
+    real_dev: bool,
+    msg_type: u16,
+}
+
+/// What the target must have counted for the messages written.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Expected {
+    /// Messages that reached the sequence check (peer counter `rx_msgs`).
+    pub rx_msgs: u64,
+    /// `rx_bad_msgs`.
+    pub rx_bad_msgs: u64,
+    /// `rx_stale`.
+    pub rx_stale: u64,
+    /// `rx_seq_errors`.
+    pub rx_seq_errors: u64,
+    /// `rx_corrupt_ring`.
+    pub rx_corrupt_ring: u64,
+    /// `late_responses`, at least (responses to ids never requested, or
+    /// answered already).
+    pub late_min: u64,
+    /// `late_responses`, at most (plus answers to the target's own
+    /// requests, late if the target gave up waiting).
+    pub late_max: u64,
+    /// Lender `global rej_malformed`: lending requests of a wrong length,
+    /// or with a reserved field set.
+    pub rej_malformed: u64,
+    /// Of those, the ones refused only for a reserved field.
+    pub rej_malformed_reserved: u64,
+    /// Lender `global rej_nodev`: well-formed requests naming no device.
+    pub rej_nodev: u64,
+    /// Requests and posted messages naming a lent device.
+    pub real_dev_msgs: u64,
+    /// Of those, posted (no response tells how they ended).
+    pub real_dev_posted: u64,
+    /// Of those, DMA unmaps (cutting two mappings may refuse twice).
+    pub real_dev_unmaps: u64,
+}
+
+/// What the fuzzer did and saw.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    /// Seed.
+    pub seed: u64,
+    /// Messages written.
+    pub sent: u64,
+    /// Seconds from the first message to the last one consumed.
+    pub secs: f64,
+    /// Messages written, by kind.
+    pub kinds: HashMap<&'static str, u64>,
+    /// Expected counter deltas.
+    pub expected: Expected,
+    /// Responses received, by status.
+    pub responses: HashMap<u32, u64>,
+    /// Responses whose status was not the one required.
+    pub wrong_status: u64,
+    /// A few of them, for messages.
+    pub wrong_examples: Vec<String>,
+    /// Requests that got no response.
+    pub missing_responses: u64,
+    /// Responses to nothing the fuzzer asked (or out of order).
+    pub unexpected_responses: u64,
+    /// Non-OK responses other than EIO to requests naming a lent device:
+    /// refusals, each of which the lender must count by reason.
+    pub real_dev_refusals: u64,
+    /// EIO responses to requests naming a lent device: the device failed,
+    /// or (counted as `busy`) it was resetting.
+    pub real_dev_eio: u64,
+    /// Posted messages from the target, by type.
+    pub target_posts: HashMap<u16, u64>,
+    /// Requests from the target, answered by the fuzzer.
+    pub target_requests: u64,
+    /// Whether the target's doorbell was used.
+    pub doorbell: bool,
+}
+
+impl Report {
+    /// The report as JSON, for the test that runs the fuzzer binary.
+    pub fn to_json(&self) -> serde_json::Value {
+        let e = &self.expected;
+        let kinds: serde_json::Map<String, serde_json::Value> = self
+            .kinds
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        let map_u = |m: &HashMap<u32, u64>| -> serde_json::Map<String, serde_json::Value> {
+            m.iter().map(|(k, v)| (k.to_string(), json!(v))).collect()
+        };
+        let posts: HashMap<u32, u64> = self
+            .target_posts
+            .iter()
+            .map(|(k, v)| (u32::from(*k), *v))
+            .collect();
+        json!({
+            "seed": self.seed,
+            "sent": self.sent,
+            "secs": self.secs,
+            "doorbell": self.doorbell,
+            "kinds": kinds,
+            "expected": {
+                "rx_msgs": e.rx_msgs,
+                "rx_bad_msgs": e.rx_bad_msgs,
+                "rx_stale": e.rx_stale,
+                "rx_seq_errors": e.rx_seq_errors,
+                "rx_corrupt_ring": e.rx_corrupt_ring,
+                "late_min": e.late_min,
+                "late_max": e.late_max,
+                "rej_malformed": e.rej_malformed,
+                "rej_malformed_reserved": e.rej_malformed_reserved,
+                "rej_nodev": e.rej_nodev,
+                "real_dev_msgs": e.real_dev_msgs,
+                "real_dev_posted": e.real_dev_posted,
+                "real_dev_unmaps": e.real_dev_unmaps,
+            },
+            "responses": map_u(&self.responses),
+            "wrong_status": self.wrong_status,
+            "wrong_examples": self.wrong_examples,
+            "missing_responses": self.missing_responses,
+            "unexpected_responses": self.unexpected_responses,
+            "real_dev_refusals": self.real_dev_refusals,
+            "real_dev_eio": self.real_dev_eio,
+            "target_posts": map_u(&posts),
+            "target_requests": self.target_requests,
+        })
+    }
+}
+
+/// The expected deltas and checks of a report read back from JSON.
+#[derive(Debug, Clone)]
+pub struct ParsedReport {
+    /// The whole JSON.
+    pub json: serde_json::Value,
+}
+
+impl ParsedReport {
+    /// A number at a JSON pointer (`/expected/rx_bad_msgs`).
+    pub fn num(&self, pointer: &str) -> anyhow::Result<u64> {
+        self.json
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_u64)
+            .with_context(|| format!("no number at {pointer} in the fuzzer's report"))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The control area, mapped.
+
+/// The control area file, mapped read-write and shared, as every host maps
+/// it.
+struct Area {
+    base: *mut u8,
+    len: usize,
+    layout: CtlLayout,
+}
+
+impl Area {
+    fn open(path: &Path) -> anyhow::Result<Area> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("open {}", path.display()))?;
+        let len = usize::try_from(file.metadata()?.len())?;
+        let mut header = [0u8; DL_CTL_HEADER_SIZE];
+        file.read_exact_at(&mut header, 0)
+            .with_context(|| format!("read the header of {}", path.display()))?;
+        let layout = CtlLayout::parse(&header)
+            .with_context(|| format!("control area {}", path.display()))?;
+        layout.check_fits(len as u64)?;
+        // SAFETY: a new shared mapping of `len` bytes of an open file, at
+        // an address the kernel picks; nothing in this process aliases it.
+        // The hosts write the same pages concurrently, so it is only ever
+        // accessed through atomics and volatile copies (see below).
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("mmap {}", path.display()));
+        }
+        Ok(Area {
+            base: base.cast(),
+            len,
+            layout,
+        })
+    }
+
+    fn check(&self, off: u64, len: usize, align: u64) -> usize {
+        let off = usize::try_from(off).expect("offset fits usize");
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len)
+                && (off as u64).is_multiple_of(align),
+            "access of {len} bytes at {off:#x} outside the control area"
+        );
+        off
+    }
+
+    fn u32_at(&self, off: u64) -> &AtomicU32 {
+        let off = self.check(off, 4, 4);
+        // SAFETY: `off` is 4-byte aligned and within the mapping (checked),
+        // which lives as long as `self`; every access of this process to
+        // the word is atomic. Other processes (QEMU's vCPUs) access it with
+        // their own atomic loads and stores.
+        unsafe { AtomicU32::from_ptr(self.base.add(off).cast()) }
+    }
+
+    fn u64_at(&self, off: u64) -> &AtomicU64 {
+        let off = self.check(off, 8, 8);
+        // SAFETY: as in u32_at, for an 8-byte aligned word.
+        unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) }
+    }
+
+    /// Copies bytes out, 8 at a time (`buf.len()` a multiple of 8 unless
+    /// `off` is 0 and it is the header).
+    fn read(&self, off: u64, buf: &mut [u8]) {
+        let start = self.check(off, buf.len(), 8);
+        for (i, chunk) in buf.chunks_mut(8).enumerate() {
+            // SAFETY: within the mapping (checked for the whole of `buf`)
+            // and 8-byte aligned; volatile because another process writes
+            // the memory whenever it likes.
+            let word =
+                unsafe { std::ptr::read_volatile(self.base.add(start + i * 8).cast::<u64>()) };
+            chunk.copy_from_slice(&word.to_le_bytes()[..chunk.len()]);
+        }
+    }
+
+    /// Copies bytes in, 8 at a time; `buf.len()` a multiple of 8.
+    fn write(&self, off: u64, buf: &[u8]) {
+        assert!(buf.len().is_multiple_of(8));
+        let start = self.check(off, buf.len(), 8);
+        for (i, chunk) in buf.chunks(8).enumerate() {
+            let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            // SAFETY: as in read.
+            unsafe { std::ptr::write_volatile(self.base.add(start + i * 8).cast::<u64>(), word) };
+        }
+    }
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in open, not used after this.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The doorbell: the ivshmem client protocol, as far as the eventfds.
+
+/// Connects to the server's socket of the dead host and takes the target's
+/// vector-0 eventfd. Keep the stream until done: closing it lets the host's
+/// new QEMU connect.
+fn doorbell(sock: &Path, target: u32) -> anyhow::Result<(UnixStream, OwnedFd)> {
+    let stream =
+        UnixStream::connect(sock).with_context(|| format!("connect to {}", sock.display()))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut found = None;
+    // version, own id, control area, the other hosts' vectors, own vectors.
+    for _ in 0..(3 + 2 * 8 * sys::DL_DB_VECTORS) {
+        let (value, fd) = recv_msg(stream.as_raw_fd())
+            .with_context(|| format!("ivshmem protocol on {}", sock.display()))?;
+        if value == i64::from(target) && found.is_none() {
+            found = fd;
+            if found.is_some() {
+                break;
+            }
+        }
+    }
+    let fd = found.with_context(|| {
+        format!(
+            "{} sent no eventfd of host {target} (is its old client gone?)",
+            sock.display()
+        )
+    })?;
+    Ok((stream, fd))
+}
+
+#[repr(C, align(8))]
+struct CmsgBuf([u8; 64]);
+
+/// One ivshmem message: 8 bytes and at most one descriptor.
+fn recv_msg(sock: RawFd) -> anyhow::Result<(i64, Option<OwnedFd>)> {
+    let mut bytes = [0u8; 8];
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
+    };
+    let mut cbuf = CmsgBuf([0; 64]);
+    // SAFETY: msghdr is a plain C struct for which all-zero bytes are a
+    // valid, empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.0.as_mut_ptr().cast();
+    msg.msg_controllen = cbuf.0.len() as _;
+    // SAFETY: `msg` points to `iov` (which points to `bytes`) and `cbuf`,
+    // exclusively borrowed and alive for the call.
+    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let mut fd = None;
+    // SAFETY: the kernel filled `msg` and its control buffer in.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    while !cmsg.is_null() {
+        // SAFETY: CMSG_FIRSTHDR/CMSG_NXTHDR return a header within the
+        // control bytes the kernel filled in; SCM_RIGHTS data is ints.
+        unsafe {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                let n = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<RawFd>();
+                for i in 0..n {
+                    let raw = std::ptr::read_unaligned(data.add(i));
+                    // SAFETY: a descriptor just received, owned by nobody
+                    // else; the first one is kept, others closed on drop.
+                    let owned = OwnedFd::from_raw_fd(raw);
+                    if fd.is_none() {
+                        fd = Some(owned);
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    if n != 8 {
+        bail!("short ivshmem message ({n} bytes)");
+    }
+    Ok((i64::from_le_bytes(bytes), fd))
+}
+
+fn ring_doorbell(fd: &OwnedFd) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writes 8 bytes from a live buffer to an eventfd we own.
+    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+}
+
+// ---------------------------------------------------------------------------
+// The model of the target's receive path.
+
+const T_PING: u16 = sys::DL_MSG_PING as u16;
+const T_DEV_LIST: u16 = sys::DL_MSG_DEV_LIST as u16;
+const T_DEV_INFO: u16 = sys::DL_MSG_DEV_INFO as u16;
+const T_DEV_CHANGED: u16 = sys::DL_MSG_DEV_CHANGED as u16;
+const T_ACQUIRE: u16 = sys::DL_MSG_DEV_ACQUIRE as u16;
+const T_RELEASE: u16 = sys::DL_MSG_DEV_RELEASE as u16;
+const T_RESET: u16 = sys::DL_MSG_DEV_RESET as u16;
+const T_CFG_READ: u16 = sys::DL_MSG_CFG_READ as u16;
+const T_CFG_WRITE: u16 = sys::DL_MSG_CFG_WRITE as u16;
+const T_BAR_READ: u16 = sys::DL_MSG_BAR_READ as u16;
+const T_BAR_WRITE: u16 = sys::DL_MSG_BAR_WRITE as u16;
+const T_DMA_MAP: u16 = sys::DL_MSG_DMA_MAP as u16;
+const T_DMA_UNMAP: u16 = sys::DL_MSG_DMA_UNMAP as u16;
+const T_IRQ_SET: u16 = sys::DL_MSG_IRQ_SET as u16;
+const T_IRQ_FIRE: u16 = sys::DL_MSG_IRQ_FIRE as u16;
+const T_DEV_FAULT: u16 = sys::DL_MSG_DEV_FAULT as u16;
+
+const S_OK: u32 = sys::DL_STATUS_OK;
+const S_EINVAL: u32 = sys::DL_STATUS_EINVAL;
+const S_ENOTSUPP: u32 = sys::DL_STATUS_ENOTSUPP;
+const S_ENODEV: u32 = sys::DL_STATUS_ENODEV;
+const S_EIO: u32 = sys::DL_STATUS_EIO;
+
+const RESP: u16 = sys::DL_MSG_F_RESPONSE;
+const PAGE: u64 = 4096;
+
+fn le16(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes([b[off], b[off + 1]])
+}
+fn le32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+fn le64(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+
+/// The fixed payload size of a lending request type, if it has one.
+fn fixed_size(t: u16) -> Option<usize> {
+    Some(match t {
+        T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET => sys::DL_DEV_REF_SIZE,
+        T_CFG_READ | T_CFG_WRITE => sys::DL_CFG_ACCESS_SIZE,
+        T_BAR_READ | T_BAR_WRITE => sys::DL_BAR_ACCESS_SIZE,
+        T_DMA_UNMAP => sys::DL_DMA_UNMAP_SIZE,
+        T_IRQ_SET => sys::DL_IRQ_SET_SIZE,
+        _ => return None,
+    })
+}
+
+/// The target's view of the impersonated peer, message by message.
+#[derive(Debug)]
+struct Model {
+    src: u32,
+    epoch: u32,
+    proto: u16,
+    max_payload: usize,
+    /// The sequence number the target expects next, if it is synced.
+    next_seq: Option<u32>,
+    lent: HashSet<u32>,
+    /// Ids of the target's requests to the peer, and whether answered.
+    target_reqs: HashMap<u64, bool>,
+    exp: Expected,
+}
+
+impl Model {
+    /// Applies one message, as the target will see it; a response the
+    /// target must send, if any.
+    fn apply(&mut self, slot: &[u8]) -> Option<Pending> {
+        let len = usize::from(le16(slot, 4));
+        if len > self.max_payload {
+            self.exp.rx_bad_msgs += 1;
+            return None;
+        }
+        if le32(slot, 8) != self.src {
+            self.exp.rx_bad_msgs += 1;
+            return None;
+        }
+        // The peer's slot shows the epoch that is up, so any other epoch
+        // is stale (never "wait for the new incarnation").
+        if le32(slot, 12) != self.epoch {
+            self.exp.rx_stale += 1;
+            return None;
+        }
+        if le16(slot, 2) != self.proto {
+            self.exp.rx_bad_msgs += 1;
+            return None;
+        }
+        let seq = le32(slot, 16);
+        if self.next_seq.is_some_and(|n| n != seq) {
+            self.exp.rx_seq_errors += 1;
+        }
+        self.next_seq = Some(seq.wrapping_add(1));
+        self.exp.rx_msgs += 1;
+
+        let msg_type = le16(slot, 0);
+        let flags = le16(slot, 6);
+        let req_id = le64(slot, 24);
+        let payload = &slot[DL_MSG_HDR_SIZE..DL_MSG_HDR_SIZE + len];
+        if flags & RESP != 0 {
+            if req_id == 0 {
+                self.exp.rx_bad_msgs += 1;
+            } else {
+                match self.target_reqs.get_mut(&req_id) {
+                    // Completes the request, unless it timed out.
+                    Some(answered @ false) => {
+                        *answered = true;
+                        self.exp.late_max += 1;
+                    }
+                    _ => {
+                        self.exp.late_min += 1;
+                        self.exp.late_max += 1;
+                    }
+                }
+            }
+            return None;
+        }
+        let pending = |want: Want, real_dev: bool| {
+            (req_id != 0).then_some(Pending {
+                req_id,
+                want,
+                real_dev,
+                msg_type,
+            })
+        };
+        match msg_type {
+            T_PING => {
+                if len < sys::DL_PING_SIZE {
+                    self.exp.rx_bad_msgs += 1;
+                    return pending(Want::Exact(S_EINVAL), false);
+                }
+                let ok = Ping::decode(payload)
+                    .map(|(p, data)| p.verify(data).is_ok())
+                    .unwrap_or(false);
+                pending(Want::Exact(if ok { S_OK } else { S_EINVAL }), false)
+            }
+            // The borrower's handlers: they never answer.
+            T_DEV_CHANGED | T_IRQ_FIRE | T_DEV_FAULT => None,
+            T_DEV_LIST..=T_IRQ_SET => self.lending(msg_type, payload, req_id),
+            _ if req_id != 0 => pending(Want::Exact(S_ENOTSUPP), false),
+            _ => {
+                self.exp.rx_bad_msgs += 1;
+                None
+            }
+        }
+    }
+
+    /// `lender/msg.c`: a lending request with a valid header.
+    fn lending(&mut self, t: u16, p: &[u8], req_id: u64) -> Option<Pending> {
+        let pending = |want: Want, real_dev: bool| {
+            (req_id != 0).then_some(Pending {
+                req_id,
+                want,
+                real_dev,
+                msg_type: t,
+            })
+        };
+        let malformed = match t {
+            T_DMA_MAP => {
+                p.len() < sys::DL_DMA_MAP_SIZE || {
+                    let count = le32(p, 4) as usize;
+                    let room = (p.len() - sys::DL_DMA_MAP_SIZE) / sys::DL_DMA_RANGE_SIZE;
+                    count == 0
+                        || count > room
+                        || p.len() != sys::DL_DMA_MAP_SIZE + count * sys::DL_DMA_RANGE_SIZE
+                }
+            }
+            _ => Some(p.len()) != fixed_size(t),
+        };
+        // Reserved fields checked before the device is looked up.
+        let reserved = !malformed
+            && match t {
+                T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET => le32(p, 4) != 0,
+                T_IRQ_SET => le16(p, 6) != 0,
+                _ => false,
+            };
+        if malformed || reserved {
+            self.exp.rej_malformed += 1;
+            if reserved {
+                self.exp.rej_malformed_reserved += 1;
+            }
+            return pending(Want::Exact(S_EINVAL), false);
+        }
+        if t == T_DEV_LIST {
+            return pending(Want::Exact(S_OK), false);
+        }
+        if !self.lent.contains(&le32(p, 0)) {
+            self.exp.rej_nodev += 1;
+            return pending(Want::Exact(S_ENODEV), false);
+        }
+        self.exp.real_dev_msgs += 1;
+        if req_id == 0 {
+            self.exp.real_dev_posted += 1;
+        }
+        if t == T_DMA_UNMAP {
+            self.exp.real_dev_unmaps += 1;
+        }
+        pending(
+            if certainly_refused(t, p) {
+                Want::NotOk
+            } else {
+                Want::Any
+            },
+            true,
+        )
+    }
+}
+
+/// Whether a well-formed request to a lent device is refused whatever the
+/// device's state (then by exactly one counted reason).
+fn certainly_refused(t: u16, p: &[u8]) -> bool {
+    match t {
+        T_CFG_READ | T_CFG_WRITE => {
+            let (off, size, reserved) = (u32::from(le16(p, 4)), u32::from(p[6]), p[7]);
+            reserved != 0 || !matches!(size, 1 | 2 | 4) || off % size != 0 || off + size > 4096
+        }
+        T_BAR_READ | T_BAR_WRITE => {
+            let (bar, size, reserved, off) = (p[4], u64::from(p[5]), le16(p, 6), le64(p, 8));
+            reserved != 0
+                || bar >= 6
+                || !matches!(size, 1 | 2 | 4 | 8)
+                || off % size != 0
+                || off >= 1 << 40
+        }
+        T_DMA_MAP => {
+            let (iova, addr, len) = (le64(p, 8), le64(p, 16), le64(p, 24));
+            len == 0 || iova % PAGE != 0 || addr % PAGE != 0 || len % PAGE != 0
+        }
+        T_DMA_UNMAP => {
+            let (flags, iova, len) = (le32(p, 4), le64(p, 8), le64(p, 16));
+            flags & !sys::DL_DMA_UNMAP_F_ALL != 0
+                || (flags == 0 && (len == 0 || iova % PAGE != 0 || len % PAGE != 0))
+        }
+        T_IRQ_SET => le16(p, 4) > 2,
+        _ => false,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The generator.
+
+/// Kinds of message, with weights (per 1000).
+const KINDS: &[(&str, u32)] = &[
+    ("random_bytes", 40),
+    ("bad_len", 40),
+    ("bad_src", 30),
+    ("stale_epoch", 40),
+    ("bad_proto", 30),
+    ("unknown_response", 40),
+    ("unknown_type", 40),
+    ("ping", 30),
+    ("lending_malformed", 150),
+    ("lending_nodev", 150),
+    ("lending_real_dev", 280),
+    ("dev_list", 20),
+    ("borrower_post", 20),
+    ("replay", 70),
+];
+
+/// Boundary or random u64 values, else `typical`.
+fn edge64(rng: &mut StdRng, typical: u64) -> u64 {
+    match rng.random_range(0..8) {
+        0 => 0,
+        1 => u64::MAX,
+        2 => !(PAGE - 1),
+        3 => 1 << 63,
+        4 => rng.random(),
+        _ => typical,
+    }
+}
+
+struct Gen {
+    rng: StdRng,
+    src: u32,
+    epoch: u32,
+    slot_size: usize,
+    seq: u32,
+    req: u64,
+    lent: Vec<u32>,
+    borrower_ram: u64,
+    recent: VecDeque<Vec<u8>>,
+    total_weight: u32,
+}
+
+impl Gen {
+    fn pick_kind(&mut self) -> &'static str {
+        let mut x = self.rng.random_range(0..self.total_weight);
+        for (k, w) in KINDS {
+            if x < *w {
+                return k;
+            }
+            x -= w;
+        }
+        KINDS[0].0
+    }
+
+    fn next_req(&mut self) -> u64 {
+        self.req += 1;
+        // Our own ids: the target only echoes them.
+        0x5eed_0000_0000_0000 | self.req
+    }
+
+    /// An id the target never issued: its ids are generation << 32 | index
+    /// with the index from 1 and the generation small.
+    fn unknown_id(&mut self) -> u64 {
+        match self.rng.random_range(0..4) {
+            0 => 1 << 32,
+            1 => !0xffff_ffff,
+            2 => (self.rng.random::<u64>() | 1 << 63) & !0xffff_ffff,
+            _ => self.rng.random::<u64>() | 1 << 63,
+        }
+    }
+
+    fn dev_id_bogus(&mut self) -> u32 {
+        loop {
+            let d = match self.rng.random_range(0..5) {
+                0 => 0,
+                1 => u32::MAX,
+                2 => self.lent.iter().max().copied().unwrap_or(0).wrapping_add(1),
+                3 => self.rng.random_range(0..64),
+                _ => self.rng.random(),
+            };
+            if !self.lent.contains(&d) {
+                return d;
+            }
+        }
+    }
+
+    fn real_dev(&mut self) -> u32 {
+        if self.lent.is_empty() {
+            return self.dev_id_bogus();
+        }
+        self.lent[self.rng.random_range(0..self.lent.len())]
+    }
+
+    fn hdr(&mut self, slot: &mut [u8], t: u16, len: usize, flags: u16, req_id: u64) {
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        slot[0..2].copy_from_slice(&t.to_le_bytes());
+        slot[2..4].copy_from_slice(&1u16.to_le_bytes());
+        slot[4..6].copy_from_slice(&(len as u16).to_le_bytes());
+        slot[6..8].copy_from_slice(&flags.to_le_bytes());
+        slot[8..12].copy_from_slice(&self.src.to_le_bytes());
+        slot[12..16].copy_from_slice(&self.epoch.to_le_bytes());
+        slot[16..20].copy_from_slice(&seq.to_le_bytes());
+        slot[20..24].copy_from_slice(&0u32.to_le_bytes());
+        slot[24..32].copy_from_slice(&req_id.to_le_bytes());
+    }
+
+    /// A lending payload for type `t`, for device `dev`, mostly valid.
+    fn lending_payload(&mut self, t: u16, dev: u32, p: &mut Vec<u8>) {
+        p.clear();
+        let r = &mut self.rng;
+        match t {
+            T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET => {
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&0u32.to_le_bytes());
+            }
+            T_CFG_READ | T_CFG_WRITE => {
+                let size = [1u8, 2, 4, 4, 4, 0, 3, 8][r.random_range(0..8)];
+                let off: u16 = match r.random_range(0..4) {
+                    0 => r.random_range(0..64) * 4,
+                    1 => r.random_range(0..4096),
+                    2 => [0xfffc, 0x1000, 0xffff, 0x0ffc, 0x100][r.random_range(0..5)],
+                    _ => r.random_range(0..1024) * 4,
+                };
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&off.to_le_bytes());
+                p.push(size);
+                p.push(if r.random_ratio(1, 30) { 1 } else { 0 });
+                p.extend_from_slice(&r.random::<u32>().to_le_bytes());
+            }
+            T_BAR_READ | T_BAR_WRITE => {
+                let bar = if r.random_ratio(1, 8) {
+                    r.random_range(0..=255)
+                } else {
+                    r.random_range(0..6)
+                };
+                let size = [1u8, 2, 4, 8, 4, 4, 0, 3][r.random_range(0..8)];
+                let off: u64 = match r.random_range(0..5) {
+                    0 => r.random_range(0..0x4000) & !3,
+                    1 => r.random_range(0..0x1_0000),
+                    2 => [0, 0x14, 0x1c, 0x1000, 0x2000, 0x3000][r.random_range(0..6)],
+                    3 => u64::MAX - r.random_range(0..16),
+                    _ => r.random(),
+                };
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.push(bar);
+                p.push(size);
+                let reserved: u16 = if r.random_ratio(1, 30) { 1 } else { 0 };
+                p.extend_from_slice(&reserved.to_le_bytes());
+                p.extend_from_slice(&off.to_le_bytes());
+                p.extend_from_slice(&r.random::<u64>().to_le_bytes());
+            }
+            T_DMA_MAP => {
+                let count = r.random_range(1..=9u32);
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&count.to_le_bytes());
+                for _ in 0..count {
+                    let pages = r.random_range(1..=16u64);
+                    let iova = r.random_range(0..0x1_0000u64) * PAGE;
+                    let addr = r.random_range(0..self.borrower_ram / PAGE) * PAGE;
+                    let len = pages * PAGE;
+                    let (iova, addr, len) = match r.random_range(0..10) {
+                        0 => (iova + 1, addr, len),
+                        1 => (iova, addr, 0),
+                        2 => (edge64(r, iova), addr, len),
+                        3 => (iova, edge64(r, addr), len),
+                        4 => (iova, addr, edge64(r, len)),
+                        _ => (iova, addr, len),
+                    };
+                    p.extend_from_slice(&iova.to_le_bytes());
+                    p.extend_from_slice(&addr.to_le_bytes());
+                    p.extend_from_slice(&len.to_le_bytes());
+                }
+            }
+            T_DMA_UNMAP => {
+                let flags: u32 = match r.random_range(0..10) {
+                    0 => 1,
+                    1 => r.random::<u32>() | 2,
+                    _ => 0,
+                };
+                let iova = r.random_range(0..0x1_0000u64) * PAGE;
+                let len = r.random_range(1..=64u64) * PAGE;
+                let (iova, len) = match r.random_range(0..8) {
+                    0 => (edge64(r, iova), len),
+                    1 => (iova, edge64(r, len)),
+                    2 => (iova + 8, len),
+                    _ => (iova, len),
+                };
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&flags.to_le_bytes());
+                p.extend_from_slice(&iova.to_le_bytes());
+                p.extend_from_slice(&len.to_le_bytes());
+            }
+            T_IRQ_SET => {
+                let ty: u16 = if r.random_ratio(1, 6) {
+                    r.random()
+                } else {
+                    r.random_range(0..3)
+                };
+                let count: u32 = match r.random_range(0..6) {
+                    0 => 0,
+                    1 => u32::MAX,
+                    2 => r.random_range(0..100),
+                    _ => r.random_range(1..4),
+                };
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&ty.to_le_bytes());
+                p.extend_from_slice(&0u16.to_le_bytes());
+                p.extend_from_slice(&count.to_le_bytes());
+            }
+            _ => {}
+        }
+    }
+
+    /// A lending type for the lent device, weighted towards cheap requests:
+    /// resets and releases reset the device (slow under TCG), vectors cost
+    /// interrupts.
+    fn real_dev_type(&mut self) -> u16 {
+        let x = self.rng.random_range(0..10_000);
+        match x {
+            0..3000 => T_CFG_READ,
+            3000..4000 => T_CFG_WRITE,
+            4000..6500 => T_BAR_READ,
+            6500..8000 => T_BAR_WRITE,
+            8000..8900 => T_DMA_MAP,
+            8900..9500 => T_DMA_UNMAP,
+            9500..9600 => T_IRQ_SET,
+            9600..9850 => T_ACQUIRE,
+            9850..9995 => T_DEV_INFO,
+            9995..9998 => T_RESET,
+            _ => T_RELEASE,
+        }
+    }
+
+    /// Fills `slot` (all of it) with the next message; its kind.
+    fn message(&mut self, slot: &mut [u8]) -> &'static str {
+        slot.fill(0);
+        let max = self.slot_size - DL_MSG_HDR_SIZE;
+        let kind = self.pick_kind();
+        let mut p = Vec::with_capacity(max);
+        match kind {
+            "random_bytes" => {
+                self.rng.fill_bytes(slot);
+                // Sometimes only the header's length is sane.
+                if self.rng.random_ratio(1, 2) {
+                    let len = self.rng.random_range(0..=max) as u16;
+                    slot[4..6].copy_from_slice(&len.to_le_bytes());
+                }
+                if self.rng.random_ratio(1, 2) {
+                    slot[8..12].copy_from_slice(&self.src.to_le_bytes());
+                }
+            }
+            "bad_len" => {
+                let len = match self.rng.random_range(0..4) {
+                    0 => max + 1,
+                    1 => usize::from(u16::MAX),
+                    2 => self.slot_size,
+                    _ => self.rng.random_range(max + 1..=usize::from(u16::MAX)),
+                };
+                let id = self.next_req();
+                self.hdr(slot, T_DEV_INFO, 0, 0, id);
+                slot[4..6].copy_from_slice(&(len as u16).to_le_bytes());
+            }
+            "bad_src" => {
+                let id = self.next_req();
+                self.hdr(slot, T_DEV_LIST, sys::DL_DEV_REF_SIZE, 0, id);
+                let src = loop {
+                    let s = match self.rng.random_range(0..3) {
+                        0 => self.rng.random_range(0..8),
+                        1 => u32::MAX,
+                        _ => self.rng.random(),
+                    };
+                    if s != self.src {
+                        break s;
+                    }
+                };
+                slot[8..12].copy_from_slice(&src.to_le_bytes());
+            }
+            "stale_epoch" => {
+                let id = self.next_req();
+                let t = self.real_dev_type();
+                let dev = self.real_dev();
+                self.lending_payload(t, dev, &mut p);
+                self.hdr(slot, t, p.len(), 0, id);
+                slot[32..32 + p.len()].copy_from_slice(&p);
+                let epoch = loop {
+                    let e = match self.rng.random_range(0..4) {
+                        0 => self.epoch.wrapping_add(1),
+                        1 => self.epoch ^ 0x8000_0000,
+                        2 => 0,
+                        _ => self.rng.random(),
+                    };
+                    if e != self.epoch {
+                        break e;
+                    }
+                };
+                slot[12..16].copy_from_slice(&epoch.to_le_bytes());
+            }
+            "bad_proto" => {
+                let id = self.next_req();
+                self.hdr(slot, T_DEV_LIST, sys::DL_DEV_REF_SIZE, 0, id);
+                let proto = match self.rng.random_range(0..3) {
+                    0 => 0u16,
+                    1 => 2,
+                    _ => self.rng.random_range(3..=u16::MAX),
+                };
+                slot[2..4].copy_from_slice(&proto.to_le_bytes());
+            }
+            "unknown_response" => {
+                let t = self.rng.random_range(0..64);
+                let id = if self.rng.random_ratio(1, 5) {
+                    0
+                } else {
+                    self.unknown_id()
+                };
+                let len = self.rng.random_range(0..=max);
+                self.hdr(slot, t, len, RESP, id);
+                self.rng.fill_bytes(&mut slot[32..32 + len]);
+                let status = self.rng.random_range(0..8u32);
+                slot[20..24].copy_from_slice(&status.to_le_bytes());
+            }
+            "unknown_type" => {
+                let t = match self.rng.random_range(0..4) {
+                    0 => 0,
+                    1 => self.rng.random_range(2..16),
+                    2 => self.rng.random_range(31..64),
+                    _ => self.rng.random_range(64..=u16::MAX),
+                };
+                let id = if self.rng.random_ratio(1, 2) {
+                    0
+                } else {
+                    self.next_req()
+                };
+                let len = self.rng.random_range(0..=max);
+                self.hdr(slot, t, len, 0, id);
+                self.rng.fill_bytes(&mut slot[32..32 + len]);
+            }
+            "ping" => {
+                let len = self.rng.random_range(0..=max);
+                let id = if self.rng.random_ratio(1, 8) {
+                    0
+                } else {
+                    self.next_req()
+                };
+                self.hdr(slot, T_PING, len, 0, id);
+                if len >= sys::DL_PING_SIZE {
+                    let mut data = vec![0u8; len - sys::DL_PING_SIZE];
+                    self.rng.fill_bytes(&mut data);
+                    let mut ping = Ping::for_data(self.rng.random(), self.rng.random(), &data);
+                    if self.rng.random_ratio(1, 4) {
+                        ping.data_crc ^= 1;
+                    }
+                    ping.encode(&data, &mut slot[32..32 + len])
+                        .expect("ping fits the slot");
+                } else {
+                    self.rng.fill_bytes(&mut slot[32..32 + len]);
+                }
+            }
+            "lending_malformed" => {
+                let t = self.rng.random_range(T_DEV_LIST..=T_IRQ_SET);
+                let t = if t == T_DEV_CHANGED { T_DEV_LIST } else { t };
+                let dev = if self.rng.random_ratio(1, 2) {
+                    self.real_dev()
+                } else {
+                    self.dev_id_bogus()
+                };
+                self.lending_payload(t, dev, &mut p);
+                let id = if self.rng.random_ratio(1, 10) {
+                    0
+                } else {
+                    self.next_req()
+                };
+                let has_reserved = matches!(
+                    t,
+                    T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET | T_IRQ_SET
+                );
+                if has_reserved && self.rng.random_ratio(1, 3) {
+                    let at = if t == T_IRQ_SET { 6 } else { 4 };
+                    p[at] = self.rng.random_range(1..=255);
+                } else if t == T_DMA_MAP && self.rng.random_ratio(1, 2) {
+                    // A count that disagrees with the length.
+                    let count = match self.rng.random_range(0..3) {
+                        0 => 0u32,
+                        1 => u32::MAX,
+                        _ => le32(&p, 4) + 1,
+                    };
+                    p[4..8].copy_from_slice(&count.to_le_bytes());
+                } else {
+                    // A length off by a little, none, or all of a slot.
+                    let len = match self.rng.random_range(0..4) {
+                        0 => p.len() + 1,
+                        1 => p.len().saturating_sub(1),
+                        2 => 0,
+                        _ => max,
+                    };
+                    p.resize(len, 0xa5);
+                }
+                let len = p.len().min(max);
+                self.hdr(slot, t, len, 0, id);
+                slot[32..32 + len].copy_from_slice(&p[..len]);
+            }
+            "lending_nodev" => {
+                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET) {
+                    T_DEV_CHANGED => T_CFG_READ,
+                    t => t,
+                };
+                let dev = self.dev_id_bogus();
+                self.lending_payload(t, dev, &mut p);
+                let id = if t == T_BAR_WRITE && self.rng.random_ratio(1, 2) {
+                    0
+                } else {
+                    self.next_req()
+                };
+                self.hdr(slot, t, p.len(), 0, id);
+                slot[32..32 + p.len()].copy_from_slice(&p);
+            }
+            "lending_real_dev" => {
+                let t = self.real_dev_type();
+                let dev = self.real_dev();
+                self.lending_payload(t, dev, &mut p);
+                // BAR writes are posted, as the borrower sends them.
+                let id = if t == T_BAR_WRITE && !self.rng.random_ratio(1, 4) {
+                    0
+                } else {
+                    self.next_req()
+                };
+                self.hdr(slot, t, p.len(), 0, id);
+                slot[32..32 + p.len()].copy_from_slice(&p);
+            }
+            "dev_list" => {
+                let id = self.next_req();
+                let start = edge64(&mut self.rng, 0) as u32;
+                self.hdr(slot, T_DEV_LIST, sys::DL_DEV_REF_SIZE, 0, id);
+                slot[32..36].copy_from_slice(&start.to_le_bytes());
+            }
+            "borrower_post" => {
+                let t = [T_DEV_CHANGED, T_IRQ_FIRE, T_DEV_FAULT][self.rng.random_range(0..3)];
+                let len = self.rng.random_range(0..=24);
+                let id = if self.rng.random_ratio(1, 4) {
+                    self.next_req()
+                } else {
+                    0
+                };
+                self.hdr(slot, t, len, 0, id);
+                self.rng.fill_bytes(&mut slot[32..32 + len]);
+                if len >= 4 && self.rng.random_ratio(1, 2) {
+                    let dev = self.rng.random_range(0..4u32);
+                    slot[32..36].copy_from_slice(&dev.to_le_bytes());
+                }
+            }
+            "replay" => {
+                if let Some(old) = self
+                    .recent
+                    .get(self.rng.random_range(0..self.recent.len().max(1)))
+                {
+                    slot.copy_from_slice(old);
+                } else {
+                    let id = self.next_req();
+                    self.hdr(slot, T_DEV_LIST, sys::DL_DEV_REF_SIZE, 0, id);
+                }
+            }
+            _ => unreachable!("kind {kind}"),
+        }
+        // Sequence trouble on top of any kind: gaps, going back, random.
+        if kind != "replay" && kind != "random_bytes" && self.rng.random_ratio(1, 25) {
+            let cur = le32(slot, 16);
+            let seq = match self.rng.random_range(0..3) {
+                0 => {
+                    let s = cur.wrapping_add(self.rng.random_range(1..1000));
+                    self.seq = s.wrapping_add(1);
+                    s
+                }
+                1 => cur.wrapping_sub(self.rng.random_range(1..10)),
+                _ => self.rng.random(),
+            };
+            slot[16..20].copy_from_slice(&seq.to_le_bytes());
+        }
+        // Flag bits nobody knows are ignored.
+        if kind != "random_bytes" && self.rng.random_ratio(1, 50) {
+            let flags = le16(slot, 6) | (self.rng.random::<u16>() & !RESP);
+            slot[6..8].copy_from_slice(&flags.to_le_bytes());
+        }
+        if self.recent.len() == 64 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(slot.to_vec());
+        kind
+    }
+
+    /// An answer to a request of the target: right type and id, random
+    /// status and payload (a DEV_LIST answer sometimes plausible).
+    fn answer(&mut self, slot: &mut [u8], msg_type: u16, req_id: u64) {
+        slot.fill(0);
+        let max = self.slot_size - DL_MSG_HDR_SIZE;
+        let len = match msg_type {
+            T_DEV_LIST if self.rng.random_ratio(1, 2) => sys::DL_DEV_LIST_SIZE,
+            T_DEV_INFO if self.rng.random_ratio(1, 2) => sys::DL_DEV_INFO_SIZE,
+            _ => self.rng.random_range(0..=max),
+        };
+        self.hdr(slot, msg_type, len, RESP, req_id);
+        self.rng.fill_bytes(&mut slot[32..32 + len]);
+        if msg_type == T_DEV_LIST && len == sys::DL_DEV_LIST_SIZE {
+            let count = self.rng.random_range(0..=40u32);
+            slot[32..36].copy_from_slice(&count.to_le_bytes());
+            slot[36..40].copy_from_slice(&count.to_le_bytes());
+        }
+        let status = if self.rng.random_ratio(3, 4) {
+            S_OK
+        } else {
+            self.rng.random_range(0..8)
+        };
+        slot[20..24].copy_from_slice(&status.to_le_bytes());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The run.
+
+struct Rings<'a> {
+    area: &'a Area,
+    slots: u32,
+    slot_size: usize,
+    /// Ring peer -> target.
+    tx_ctrl: u64,
+    tx_slots: u64,
+    /// Ring target -> peer.
+    rx_ctrl: u64,
+    rx_slots: u64,
+    heartbeat: u64,
+}
+
+impl Rings<'_> {
+    fn tx_prod(&self) -> &AtomicU32 {
+        self.area.u32_at(self.tx_ctrl)
+    }
+    fn tx_cons(&self) -> &AtomicU32 {
+        self.area.u32_at(self.tx_ctrl + 64)
+    }
+    fn rx_prod(&self) -> &AtomicU32 {
+        self.area.u32_at(self.rx_ctrl)
+    }
+    fn rx_cons(&self) -> &AtomicU32 {
+        self.area.u32_at(self.rx_ctrl + 64)
+    }
+    fn slot_off(&self, base: u64, idx: u32) -> u64 {
+        base + u64::from(idx & (self.slots - 1)) * self.slot_size as u64
+    }
+    fn beat(&self) {
+        self.area
+            .u64_at(self.heartbeat)
+            .fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Fuzzer<'a> {
+    rings: Rings<'a>,
+    gen: Gen,
+    model: Model,
+    pending: VecDeque<Pending>,
+    answers: VecDeque<(u16, u64)>,
+    prod: u32,
+    rx_cons: u32,
+    report: Report,
+    last_beat: Instant,
+    last_activity: Instant,
+    bell: Option<OwnedFd>,
+}
+
+impl Fuzzer<'_> {
+    fn keep_alive(&mut self) {
+        if self.last_beat.elapsed() >= Duration::from_millis(100) {
+            self.rings.beat();
+            self.last_beat = Instant::now();
+        }
+    }
+
+    /// Consumes what the target wrote to the peer.
+    fn drain_rx(&mut self) {
+        let prod = self.rings.rx_prod().load(Ordering::Acquire);
+        let mut slot = vec![0u8; self.rings.slot_size];
+        if prod.wrapping_sub(self.rx_cons) > self.rings.slots {
+            // Not from a sane target; start over from its index.
+            self.rx_cons = prod;
+        }
+        while self.rx_cons != prod {
+            let off = self.rings.slot_off(self.rings.rx_slots, self.rx_cons);
+            self.rings.area.read(off, &mut slot[..DL_MSG_HDR_SIZE]);
+            self.rx_cons = self.rx_cons.wrapping_add(1);
+            self.last_activity = Instant::now();
+            let (t, flags, status, req_id) = (
+                le16(&slot, 0),
+                le16(&slot, 6),
+                le32(&slot, 20),
+                le64(&slot, 24),
+            );
+            if flags & RESP != 0 {
+                self.response(t, status, req_id);
+            } else if req_id != 0 {
+                self.report.target_requests += 1;
+                self.model.target_reqs.entry(req_id).or_insert(false);
+                self.answers.push_back((t, req_id));
+            } else {
+                *self.report.target_posts.entry(t).or_default() += 1;
+            }
+        }
+        self.rings.rx_cons().store(self.rx_cons, Ordering::Release);
+    }
+
+    fn response(&mut self, t: u16, status: u32, req_id: u64) {
+        *self.report.responses.entry(status).or_default() += 1;
+        let Some(pos) = self.pending.iter().position(|p| p.req_id == req_id) else {
+            self.report.unexpected_responses += 1;
+            return;
+        };
+        // Everything asked before it was answered before it, or never;
+        // but for resets, which the lender answers from a work of the
+        // device when done.
+        let p = self.pending.remove(pos).expect("pos is in range");
+        let before = self.pending.len();
+        let mut kept = 0;
+        self.pending.retain(|q| {
+            kept += 1;
+            kept > pos || matches!(q.msg_type, T_RELEASE | T_RESET)
+        });
+        self.report.missing_responses += (before - self.pending.len()) as u64;
+        let ok = match p.want {
+            Want::Exact(s) => s == status,
+            Want::NotOk => status != S_OK,
+            Want::Any => true,
+        } && t == p.msg_type;
+        if !ok {
+            self.report.wrong_status += 1;
+            if self.report.wrong_examples.len() < 10 {
+                self.report.wrong_examples.push(format!(
+                    "type {} req {:#x}: status {status} (type {t}), wanted {:?}",
+                    p.msg_type, req_id, p.want
+                ));
+            }
+        }
+        if p.real_dev && status == S_EIO {
+            self.report.real_dev_eio += 1;
+        } else if p.real_dev && status != S_OK {
+            self.report.real_dev_refusals += 1;
+        }
+    }
+
+    fn free_slots(&self) -> u32 {
+        let cons = self.rings.tx_cons().load(Ordering::Acquire);
+        self.rings.slots - self.prod.wrapping_sub(cons).min(self.rings.slots)
+    }
+
+    fn publish(&mut self) {
+        self.rings.tx_prod().store(self.prod, Ordering::Release);
+        if let Some(bell) = &self.bell {
+            ring_doorbell(bell);
+        }
+    }
+
+    /// Writes one message (or an answer) into the next slot.
+    fn put(&mut self, slot: &[u8]) {
+        let off = self.rings.slot_off(self.rings.tx_slots, self.prod);
+        self.rings.area.write(off, slot);
+        self.prod = self.prod.wrapping_add(1);
+        if let Some(p) = self.model.apply(slot) {
+            self.pending.push_back(p);
+        }
+    }
+
+    /// Waits until the target consumed everything, keeping the peer alive.
+    fn wait_drained(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        let mut last_bell = Instant::now();
+        while self.rings.tx_cons().load(Ordering::Acquire) != self.prod {
+            self.keep_alive();
+            self.drain_rx();
+            if last_bell.elapsed() > Duration::from_millis(50) {
+                self.publish();
+                last_bell = Instant::now();
+            }
+            if t0.elapsed() > timeout {
+                bail!(
+                    "the target consumed up to {} of {} after {timeout:?}",
+                    self.rings.tx_cons().load(Ordering::Acquire),
+                    self.prod
+                );
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        Ok(())
+    }
+
+    /// Publishes an impossible producer index: the target must skip the
+    /// ring (cons = prod) and count it.
+    fn corrupt_ring(&mut self) -> anyhow::Result<()> {
+        self.wait_drained(Duration::from_secs(30))?;
+        let skip = self.rings.slots + 1 + self.gen.rng.random_range(0..1000);
+        self.prod = self.prod.wrapping_add(skip);
+        self.publish();
+        let t0 = Instant::now();
+        while self.rings.tx_cons().load(Ordering::Acquire) != self.prod {
+            self.keep_alive();
+            self.drain_rx();
+            ensure!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the target did not skip a corrupt ring (prod {})",
+                self.prod
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.model.exp.rx_corrupt_ring += 1;
+        self.model.next_seq = None;
+        *self.report.kinds.entry("corrupt_ring").or_default() += 1;
+        Ok(())
+    }
+}
+
+/// Runs the fuzzer; the report of what was sent and seen.
+pub fn run(opts: &Options) -> anyhow::Result<Report> {
+    let area = Area::open(&opts.ctl)?;
+    let layout = area.layout;
+    let (t, b) = (opts.target, opts.peer);
+    let host = layout.host_offset(b)?;
+    let mut info = [0u8; devlend_wire::DL_HOST_INFO_SIZE];
+    area.read(host, &mut info);
+    let peer_info = devlend_wire::HostInfo::decode_slot(&info, b)
+        .with_context(|| format!("host {b}'s slot in the control area"))?;
+    ensure!(
+        peer_info.state == devlend_wire::HostState::Up,
+        "host {b} does not say UP: {peer_info:?}"
+    );
+    let epoch = peer_info.incarnation as u32;
+    let rings = Rings {
+        area: &area,
+        slots: layout.ring_slots(),
+        slot_size: layout.slot_size() as usize,
+        tx_ctrl: layout.ring_offset(b, t)?,
+        tx_slots: layout.slot_offset(b, t, 0)?,
+        rx_ctrl: layout.ring_offset(t, b)?,
+        rx_slots: layout.slot_offset(t, b, 0)?,
+        heartbeat: host + std::mem::offset_of!(sys::dl_host_info, heartbeat) as u64,
+    };
+    rings.beat();
+
+    // The server takes a new client for the dead host's id once it has
+    // seen the old one go.
+    let bell = match &opts.doorbell_sock {
+        Some(sock) => {
+            let mut tries = 0;
+            loop {
+                match doorbell(sock, t) {
+                    Ok(b) => break Some(b),
+                    Err(e) if tries < 10 => {
+                        tries += 1;
+                        if opts.verbose {
+                            eprintln!("  doorbell: {e:#}; retrying");
+                        }
+                        rings.beat();
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        None => None,
+    };
+
+    let total_weight = KINDS.iter().map(|(_, w)| w).sum();
+    let mut fz = Fuzzer {
+        gen: Gen {
+            rng: StdRng::seed_from_u64(opts.seed),
+            src: b,
+            epoch,
+            slot_size: rings.slot_size,
+            seq: 0,
+            req: 0,
+            lent: opts.dev_ids.clone(),
+            borrower_ram: peer_info.ram.low_size.max(PAGE),
+            recent: VecDeque::new(),
+            total_weight,
+        },
+        model: Model {
+            src: b,
+            epoch,
+            proto: devlend_wire::DL_PROTO_V1,
+            max_payload: rings.slot_size - DL_MSG_HDR_SIZE,
+            next_seq: None,
+            lent: opts.dev_ids.iter().copied().collect(),
+            target_reqs: HashMap::new(),
+            exp: Expected::default(),
+        },
+        pending: VecDeque::new(),
+        answers: VecDeque::new(),
+        prod: 0,
+        rx_cons: rings.rx_cons().load(Ordering::Acquire),
+        report: Report {
+            seed: opts.seed,
+            doorbell: bell.is_some(),
+            ..Report::default()
+        },
+        last_beat: Instant::now(),
+        last_activity: Instant::now(),
+        bell: bell.as_ref().map(|(_, fd)| fd.try_clone()).transpose()?,
+        rings,
+    };
+
+    // Continue where the dead host stopped: after what it left in the
+    // ring, with the sequence number after its last message.
+    fz.prod = fz.rings.tx_prod().load(Ordering::Acquire);
+    fz.wait_drained(Duration::from_secs(30))
+        .context("the target does not drain the dead host's ring")?;
+    let mut last = vec![0u8; fz.rings.slot_size];
+    fz.rings.area.read(
+        fz.rings
+            .slot_off(fz.rings.tx_slots, fz.prod.wrapping_sub(1)),
+        &mut last,
+    );
+    if le32(&last, 12) == epoch && le32(&last, 8) == b {
+        let next = le32(&last, 16).wrapping_add(1);
+        fz.gen.seq = next;
+        fz.model.next_seq = Some(next);
+    }
+    fz.drain_rx();
+    // Answers to the target's requests made before we came.
+    fz.answers.clear();
+
+    let corrupt_every = (opts.messages / (u64::from(opts.corruptions) + 1)).max(1);
+    let mut next_corrupt = corrupt_every;
+    let t0 = Instant::now();
+    let mut slot = vec![0u8; fz.rings.slot_size];
+    let mut last_report = Instant::now();
+    while fz.report.sent < opts.messages {
+        fz.keep_alive();
+        fz.drain_rx();
+        let room = fz.free_slots();
+        if room == 0 {
+            // Nudge the target if it stopped (a lost doorbell), then wait.
+            if fz.last_activity.elapsed() > Duration::from_millis(20) {
+                fz.publish();
+                fz.last_activity = Instant::now();
+            }
+            std::thread::sleep(Duration::from_micros(300));
+            continue;
+        }
+        for _ in 0..room {
+            if let Some((t, id)) = fz.answers.pop_front() {
+                fz.gen.answer(&mut slot, t, id);
+                *fz.report.kinds.entry("answer").or_default() += 1;
+            } else if fz.report.sent < opts.messages {
+                let kind = fz.gen.message(&mut slot);
+                *fz.report.kinds.entry(kind).or_default() += 1;
+                fz.report.sent += 1;
+            } else {
+                break;
+            }
+            fz.put(&slot);
+        }
+        fz.publish();
+        fz.last_activity = Instant::now();
+        if fz.report.sent >= next_corrupt
+            && fz.model.exp.rx_corrupt_ring < u64::from(opts.corruptions)
+        {
+            fz.corrupt_ring()?;
+            next_corrupt += corrupt_every;
+        }
+        if opts.verbose && last_report.elapsed() > Duration::from_secs(10) {
+            eprintln!(
+                "  {} messages, {:.0}/s, {} responses outstanding",
+                fz.report.sent,
+                fz.report.sent as f64 / t0.elapsed().as_secs_f64(),
+                fz.pending.len()
+            );
+            last_report = Instant::now();
+        }
+    }
+    // Let the target finish: everything consumed, every answer in.
+    fz.wait_drained(Duration::from_secs(60))?;
+    let quiet = Instant::now();
+    while !fz.pending.is_empty() && quiet.elapsed() < Duration::from_secs(10) {
+        fz.keep_alive();
+        fz.drain_rx();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    fz.report.secs = t0.elapsed().as_secs_f64();
+    fz.report.missing_responses += fz.pending.len() as u64;
+    fz.report.expected = fz.model.exp.clone();
+    fz.rings.beat();
+    drop(bell);
+    Ok(fz.report)
+}

@@ -1,0 +1,417 @@
+//! A malicious fabric peer (issue 7): the borrower's host dies, and
+//! `devlend-fuzz-peer`, on the outer machine, takes its place on the
+//! fabric. It keeps the dead host's heartbeat moving in the control area
+//! file, so the lender keeps it up, and writes malformed, replayed,
+//! oversized, out-of-order and stale messages straight into the ring from
+//! the borrower to the lender, ringing the lender's doorbell through the
+//! ivshmem server's socket of the dead host. The lender must not crash or
+//! complain in its kernel log, must count every rejection where the
+//! fuzzer's model of the receive path says it must, and must serve the
+//! borrower's next incarnation afterwards.
+//!
+//! `./test.sh fuzz` selects it. `DEVLEND_FUZZ_MESSAGES` sets the number of
+//! messages (default 10^6; the long run is 10^7), `DEVLEND_FUZZ_SEED` the
+//! seed (default random, printed).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context};
+use devlend_agent::AgentClient;
+use devlend_cluster::{tools, Cluster};
+use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::lending::{self, PciDev};
+use devlend_vmtests::ownership;
+use devlend_vmtests::peerfuzz::ParsedReport;
+use devlend_vmtests::{Check, Suite};
+
+const LENDER: &str = "lender";
+const BORROWER: &str = "borrower";
+const MDEV_TYPE: &str = "devlend-nvme";
+const WAIT: Duration = Duration::from_secs(60);
+
+fn boot() -> anyhow::Result<Cluster> {
+    devlend_vmtests::boot_topology("two-host")
+}
+
+/// Messages of the default run; `DEVLEND_FUZZ_MESSAGES` sets another.
+fn message_count() -> anyhow::Result<u64> {
+    match std::env::var("DEVLEND_FUZZ_MESSAGES") {
+        Ok(v) => v
+            .parse()
+            .with_context(|| format!("DEVLEND_FUZZ_MESSAGES={v:?}")),
+        Err(_) => Ok(1_000_000),
+    }
+}
+
+/// The seed: `DEVLEND_FUZZ_SEED`, else random.
+fn seed() -> anyhow::Result<u64> {
+    match std::env::var("DEVLEND_FUZZ_SEED") {
+        Ok(v) => match v.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => v.parse(),
+        }
+        .with_context(|| format!("DEVLEND_FUZZ_SEED={v:?}")),
+        Err(_) => Ok(rand::random()),
+    }
+}
+
+/// The lender's NVMe, lent, with the module up on both hosts and the
+/// borrower listing it.
+fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    lending::ensure_module(l)?;
+    lending::ensure_module(b)?;
+    let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
+    if lending::driver_of(l, &nvme.addr)?.as_deref() != Some("devlend-lender") {
+        lending::lend(l, &nvme.addr)?;
+    }
+    lending::wait_until(
+        "remote NVMe on the borrower",
+        WAIT,
+        || {
+            Ok(lending::remote_devices(b)?
+                .values()
+                .any(|d| d.get("name") == Some(&nvme.addr))
+                .to_string())
+        },
+        "true",
+    )?;
+    Ok(nvme)
+}
+
+fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
+    Ok(devlend_cluster::host_view(&tools::our_binary(name, env)?)
+        .display()
+        .to_string())
+}
+
+/// A verified run of the userspace driver on a new mdev: the device works.
+fn verified_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
+    let b = c.agent(BORROWER)?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let out = b.sh(
+        &format!("{drv} --mdev {uuid} --blocks 64 --ios 200"),
+        Duration::from_secs(300),
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let out = out?;
+    removed?;
+    ensure!(
+        out.exit_code == Some(0),
+        "verified I/O after the fuzzing failed: {out:?}"
+    );
+    Ok(())
+}
+
+/// The lender's debugfs counters: the `global` line (requests that named
+/// no device) and the line of the lent device.
+struct LenderCounters {
+    global: HashMap<String, String>,
+    dev: HashMap<String, String>,
+}
+
+fn lender_counters(l: &AgentClient, nvme: &PciDev) -> anyhow::Result<LenderCounters> {
+    let text = sh(l, "cat /sys/kernel/debug/devlend/lender")?;
+    let global = text
+        .lines()
+        .find_map(|l| l.strip_prefix("global "))
+        .map(fabric::parse_kv)
+        .with_context(|| format!("no global line in the lender's debugfs:\n{text}"))?;
+    let dev = text
+        .lines()
+        .map(fabric::parse_kv)
+        .find(|kv| kv.get("name") == Some(&nvme.addr))
+        .with_context(|| format!("{} not in the lender's debugfs:\n{text}", nvme.addr))?;
+    Ok(LenderCounters { global, dev })
+}
+
+/// `after - before` of every numeric key of `after`.
+fn deltas(
+    before: &HashMap<String, String>,
+    after: &HashMap<String, String>,
+) -> anyhow::Result<HashMap<String, i64>> {
+    let mut d = HashMap::new();
+    for (k, v) in after {
+        let (Ok(a), Some(Ok(b))) = (v.parse::<i64>(), before.get(k).map(|b| b.parse::<i64>()))
+        else {
+            continue;
+        };
+        d.insert(k.clone(), a - b);
+    }
+    Ok(d)
+}
+
+fn sorted(d: &HashMap<String, i64>, prefix: &str) -> String {
+    let mut v: Vec<_> = d
+        .iter()
+        .filter(|(k, n)| k.starts_with(prefix) && **n != 0)
+        .map(|(k, n)| format!("{k}=+{n}"))
+        .collect();
+    v.sort();
+    v.join(" ")
+}
+
+/// Runs the fuzzer binary against the lender as the dead borrower; its
+/// report.
+fn run_fuzzer(
+    c: &Cluster,
+    lender_id: u32,
+    borrower_id: u32,
+    dev_id: u32,
+    messages: u64,
+    seed: u64,
+) -> anyhow::Result<ParsedReport> {
+    let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
+    let ctl = c.paths().ctl_file();
+    let sock = c.paths().doorbell_sock(borrower_id as usize);
+    let args = [
+        "--ctl".to_owned(),
+        ctl.display().to_string(),
+        "--doorbell-sock".to_owned(),
+        sock.display().to_string(),
+        "--target".to_owned(),
+        lender_id.to_string(),
+        "--peer".to_owned(),
+        borrower_id.to_string(),
+        "--dev-id".to_owned(),
+        dev_id.to_string(),
+        "--messages".to_owned(),
+        messages.to_string(),
+        "--seed".to_owned(),
+        format!("{seed:#x}"),
+        "--json".to_owned(),
+        "-v".to_owned(),
+    ];
+    println!("  {bin} {}", args.join(" "));
+    let mut child = Command::new(bin)
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {bin}"))?;
+    let mut stdout = child.stdout.take().context("fuzzer stdout")?;
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    // A generous bound: 200 messages a second, plus setup.
+    let limit = Duration::from_secs(120 + messages / 200);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("the fuzzer ran longer than {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let out = reader.join().unwrap_or_default();
+    for line in out.lines().filter(|l| !l.starts_with("FUZZ-REPORT ")) {
+        println!("  | {line}");
+    }
+    ensure!(status.success(), "the fuzzer failed ({status})");
+    let json = out
+        .lines()
+        .find_map(|l| l.strip_prefix("FUZZ-REPORT "))
+        .context("the fuzzer printed no report")?;
+    Ok(ParsedReport {
+        json: serde_json::from_str(json).context("the fuzzer's report")?,
+    })
+}
+
+/// The borrower's host dies, and the fuzzer writes
+/// `DEVLEND_FUZZ_MESSAGES` (default 10^6) messages into the lender's ring
+/// from it, as it. Asserted, with the lender's debugfs counters read before
+/// and after:
+///
+/// - per-peer counters of the borrower (debugfs `peers`): `rx_msgs`,
+///   `rx_bad_msgs`, `rx_stale`, `rx_seq_errors` and `rx_corrupt_ring` grew
+///   by exactly what the fuzzer's model of `fabric/ring.c`, `msg.c` and
+///   `selftest.c` predicts for the bytes it wrote; `late_responses` by at
+///   least its responses to ids never requested (or answered already) and
+///   at most that plus its answers to the lender's own requests; the link
+///   never went down;
+/// - the lender's `global` rejections (debugfs `lender`): `rej_malformed`
+///   grew by exactly the lending requests of a wrong length or with a
+///   reserved field set, `rej_nodev` by exactly the well-formed ones
+///   naming no device, every other `global rej_*` not at all;
+/// - the lent device's `rej_*` grew in all by at least the refusals the
+///   lender answered about it (a status other than OK and EIO), and by at
+///   most that plus the requests about it that got no answer (posted BAR
+///   writes), its DMA unmaps (cutting two mappings refuses twice) and its
+///   EIO answers (a request while the device resets is counted `busy`);
+/// - every request got exactly one response, in order (releases and
+///   resets may be answered later, when the device has reset), of its type, with
+///   the status the model requires where it can tell (EINVAL for
+///   malformed, ENODEV for no device, ENOTSUPP for unknown types, refusals
+///   for requests out of range whatever the device's state);
+/// - the lender logged no WARN, BUG, oops, lockup or stall;
+/// - once the borrower has booted again, the lender has taken the device
+///   back from the dead incarnation and a new user does verified I/O.
+fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (lender_id, borrower_id) = (
+        fabric::host_id(c.agent(LENDER)?)?,
+        fabric::host_id(c.agent(BORROWER)?)?,
+    );
+    let l = c.agent(LENDER)?;
+    fabric::wait_peer_state(l, borrower_id, "up", WAIT)?;
+    let before_lend = lender_counters(l, &nvme)?;
+    let dev_id: u32 = before_lend
+        .dev
+        .get("dev_id")
+        .context("dev_id")?
+        .parse()
+        .context("dev_id")?;
+    let mark = ownership::kernel_log_lines(l)?;
+    let messages = message_count()?;
+    let seed = seed()?;
+    println!("  seed {seed:#x} (DEVLEND_FUZZ_SEED), {messages} messages, lent dev_id {dev_id}");
+
+    c.kill_host(BORROWER)?;
+    let l = c.agent(LENDER)?;
+    let before_peer = fabric::peer_counters(l, borrower_id)?;
+    let report = run_fuzzer(c, lender_id, borrower_id, dev_id, messages, seed);
+    let l = c.agent(LENDER)?;
+    // Read at once: the peer goes down 8 s after the last heartbeat.
+    let after_peer = fabric::peer_counters(l, borrower_id)?;
+    let after_lend = lender_counters(l, &nvme)?;
+    let report = report?;
+
+    let peer = deltas(&before_peer, &after_peer)?;
+    let glob = deltas(&before_lend.global, &after_lend.global)?;
+    let dev = deltas(&before_lend.dev, &after_lend.dev)?;
+    let secs = report.json["secs"].as_f64().unwrap_or(0.0);
+    println!(
+        "  {} messages in {secs:.1} s ({:.0}/s); doorbell {}",
+        report.num("/sent")?,
+        report.num("/sent")? as f64 / secs.max(1e-9),
+        report.json["doorbell"]
+    );
+    println!("  peer counters: {}", sorted(&peer, ""));
+    println!("  lender global: {}", sorted(&glob, "rej_"));
+    println!(
+        "  lent device:   {}",
+        sorted(&dev, "")
+            .split(' ')
+            .filter(|kv| !kv.starts_with("dma_bytes") && !kv.starts_with("dev_id"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!("  expected:      {}", report.json["expected"]);
+    println!("  responses:     {}", report.json["responses"]);
+
+    let mut errors = Vec::new();
+    let d = |m: &HashMap<String, i64>, k: &str| m.get(k).copied().unwrap_or(0);
+    for (key, exp) in [
+        ("rx_msgs", "/expected/rx_msgs"),
+        ("rx_bad_msgs", "/expected/rx_bad_msgs"),
+        ("rx_stale", "/expected/rx_stale"),
+        ("rx_seq_errors", "/expected/rx_seq_errors"),
+        ("rx_corrupt_ring", "/expected/rx_corrupt_ring"),
+    ] {
+        let want = report.num(exp)? as i64;
+        if d(&peer, key) != want {
+            errors.push(format!(
+                "peer {key} grew by {}, expected {want}",
+                d(&peer, key)
+            ));
+        }
+    }
+    let (late_min, late_max) = (
+        report.num("/expected/late_min")? as i64,
+        report.num("/expected/late_max")? as i64,
+    );
+    let late = d(&peer, "late_responses");
+    if !(late_min..=late_max).contains(&late) {
+        errors.push(format!(
+            "late_responses grew by {late}, expected {late_min}..={late_max}"
+        ));
+    }
+    if d(&peer, "link_downs") != 0 {
+        errors.push("the lender took the fuzzer's peer down".into());
+    }
+    let malformed = report.num("/expected/rej_malformed")? as i64;
+    let reserved = report.num("/expected/rej_malformed_reserved")? as i64;
+    if d(&glob, "rej_malformed") != malformed {
+        errors.push(format!(
+            "global rej_malformed grew by {}, expected {malformed} ({reserved} of them only for a reserved field)",
+            d(&glob, "rej_malformed")
+        ));
+    }
+    let nodev = report.num("/expected/rej_nodev")? as i64;
+    if d(&glob, "rej_nodev") != nodev {
+        errors.push(format!(
+            "global rej_nodev grew by {}, expected {nodev}",
+            d(&glob, "rej_nodev")
+        ));
+    }
+    for (k, n) in &glob {
+        if k.starts_with("rej_") && k != "rej_malformed" && k != "rej_nodev" && *n != 0 {
+            errors.push(format!("global {k} grew by {n}, expected 0"));
+        }
+    }
+    let dev_rej: i64 = dev
+        .iter()
+        .filter(|(k, _)| k.starts_with("rej_"))
+        .map(|(_, n)| n)
+        .sum();
+    let refusals = report.num("/real_dev_refusals")? as i64;
+    let slack = (report.num("/expected/real_dev_posted")?
+        + report.num("/expected/real_dev_unmaps")?
+        + report.num("/real_dev_eio")?) as i64;
+    if !(refusals..=refusals + slack).contains(&dev_rej) {
+        errors.push(format!(
+            "the lent device's rejections grew by {dev_rej}, expected {refusals}..={}",
+            refusals + slack
+        ));
+    }
+    for key in ["wrong_status", "missing_responses", "unexpected_responses"] {
+        let n = report.num(&format!("/{key}"))?;
+        if n != 0 {
+            errors.push(format!("{key}: {n} {}", report.json["wrong_examples"]));
+        }
+    }
+    let trouble = ownership::kernel_trouble(l, mark, false)?;
+    if !trouble.is_empty() {
+        errors.push(format!("lender's kernel log:\n{}", trouble.join("\n")));
+    }
+
+    // The borrower's next incarnation: the lender takes the device back
+    // from the dead one and serves the new one.
+    c.restart_host(BORROWER)?;
+    let nvme = lent_nvme(c)?;
+    let l = c.agent(LENDER)?;
+    lending::wait_until(
+        "device back in the pool",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    verified_io(c, &nvme)?;
+    let trouble = ownership::kernel_trouble(c.agent(LENDER)?, mark, false)?;
+    if !trouble.is_empty() {
+        errors.push(format!(
+            "lender's kernel log after the borrower came back:\n{}",
+            trouble.join("\n")
+        ));
+    }
+    ensure!(errors.is_empty(), "{}", errors.join("\n"));
+    Ok(())
+}
+
+fn main() {
+    let checks = vec![Check {
+        name: "fuzz_peer_messages_into_lender",
+        run: fuzz_peer_messages_into_lender,
+    }];
+    Suite::new("fuzz_peer", checks).run(boot)
+}
