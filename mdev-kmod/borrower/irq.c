@@ -203,6 +203,14 @@ static int dl_irq_set_vectors(struct dl_vdev *v, struct vfio_irq_set *hdr,
 	}
 
 	if (!ctx->count) {
+		/*
+		 * One interrupt type at a time, as vfio-pci: the lender gives
+		 * up the vectors of one type to take those of another, so an
+		 * enabled MSI-X would go on looking enabled here but be dead.
+		 */
+		for (i = 0; i < DL_B_NR_IRQ_TYPES; i++)
+			if (i != hdr->index && v->irqs[i].count)
+				return -EINVAL;
 		ret = dl_irq_enable(v, hdr->index, end);
 		if (ret)
 			return ret;
