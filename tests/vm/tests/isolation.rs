@@ -630,6 +630,218 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     res
 }
 
+/// A KVM guest on the borrower that writes and reads back 64 MiB on a
+/// remote NVMe given at boot; the bytes must also be in the lender's file.
+fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
+    let b = c.agent(BORROWER)?;
+    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let run = devlend_vmtests::guest::run_with(
+        b,
+        &tools::images_dir()?,
+        &lending::nvme_guest_script(lending::WRITE_AND_READ),
+        &devlend_vmtests::guest::GuestOpts {
+            mem_mib: 256,
+            extra_qemu_args: &lending::vfio_arg(&uuid),
+            qmp: None,
+        },
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let run = run?;
+    removed?;
+    ensure!(run.rc == 0, "guest failed:\n{}", run.console);
+    let written = lending::output_field(&run.output, "written")?;
+    ensure!(
+        lending::output_field(&run.output, "read")? == written,
+        "the guest read back other bytes"
+    );
+    ensure!(
+        lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == written,
+        "the lender's backing file does not hold the guest's bytes"
+    );
+    Ok(())
+}
+
+/// The borrower's host dies while a KVM guest on it writes to the remote
+/// NVMe. The lender takes the device back within the bound (reset, no
+/// mapping, no vector left); after the borrower boots again, a new guest
+/// writes and reads back verified data that is in the lender's file.
+fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let b = c.agent(BORROWER)?;
+    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    devlend_vmtests::guest::spawn(
+        b,
+        &tools::images_dir()?,
+        &lending::nvme_guest_script(
+            "echo io-running; while dd if=/dev/urandom of=/dev/nvme0n1 bs=64k count=16 \
+             seek=256 oflag=direct 2>/dev/null; do :; done",
+        ),
+        &devlend_vmtests::guest::GuestOpts {
+            mem_mib: 256,
+            extra_qemu_args: &lending::vfio_arg(&uuid),
+            qmp: None,
+        },
+        "/tmp/killb.console",
+    )?;
+    let l = c.agent(LENDER)?;
+    lending::wait_until(
+        "borrowed",
+        Duration::from_secs(240),
+        || lending::lent_state(l, &nvme.addr),
+        "borrowed",
+    )?;
+    let fires = wait_io_flowing(l, &nvme, 0)?;
+    let fires2 = wait_io_flowing(l, &nvme, fires)?;
+    println!("  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the borrower");
+    c.kill_host(BORROWER)?;
+
+    let l = c.agent(LENDER)?;
+    let back = lending::wait_until(
+        "device taken back from the dead borrower",
+        RECLAIM_BOUND,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    println!(
+        "  lender took the device back {:.1} s after the kill",
+        back.as_secs_f64()
+    );
+    ensure!(
+        ownership::lender_mapped_pages(l)?.is_empty(),
+        "the lender still maps pages of a dead borrower"
+    );
+    ensure!(
+        lender_counter(l, &nvme, "irq_vectors")? == 0,
+        "the lender still holds vectors for a dead borrower"
+    );
+    let t = ownership::kernel_trouble(l, marks[0], false)?;
+    ensure!(t.is_empty(), "lender's kernel log:\n{}", t.join("\n"));
+
+    c.restart_host(BORROWER)?;
+    let nvme = lent_nvme(c)?;
+    verified_guest_io(c, &nvme)
+}
+
+/// The lender's host stops for longer than the peer timeout while a KVM
+/// guest reads from its throttled drive. The guest runs on (QEMU unplugs
+/// the lost device on REQ); every page the lender maps is quarantined once
+/// QEMU lets the device go; a marker written into the drive during the
+/// stall lands, after it, only in quarantined pages; the device comes back
+/// and a new guest does verified I/O.
+fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let lender_id = fabric::host_id(c.agent(LENDER)?)?;
+    let b = c.agent(BORROWER)?;
+    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let g = devlend_vmtests::guest::spawn(
+        b,
+        &tools::images_dir()?,
+        GUEST_LOSES_DEVICE,
+        &devlend_vmtests::guest::GuestOpts {
+            mem_mib: 256,
+            extra_qemu_args: "",
+            qmp: Some("/tmp/stall.qmp"),
+        },
+        "/tmp/stall.console",
+    )?;
+    let mut paused = false;
+    let res = (|| -> anyhow::Result<()> {
+        let b = c.agent(BORROWER)?;
+        g.wait_for(b, "DEVLEND-CMD-BEGIN", Duration::from_secs(240))?;
+        fabric::sh_timeout(
+            b,
+            &format!("{cli} attach --qmp /tmp/stall.qmp --id s0 {uuid}"),
+            Duration::from_secs(240),
+        )?;
+        g.wait_for(b, "io-running", Duration::from_secs(240))?;
+        let l = c.agent(LENDER)?;
+        let fires = wait_io_flowing(l, &nvme, 0)?;
+        wait_io_flowing(l, &nvme, fires)?;
+        throttle(c, THROTTLE_IOPS)?;
+        std::thread::sleep(Duration::from_secs(2));
+        let mapped = ownership::lender_mapped_pages(c.agent(LENDER)?)?;
+        ensure!(
+            !mapped.is_empty(),
+            "the lender maps nothing while the guest reads"
+        );
+
+        c.pause_host(LENDER)?;
+        paused = true;
+        let t0 = Instant::now();
+        let b = c.agent(BORROWER)?;
+        fabric::wait_peer_state(b, lender_id, "down", STALL)?;
+        g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(120))?;
+        println!(
+            "  the guest let the device go {:.1} s into the stall and runs on",
+            t0.elapsed().as_secs_f64()
+        );
+        let held = lending::wait_until(
+            "guest memory unpinned",
+            WAIT,
+            || Ok(ownership::borrower_pages(b)?.pinned.to_string()),
+            "0",
+        )
+        .and_then(|_| ownership::borrower_pages(b))?;
+        let exposed = mapped.difference(&held.quarantine).count();
+        ensure!(
+            exposed == 0,
+            "{exposed} of {} pages the stalled lender maps were freed:\n{}",
+            mapped.len(),
+            held.text
+        );
+        let marker = Marker::new()?;
+        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
+        if let Some(left) = (STALL + Duration::from_secs(10)).checked_sub(t0.elapsed()) {
+            std::thread::sleep(left);
+        }
+        c.resume_host(LENDER)?;
+        paused = false;
+
+        let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+        lending::wait_until(
+            "device returned after the stall",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "available",
+        )?;
+        lending::wait_until(
+            "quarantine released",
+            WAIT,
+            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
+            "0",
+        )?;
+        let landed = marker.pages_in_ram(&c.paths().ram_file(BORROWER))?;
+        let outside = landed.difference(&held.quarantine).count();
+        ensure!(
+            outside == 0,
+            "the drive wrote into {outside} borrower pages that were not quarantined"
+        );
+        println!(
+            "  {} pages quarantined; the marker landed in {} of them and nowhere else",
+            held.quarantined,
+            landed.len()
+        );
+        Ok(())
+    })();
+    if paused {
+        let _ = c.resume_host(LENDER);
+    }
+    let _ = throttle(c, 0);
+    if let Ok(b) = c.agent(BORROWER) {
+        let _ = g.kill(b);
+        let _ = lending::remove_mdev(b, &uuid);
+    }
+    res?;
+    verified_guest_io(c, &nvme)?;
+    no_kernel_trouble(c, marks, LENDER)
+}
+
 /// Borrow/return cycles run by the `cycles` check; `DEVLEND_CYCLES` sets
 /// another count (the long run: 1000).
 fn cycle_count() -> u32 {
@@ -735,6 +947,14 @@ fn main() {
         Check {
             name: "kill_lender_under_kvm_guest",
             run: kill_lender_under_kvm_guest,
+        },
+        Check {
+            name: "kill_borrower_under_kvm_guest",
+            run: kill_borrower_under_kvm_guest,
+        },
+        Check {
+            name: "stall_lender_under_kvm_guest",
+            run: stall_lender_under_kvm_guest,
         },
         // Last: it unloads the module.
         Check {
