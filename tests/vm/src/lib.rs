@@ -14,6 +14,7 @@ pub mod lending;
 pub mod ownership;
 pub mod peerfuzz;
 pub mod suite;
+pub mod twohost;
 
 pub use suite::{Check, Suite};
 

@@ -13,100 +13,20 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
-use devlend_cluster::{tools, Cluster};
-use devlend_vmtests::fabric::{self, sh};
+use devlend_cluster::Cluster;
+use devlend_vmtests::fabric::sh;
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::ownership;
+use devlend_vmtests::twohost::{
+    self, boot, host_bin, lender_counter, lent_nvme, log_marks, verified_io, BORROWER, LENDER,
+    MDEV_TYPE, WAIT,
+};
 use devlend_vmtests::{Check, Suite};
 
-const LENDER: &str = "lender";
-const BORROWER: &str = "borrower";
-const MDEV_TYPE: &str = "devlend-nvme";
-const WAIT: Duration = Duration::from_secs(60);
 /// Operations of the default run: about two to three minutes under TCG.
 const DEFAULT_ITERS: u64 = 12000;
 /// Bound on one operation's time under TCG, for the run's own timeout.
 const MS_PER_OP_BOUND: u64 = 200;
-
-fn boot() -> anyhow::Result<Cluster> {
-    devlend_vmtests::boot_topology("two-host")
-}
-
-/// The lender's NVMe, lent, with the module up on both hosts.
-fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    lending::ensure_module(l)?;
-    lending::ensure_module(b)?;
-    let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
-    if lending::driver_of(l, &nvme.addr)?.as_deref() != Some("devlend-lender") {
-        lending::lend(l, &nvme.addr)?;
-    }
-    lending::wait_until(
-        "remote NVMe on the borrower",
-        WAIT,
-        || {
-            Ok(lending::remote_devices(b)?
-                .values()
-                .any(|d| d.get("name") == Some(&nvme.addr))
-                .to_string())
-        },
-        "true",
-    )?;
-    Ok(nvme)
-}
-
-fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
-    Ok(devlend_cluster::host_view(&tools::our_binary(name, env)?)
-        .display()
-        .to_string())
-}
-
-/// Where each host's kernel log stands, before a check.
-fn log_marks(c: &Cluster) -> anyhow::Result<[usize; 2]> {
-    Ok([
-        ownership::kernel_log_lines(c.agent(LENDER)?)?,
-        ownership::kernel_log_lines(c.agent(BORROWER)?)?,
-    ])
-}
-
-/// Neither host logged a WARN, BUG, oops or lockup since `marks`.
-fn no_kernel_trouble(c: &Cluster, marks: [usize; 2]) -> anyhow::Result<()> {
-    for (host, since) in [LENDER, BORROWER].into_iter().zip(marks) {
-        let t = ownership::kernel_trouble(c.agent(host)?, since, false)?;
-        ensure!(t.is_empty(), "{host}'s kernel log:\n{}", t.join("\n"));
-    }
-    Ok(())
-}
-
-/// A verified run of the userspace driver on a new mdev: the device works.
-fn verified_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
-    let b = c.agent(BORROWER)?;
-    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
-    let out = b.sh(
-        &format!("{drv} --mdev {uuid} --blocks 64 --ios 200"),
-        Duration::from_secs(300),
-    );
-    let removed = lending::remove_mdev(b, &uuid);
-    let out = out?;
-    removed?;
-    ensure!(
-        out.exit_code == Some(0),
-        "verified I/O after the fuzzing failed: {out:?}"
-    );
-    Ok(())
-}
-
-/// A lender counter of the lent device, from debugfs.
-fn lender_counter(l: &AgentClient, nvme: &PciDev, key: &str) -> anyhow::Result<u64> {
-    let text = sh(l, "cat /sys/kernel/debug/devlend/lender")?;
-    let kv = text
-        .lines()
-        .map(fabric::parse_kv)
-        .find(|kv| kv.get("name") == Some(&nvme.addr))
-        .with_context(|| format!("{} not in the lender's debugfs:\n{text}", nvme.addr))?;
-    fabric::counter(&kv, key)
-}
 
 /// Nothing held for the device on either host: no pins, no quarantine, no
 /// lender mapping, no vector; the device available and offered again.
@@ -274,7 +194,7 @@ fn fuzz_guest_vfio_ops_on_mdev(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     nothing_held(c, &nvme).context("before the fuzzing")?;
-    let seed = env_u64("DEVLEND_FUZZ_SEED")?.unwrap_or_else(rand::random);
+    let seed = twohost::fuzz_seed()?;
     let iters = env_u64("DEVLEND_FUZZ_ITERS")?.unwrap_or(DEFAULT_ITERS);
     println!(
         "  seed {seed}, {iters} operations, then {} racing (replay: DEVLEND_FUZZ_SEED={seed})",
@@ -295,11 +215,11 @@ fn fuzz_guest_vfio_ops_on_mdev(c: &mut Cluster) -> anyhow::Result<()> {
     removed?;
     print_kernel_log(c, marks)?;
 
-    no_kernel_trouble(c, marks)?;
+    twohost::no_kernel_trouble(c, marks, None)?;
     nothing_held(c, &nvme).context("after the fuzzing")?;
     verified_io(c, &nvme)?;
     nothing_held(c, &nvme).context("after the verified I/O")?;
-    no_kernel_trouble(c, marks)
+    twohost::no_kernel_trouble(c, marks, None)
 }
 
 fn main() {

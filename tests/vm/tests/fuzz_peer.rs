@@ -20,21 +20,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use devlend_agent::AgentClient;
-use devlend_cluster::{tools, Cluster};
+use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::ownership;
 use devlend_vmtests::peerfuzz::ParsedReport;
+use devlend_vmtests::twohost::{self, boot, lent_nvme, verified_io, BORROWER, LENDER, WAIT};
 use devlend_vmtests::{Check, Suite};
-
-const LENDER: &str = "lender";
-const BORROWER: &str = "borrower";
-const MDEV_TYPE: &str = "devlend-nvme";
-const WAIT: Duration = Duration::from_secs(60);
-
-fn boot() -> anyhow::Result<Cluster> {
-    devlend_vmtests::boot_topology("two-host")
-}
 
 /// Messages of the default run; `DEVLEND_FUZZ_MESSAGES` sets another.
 fn message_count() -> anyhow::Result<u64> {
@@ -44,67 +36,6 @@ fn message_count() -> anyhow::Result<u64> {
             .with_context(|| format!("DEVLEND_FUZZ_MESSAGES={v:?}")),
         Err(_) => Ok(1_000_000),
     }
-}
-
-/// The seed: `DEVLEND_FUZZ_SEED`, else random.
-fn seed() -> anyhow::Result<u64> {
-    match std::env::var("DEVLEND_FUZZ_SEED") {
-        Ok(v) => match v.strip_prefix("0x") {
-            Some(hex) => u64::from_str_radix(hex, 16),
-            None => v.parse(),
-        }
-        .with_context(|| format!("DEVLEND_FUZZ_SEED={v:?}")),
-        Err(_) => Ok(rand::random()),
-    }
-}
-
-/// The lender's NVMe, lent, with the module up on both hosts and the
-/// borrower listing it.
-fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    lending::ensure_module(l)?;
-    lending::ensure_module(b)?;
-    let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
-    if lending::driver_of(l, &nvme.addr)?.as_deref() != Some("devlend-lender") {
-        lending::lend(l, &nvme.addr)?;
-    }
-    lending::wait_until(
-        "remote NVMe on the borrower",
-        WAIT,
-        || {
-            Ok(lending::remote_devices(b)?
-                .values()
-                .any(|d| d.get("name") == Some(&nvme.addr))
-                .to_string())
-        },
-        "true",
-    )?;
-    Ok(nvme)
-}
-
-fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
-    Ok(devlend_cluster::host_view(&tools::our_binary(name, env)?)
-        .display()
-        .to_string())
-}
-
-/// A verified run of the userspace driver on a new mdev: the device works.
-fn verified_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
-    let b = c.agent(BORROWER)?;
-    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
-    let out = b.sh(
-        &format!("{drv} --mdev {uuid} --blocks 64 --ios 200"),
-        Duration::from_secs(300),
-    );
-    let removed = lending::remove_mdev(b, &uuid);
-    let out = out?;
-    removed?;
-    ensure!(
-        out.exit_code == Some(0),
-        "verified I/O after the fuzzing failed: {out:?}"
-    );
-    Ok(())
 }
 
 /// The lender's debugfs counters: the `global` line (requests that named
@@ -273,7 +204,7 @@ fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
         .context("dev_id")?;
     let mark = ownership::kernel_log_lines(l)?;
     let messages = message_count()?;
-    let seed = seed()?;
+    let seed = twohost::fuzz_seed()?;
     println!("  seed {seed:#x} (DEVLEND_FUZZ_SEED), {messages} messages, lent dev_id {dev_id}");
 
     c.kill_host(BORROWER)?;

@@ -24,44 +24,18 @@ use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::ownership::{self, Marker};
+use devlend_vmtests::twohost;
+use devlend_vmtests::twohost::{
+    boot, host_bin, lender_counter, lent_nvme, log_marks, remote_name, verified_io, BORROWER,
+    LENDER, MDEV_TYPE, WAIT,
+};
 use devlend_vmtests::{Check, Suite};
 
-const LENDER: &str = "lender";
-const BORROWER: &str = "borrower";
-const MDEV_TYPE: &str = "devlend-nvme";
-const WAIT: Duration = Duration::from_secs(60);
 /// Longer than the peer timeout (8 s) plus the driver's own (10 s).
 const STALL: Duration = Duration::from_secs(25);
 /// How long the lender's drive is throttled to, in I/Os per second, so
 /// that reads stay queued at the drive when the host stops.
 const THROTTLE_IOPS: u64 = 4;
-
-fn boot() -> anyhow::Result<Cluster> {
-    devlend_vmtests::boot_topology("two-host")
-}
-
-/// The lender's NVMe, lent, with the module up on both hosts.
-fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    lending::ensure_module(l)?;
-    lending::ensure_module(b)?;
-    let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
-    if lending::driver_of(l, &nvme.addr)?.as_deref() != Some("devlend-lender") {
-        lending::lend(l, &nvme.addr)?;
-    }
-    lending::wait_until(
-        "remote NVMe on the borrower",
-        WAIT,
-        || {
-            Ok(lending::remote_devices(b)?
-                .values()
-                .any(|d| d.get("name") == Some(&nvme.addr))
-                .to_string())
-        },
-        "true",
-    )?;
-    Ok(nvme)
-}
 
 /// Throttles (or, with 0, unthrottles) the lender's drive through its QMP.
 fn throttle(c: &Cluster, iops: u64) -> anyhow::Result<()> {
@@ -76,17 +50,6 @@ fn throttle(c: &Cluster, iops: u64) -> anyhow::Result<()> {
         Duration::from_secs(10),
     )?;
     Ok(())
-}
-
-/// A lender counter of the lent device, from debugfs.
-fn lender_counter(l: &AgentClient, nvme: &PciDev, key: &str) -> anyhow::Result<u64> {
-    let text = sh(l, "cat /sys/kernel/debug/devlend/lender")?;
-    let kv = text
-        .lines()
-        .map(fabric::parse_kv)
-        .find(|kv| kv.get("name") == Some(&nvme.addr))
-        .with_context(|| format!("{} not in the lender's debugfs:\n{text}", nvme.addr))?;
-    fabric::counter(&kv, key)
 }
 
 /// Waits until the lender has relayed more interrupts than `from`: I/O is
@@ -106,55 +69,12 @@ fn wait_io_flowing(l: &AgentClient, nvme: &PciDev, from: u64) -> anyhow::Result<
     }
 }
 
-/// Where each host's kernel log stands, before a check.
-fn log_marks(c: &Cluster) -> anyhow::Result<[usize; 2]> {
-    Ok([
-        ownership::kernel_log_lines(c.agent(LENDER)?)?,
-        ownership::kernel_log_lines(c.agent(BORROWER)?)?,
-    ])
-}
-
-/// Neither host logged a WARN, BUG, oops or lockup since `marks` (the
-/// `frozen` host's own reports of its clock jumping aside).
-fn no_kernel_trouble(c: &Cluster, marks: [usize; 2], frozen: &str) -> anyhow::Result<()> {
-    for (host, since) in [LENDER, BORROWER].into_iter().zip(marks) {
-        let t = ownership::kernel_trouble(c.agent(host)?, since, host == frozen)?;
-        ensure!(t.is_empty(), "{host}'s kernel log:\n{}", t.join("\n"));
-    }
-    Ok(())
-}
-
-/// A verified run of the userspace driver on a new mdev: the device works.
-fn verified_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
-    let b = c.agent(BORROWER)?;
-    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
-    let out = b.sh(
-        &format!("{drv} --mdev {uuid} --blocks 64 --ios 200"),
-        Duration::from_secs(300),
-    );
-    let removed = lending::remove_mdev(b, &uuid);
-    let out = out?;
-    removed?;
-    ensure!(
-        out.exit_code == Some(0),
-        "verified I/O after the stall failed: {out:?}"
-    );
-    Ok(())
-}
-
-fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
-    Ok(devlend_cluster::host_view(&tools::our_binary(name, env)?)
-        .display()
-        .to_string())
-}
-
 /// The driver, reading at queue depth 32 from an mdev of the remote NVMe
 /// until it fails; its PID and the mdev.
 fn start_reader(c: &Cluster, nvme: &PciDev, log: &str) -> anyhow::Result<String> {
     let b = c.agent(BORROWER)?;
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
     ownership::spawn_bg(
         b,
         &format!("{drv} --mdev {uuid} --blocks 64 --ios 1000000 --queue-depth 32 --timeout 10"),
@@ -285,7 +205,7 @@ fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     }
     res?;
     verified_io(c, &nvme)?;
-    no_kernel_trouble(c, marks, LENDER)
+    twohost::no_kernel_trouble(c, marks, Some(LENDER))
 }
 
 /// The borrower's host stops for longer than the peer timeout while reads
@@ -372,7 +292,7 @@ fn stall_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> 
     }
     res?;
     verified_io(c, &nvme)?;
-    no_kernel_trouble(c, marks, BORROWER)
+    twohost::no_kernel_trouble(c, marks, Some(BORROWER))
 }
 
 /// How soon after a host dies its peer must have noticed and cleaned up:
@@ -463,16 +383,32 @@ fn kill_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let marks = log_marks(c)?;
     let log = "/tmp/kill-borrower.log";
     start_reader(c, &nvme, log)?;
+    kill_borrower_mid_io(c, &nvme, marks, WAIT, "I/O")?;
+    let nvme = lent_nvme(c)?;
+    verified_io(c, &nvme)
+}
+
+/// Kills the borrower once the device is borrowed and interrupts are
+/// relayed (`what` is in flight), and checks that the lender takes the
+/// device back within [`RECLAIM_BOUND`] with no mapping or vector left and
+/// a clean kernel log; then boots the borrower again.
+fn kill_borrower_mid_io(
+    c: &mut Cluster,
+    nvme: &PciDev,
+    marks: [usize; 2],
+    borrow_wait: Duration,
+    what: &str,
+) -> anyhow::Result<()> {
     let l = c.agent(LENDER)?;
     lending::wait_until(
         "borrowed",
-        WAIT,
+        borrow_wait,
         || lending::lent_state(l, &nvme.addr),
         "borrowed",
     )?;
-    let fires = wait_io_flowing(l, &nvme, 0)?;
-    let fires2 = wait_io_flowing(l, &nvme, fires)?;
-    println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the borrower");
+    let fires = wait_io_flowing(l, nvme, 0)?;
+    let fires2 = wait_io_flowing(l, nvme, fires)?;
+    println!("  {what} in flight: {fires} -> {fires2} interrupts relayed; killing the borrower");
     c.kill_host(BORROWER)?;
 
     let l = c.agent(LENDER)?;
@@ -491,15 +427,13 @@ fn kill_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
         "the lender still maps pages of a dead borrower"
     );
     ensure!(
-        lender_counter(l, &nvme, "irq_vectors")? == 0,
+        lender_counter(l, nvme, "irq_vectors")? == 0,
         "the lender still holds vectors for a dead borrower"
     );
     let t = ownership::kernel_trouble(l, marks[0], false)?;
     ensure!(t.is_empty(), "lender's kernel log:\n{}", t.join("\n"));
-
     c.restart_host(BORROWER)?;
-    let nvme = lent_nvme(c)?;
-    verified_io(c, &nvme)
+    Ok(())
 }
 
 /// The guest of [`kill_lender_under_kvm_guest`]: it waits for a hot-plugged
@@ -539,7 +473,7 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let b = c.agent(BORROWER)?;
     fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
-    let remote = format!("{LENDER}/{}", nvme.addr);
+    let remote = remote_name(&nvme);
     let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote))?;
     let g = devlend_vmtests::guest::spawn(
         b,
@@ -635,7 +569,7 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
 fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
     let b = c.agent(BORROWER)?;
     fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
     let run = devlend_vmtests::guest::run_with(
         b,
         &tools::images_dir()?,
@@ -671,7 +605,7 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let marks = log_marks(c)?;
     let b = c.agent(BORROWER)?;
     fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     devlend_vmtests::guest::spawn(
         b,
         &tools::images_dir()?,
@@ -686,41 +620,7 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/killb.console",
     )?;
-    let l = c.agent(LENDER)?;
-    lending::wait_until(
-        "borrowed",
-        Duration::from_secs(240),
-        || lending::lent_state(l, &nvme.addr),
-        "borrowed",
-    )?;
-    let fires = wait_io_flowing(l, &nvme, 0)?;
-    let fires2 = wait_io_flowing(l, &nvme, fires)?;
-    println!("  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the borrower");
-    c.kill_host(BORROWER)?;
-
-    let l = c.agent(LENDER)?;
-    let back = lending::wait_until(
-        "device taken back from the dead borrower",
-        RECLAIM_BOUND,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
-    )?;
-    println!(
-        "  lender took the device back {:.1} s after the kill",
-        back.as_secs_f64()
-    );
-    ensure!(
-        ownership::lender_mapped_pages(l)?.is_empty(),
-        "the lender still maps pages of a dead borrower"
-    );
-    ensure!(
-        lender_counter(l, &nvme, "irq_vectors")? == 0,
-        "the lender still holds vectors for a dead borrower"
-    );
-    let t = ownership::kernel_trouble(l, marks[0], false)?;
-    ensure!(t.is_empty(), "lender's kernel log:\n{}", t.join("\n"));
-
-    c.restart_host(BORROWER)?;
+    kill_borrower_mid_io(c, &nvme, marks, Duration::from_secs(240), "guest I/O")?;
     let nvme = lent_nvme(c)?;
     verified_guest_io(c, &nvme)
 }
@@ -738,7 +638,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let b = c.agent(BORROWER)?;
     fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let g = devlend_vmtests::guest::spawn(
         b,
         &tools::images_dir()?,
@@ -839,7 +739,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     }
     res?;
     verified_guest_io(c, &nvme)?;
-    no_kernel_trouble(c, marks, LENDER)
+    twohost::no_kernel_trouble(c, marks, Some(LENDER))
 }
 
 /// Borrow/return cycles run by the `cycles` check; `DEVLEND_CYCLES` sets
@@ -883,7 +783,7 @@ fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
     let (before, slab_before) = held_counts(c, &nvme)?;
     let b = c.agent(BORROWER)?;
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let t0 = Instant::now();
     let out = b.sh(
         &format!(
@@ -914,7 +814,7 @@ fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
         "  held before and after: {after}; slab KiB lender {} -> {}, borrower {} -> {} (informational)",
         slab_before[0], slab_after[0], slab_before[1], slab_after[1]
     );
-    no_kernel_trouble(c, marks, "")?;
+    twohost::no_kernel_trouble(c, marks, None)?;
     for host in [BORROWER, LENDER] {
         let a = c.agent(host)?;
         sh(a, "rmmod devlend").with_context(|| format!("rmmod devlend on the {host}"))?;
@@ -923,7 +823,7 @@ fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
             "devlend still loaded on the {host}"
         );
     }
-    no_kernel_trouble(c, marks, "")
+    twohost::no_kernel_trouble(c, marks, None)
 }
 
 fn main() {
