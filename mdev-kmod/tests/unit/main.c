@@ -37,7 +37,7 @@ int main(void)
 	size_t s, t;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (s = 0; s < sizeof(suites) / sizeof(suites[0]); s++) {
+	for (s = 0; s < ARRAY_SIZE(suites); s++) {
 		printf("%s\n", suites[s]->name);
 		for (t = 0; t < suites[s]->ntests; t++) {
 			const struct unit_test *test = &suites[s]->tests[t];

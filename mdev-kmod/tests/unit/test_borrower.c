@@ -19,8 +19,8 @@
 
 #include "unit.h"
 
-#define MiB		(1ULL << 20)
-#define KiB		(1ULL << 10)
+#define MiB		BIT_ULL(20)
+#define KiB		BIT_ULL(10)
 /* Guest pages the fake knows: 32 MiB; everything above is unmapped. */
 #define NPFN		8192
 
@@ -34,6 +34,7 @@ static struct kvm_memory_slot slots[8];
 struct gmap {
 	u64 iova, len, phys;
 };
+
 static struct gmap gmaps[8];
 static unsigned int ngmaps;
 static struct page pages[NPFN];
@@ -44,6 +45,7 @@ static unsigned int npin_calls, bad_pin_calls, bad_unpins;
 struct run {
 	u64 iova, addr, len;
 };
+
 static struct run runs[64];
 static unsigned int nruns, nmaps, nunmaps, nquarantined, nlost, nresets;
 static struct dl_dma_unmap last_unmap;
@@ -246,11 +248,22 @@ static void reset_all(void)
 	memset(slots, 0, sizeof(slots));
 	memset(pages, 0, sizeof(pages));
 	memset(pincount, 0, sizeof(pincount));
-	ngmaps = npin_calls = bad_pin_calls = bad_unpins = 0;
-	nruns = nmaps = nunmaps = nquarantined = nlost = nresets = 0;
-	nevents = ncwrites = ncreads = 0;
+	ngmaps = 0;
+	npin_calls = 0;
+	bad_pin_calls = 0;
+	bad_unpins = 0;
+	nruns = 0;
+	nmaps = 0;
+	nunmaps = 0;
+	nquarantined = 0;
+	nlost = 0;
+	nresets = 0;
+	nevents = 0;
+	ncwrites = 0;
+	ncreads = 0;
 	memset(events, 0, sizeof(events));
-	map_ret = unmap_ret = 0;
+	map_ret = 0;
+	unmap_ret = 0;
 	max_payload = 256;
 	v.b = &b;
 	v.dev_id = 7;

@@ -29,6 +29,7 @@ struct cfg_write {
 	int size;
 	u32 val;
 };
+
 static struct cfg_write wlog[16];
 static unsigned int nwrites, nresets, nmask, neoi, nvdis;
 
@@ -160,7 +161,11 @@ static void make_device(bool flr)
 {
 	memset(cfg, 0, sizeof(cfg));
 	memset(&lent, 0, sizeof(lent));
-	nwrites = nresets = nmask = neoi = nvdis = 0;
+	nwrites = 0;
+	nresets = 0;
+	nmask = 0;
+	neoi = 0;
+	nvdis = 0;
 	pdev.cfg_size = PCI_CFG_SPACE_EXP_SIZE;
 	pdev.devcap = flr ? PCI_EXP_DEVCAP_FLR : 0;
 	lent.pdev = &pdev;
@@ -365,7 +370,8 @@ static void test_write_command(void)
 	CHECK(lent.intx_vdis);
 
 	/* INTx disable alone: not filtered, never at the device. */
-	nwrites = nvdis = 0;
+	nwrites = 0;
+	nvdis = 0;
 	CHECK_EQ(dl_lent_cfg_write(&lent, PCI_COMMAND, 2,
 				   0x07 | PCI_COMMAND_INTX_DISABLE), 0);
 	CHECK_EQ(get16(PCI_COMMAND), 0x0007);
@@ -404,14 +410,16 @@ static void test_write_devctl_flr(void)
 	CHECK_EQ(atomic64_read(&lent.cnt[DL_LCNT_RESETS]), 1);
 
 	/* FLR alone, as a byte: a reset, nothing else is filtered. */
-	nwrites = nresets = 0;
+	nwrites = 0;
+	nresets = 0;
 	CHECK_EQ(dl_lent_cfg_write(&lent, 0x89, 1,
 				   (0x2d1f | PCI_EXP_DEVCTL_BCR_FLR) >> 8), 0);
 	CHECK_EQ(nresets, 1);
 	check_write(0, 0x89, 1, 0x2d);
 
 	/* FLR through the AF capability: nothing written, a reset. */
-	nwrites = nresets = 0;
+	nwrites = 0;
+	nresets = 0;
 	CHECK_EQ(dl_lent_cfg_write(&lent, 0xc0 + PCI_AF_CTRL, 1,
 				   PCI_AF_CTRL_FLR), 0);
 	CHECK_EQ(nwrites, 0);

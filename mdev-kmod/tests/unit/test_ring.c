@@ -110,7 +110,8 @@ static struct dl_peer *setup(u32 ring_slots)
 	peer->fab = &fab;
 	peer->id = PEER;
 	peer_info.incarnation = cpu_to_le64(PEER_EPOCH);
-	ndoorbells = ngot = 0;
+	ndoorbells = 0;
+	ngot = 0;
 	kshim_warnings = 0;
 	link_up = true;
 	dl_ring_attach(&fab, peer);

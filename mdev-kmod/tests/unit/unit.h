@@ -7,7 +7,7 @@
 #ifndef UNIT_H
 #define UNIT_H
 
-#include <stddef.h>
+#include "kshim.h"	/* __printf(), ARRAY_SIZE() for main.c */
 
 struct unit_test {
 	const char *name;
@@ -20,8 +20,8 @@ struct unit_suite {
 	size_t ntests;
 };
 
-void unit_fail(const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+__printf(3, 4)
+void unit_fail(const char *file, int line, const char *fmt, ...);
 
 #define CHECK(cond) \
 	do { \

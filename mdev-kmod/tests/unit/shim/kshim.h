@@ -23,20 +23,21 @@
 
 #include <linux/pci_regs.h>	/* the uapi header: the same constants */
 
-/* Types. */
-typedef uint8_t u8, __u8;
-typedef uint16_t u16, __u16;
-typedef uint32_t u32, __u32;
+/* Types, as the kernel's on x86_64 (__bitwise is for sparse only). */
+#define __bitwise
+typedef unsigned char u8, __u8;
+typedef unsigned short u16, __u16;
+typedef unsigned int u32, __u32;
 typedef unsigned long long u64, __u64;
-typedef int8_t s8, __s8;
-typedef int16_t s16, __s16;
-typedef int32_t s32, __s32;
+typedef signed char s8, __s8;
+typedef short s16, __s16;
+typedef int s32, __s32;
 typedef long long s64, __s64;
-typedef uint16_t __le16, __be16;
-typedef uint32_t __le32, __be32;
-typedef uint64_t __le64, __be64;
+typedef u16 __bitwise __le16, __be16;
+typedef u32 __bitwise __le32, __be32;
+typedef u64 __bitwise __le64, __be64;
 typedef u64 phys_addr_t, resource_size_t, dma_addr_t;
-typedef unsigned int gfp_t;
+typedef unsigned int __bitwise gfp_t;
 typedef s64 ktime_t;
 typedef struct { int counter; } atomic_t;
 typedef struct { s64 counter; } atomic64_t;
@@ -47,8 +48,6 @@ typedef struct { s64 counter; } atomic64_t;
 #define __force
 #define __rcu
 #define __must_check
-#define __maybe_unused	__attribute__((unused))
-#define __packed	__attribute__((packed))
 #define __printf(a, b)	__attribute__((format(printf, a, b)))
 #define likely(x)	__builtin_expect(!!(x), 1)
 #define unlikely(x)	__builtin_expect(!!(x), 0)
@@ -69,12 +68,24 @@ typedef struct { s64 counter; } atomic64_t;
 #define BIT(n)		(1UL << (n))
 #define BIT_ULL(n)	(1ULL << (n))
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
-/* Compared in the type of a + b, as the kernel's checked min() allows. */
-#define min(a, b) ({ typeof((a) + (b)) _a = (a), _b = (b); _a < _b ? _a : _b; })
-#define max(a, b) ({ typeof((a) + (b)) _a = (a), _b = (b); _a > _b ? _a : _b; })
+/*
+ * a and b evaluated once each, and compared in the type of a + b, as the
+ * kernel's checked min() allows.
+ */
+#define __kshim_cmp(a, b, op) ({			\
+	typeof(a) _a = (a);				\
+	typeof(b) _b = (b);				\
+	typeof(_a + _b) _x = _a;			\
+	typeof(_a + _b) _y = _b;			\
+							\
+	_x op _y ? _x : _y;				\
+})
+#define min(a, b)	__kshim_cmp(a, b, <)
+#define max(a, b)	__kshim_cmp(a, b, >)
 #define min_t(t, a, b)	({ t _a = (a), _b = (b); _a < _b ? _a : _b; })
 #define max_t(t, a, b)	({ t _a = (a), _b = (b); _a > _b ? _a : _b; })
-#define ALIGN(x, a)	(((x) + ((typeof(x))(a) - 1)) & ~((typeof(x))(a) - 1))
+#define ALIGN(x, a) \
+	({ __auto_type _mask = (typeof(x))(a) - 1; ((x) + _mask) & ~_mask; })
 #define ALIGN_DOWN(x, a)	((x) & ~((typeof(x))(a) - 1))
 #define IS_ALIGNED(x, a)	(((x) & ((typeof(x))(a) - 1)) == 0)
 #define container_of(p, type, member) \
@@ -89,15 +100,19 @@ typedef struct { s64 counter; } atomic64_t;
 #define SZ_2M		0x00200000
 #define SZ_4G		0x100000000ULL
 #define PAGE_SHIFT	12
-#define PAGE_SIZE	(1UL << PAGE_SHIFT)
+#define PAGE_SIZE	BIT(PAGE_SHIFT)
 
-/* Memory ordering: the tests are single-threaded. */
-#define READ_ONCE(x)		(*(volatile typeof(x) *)&(x))
-#define WRITE_ONCE(x, v)	(*(volatile typeof(x) *)&(x) = (v))
-#define smp_load_acquire(p) \
-	({ typeof(*(p)) _v = *(p); __atomic_thread_fence(__ATOMIC_ACQUIRE); _v; })
-#define smp_store_release(p, v) \
-	do { __atomic_thread_fence(__ATOMIC_RELEASE); *(p) = (v); } while (0)
+/*
+ * Memory ordering: the tests are single-threaded, but the accesses are the
+ * compiler's atomics all the same, so it can neither tear, merge nor drop
+ * them, as with the kernel's macros.
+ */
+#define READ_ONCE(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define WRITE_ONCE(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+/* Acquire: no later access moves before the load (pairs with the release). */
+#define smp_load_acquire(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
+/* Release: no earlier access moves after the store (pairs with the acquire). */
+#define smp_store_release(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 /* Locks, all empty: nothing runs concurrently here. */
 struct mutex { int unused; };
@@ -132,6 +147,7 @@ static inline void INIT_LIST_HEAD(struct list_head *l)
 	l->next = l;
 	l->prev = l;
 }
+
 static inline void __list_add(struct list_head *n, struct list_head *prev,
 			      struct list_head *next)
 {
@@ -140,14 +156,17 @@ static inline void __list_add(struct list_head *n, struct list_head *prev,
 	n->prev = prev;
 	prev->next = n;
 }
+
 static inline void list_add(struct list_head *n, struct list_head *head)
 {
 	__list_add(n, head, head->next);
 }
+
 static inline void list_add_tail(struct list_head *n, struct list_head *head)
 {
 	__list_add(n, head->prev, head);
 }
+
 static inline void list_del(struct list_head *e)
 {
 	e->next->prev = e->prev;
@@ -155,15 +174,28 @@ static inline void list_del(struct list_head *e)
 	e->next = NULL;
 	e->prev = NULL;
 }
+
 static inline bool list_empty(const struct list_head *h)
 {
 	return h->next == h;
 }
+
 #define list_entry(p, type, member)	container_of(p, type, member)
 #define list_first_entry(h, type, member) list_entry((h)->next, type, member)
 #define list_last_entry(h, type, member) list_entry((h)->prev, type, member)
-#define list_next_entry(p, member) \
-	list_entry((p)->member.next, typeof(*(p)), member)
+/* The entry after e, whose list_head is off bytes into it. */
+static inline void *__kshim_next_entry(void *e, size_t off)
+{
+	struct list_head *l = (struct list_head *)((char *)e + off);
+
+	return (char *)l->next - off;
+}
+
+#define list_next_entry(p, member) ({					\
+	typeof(p) _p = (p);						\
+									\
+	(typeof(p))__kshim_next_entry(_p, offsetof(typeof(*_p), member)); \
+})
 #define list_for_each_entry(p, h, member) \
 	for (p = list_first_entry(h, typeof(*p), member); \
 	     &p->member != (h); p = list_next_entry(p, member))
@@ -182,6 +214,7 @@ static inline void *kcalloc(size_t n, size_t s, gfp_t f)
 	(void)f;
 	return calloc(n, s);
 }
+
 #define kvcalloc	kcalloc
 #define kfree		free
 #define kvfree		free
@@ -215,6 +248,7 @@ static inline bool queue_work(struct workqueue_struct *wq,
 	w->queued++;
 	return true;
 }
+
 static inline bool mod_delayed_work(struct workqueue_struct *wq,
 				    struct delayed_work *dw,
 				    unsigned long delay)
@@ -236,6 +270,7 @@ struct xarray {
 	void **ent;
 	size_t n, cap;
 };
+
 void *xa_store(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp);
 void *xa_erase(struct xarray *xa, unsigned long index);
 void *xa_load(struct xarray *xa, unsigned long index);
@@ -244,7 +279,11 @@ static inline int xa_err(void *entry) { (void)entry; return 0; }
 
 /* Devices and logging: messages are counted, printed with UNIT_VERBOSE. */
 struct device { const char *name; };
-struct va_format { const char *fmt; va_list *va; };
+struct va_format {
+	const char *fmt;
+	va_list *va;
+};
+
 extern unsigned int kshim_warnings;
 void kshim_log(const char *level, const char *fmt, ...) __printf(2, 3);
 #define dev_err_ratelimited(d, ...)	((void)(d), kshim_log("err", __VA_ARGS__))
@@ -268,6 +307,7 @@ struct pci_dev {
 	u32 devcap;
 	u8 *cfg;
 };
+
 struct pci_driver;
 struct pci_saved_state;
 int pci_read_config_byte(const struct pci_dev *dev, int where, u8 *val);
@@ -282,31 +322,42 @@ static inline int pcibios_err_to_errno(int err)
 }
 
 /* IOMMU, KVM, VFIO, mdev: what the borrower's DMA code touches. */
-#define IOMMU_READ	(1 << 0)
-#define IOMMU_WRITE	(1 << 1)
+#define IOMMU_READ	BIT(0)
+#define IOMMU_WRITE	BIT(1)
 struct iommu_domain;
-#define KVM_MEM_READONLY	(1UL << 1)
+#define KVM_MEM_READONLY	BIT(1)
 struct kvm_memory_slot {
 	u64 base_gfn;
 	unsigned long npages;
 	u32 flags;
 };
+
 struct kvm_memslots {
 	struct kvm_memory_slot *slots;
 	int n;
 };
+
 struct kvm {
 	struct srcu_struct srcu;
 	struct kvm_memslots memslots;
 };
+
 #define kvm_memslots(kvm)	(&(kvm)->memslots)
+/* The slot at bkt, or NULL past the last one. */
+static inline struct kvm_memory_slot *__kshim_memslot(struct kvm_memslots *ms,
+						      int bkt)
+{
+	return bkt < ms->n ? &ms->slots[bkt] : NULL;
+}
+
 #define kvm_for_each_memslot(slot, bkt, ms) \
-	for (bkt = 0; bkt < (ms)->n && ((slot) = &(ms)->slots[bkt]); bkt++)
+	for (bkt = 0; ((slot) = __kshim_memslot(ms, bkt)); bkt++)
 #define VFIO_PIN_PAGES_MAX_ENTRIES	(PAGE_SIZE / sizeof(unsigned long))
 struct vfio_device {
 	struct device *dev;
 	struct kvm *kvm;
 };
+
 struct vfio_device_ops;
 struct vfio_irq_info;
 struct vfio_irq_set;
@@ -325,6 +376,7 @@ static inline unsigned long copy_from_user(void *to, const void *from,
 	memcpy(to, from, n);
 	return 0;
 }
+
 static inline unsigned long copy_to_user(void *to, const void *from,
 					 unsigned long n)
 {
