@@ -24,6 +24,7 @@
  * Every failure on the way unwinds through the same teardown, which is
  * idempotent (CVE-2022-3707 was a double free on such a path).
  */
+#include <linux/delay.h>
 #include <linux/iommu.h>
 #include <linux/jiffies.h>
 #include <linux/kvm_host.h>
@@ -39,6 +40,9 @@
 #define DL_PIN_BATCH		VFIO_PIN_PAGES_MAX_ENTRIES
 /* How long after a dma_unmap() the memory is pinned again. */
 #define DL_REPIN_DELAY_MS	100
+/* How often, and how far apart, an unmap refused with EIO is asked again. */
+#define DL_UNMAP_BUSY_TRIES	20
+#define DL_UNMAP_BUSY_MS	100
 /* How often, and how far apart, a failed re-pin is tried again. */
 #define DL_REPIN_TRIES		10
 #define DL_REPIN_RETRY_MS	500
@@ -376,6 +380,28 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t, bool acked)
 }
 
 /*
+ * DMA_UNMAP, asked again while the lender answers EIO: a lender refuses
+ * requests for a device while it resets it (VFIO's dma_unmap() does not
+ * wait for the mdev's own reset), and a refusal here would give the device
+ * up. Bounded: past it the pages are quarantined as for any other failure.
+ */
+static int dl_dma_unmap_request(struct dl_vdev *v,
+				const struct dl_dma_unmap *um)
+{
+	unsigned int tries = 0;
+	int ret;
+
+	for (;;) {
+		ret = dl_fabric_request_urgent(v->b->fab, v->host,
+					       DL_MSG_DMA_UNMAP, um, sizeof(*um),
+					       DL_B_TIMEOUT_MS);
+		if (ret != -EIO || ++tries > DL_UNMAP_BUSY_TRIES)
+			return ret;
+		msleep(DL_UNMAP_BUSY_MS);
+	}
+}
+
+/*
  * Has the lender unmap [iova, iova + len) (everything with @all), then
  * unpins what is pinned there. What the lender did not acknowledge is
  * quarantined, and the device is given up and returned later.
@@ -397,10 +423,7 @@ static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
 
 	if (!acked) {
 		if (READ_ONCE(v->state) == DL_VDEV_BORROWED)
-			ret = dl_fabric_request_urgent(v->b->fab, v->host,
-						       DL_MSG_DMA_UNMAP, &um,
-						       sizeof(um),
-						       DL_B_TIMEOUT_MS);
+			ret = dl_dma_unmap_request(v, &um);
 		acked = !ret;
 	}
 	if (!acked) {

@@ -231,6 +231,11 @@ static inline void usleep_range(unsigned long lo, unsigned long hi)
 	jiffies += lo / 1000 + 1;
 }
 
+static inline void msleep(unsigned int ms)
+{
+	jiffies += ms;
+}
+
 /* Work, completions, timers, wait queues: the fields only. */
 struct work_struct { int queued; };
 struct delayed_work { struct work_struct work; unsigned long delay; };
