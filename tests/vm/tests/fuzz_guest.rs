@@ -7,7 +7,7 @@
 //! quarantined.
 //!
 //! `./test.sh fuzz` selects it. `DEVLEND_FUZZ_ITERS` sets the number of
-//! operations (the long run: 100000), `DEVLEND_FUZZ_SEED` replays a run.
+//! operations (the long run: 50000), `DEVLEND_FUZZ_SEED` replays a run.
 
 use std::time::Duration;
 
