@@ -52,8 +52,7 @@ fn throttle(c: &Cluster, iops: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits until the lender has relayed more interrupts than `from`: I/O is
-/// completing, so commands are in flight.
+/// Waits until the lender has relayed more interrupts than `from`.
 fn wait_io_flowing(l: &AgentClient, nvme: &PciDev, from: u64) -> anyhow::Result<u64> {
     let t0 = Instant::now();
     loop {
@@ -67,6 +66,32 @@ fn wait_io_flowing(l: &AgentClient, nvme: &PciDev, from: u64) -> anyhow::Result<
         );
         std::thread::sleep(Duration::from_millis(300));
     }
+}
+
+/// Proof that I/O is in flight: the lender's count of relayed interrupts
+/// climbs, twice; the two counts it passed.
+fn io_in_flight(l: &AgentClient, nvme: &PciDev) -> anyhow::Result<(u64, u64)> {
+    let fires = wait_io_flowing(l, nvme, 0)?;
+    Ok((fires, wait_io_flowing(l, nvme, fires)?))
+}
+
+/// Waits until the lender says the device is borrowed.
+fn wait_borrowed(l: &AgentClient, nvme: &PciDev, timeout: Duration) -> anyhow::Result<()> {
+    lending::wait_until(
+        "borrowed",
+        timeout,
+        || lending::lent_state(l, &nvme.addr),
+        "borrowed",
+    )?;
+    Ok(())
+}
+
+/// Throttles the lender's drive while reads keep coming, and lets them
+/// queue up at it.
+fn queue_reads_at_drive(c: &Cluster) -> anyhow::Result<()> {
+    throttle(c, THROTTLE_IOPS)?;
+    std::thread::sleep(Duration::from_secs(2));
+    Ok(())
 }
 
 /// The driver, reading at queue depth 32 from an mdev of the remote NVMe
@@ -99,16 +124,9 @@ fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let mut paused = false;
     let res = (|| -> anyhow::Result<()> {
         let l = c.agent(LENDER)?;
-        lending::wait_until(
-            "borrowed",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "borrowed",
-        )?;
-        let fires = wait_io_flowing(l, &nvme, 0)?;
-        wait_io_flowing(l, &nvme, fires)?;
-        throttle(c, THROTTLE_IOPS)?;
-        std::thread::sleep(Duration::from_secs(2));
+        wait_borrowed(l, &nvme, WAIT)?;
+        io_in_flight(l, &nvme)?;
+        queue_reads_at_drive(c)?;
         let mapped = ownership::lender_mapped_pages(l)?;
         ensure!(
             !mapped.is_empty(),
@@ -222,16 +240,9 @@ fn stall_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> 
     let mut paused = false;
     let res = (|| -> anyhow::Result<()> {
         let l = c.agent(LENDER)?;
-        lending::wait_until(
-            "borrowed",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "borrowed",
-        )?;
-        let fires = wait_io_flowing(l, &nvme, 0)?;
-        wait_io_flowing(l, &nvme, fires)?;
-        throttle(c, THROTTLE_IOPS)?;
-        std::thread::sleep(Duration::from_secs(2));
+        wait_borrowed(l, &nvme, WAIT)?;
+        io_in_flight(l, &nvme)?;
+        queue_reads_at_drive(c)?;
 
         c.pause_host(BORROWER)?;
         paused = true;
@@ -312,14 +323,8 @@ fn kill_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let uuid = start_reader(c, &nvme, log)?;
     let res = (|| -> anyhow::Result<()> {
         let l = c.agent(LENDER)?;
-        lending::wait_until(
-            "borrowed",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "borrowed",
-        )?;
-        let fires = wait_io_flowing(l, &nvme, 0)?;
-        let fires2 = wait_io_flowing(l, &nvme, fires)?;
+        wait_borrowed(l, &nvme, WAIT)?;
+        let (fires, fires2) = io_in_flight(l, &nvme)?;
         let mapped = ownership::lender_mapped_pages(l)?;
         println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
         c.kill_host(LENDER)?;
@@ -400,14 +405,8 @@ fn kill_borrower_mid_io(
     what: &str,
 ) -> anyhow::Result<()> {
     let l = c.agent(LENDER)?;
-    lending::wait_until(
-        "borrowed",
-        borrow_wait,
-        || lending::lent_state(l, &nvme.addr),
-        "borrowed",
-    )?;
-    let fires = wait_io_flowing(l, nvme, 0)?;
-    let fires2 = wait_io_flowing(l, nvme, fires)?;
+    wait_borrowed(l, nvme, borrow_wait)?;
+    let (fires, fires2) = io_in_flight(l, nvme)?;
     println!("  {what} in flight: {fires} -> {fires2} interrupts relayed; killing the borrower");
     c.kill_host(BORROWER)?;
 
@@ -495,8 +494,7 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         devlend(&format!("attach --qmp /tmp/loss.qmp --id d0 {first}"))?;
         g.wait_for(b, "io-running", Duration::from_secs(240))?;
         let l = c.agent(LENDER)?;
-        let fires = wait_io_flowing(l, &nvme, 0)?;
-        let fires2 = wait_io_flowing(l, &nvme, fires)?;
+        let (fires, fires2) = io_in_flight(l, &nvme)?;
         println!(
             "  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender"
         );
@@ -661,10 +659,8 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         )?;
         g.wait_for(b, "io-running", Duration::from_secs(240))?;
         let l = c.agent(LENDER)?;
-        let fires = wait_io_flowing(l, &nvme, 0)?;
-        wait_io_flowing(l, &nvme, fires)?;
-        throttle(c, THROTTLE_IOPS)?;
-        std::thread::sleep(Duration::from_secs(2));
+        io_in_flight(l, &nvme)?;
+        queue_reads_at_drive(c)?;
         let mapped = ownership::lender_mapped_pages(c.agent(LENDER)?)?;
         ensure!(
             !mapped.is_empty(),
