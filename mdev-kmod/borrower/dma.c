@@ -40,9 +40,6 @@
 #define DL_PIN_BATCH		VFIO_PIN_PAGES_MAX_ENTRIES
 /* How long after a dma_unmap() the memory is pinned again. */
 #define DL_REPIN_DELAY_MS	100
-/* How often, and how far apart, an unmap refused with EIO is asked again. */
-#define DL_UNMAP_BUSY_TRIES	20
-#define DL_UNMAP_BUSY_MS	100
 /* How often, and how far apart, a failed re-pin is tried again. */
 #define DL_REPIN_TRIES		10
 #define DL_REPIN_RETRY_MS	500
@@ -395,9 +392,9 @@ static int dl_dma_unmap_request(struct dl_vdev *v,
 		ret = dl_fabric_request_urgent(v->b->fab, v->host,
 					       DL_MSG_DMA_UNMAP, um, sizeof(*um),
 					       DL_B_TIMEOUT_MS);
-		if (ret != -EIO || ++tries > DL_UNMAP_BUSY_TRIES)
+		if (ret != -EIO || ++tries > DL_B_BUSY_TRIES)
 			return ret;
-		msleep(DL_UNMAP_BUSY_MS);
+		msleep(DL_B_BUSY_MS);
 	}
 }
 

@@ -53,6 +53,13 @@
 
 /* How long the borrower waits for a lender's answer. */
 #define DL_B_TIMEOUT_MS		DL_FABRIC_REQ_TIMEOUT_MS
+/*
+ * A lender answers EIO about a device while it resets it or takes it back
+ * (lender/msg.c); requests that must not give up on that are asked again,
+ * this often and this far apart.
+ */
+#define DL_B_BUSY_TRIES		20
+#define DL_B_BUSY_MS		100
 /* The fixed mdev types. */
 #define DL_B_NR_TYPES		3
 /* Interrupt indices relayed from the lender: INTx, MSI, MSI-X. */

@@ -19,6 +19,7 @@
  * buffers, ids against the request, names made printable.
  */
 #include <linux/ctype.h>
+#include <linux/delay.h>
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/kobject.h>
@@ -474,7 +475,7 @@ static void dl_remote_scan_peer(struct dl_borrower *b, u32 peer)
 {
 	struct dl_fabric_peer_info pi;
 	struct dl_rinfo *infos;
-	unsigned int nr = 0, i;
+	unsigned int nr = 0, i, tries;
 	u64 start_seq;
 	u32 *ids;
 	int ret;
@@ -498,7 +499,13 @@ static void dl_remote_scan_peer(struct dl_borrower *b, u32 peer)
 		goto out_free;
 	}
 	for (i = 0; i < nr; i++) {
-		ret = dl_remote_info(b, peer, ids[i], &infos[i]);
+		/* EIO: the device is resetting or being taken back. */
+		for (tries = 0; ; tries++) {
+			ret = dl_remote_info(b, peer, ids[i], &infos[i]);
+			if (ret != -EIO || tries >= DL_B_BUSY_TRIES)
+				break;
+			msleep(DL_B_BUSY_MS);
+		}
 		if (ret == -ENODEV) {
 			/* Unlent meanwhile: drop it from this scan. */
 			memmove(&ids[i], &ids[i + 1], (nr - i - 1) * sizeof(*ids));

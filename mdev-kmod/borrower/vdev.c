@@ -20,6 +20,7 @@
  * mdev is lost: the ERR eventfd fires and device accesses fail until it
  * is closed.
  */
+#include <linux/delay.h>
 #include <linux/eventfd.h>
 #include <linux/mdev.h>
 #include <linux/pci.h>
@@ -111,6 +112,7 @@ int dl_vdev_borrow(struct dl_vdev *v)
 	struct dl_dev_ref resp;
 	struct dl_borrower *b = v->b;
 	struct dl_lease *lease;
+	unsigned int tries;
 	int ret;
 
 	lockdep_assert_held(&v->lock);
@@ -133,8 +135,14 @@ int dl_vdev_borrow(struct dl_vdev *v)
 					    v->host, v->dev_id);
 		return ret;
 	}
-	ret = dl_vdev_request(v, DL_MSG_DEV_ACQUIRE, &ref, sizeof(ref), &resp,
-			      sizeof(resp));
+	/* EIO: the lender is still taking it back from its last holder. */
+	for (tries = 0; ; tries++) {
+		ret = dl_vdev_request(v, DL_MSG_DEV_ACQUIRE, &ref, sizeof(ref),
+				      &resp, sizeof(resp));
+		if (ret != -EIO || tries >= DL_B_BUSY_TRIES)
+			break;
+		msleep(DL_B_BUSY_MS);
+	}
 	if (ret) {
 		/* Without an answer the lender may have granted it. */
 		mutex_lock(&b->lock);

@@ -341,11 +341,13 @@ int dl_lent_reset(struct dl_lent *lent)
 	device_lock_assert(&pdev->dev);
 	lockdep_assert_held(&lent->lock);
 
+	atomic_inc(&lent->slow_holds);
 	dl_lent_count(lent, DL_LCNT_RESETS);
 	dl_lent_intx_mask(lent);
 	ret = pci_reset_function_locked(pdev);
 	pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
 	dl_lent_intx_eoi(lent);
+	atomic_dec(&lent->slow_holds);
 	return ret;
 }
 
@@ -360,10 +362,13 @@ int dl_lent_reset(struct dl_lent *lent)
  * writable bit are not written at all (so write-1-to-clear registers next
  * to writable ones are not cleared by accident, and the command
  * register's upper byte, where INTx disable is, stays the lender's).
- * Virtual bits are acted on instead.
+ * Virtual bits are acted on instead, except function-level reset: it may
+ * take long, so the caller does it (dl_lent_reset()) where waiting holds
+ * nobody up.
  *
- * Return: 0, 1 if (part of) the write was kept from the hardware, or
- * -errno if the hardware access or a requested reset failed.
+ * Return: 0; or DL_CFG_WRITE_FILTERED if (part of) the write was kept
+ * from the hardware, and DL_CFG_WRITE_RESET if it asked for function-level
+ * reset; or -errno if the hardware access failed.
  */
 int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 		      unsigned int size, u32 val)
@@ -432,14 +437,9 @@ int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 		dl_lent_intx_vdisable(lent, val & vintx);
 
 	/* Not written: the device would reset behind the lender's back. */
-	if (val & vflr) {
-		ret = dl_lent_reset(lent);
-		if (ret) {
-			dev_warn_ratelimited(&pdev->dev,
-					     "lender: function reset for the holder failed: %d\n",
-					     ret);
-			return ret;
-		}
-	}
-	return filtered ? 1 : 0;
+	if (val & vflr)
+		ret |= DL_CFG_WRITE_RESET;
+	if (filtered)
+		ret |= DL_CFG_WRITE_FILTERED;
+	return ret;
 }

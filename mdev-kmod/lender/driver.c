@@ -83,6 +83,7 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 		pci_info_ratelimited(pdev,
 				     "lender: taking device %u back from host %u: %s\n",
 				     lent->dev_id, lent->borrower, why);
+	atomic_inc(&lent->slow_holds);
 	lent->state = DL_LENT_RETURNING;
 
 	pci_clear_master(pdev);
@@ -103,6 +104,7 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	lent->borrower_inc = 0;
 	lent->fab = NULL;
 	lent->state = DL_LENT_AVAILABLE;
+	atomic_dec(&lent->slow_holds);
 }
 
 /* The lent device with the lowest dev_id >= *idx, referenced; or NULL. */
@@ -192,7 +194,7 @@ void dl_lender_fabric_removing(struct dl_fabric *fab)
 
 /**
  * dl_lender_flush_slow() - wait for every device's slow request to be
- *	answered: they hold a fabric pointer.
+ *	answered (they hold a fabric pointer) and its peers told.
  *
  * Called once no handler can queue one any more.
  */
@@ -203,6 +205,7 @@ void dl_lender_flush_slow(void)
 
 	while ((lent = dl_lent_next(&idx))) {
 		flush_work(&lent->slow_work);
+		flush_work(&lent->changed_work);
 		dl_lent_put(lent);
 	}
 }
@@ -622,6 +625,7 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	INIT_LIST_HEAD(&lent->resv);
 	INIT_WORK(&lent->fault_work, dl_lent_fault_work);
 	INIT_WORK(&lent->slow_work, dl_lent_slow_work);
+	INIT_WORK(&lent->changed_work, dl_lent_changed_work);
 	dl_lent_dma_init(lent);
 
 	ret = dl_lent_setup_domain(lent);

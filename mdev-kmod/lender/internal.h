@@ -187,6 +187,10 @@ struct dl_lent_dma {
  *	holder request meanwhile (-EAGAIN).
  * @slow_fab: the fabric of that request.
  * @slow_msg: the request, without its payload.
+ * @slow_holds: how many resets or take-backs hold the device's locks now;
+ *	the receive work does not wait for the locks while it is nonzero.
+ * @changed_work: tells peers the device changed hands, for a handler that
+ *	must not wait for ring room itself.
  * @fault_work: sends DL_MSG_DEV_FAULT for the last fault reported.
  * @fault_iova: the address of the last fault reported.
  * @fault_flags: its DL_MSG_DEV_FAULT flags.
@@ -241,6 +245,8 @@ struct dl_lent {
 	unsigned long slow_busy;
 	struct dl_fabric *slow_fab;
 	struct dl_fabric_msg slow_msg;
+	atomic_t slow_holds;
+	struct work_struct changed_work;
 
 	struct work_struct fault_work;
 	u64 fault_iova;
@@ -300,6 +306,8 @@ static inline const char *dl_lent_state_name(enum dl_lent_state s)
 
 /* main.c */
 void dl_lender_broadcast_changed(u32 dev_id);
+void dl_lent_changed_work(struct work_struct *work);
+void dl_lent_changed_queue(struct dl_lent *lent);
 
 /* driver.c */
 int dl_lender_driver_init(void);
@@ -320,6 +328,14 @@ void dl_lender_unregister_handlers(struct dl_fabric *fab);
 void dl_lent_slow_work(struct work_struct *work);
 void dl_lent_slow_cancel(struct dl_lent *lent);
 void dl_lent_slow_queue(struct dl_lent *lent);
+
+/*
+ * Return flags of dl_lent_cfg_write(): part of the write was kept from the
+ * hardware; the write asked for a function-level reset, left to the
+ * caller (dl_lent_reset()).
+ */
+#define DL_CFG_WRITE_FILTERED	BIT(0)
+#define DL_CFG_WRITE_RESET	BIT(1)
 
 /* cfg.c */
 int dl_lent_cfg_init(struct dl_lent *lent);

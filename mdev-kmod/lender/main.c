@@ -52,6 +52,34 @@ out_unlock:
 	mutex_unlock(&dl_lender.lock);
 }
 
+/**
+ * dl_lent_changed_work() - tell peers that the device changed hands.
+ * @work: &dl_lent.changed_work, queued by dl_lent_changed_queue().
+ */
+void dl_lent_changed_work(struct work_struct *work)
+{
+	struct dl_lent *lent = container_of(work, struct dl_lent, changed_work);
+
+	dl_lender_broadcast_changed(lent->dev_id);
+	dl_lent_put(lent);
+}
+
+/**
+ * dl_lent_changed_queue() - have peers told, off the caller's path, that
+ *	the device changed hands.
+ * @lent: the device.
+ *
+ * For handlers in the receive work: a posted send may wait for ring room,
+ * and the receive work must not. Changes close together are told once,
+ * which is enough: DEV_CHANGED only says "ask again".
+ */
+void dl_lent_changed_queue(struct dl_lent *lent)
+{
+	kref_get(&lent->ref);
+	if (!queue_work(system_unbound_wq, &lent->changed_work))
+		dl_lent_put(lent);	/* queued already, with its own */
+}
+
 static void dl_lender_fabric_added(struct dl_fabric *fab)
 {
 	int ret;

@@ -45,6 +45,24 @@ static bool dl_lent_is_holder(struct dl_lent *lent, struct dl_fabric *fab,
 }
 
 /*
+ * Take the device's locks, unless a reset or a take-back holds them: the
+ * receive work serves every peer and must not wait that out (up to a
+ * minute for a reset). Other holders of the locks are brief.
+ */
+static bool dl_lent_lock_unless_slow(struct dl_lent *lent)
+{
+	struct device *dev = &lent->pdev->dev;
+
+	while (!device_trylock(dev)) {
+		if (atomic_read(&lent->slow_holds))
+			return false;
+		usleep_range(50, 100);
+	}
+	mutex_lock(&lent->lock);
+	return true;
+}
+
+/*
  * Find the device a request names and lock it: device lock, then
  * lent->lock. Return it, or NULL with *err set (and the refusal counted).
  */
@@ -61,8 +79,13 @@ static struct dl_lent *dl_lender_open(struct dl_fabric *fab,
 		*err = -ENODEV;
 		return NULL;
 	}
-	device_lock(&lent->pdev->dev);
-	mutex_lock(&lent->lock);
+	if (!dl_lent_lock_unless_slow(lent)) {
+		/* Nothing reaches the device while it resets. */
+		dl_lent_reject(lent, DL_REJ_BUSY);
+		*err = -EAGAIN;
+		dl_lent_put(lent);
+		return NULL;
+	}
 	if (lent->dead) {
 		dl_lent_reject(NULL, DL_REJ_NODEV);
 		*err = -ENODEV;
@@ -227,7 +250,6 @@ static void dl_lender_on_acquire(struct dl_fabric *fab,
 	struct dl_fabric_peer_info pinfo;
 	struct dl_dev_ref ref;
 	struct dl_lent *lent;
-	u32 dev_id = 0;
 	int err = -EINVAL;
 
 	if (!dl_lender_ref(msg, &ref))
@@ -249,7 +271,7 @@ static void dl_lender_on_acquire(struct dl_fabric *fab,
 		lent->borrower = msg->peer;
 		lent->borrower_inc = pinfo.incarnation;
 		lent->fab = fab;
-		dev_id = lent->dev_id;
+		dl_lent_changed_queue(lent);
 		dl_lent_count(lent, DL_LCNT_ACQUIRES);
 		pci_info_ratelimited(lent->pdev,
 				     "lender: device %u borrowed by host %u (%s)\n",
@@ -259,20 +281,32 @@ static void dl_lender_on_acquire(struct dl_fabric *fab,
 	dl_lender_close(lent);
 out_respond:
 	dl_lender_respond(fab, msg, err, &ref, sizeof(ref));
-	if (dev_id)
-		dl_lender_broadcast_changed(dev_id);
 }
 
 /*
- * DEV_RELEASE and DEV_RESET reset the function, which may take long (up to
- * a minute on real hardware). Done in the receive work, that held up every
- * message of every peer, this host's own responses among them. So the
- * handler only checks the request (in ring order, under the device's
- * locks) and hands it to the device's slow_work, which answers when done.
- * Until then the device takes no other holder request (-EAGAIN), so
- * nothing reaches it while it resets and nobody learns "not yours" before
- * its mappings are gone.
+ * DEV_RELEASE, DEV_RESET and a config write asking for function-level
+ * reset each reset the function, which may take long (up to a minute on real
+ * hardware). Done in the receive work, that held up every message of
+ * every peer, this host's own responses among them. So the handler only
+ * checks the request (in ring order, under the device's locks) and hands
+ * it to the device's slow_work, which answers when done. Until then the
+ * device takes no other holder request (-EAGAIN), so nothing reaches it
+ * while it resets and nobody learns "not yours" before its mappings are
+ * gone.
  */
+static void dl_lent_slow_take(struct dl_lent *lent, struct dl_fabric *fab,
+			      const struct dl_fabric_msg *msg)
+{
+	lockdep_assert_held(&lent->lock);
+
+	set_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
+	lent->slow_fab = fab;
+	lent->slow_msg = *msg;
+	lent->slow_msg.data = NULL;
+	lent->slow_msg.len = 0;
+	dl_lent_slow_queue(lent);
+}
+
 static void dl_lender_on_slow(struct dl_fabric *fab,
 			      const struct dl_fabric_msg *msg, void *priv)
 {
@@ -285,12 +319,7 @@ static void dl_lender_on_slow(struct dl_fabric *fab,
 	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_HOLDER, &err);
 	if (!lent)
 		goto out_respond;
-	set_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
-	lent->slow_fab = fab;
-	lent->slow_msg = *msg;
-	lent->slow_msg.data = NULL;
-	lent->slow_msg.len = 0;
-	dl_lent_slow_queue(lent);
+	dl_lent_slow_take(lent, fab, msg);
 	dl_lender_close(lent);
 	return;
 
@@ -336,6 +365,7 @@ static bool dl_lent_slow_request(struct dl_lent *lent, int *err)
 		*err = 0;
 		return true;
 	}
+	/* DEV_RESET, or a config write with function-level reset. */
 	*err = dl_lent_reset(lent);
 	if (*err) {
 		dev_warn_ratelimited(&lent->pdev->dev,
@@ -396,6 +426,8 @@ void dl_lent_slow_cancel(struct dl_lent *lent)
 {
 	if (cancel_work_sync(&lent->slow_work))
 		dl_lent_put(lent);
+	if (cancel_work_sync(&lent->changed_work))
+		dl_lent_put(lent);
 	WRITE_ONCE(lent->slow_busy, 0);
 }
 
@@ -442,7 +474,7 @@ static void dl_lender_on_cfg_write(struct dl_fabric *fab,
 {
 	struct dl_cfg_access a;
 	struct dl_lent *lent;
-	int err = -EINVAL;
+	int err = -EINVAL, ret;
 
 	if (!dl_lender_payload(msg, &a, sizeof(a)))
 		goto out_respond;
@@ -452,13 +484,16 @@ static void dl_lender_on_cfg_write(struct dl_fabric *fab,
 	err = -EINVAL;
 	if (dl_cfg_access_ok(lent, &a)) {
 		dl_lent_count(lent, DL_LCNT_CFG_WRITES);
-		err = dl_lent_cfg_write(lent, le16_to_cpu(a.offset), a.size,
+		ret = dl_lent_cfg_write(lent, le16_to_cpu(a.offset), a.size,
 					le32_to_cpu(a.value));
-		if (err > 0) {
+		err = ret < 0 ? -EIO : 0;
+		if (ret > 0 && (ret & DL_CFG_WRITE_FILTERED))
 			dl_lent_count(lent, DL_LCNT_CFG_FILTERED);
-			err = 0;
-		} else if (err) {
-			err = -EIO;
+		if (ret > 0 && (ret & DL_CFG_WRITE_RESET)) {
+			/* Answered by the slow work, once reset. */
+			dl_lent_slow_take(lent, fab, msg);
+			dl_lender_close(lent);
+			return;
 		}
 	}
 	dl_lender_close(lent);

@@ -513,7 +513,7 @@ static void test_unmap_unacked(void)
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	unmap_ret = -EIO;
 	dl_dma_unmap_range(&v, 0, 16 * KiB);
-	CHECK_EQ(nunmaps, DL_UNMAP_BUSY_TRIES + 1);
+	CHECK_EQ(nunmaps, DL_B_BUSY_TRIES + 1);
 	CHECK_EQ(nquarantined, 4);
 	CHECK_EQ(nlost, 1);
 	xa_destroy(&v.pin_pages);

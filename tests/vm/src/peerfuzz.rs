@@ -1277,13 +1277,15 @@ impl Fuzzer<'_> {
         };
         // Everything asked before it was answered before it, or never;
         // but for resets, which the lender answers from a work of the
-        // device when done.
+        // device when done: releases, resets, and config writes that ask
+        // for function-level reset (which ones do depends on where the
+        // device has its capabilities, so any config write may be late).
         let p = self.pending.remove(pos).expect("pos is in range");
         let before = self.pending.len();
         let mut kept = 0;
         self.pending.retain(|q| {
             kept += 1;
-            kept > pos || matches!(q.msg_type, T_RELEASE | T_RESET)
+            kept > pos || matches!(q.msg_type, T_RELEASE | T_RESET | T_CFG_WRITE)
         });
         self.report.missing_responses += (before - self.pending.len()) as u64;
         let ok = match p.want {

@@ -179,8 +179,9 @@ fn run_fuzzer(
 ///   most that plus the requests about it that got no answer (posted BAR
 ///   writes), its DMA unmaps (cutting two mappings refuses twice) and its
 ///   EIO answers (a request while the device resets is counted `busy`);
-/// - every request got exactly one response, in order (releases and
-///   resets may be answered later, when the device has reset), of its type, with
+/// - every request got exactly one response, in order (releases, resets
+///   and config writes asking for FLR may be answered later, when the
+///   device has reset), of its type, with
 ///   the status the model requires where it can tell (EINVAL for
 ///   malformed, ENODEV for no device, ENOTSUPP for unknown types, refusals
 ///   for requests out of range whatever the device's state);

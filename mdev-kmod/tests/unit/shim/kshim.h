@@ -139,6 +139,8 @@ static inline void srcu_read_unlock(struct srcu_struct *s, int i)
 #define atomic_read(a)		((a)->counter)
 #define atomic64_read(a)	((a)->counter)
 #define atomic64_inc(a)		((void)((a)->counter++))
+#define atomic_inc(a)		((void)((a)->counter++))
+#define atomic_dec(a)		((void)((a)->counter--))
 
 /* Lists: the kernel's doubly linked list. */
 struct list_head { struct list_head *next, *prev; };
