@@ -182,6 +182,77 @@ fn fabric_peer_down_and_back(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A host that stops beating while its QEMU runs (here: paused over QMP,
+/// which the cluster is not told about) is written down by the cluster's
+/// watchdog: QEMU's threads, the VM's state, registers and local APICs;
+/// and it notes when the host beats again.
+fn watchdog_writes_down_a_silent_host(c: &mut Cluster) -> anyhow::Result<()> {
+    let (_lid, bid) = fabric_up(c)?;
+    let downs = counter(&fabric::peer_counters(c.agent(LENDER)?, bid)?, "link_downs")?;
+    let qmp_sock = c.paths().qmp_sock(BORROWER);
+    let qmp = |cmd: &str| -> anyhow::Result<()> {
+        let mut q = devlend::qmp::Qmp::connect(&qmp_sock, Duration::from_secs(10))?;
+        q.execute(cmd, None, Duration::from_secs(10))?;
+        Ok(())
+    };
+    ensure!(c.freeze_reports().is_empty(), "{:?}", c.freeze_reports());
+    qmp("stop")?;
+    // Reported at 4 s of silence; resumed before the lender's 8 s.
+    let t0 = Instant::now();
+    let mut reports = Vec::new();
+    while reports.is_empty() && t0.elapsed() < Duration::from_secs(7) {
+        std::thread::sleep(Duration::from_millis(200));
+        reports = c.freeze_reports();
+    }
+    // The report is written while QEMU's monitor is ours: wait for it.
+    qmp("cont")?;
+    ensure!(
+        !reports.is_empty(),
+        "no report of a host silent for {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let text = std::fs::read_to_string(&reports[0])?;
+    for want in [
+        "== host borrower: heartbeat",
+        "CPU 0/TCG",
+        "\"status\":\"paused\"",
+        "RIP=",
+        "dumping local APIC state for CPU 0",
+    ] {
+        ensure!(
+            text.contains(want),
+            "no {want:?} in {}:\n{text}",
+            reports[0].display()
+        );
+    }
+    println!(
+        "  report after {:.1} s of silence: {} ({} lines)",
+        t0.elapsed().as_secs_f64(),
+        reports[0].display(),
+        text.lines().count()
+    );
+    // The host beats again, the report says so, and its peer saw no outage.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&reports[0])?;
+        if text.contains("heartbeat moved again") {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "resumed host not noted:\n{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let l = c.agent(LENDER)?;
+    fabric::wait_peer_state(l, bid, "up", LINK_TIMEOUT)?;
+    let downs_after = counter(&fabric::peer_counters(l, bid)?, "link_downs")?;
+    ensure!(
+        downs_after == downs,
+        "the lender took the silent borrower down ({downs} -> {downs_after} link downs)"
+    );
+    c.clear_freeze_reports();
+    ensure!(!reports[0].exists(), "report not cleared");
+    Ok(())
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -195,6 +266,10 @@ fn main() {
         Check {
             name: "nested_kvm_guest",
             run: nested_kvm_guest,
+        },
+        Check {
+            name: "watchdog_writes_down_a_silent_host",
+            run: watchdog_writes_down_a_silent_host,
         },
         Check {
             name: "fabric_peer_down_and_back",

@@ -11,6 +11,7 @@ use crate::process::Child;
 use crate::qemu::{host_args, BootFiles, RunPaths};
 use crate::rundir;
 use crate::topology::Topology;
+use crate::watchdog::{Watchdog, WatchedHost};
 
 /// How long a host may take from QEMU start to an answering agent. Under TCG
 /// on a busy 2-core machine a boot takes 5 to 30 s.
@@ -101,6 +102,7 @@ pub struct Cluster {
     paths: RunPaths,
     server: Option<Child>,
     hosts: Vec<Host>,
+    watchdog: Option<Watchdog>,
     keep_logs: bool,
 }
 
@@ -146,6 +148,7 @@ impl Cluster {
             cfg,
             paths,
             server: None,
+            watchdog: None,
             keep_logs: false,
         };
         if let Err(e) = cluster.boot() {
@@ -158,6 +161,22 @@ impl Cluster {
 
     fn boot(&mut self) -> Result<(), ClusterError> {
         self.start_server()?;
+        let watched = self
+            .cfg
+            .topology
+            .hosts
+            .iter()
+            .map(|h| WatchedHost {
+                name: h.name.clone(),
+                qmp: self.paths.qmp_sock(&h.name),
+                serial: self.paths.serial_log(&h.name),
+            })
+            .collect();
+        self.watchdog = Some(Watchdog::start(
+            self.paths.ctl_file(),
+            self.paths.state.clone(),
+            watched,
+        ));
         for spec in &self.cfg.topology.hosts {
             for d in &spec.nvme {
                 create_sparse(&self.paths.nvme_file(&spec.name, &d.id), d.size.0)?;
@@ -213,6 +232,9 @@ impl Cluster {
         let log = self.paths.state.join(format!("{name}.qemu.log"));
         let child = Child::spawn(&format!("qemu {name}"), &self.cfg.qemu, &args, &log)?;
         log::info!("host {name} (fabric id {id}): QEMU pid {}", child.pid());
+        if let Some(w) = &self.watchdog {
+            w.running(id, child.pid());
+        }
         self.hosts[id].qemu = Some(child);
         self.hosts[id].agent = None;
         Ok(())
@@ -282,6 +304,9 @@ impl Cluster {
     /// Kills a host's QEMU at once, as a power failure would.
     pub fn kill_host(&mut self, host: &str) -> Result<(), ClusterError> {
         let id = self.id(host)?;
+        if let Some(w) = &self.watchdog {
+            w.running(id, 0);
+        }
         let h = &mut self.hosts[id];
         h.agent = None;
         if let Some(mut q) = h.qemu.take() {
@@ -294,12 +319,19 @@ impl Cluster {
     /// would be: vCPUs, devices and timers stop, memory stays. Its agent
     /// does not answer until [`Cluster::resume_host`].
     pub fn pause_host(&mut self, host: &str) -> Result<(), ClusterError> {
+        if let Some(w) = &self.watchdog {
+            w.quiet(self.id(host)?, true);
+        }
         self.signal_host(host, libc::SIGSTOP)
     }
 
     /// Lets a host frozen by [`Cluster::pause_host`] run on (SIGCONT).
     pub fn resume_host(&mut self, host: &str) -> Result<(), ClusterError> {
-        self.signal_host(host, libc::SIGCONT)
+        self.signal_host(host, libc::SIGCONT)?;
+        if let Some(w) = &self.watchdog {
+            w.quiet(self.id(host)?, false);
+        }
+        Ok(())
     }
 
     fn signal_host(&mut self, host: &str, sig: libc::c_int) -> Result<(), ClusterError> {
@@ -319,6 +351,22 @@ impl Cluster {
         self.kill_host(host)?;
         self.spawn_host(id)?;
         self.connect_agent(id)
+    }
+
+    /// Files in which the watchdog wrote down a running host that stopped
+    /// beating (see [`crate::watchdog`]), oldest first.
+    pub fn freeze_reports(&self) -> Vec<PathBuf> {
+        self.watchdog
+            .as_ref()
+            .map(Watchdog::reports)
+            .unwrap_or_default()
+    }
+
+    /// Deletes those files: for a test that silenced a host on purpose.
+    pub fn clear_freeze_reports(&self) {
+        if let Some(w) = &self.watchdog {
+            w.clear_reports();
+        }
     }
 
     /// The topology.
@@ -356,6 +404,16 @@ impl Cluster {
     /// Stops everything and removes the run's files (but the logs, if asked
     /// to keep them). Also done on drop.
     pub fn shutdown(&mut self) {
+        if let Some(mut w) = self.watchdog.take() {
+            w.stop();
+            if !w.reports().is_empty() {
+                eprintln!(
+                    "watchdog: a host stopped beating during this run; its files are kept in {}",
+                    self.paths.state.display()
+                );
+                self.keep_logs = true;
+            }
+        }
         for h in &mut self.hosts {
             h.agent = None;
             if let Some(mut q) = h.qemu.take() {

@@ -16,6 +16,7 @@ pub mod qemu;
 pub mod rundir;
 pub mod tools;
 pub mod topology;
+pub mod watchdog;
 
 pub use cluster::{Cluster, ClusterConfig, ClusterError};
 

@@ -95,9 +95,11 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
     push(
         &mut a,
         &[
+            // Threads named by role ("CPU 0/TCG"), for the watchdog's
+            // reports and for anyone reading /proc.
             "-name",
             &format!(
-                "devlend-{}-{},process=devlend-{}",
+                "devlend-{}-{},process=devlend-{},debug-threads=on",
                 topo.name, host.name, host.name
             ),
             "-machine",
