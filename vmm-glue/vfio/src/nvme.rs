@@ -5,8 +5,16 @@
 //! All queues and buffers live in one [`GuestMemoryMmap`] that is DMA-mapped
 //! at [`NvmeConfig::iova_base`] (below 4 GiB, where a devlend mdev without
 //! KVM looks for DMA ranges). Memory layout, in 4 KiB pages:
-//! admin SQ, admin CQ, I/O SQ, I/O CQ, identify buffer, then one data slot
-//! of [`NvmeConfig::io_size`] per queue entry.
+//! admin SQ, admin CQ, I/O SQ, I/O CQ, identify buffer, then one PRP list
+//! page per slot, then one data slot of [`NvmeConfig::io_size`] (rounded up
+//! to whole pages) per slot, [`NvmeConfig::queue_depth`] slots.
+//!
+//! The controller's memory page size is 4 KiB (CC.MPS = 0), the only one
+//! the driver programs: every PRP entry addresses a 4 KiB page, and a
+//! controller whose smallest page (CAP.MPSMIN) is larger is refused. An I/O
+//! of one or two pages uses PRP1 and PRP2 as data pointers; a longer one
+//! points PRP2 at its slot's PRP list page, which holds the addresses of
+//! the pages after the first (see [`prps`]).
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{fence, Ordering};
@@ -19,7 +27,18 @@ use crate::device::RemoteDevice;
 use crate::pci;
 use crate::VFIO_PCI_BAR0_REGION_INDEX as BAR0;
 
-const PAGE: u64 = 4096;
+/// The memory page size the driver gives the controller: CC.MPS = 0, so
+/// 2^(12 + 0) bytes. PRP entries, the layout and MDTS all count in it.
+pub const PAGE_SIZE: u64 = 4096;
+const PAGE: u64 = PAGE_SIZE;
+/// CC.MPS (bits 10:7) for [`PAGE_SIZE`].
+const CC_MPS_4K: u32 = 0 << 7;
+/// PRP entries (8 bytes each) in one list page.
+pub const PRP_LIST_ENTRIES: u64 = PAGE / 8;
+/// Largest I/O the driver does. One PRP list page would allow more
+/// ((1 + 512) pages), but 128 KiB is what the benchmark needs, and the data
+/// slots (up to 63 of them) are pinned DMA memory, so they stay a few MiB.
+pub const MAX_IO_SIZE: u32 = 128 << 10;
 const ADMIN_ENTRIES: u16 = 32;
 const IO_ENTRIES: u16 = 64;
 
@@ -103,6 +122,29 @@ pub enum NvmeError {
         /// How long.
         ms: u64,
     },
+    /// PRPs cannot describe a buffer.
+    #[error("PRPs for {len} bytes at IOVA {iova:#x}: {why}")]
+    Prp {
+        /// IOVA of the buffer.
+        iova: u64,
+        /// Its length.
+        len: u64,
+        /// What is wrong.
+        why: String,
+    },
+    /// The I/O size is beyond the controller's Maximum Data Transfer Size.
+    #[error(
+        "I/O size {io_size} bytes exceeds the controller's maximum data transfer size \
+         (Identify Controller MDTS {mdts}: {max} bytes in 4 KiB pages)"
+    )]
+    Mdts {
+        /// The requested I/O size.
+        io_size: u32,
+        /// MDTS as reported (a power of two of pages; 0 = no limit).
+        mdts: u8,
+        /// The largest transfer it allows, in bytes.
+        max: u64,
+    },
     /// A command completed with an error status.
     #[error("{what}: command failed with status type {sct:#x} code {sc:#x}")]
     Command {
@@ -131,9 +173,11 @@ pub type NvmeResult<T> = std::result::Result<T, NvmeError>;
 pub struct NvmeConfig {
     /// IOVA of the DMA memory; page aligned.
     pub iova_base: u64,
-    /// Outstanding I/O commands at most (1..=63).
+    /// Outstanding I/O commands at most (1..=63); also the number of data
+    /// slots, each with its PRP list page.
     pub queue_depth: u16,
-    /// Bytes per I/O, a multiple of the block size, at most 8 KiB (two PRPs).
+    /// Bytes per I/O: a multiple of the block size, at most [`MAX_IO_SIZE`]
+    /// and the controller's MDTS.
     pub io_size: u32,
     /// How long to wait for the controller or a completion.
     pub timeout: Duration,
@@ -169,6 +213,11 @@ pub struct Identity {
     pub ns_blocks: u64,
     /// Namespace 1 block size in bytes.
     pub block_size: u32,
+    /// Maximum Data Transfer Size from Identify Controller: a power of two
+    /// of the minimum page size (4 KiB here); 0 means no limit.
+    pub mdts: u8,
+    /// The largest transfer MDTS allows, in bytes; `None` if unlimited.
+    pub max_transfer_bytes: Option<u64>,
 }
 
 /// One completion queue entry.
@@ -243,13 +292,65 @@ pub fn decode_completion(e: &[u8; 16]) -> (Completion, bool) {
     )
 }
 
-/// PRP1 and PRP2 for a buffer at `iova` of `len` bytes (at most two pages,
-/// `iova` page aligned).
-pub fn prps(iova: u64, len: u32) -> (u64, u64) {
-    if u64::from(len) > PAGE {
-        (iova, iova + PAGE)
-    } else {
-        (iova, 0)
+/// The data pointer of a command: PRP1, PRP2 and, when PRP2 points to a
+/// PRP list, the entries that list must hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prps {
+    /// PRP entry 1: the first page of the buffer.
+    pub prp1: u64,
+    /// PRP entry 2: 0 (one page), the second page (two pages), or the IOVA
+    /// of the PRP list (more).
+    pub prp2: u64,
+    /// The PRP list, for the pages after the first, when one is needed;
+    /// empty otherwise. Its entries go at `prp2`, 8 bytes each,
+    /// little-endian.
+    pub list: Vec<u64>,
+}
+
+/// The PRPs for a buffer of `len` bytes at `iova`, with 4 KiB pages
+/// (CC.MPS = 0). Beyond two pages PRP2 is `list_iova`, where
+/// [`Prps::list`] must be written.
+///
+/// The buffer must be page aligned (the spec would let PRP1 carry an
+/// offset, but every buffer of this driver starts a page, so an offset is a
+/// bug worth refusing), and so must the list page. Only one list page is
+/// used, no chaining: at most 1 + 512 pages.
+pub fn prps(iova: u64, len: u64, list_iova: u64) -> NvmeResult<Prps> {
+    let err = |why: String| NvmeError::Prp { iova, len, why };
+    if iova % PAGE != 0 {
+        return Err(err("the buffer is not 4 KiB aligned".into()));
+    }
+    if len == 0 {
+        return Err(err("empty transfer".into()));
+    }
+    if iova.checked_add(len).is_none() {
+        return Err(err("the buffer wraps the IOVA space".into()));
+    }
+    let pages = len.div_ceil(PAGE);
+    match pages {
+        1 => Ok(Prps {
+            prp1: iova,
+            prp2: 0,
+            list: Vec::new(),
+        }),
+        2 => Ok(Prps {
+            prp1: iova,
+            prp2: iova + PAGE,
+            list: Vec::new(),
+        }),
+        _ if pages - 1 > PRP_LIST_ENTRIES => Err(err(format!(
+            "{pages} pages; one PRP list page holds {PRP_LIST_ENTRIES} entries, \
+             so at most {} bytes",
+            (PRP_LIST_ENTRIES + 1) * PAGE
+        ))),
+        _ if list_iova % PAGE != 0 => Err(err(format!(
+            "the PRP list at {list_iova:#x} is not 4 KiB aligned"
+        ))),
+        _ => Ok(Prps {
+            prp1: iova,
+            prp2: list_iova,
+            list: (1..pages).map(|p| iova + p * PAGE).collect(),
+        }),
     }
 }
 
@@ -290,8 +391,12 @@ struct Layout {
     iosq: u64,
     iocq: u64,
     ident: u64,
+    /// PRP list pages, one per slot.
+    lists: u64,
+    /// Data slots, `slot` bytes apart.
     data: u64,
     slot: u64,
+    slots: u64,
     size: u64,
 }
 
@@ -310,25 +415,46 @@ impl Layout {
                 IO_ENTRIES - 1
             )));
         }
-        if cfg.io_size == 0 || u64::from(cfg.io_size) > 2 * PAGE {
+        if cfg.io_size == 0 || cfg.io_size > MAX_IO_SIZE {
             return Err(NvmeError::Config(format!(
-                "I/O size {} not in 1..=8192",
+                "I/O size {} not in 1..={MAX_IO_SIZE}",
                 cfg.io_size
             )));
         }
         let b = cfg.iova_base;
+        let slots = u64::from(cfg.queue_depth);
         let slot = u64::from(cfg.io_size).div_ceil(PAGE) * PAGE;
-        let data = b + 5 * PAGE;
+        // Offsets first: the sizes are small, but the base is the user's.
+        let size = (5 + slots) * PAGE + slots * slot;
+        if b.checked_add(size).is_none() {
+            return Err(NvmeError::Config(format!(
+                "{size} bytes of DMA memory at IOVA {b:#x} wrap the IOVA space"
+            )));
+        }
+        let lists = b + 5 * PAGE;
+        let data = lists + slots * PAGE;
         Ok(Layout {
             asq: b,
             acq: b + PAGE,
             iosq: b + 2 * PAGE,
             iocq: b + 3 * PAGE,
             ident: b + 4 * PAGE,
+            lists,
             data,
             slot,
-            size: 5 * PAGE + slot * u64::from(IO_ENTRIES),
+            slots,
+            size,
         })
+    }
+
+    /// IOVA of slot `i`'s PRP list page.
+    fn list(&self, i: usize) -> u64 {
+        self.lists + i as u64 * PAGE
+    }
+
+    /// IOVA of slot `i`'s data.
+    fn slot(&self, i: usize) -> u64 {
+        self.data + i as u64 * self.slot
     }
 }
 
@@ -354,6 +480,8 @@ pub struct Nvme<B: VfioBackend> {
     next_cid: u16,
     /// Namespace 1 block size, once identified.
     block_size: u32,
+    /// PRP1 and PRP2 of each slot (its list, if any, is in its list page).
+    slot_prps: Vec<(u64, u64)>,
     counters: Counters,
 }
 
@@ -390,9 +518,11 @@ impl<B: VfioBackend> Nvme<B> {
             io: None,
             next_cid: 0,
             block_size: 0,
+            slot_prps: Vec::new(),
             counters: Counters::default(),
             cfg,
         };
+        nvme.write_prp_lists()?;
         nvme.enable_controller()?;
         nvme.io = Some(Queue::new(
             1,
@@ -402,6 +532,27 @@ impl<B: VfioBackend> Nvme<B> {
             io_vector,
         ));
         Ok(nvme)
+    }
+
+    /// Writes every slot's PRP list page and keeps its PRP1 and PRP2, once:
+    /// a slot's PRPs depend only on the slot and the I/O size, both fixed
+    /// for the driver's life, so no list is ever rewritten while the device
+    /// may be reading it, and building a command costs nothing.
+    fn write_prp_lists(&mut self) -> NvmeResult<()> {
+        for i in 0..self.layout.slots as usize {
+            let p = prps(
+                self.layout.slot(i),
+                u64::from(self.cfg.io_size),
+                self.layout.list(i),
+            )?;
+            let bytes: Vec<u8> = p.list.iter().flat_map(|e| e.to_le_bytes()).collect();
+            let addr = self.layout.list(i);
+            self.mem
+                .write_slice(&bytes, GuestAddress(addr))
+                .map_err(Self::mem_err(addr))?;
+            self.slot_prps.push((p.prp1, p.prp2));
+        }
+        Ok(())
     }
 
     /// The device.
@@ -447,6 +598,15 @@ impl<B: VfioBackend> Nvme<B> {
         let cap = self.dev.read_u64(BAR0, REG_CAP)?;
         self.dstrd = 4 << ((cap >> 32) & 0xf);
         let to = Duration::from_millis(((cap >> 24) & 0xff).max(1) * 500).max(self.cfg.timeout);
+        // CAP.MPSMIN: the controller's smallest page is 2^(12 + MPSMIN).
+        let mpsmin = (cap >> 48) & 0xf;
+        if mpsmin != 0 {
+            return Err(NvmeError::Config(format!(
+                "the controller's smallest memory page (CAP.MPSMIN) is {} bytes; \
+                 this driver uses 4 KiB pages (CC.MPS = 0)",
+                PAGE << mpsmin
+            )));
+        }
         let mqes = (cap & 0xffff) as u16;
         if mqes < IO_ENTRIES - 1 {
             return Err(NvmeError::Config(format!(
@@ -472,7 +632,7 @@ impl<B: VfioBackend> Nvme<B> {
         self.dev.write_u64_split(BAR0, REG_ASQ, self.layout.asq)?;
         self.dev.write_u64_split(BAR0, REG_ACQ, self.layout.acq)?;
         // EN, NVM command set, 4 KiB pages, SQ entries 2^6, CQ entries 2^4.
-        self.bar_write32(REG_CC, 1 | (6 << 16) | (4 << 20))?;
+        self.bar_write32(REG_CC, 1 | CC_MPS_4K | (6 << 16) | (4 << 20))?;
         self.wait_csts("become ready after enable", true, to)
     }
 
@@ -677,6 +837,22 @@ impl<B: VfioBackend> Nvme<B> {
         let model = text(24..64);
         let firmware = text(64..72);
         let namespaces = u32::from_le_bytes([c[516], c[517], c[518], c[519]]);
+        // MDTS counts in CAP.MPSMIN pages, which enable_controller made sure
+        // are 4 KiB. A shift past 64 bits is no limit anyone could reach.
+        let mdts = c[77];
+        let max_transfer_bytes = match mdts {
+            0 => None,
+            m => PAGE.checked_shl(u32::from(m)).filter(|&b| b >> m == PAGE),
+        };
+        if let Some(max) = max_transfer_bytes {
+            if u64::from(self.cfg.io_size) > max {
+                return Err(NvmeError::Mdts {
+                    io_size: self.cfg.io_size,
+                    mdts,
+                    max,
+                });
+            }
+        }
         self.admin_cmd(
             "Identify Namespace 1",
             Command {
@@ -733,6 +909,8 @@ impl<B: VfioBackend> Nvme<B> {
             version: self.bar_read32(REG_VS)?,
             ns_blocks,
             block_size,
+            mdts,
+            max_transfer_bytes,
         })
     }
 
@@ -743,7 +921,13 @@ impl<B: VfioBackend> Nvme<B> {
 
     /// IOVA of data slot `i` (0..queue depth).
     pub fn slot_iova(&self, i: usize) -> u64 {
-        self.layout.data + i as u64 * self.layout.slot
+        self.layout.slot(i)
+    }
+
+    /// IOVA of slot `i`'s PRP list page (used when `io_size` spans more
+    /// than two pages).
+    pub fn prp_list_iova(&self, i: usize) -> u64 {
+        self.layout.list(i)
     }
 
     /// Copies `data` into slot `i`.
@@ -763,9 +947,18 @@ impl<B: VfioBackend> Nvme<B> {
     }
 
     /// A read or write of one I/O (`io_size` bytes) at `lba` into slot `i`.
+    ///
+    /// # Panics
+    /// If `i` is not a slot (`queue_depth` or more): its PRPs would point
+    /// into another slot's memory.
     pub fn rw_command(&self, opcode: u8, lba: u64, i: usize) -> Command {
+        assert!(
+            (i as u64) < self.layout.slots,
+            "slot {i} of {}",
+            self.layout.slots
+        );
         let blocks = self.cfg.io_size / self.block_size.max(1);
-        let (prp1, prp2) = prps(self.slot_iova(i), self.cfg.io_size);
+        let (prp1, prp2) = self.slot_prps[i];
         Command {
             opcode,
             nsid: 1,
@@ -865,22 +1058,166 @@ mod tests {
         assert!(!c.ok());
     }
 
+    /// The pages a controller would transfer for `p`, in order, as it
+    /// reads PRP1, then PRP2 or the list.
+    fn pages_of(p: &Prps, len: u64) -> Vec<u64> {
+        let n = len.div_ceil(PAGE);
+        let mut v = vec![p.prp1];
+        match n {
+            1 => assert_eq!(p.prp2, 0, "PRP2 set for one page"),
+            2 => {
+                assert!(p.list.is_empty());
+                v.push(p.prp2);
+            }
+            _ => v.extend(&p.list),
+        }
+        v
+    }
+
     #[test]
-    fn prps_use_the_second_entry_only_past_one_page() {
-        assert_eq!(prps(0x2000, 512), (0x2000, 0));
-        assert_eq!(prps(0x2000, 4096), (0x2000, 0));
-        assert_eq!(prps(0x2000, 8192), (0x2000, 0x3000));
+    fn prps_cover_the_buffer_page_by_page() {
+        let (buf, list) = (0x1000_8000u64, 0x1000_5000u64);
+        for len in [
+            512,
+            4096,
+            4097,
+            8192,
+            12288,
+            65536,
+            128 << 10,
+            (128 << 10) + 4096,
+        ] {
+            let p = prps(buf, len, list).unwrap();
+            let want: Vec<u64> = (0..len.div_ceil(PAGE)).map(|i| buf + i * PAGE).collect();
+            assert_eq!(pages_of(&p, len), want, "{len} bytes");
+            // A list exactly when more than two pages, with one entry per
+            // page after the first: none past the buffer.
+            if len > 2 * PAGE {
+                assert_eq!(p.prp2, list, "{len} bytes");
+                assert_eq!(p.list.len() as u64, len.div_ceil(PAGE) - 1);
+            } else {
+                assert!(p.list.is_empty(), "{len} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn prps_for_one_two_and_three_pages() {
+        assert_eq!(
+            prps(0x2000, 4096, 0x9000).unwrap(),
+            Prps {
+                prp1: 0x2000,
+                prp2: 0,
+                list: vec![]
+            }
+        );
+        assert_eq!(
+            prps(0x2000, 8192, 0x9000).unwrap(),
+            Prps {
+                prp1: 0x2000,
+                prp2: 0x3000,
+                list: vec![]
+            }
+        );
+        assert_eq!(
+            prps(0x2000, 12288, 0x9000).unwrap(),
+            Prps {
+                prp1: 0x2000,
+                prp2: 0x9000,
+                list: vec![0x3000, 0x4000]
+            }
+        );
+        let p = prps(0x10_0000, 128 << 10, 0x9000).unwrap();
+        assert_eq!((p.prp2, p.list.len()), (0x9000, 31));
+        assert_eq!(p.list.last(), Some(&(0x10_0000 + 31 * PAGE)));
+    }
+
+    #[test]
+    fn prps_fill_one_list_page_and_no_more() {
+        // 1 + 512 pages: PRP1 and a full list page.
+        let p = prps(0, 513 * PAGE, 0x9000_0000).unwrap();
+        assert_eq!(p.list.len(), 512);
+        // One more page would need a second, chained list page.
+        assert!(matches!(
+            prps(0, 513 * PAGE + 1, 0x9000_0000),
+            Err(NvmeError::Prp { .. })
+        ));
+    }
+
+    #[test]
+    fn prps_refuse_offsets_empty_buffers_and_unaligned_lists() {
+        for (iova, len, list) in [
+            (0x2200, 4096, 0x9000), // PRP1 offset: not used by this driver
+            (0x2004, 512, 0x9000),
+            (0x2000, 0, 0x9000),
+            (0x2000, 12288, 0x9008), // list page offset
+            (!0xfff_u64, 8192, 0x9000),
+        ] {
+            let e = prps(iova, len, list).unwrap_err();
+            assert!(matches!(e, NvmeError::Prp { .. }), "{e}");
+        }
+        // Up to two pages no list is used, so its address does not matter.
+        assert!(prps(0x2000, 8192, 0x9008).is_ok());
+        let msg = prps(0x2200, 4096, 0x9000).unwrap_err().to_string();
+        assert!(msg.contains("0x2200") && msg.contains("aligned"), "{msg}");
+    }
+
+    #[test]
+    fn layout_puts_one_list_page_and_one_slot_per_queue_entry() {
+        let cfg = NvmeConfig {
+            queue_depth: 4,
+            io_size: 12288,
+            ..NvmeConfig::default()
+        };
+        let l = Layout::new(&cfg).unwrap();
+        let b = cfg.iova_base;
+        assert_eq!(l.lists, b + 5 * PAGE);
+        assert_eq!(l.data, b + 9 * PAGE);
+        assert_eq!((l.slot, l.slots), (3 * PAGE, 4));
+        assert_eq!(l.size, 9 * PAGE + 4 * 3 * PAGE);
+        assert_eq!(
+            l.slot(3) + l.slot,
+            b + l.size,
+            "the last slot ends the memory"
+        );
+        assert_eq!(l.list(3) + PAGE, l.data, "lists stop where data starts");
+        // An odd size still gives every slot whole pages.
+        let l = Layout::new(&NvmeConfig {
+            io_size: 4608,
+            ..cfg.clone()
+        })
+        .unwrap();
+        assert_eq!(l.slot, 2 * PAGE);
+        // 63 slots of 128 KiB: the largest memory, a little under 8 MiB.
+        let l = Layout::new(&NvmeConfig {
+            queue_depth: 63,
+            io_size: MAX_IO_SIZE,
+            ..cfg
+        })
+        .unwrap();
+        assert_eq!(l.size, (5 + 63 + 63 * 32) * PAGE);
     }
 
     #[test]
     fn layout_rejects_bad_configurations() {
         let ok = NvmeConfig::default();
         let l = Layout::new(&ok).unwrap();
-        assert_eq!(l.data, ok.iova_base + 5 * PAGE);
-        assert_eq!(l.size, 5 * PAGE + 64 * PAGE);
+        assert_eq!(l.data, ok.iova_base + 5 * PAGE + 8 * PAGE);
+        assert_eq!(l.size, 5 * PAGE + 8 * PAGE + 8 * PAGE);
+        for good in [4096, 8192, 12288, MAX_IO_SIZE] {
+            assert!(Layout::new(&NvmeConfig {
+                io_size: good,
+                ..ok.clone()
+            })
+            .is_ok());
+        }
         for bad in [
             NvmeConfig {
                 iova_base: 0x1001,
+                ..ok.clone()
+            },
+            NvmeConfig {
+                iova_base: !0xfff_u64,
                 ..ok.clone()
             },
             NvmeConfig {
@@ -892,7 +1229,13 @@ mod tests {
                 ..ok.clone()
             },
             NvmeConfig {
-                io_size: 16384,
+                io_size: 0,
+                ..ok.clone()
+            },
+            // 128 KiB + 4 KiB: one list page could describe it, but it is
+            // past the driver's largest I/O.
+            NvmeConfig {
+                io_size: MAX_IO_SIZE + 4096,
                 ..ok.clone()
             },
         ] {

@@ -4,7 +4,8 @@
 //! Opens the device (an mdev by UUID, or any VFIO PCI device by sysfs path),
 //! maps DMA memory, runs Identify, writes a verifiable pattern to a range of
 //! blocks and reads it back, takes every completion from an MSI-X eventfd,
-//! then measures random reads and prints IOPS and latency percentiles.
+//! then times random or sequential reads or writes inside the range the
+//! user named and prints IOPS, bandwidth and latency percentiles.
 //!
 //! Exit status: 0 all checks passed; 1 data mismatch; 2 bad usage;
 //! 3 the device could not be opened or set up; 4 an I/O failed; 5 the host
@@ -20,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use devlend_vfio::nvme::{Identity, Nvme, NvmeConfig, NvmeError, NVM_READ, NVM_WRITE};
+use devlend_vfio::nvme::{Identity, Nvme, NvmeConfig, NvmeError, MAX_IO_SIZE, NVM_READ, NVM_WRITE};
 use devlend_vfio::{mdev_path, DeviceEvent, KernelVfio, RemoteDevice, VfioBackend};
 use event_manager::{EventManager, MutEventSubscriber, SubscriberOps};
 
@@ -31,12 +32,15 @@ use event_manager::{EventManager, MutEventSubscriber, SubscriberOps};
     long_about = "Exercise a (remote) NVMe controller through VFIO from userspace, with no guest.\n\n\
         Opens the device through its VFIO group (an mdev of a devlend borrower, or a PCI function \
         bound to vfio-pci), DMA-maps a buffer, runs Identify, writes a pattern to --blocks I/Os \
-        from --lba on, reads it back and compares, then times --ios random reads at \
-        --queue-depth. Every completion is taken after its MSI-X vector signalled an eventfd.\n\n\
-        THE DATA IN THE TESTED RANGE IS OVERWRITTEN.",
+        from --lba on, reads it back and compares, then times --ios I/Os (--pattern, --rw) at \
+        --queue-depth over the timed range: --range-blocks I/Os from --lba on (default \
+        --blocks). Every completion is taken after its MSI-X vector signalled an eventfd.\n\n\
+        THE DATA IN THE TESTED RANGE IS OVERWRITTEN: --blocks I/Os from --lba on, and with \
+        --rw write the whole timed range. Nothing outside them is ever written.",
     after_help = "Examples:\n  \
         devlend-nvme-test --mdev 6f1c...-...\n  \
-        devlend-nvme-test --device /sys/bus/pci/devices/0000:01:00.0 --ios 2000 --json\n\n\
+        devlend-nvme-test --device /sys/bus/pci/devices/0000:01:00.0 --ios 2000 --json\n  \
+        devlend-nvme-test --device ... --io-size 131072 --pattern seq --rw write --range-blocks 1024\n\n\
         Exit status: 0 passed, 1 data mismatch, 2 usage, 3 open/setup failed, 4 I/O failed, \
         5 stopped because the host asked for the device back."
 )]
@@ -53,15 +57,32 @@ struct Args {
     /// I/Os written and verified (each --io-size bytes).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     blocks: u64,
-    /// Bytes per I/O (a multiple of the block size, at most 8192).
-    #[arg(long, default_value_t = 4096)]
+    /// Bytes per I/O: a multiple of the block size, at most 131072 (128 KiB)
+    /// and the controller's MDTS. Past 8192 commands use a PRP list.
+    #[arg(long, default_value_t = 4096,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_IO_SIZE)))]
     io_size: u32,
     /// Outstanding commands (1..=63).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..64))]
     queue_depth: u16,
-    /// Random reads timed after the verification (0: none).
+    /// I/Os timed after the verification (0: none).
     #[arg(long, default_value_t = 1000)]
     ios: u64,
+    /// Timed phase: `random` picks each I/O uniformly among the --io-size
+    /// slots of the timed range; `seq` goes through them in order from --lba
+    /// and wraps back to --lba at the end of the timed range (never past it,
+    /// nor to the rest of the namespace).
+    #[arg(long, value_enum, default_value_t = Pattern::Random)]
+    pattern: Pattern,
+    /// Timed phase: `read`, or `write` (writes the driver's pattern buffers
+    /// over the timed range, and only there).
+    #[arg(long, value_enum, default_value_t = Rw::Read)]
+    rw: Rw,
+    /// The timed range: this many I/Os of --io-size from --lba on (default:
+    /// --blocks, the verified range). With --rw write all of it may be
+    /// overwritten; it must lie in namespace 1.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    range_blocks: Option<u64>,
     /// IOVA of the DMA buffer (page aligned, below 4 GiB for an mdev used without KVM).
     #[arg(long, default_value = "0x10000000", value_parser = parse_u64)]
     iova: u64,
@@ -78,6 +99,117 @@ struct Args {
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+/// Where the timed I/Os go in the timed range.
+#[derive(clap::ValueEnum, serde::Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Pattern {
+    /// Each I/O at a uniformly drawn --io-size slot of the range.
+    Random,
+    /// Slot after slot from the start, wrapping to the start at its end.
+    Seq,
+}
+
+/// The direction of the timed I/Os.
+#[derive(clap::ValueEnum, serde::Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Rw {
+    /// Reads into the slots.
+    Read,
+    /// Writes of the slots' pattern buffers.
+    Write,
+}
+
+impl Rw {
+    fn opcode(self) -> u8 {
+        match self {
+            Rw::Read => NVM_READ,
+            Rw::Write => NVM_WRITE,
+        }
+    }
+}
+
+/// `ios` consecutive I/Os of `per_io` blocks from LBA `first` on: the
+/// verified range, or the timed range. Built only by [`ranges`], which
+/// checks it lies in the namespace, so `end` cannot overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct IoRange {
+    first: u64,
+    ios: u64,
+    per_io: u64,
+}
+
+impl IoRange {
+    /// One past its last LBA.
+    fn end(&self) -> u64 {
+        self.first + self.ios * self.per_io
+    }
+
+    /// LBA of the `k`-th I/O in order, wrapping to the start at the end.
+    fn seq(&self, k: u64) -> u64 {
+        self.first + (k % self.ios) * self.per_io
+    }
+
+    /// LBA of the `k`-th timed I/O. A pure function of `k` (no generator
+    /// state, no list of LBAs: --ios may be millions), always the start of
+    /// one of the range's I/O slots, so never outside the range.
+    fn timed(&self, pattern: Pattern, seed: u64, k: u64) -> u64 {
+        match pattern {
+            Pattern::Seq => self.seq(k),
+            // The modulo bias is at most ios / 2^64: under 10^-9 for any
+            // range of fewer than 2^34 I/Os (64 TiB of 4 KiB): negligible.
+            Pattern::Random => self.seq(mix64(seed ^ k.wrapping_mul(GOLDEN))),
+        }
+    }
+}
+
+/// The verified range (`blocks` I/Os from `lba`) and the timed range
+/// (`range_blocks` I/Os from `lba`, default `blocks`), both checked to lie
+/// in a namespace of `ns_blocks` blocks.
+fn ranges(
+    lba: u64,
+    blocks: u64,
+    range_blocks: Option<u64>,
+    io_size: u32,
+    block_size: u32,
+    ns_blocks: u64,
+) -> Result<(IoRange, IoRange), NvmeError> {
+    let per_io = u64::from(io_size / block_size);
+    let range = |what: &str, ios: u64| {
+        let end = ios
+            .checked_mul(per_io)
+            .and_then(|n| n.checked_add(lba))
+            // Empty ranges cannot come from the command line; refused all
+            // the same, since `seq` divides by the I/O count.
+            .filter(|&end| end > lba && end <= ns_blocks)
+            .ok_or_else(|| {
+                NvmeError::Config(format!(
+                    "the {what} ({ios} I/Os of {io_size} bytes from LBA {lba}) \
+                     does not fit in namespace 1 ({ns_blocks} blocks of {block_size} bytes)"
+                ))
+            })?;
+        debug_assert_eq!(end, lba + ios * per_io);
+        Ok::<_, NvmeError>(IoRange {
+            first: lba,
+            ios,
+            per_io,
+        })
+    };
+    Ok((
+        range("tested range", blocks)?,
+        range("timed range", range_blocks.unwrap_or(blocks))?,
+    ))
+}
+
+/// IOPS, bytes per second and MB (10^6 bytes) per second of `ios` I/Os of
+/// `io_size` bytes in `secs`.
+fn throughput(ios: u64, io_size: u32, secs: f64) -> (f64, f64, f64) {
+    if secs <= 0.0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let bytes = ios as f64 * f64::from(io_size);
+    (ios as f64 / secs, bytes / secs, bytes / secs / 1e6)
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -99,7 +231,23 @@ struct Report {
     ios: u64,
     queue_depth: u16,
     io_size: u32,
+    /// The timed phase: "random" or "seq".
+    pattern: Pattern,
+    /// The timed phase: "read" or "write".
+    rw: Rw,
+    /// The timed range: LBAs [range_first_lba, range_end_lba), range_ios
+    /// I/Os of io_size.
+    range_first_lba: u64,
+    range_end_lba: u64,
+    range_ios: u64,
+    /// Bytes moved by the timed I/Os, and how long they took.
+    timed_bytes: u64,
+    timed_secs: f64,
     iops: f64,
+    /// Bandwidth of the timed phase.
+    bytes_per_sec: f64,
+    /// The same in MB/s (10^6 bytes per second).
+    mb_per_sec: f64,
     lat_us: Percentiles,
     irq_signals: u64,
     completions: u64,
@@ -147,18 +295,24 @@ fn percentiles(mut v: Vec<Duration>) -> Percentiles {
     }
 }
 
+/// 2^64 / golden ratio: splitmix64's increment.
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// splitmix64's output function: a well-mixed 64-bit hash of `x + GOLDEN`.
+fn mix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(GOLDEN);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// The pattern of I/O `n` of this run: distinct per run, I/O and word.
 fn pattern(seed: u64, lba: u64, len: usize) -> Vec<u8> {
-    let mut x = seed ^ lba.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut x = seed ^ lba.wrapping_mul(GOLDEN);
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
-        // splitmix64
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        out.extend_from_slice(&z.to_le_bytes());
+        out.extend_from_slice(&mix64(x).to_le_bytes());
+        x = x.wrapping_add(GOLDEN);
     }
     out.truncate(len);
     out
@@ -186,38 +340,43 @@ impl From<NvmeError> for Failure {
     }
 }
 
-/// Runs `lbas` through the queue, at most `qd` in flight; `before` prepares
-/// slot `i` for I/O `n`, `after` checks it. Returns per-command latencies.
+/// Runs `count` I/Os through the queue, I/O `k` at LBA `lba_at(k)`, at most
+/// `qd` in flight; `before` prepares slot `i` for the I/O at an LBA, `after`
+/// checks it. Returns per-command latencies.
 #[allow(clippy::too_many_arguments)]
 fn pipeline<B: VfioBackend>(
     nvme: &mut Nvme<B>,
     opcode: u8,
     what: &str,
-    lbas: &[u64],
+    count: u64,
+    lba_at: impl Fn(u64) -> u64,
     qd: usize,
     stop: &dyn Fn() -> bool,
     mut before: impl FnMut(&Nvme<B>, usize, u64) -> Result<(), NvmeError>,
     mut after: impl FnMut(&Nvme<B>, usize, u64) -> Result<(), NvmeError>,
 ) -> Result<Vec<Duration>, Failure> {
-    let mut lat = Vec::with_capacity(lbas.len());
+    // Capped: a long run grows it as it goes rather than reserving
+    // gigabytes up front.
+    let mut lat = Vec::with_capacity(count.min(1 << 20) as usize);
     let mut free: Vec<usize> = (0..qd).rev().collect();
     let mut inflight: HashMap<u16, (usize, u64, Instant)> = HashMap::new();
     let mut next = 0;
     let mut stopped = false;
-    while next < lbas.len() || !inflight.is_empty() {
+    while next < count || !inflight.is_empty() {
         // Asked to give the device back: submit nothing more, let what is
         // in flight complete, then stop.
         if !stopped && stop() {
             stopped = true;
-            next = lbas.len();
+            next = count;
         }
         let mut cmds = Vec::new();
         let mut slots = Vec::new();
-        while next < lbas.len() && !free.is_empty() {
+        while next < count && !free.is_empty() {
             let slot = free.pop().expect("free slot");
-            before(nvme, slot, lbas[next])?;
-            cmds.push(nvme.rw_command(opcode, lbas[next], slot));
-            slots.push((slot, lbas[next]));
+            let lba = lba_at(next);
+            before(nvme, slot, lba)?;
+            cmds.push(nvme.rw_command(opcode, lba, slot));
+            slots.push((slot, lba));
             next += 1;
         }
         if !cmds.is_empty() {
@@ -316,7 +475,7 @@ fn bad_input(
     nvme: &mut Nvme<KernelVfio>,
     identity: &Identity,
     args: &Args,
-    lbas: &[u64],
+    first_lba: u64,
 ) -> Result<BadInput, Failure> {
     // 1. Past the end of the namespace.
     let cmd = nvme.rw_command(NVM_READ, identity.ns_blocks, 0);
@@ -349,7 +508,7 @@ fn bad_input(
     for i in 0..qd {
         nvme.fill_slot(i, &sentinel)?;
     }
-    let mut cmd = nvme.rw_command(NVM_READ, lbas[0], 0);
+    let mut cmd = nvme.rw_command(NVM_READ, first_lba, 0);
     cmd.prp1 = (base + len + (2 << 20)) & !0xfff;
     cmd.prp2 = 0;
     if args.io_size > 4096 {
@@ -368,7 +527,7 @@ fn bad_input(
     );
 
     // The queue still works after all of it.
-    let probe = nvme.rw_command(NVM_READ, lbas[0], 0);
+    let probe = nvme.rw_command(NVM_READ, first_lba, 0);
     nvme.io_sync("read after the bad commands", probe)?;
     Ok(BadInput {
         passed: lba_out_of_range == "lba-out-of-range" && bar_ok && intact,
@@ -402,7 +561,8 @@ fn run_device(
     let identity = nvme.identify_and_setup().map_err(Failure::Setup)?;
     if !args.json {
         println!(
-            "{}: {} (serial {}, firmware {}), NVMe {}.{}, namespace 1: {} blocks of {} bytes",
+            "{}: {} (serial {}, firmware {}), NVMe {}.{}, namespace 1: {} blocks of {} bytes, \
+             largest transfer {}",
             path.display(),
             identity.model,
             identity.serial,
@@ -410,24 +570,30 @@ fn run_device(
             identity.version >> 16,
             (identity.version >> 8) & 0xff,
             identity.ns_blocks,
-            identity.block_size
+            identity.block_size,
+            identity
+                .max_transfer_bytes
+                .map_or("unlimited".to_string(), |b| format!(
+                    "{b} bytes (MDTS {})",
+                    identity.mdts
+                )),
         );
     }
-    let per_io = u64::from(args.io_size / identity.block_size);
-    let end = args.lba + args.blocks * per_io;
-    if end > identity.ns_blocks {
-        return Err(Failure::Setup(NvmeError::Config(format!(
-            "the tested range ends at LBA {end}, past the namespace ({} blocks)",
-            identity.ns_blocks
-        ))));
-    }
+    let (verified, timed) = ranges(
+        args.lba,
+        args.blocks,
+        args.range_blocks,
+        args.io_size,
+        identity.block_size,
+        identity.ns_blocks,
+    )
+    .map_err(Failure::Setup)?;
     let qd = usize::from(args.queue_depth);
     // Distinct per run, so data left by an earlier run never passes.
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
         ^ (u64::from(std::process::id()) << 32);
-    let lbas: Vec<u64> = (0..args.blocks).map(|i| args.lba + i * per_io).collect();
     let stop = || notes.req.load(Ordering::SeqCst) > 0;
     let len = args.io_size as usize;
 
@@ -435,7 +601,8 @@ fn run_device(
         &mut nvme,
         NVM_WRITE,
         "write",
-        &lbas,
+        verified.ios,
+        |k| verified.seq(k),
         qd,
         &stop,
         |n, slot, lba| n.fill_slot(slot, &pattern(seed, lba, len)),
@@ -447,7 +614,8 @@ fn run_device(
         &mut nvme,
         NVM_READ,
         "read",
-        &lbas,
+        verified.ios,
+        |k| verified.seq(k),
         qd,
         &stop,
         |n, slot, _| n.fill_slot(slot, &vec![0u8; len]),
@@ -468,37 +636,42 @@ fn run_device(
     if let Some((lba, off)) = first_bad {
         eprintln!(
             "MISMATCH: {mismatches} of {} I/Os read back differently; first at LBA {lba}, byte {off}",
-            lbas.len()
+            verified.ios
         );
     }
 
     let bad_input = if args.bad_input {
-        Some(bad_input(&mut nvme, &identity, args, &lbas)?)
+        Some(bad_input(&mut nvme, &identity, args, verified.first)?)
     } else {
         None
     };
 
-    let mut x = seed | 1;
-    let rand_lbas: Vec<u64> = (0..args.ios)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            lbas[(x % lbas.len().max(1) as u64) as usize]
-        })
-        .collect();
+    // Timed writes write whatever the slots hold: fill each with a pattern
+    // once, outside the timing (the verification and bad-input phases left
+    // read data and sentinels there).
+    if args.rw == Rw::Write {
+        for slot in 0..qd {
+            nvme.fill_slot(slot, &pattern(!seed, slot as u64, len))?;
+        }
+    }
     let start = Instant::now();
     let lat = pipeline(
         &mut nvme,
-        NVM_READ,
-        "read",
-        &rand_lbas,
+        args.rw.opcode(),
+        match args.rw {
+            Rw::Read => "timed read",
+            Rw::Write => "timed write",
+        },
+        args.ios,
+        |k| timed.timed(args.pattern, seed, k),
         qd,
         &stop,
         |_, _, _| Ok(()),
         |_, _, _| Ok(()),
     )?;
     let secs = start.elapsed().as_secs_f64();
+    let timed_ios = lat.len() as u64;
+    let (iops, bytes_per_sec, mb_per_sec) = throughput(timed_ios, args.io_size, secs);
     let counters = nvme.counters();
     nvme.shutdown()?;
     let passed = mismatches == 0
@@ -507,18 +680,23 @@ fn run_device(
     Ok(Report {
         device: path.display().to_string(),
         identity,
-        verified_ios: lbas.len() as u64,
-        verified_bytes: lbas.len() as u64 * u64::from(args.io_size),
+        verified_ios: verified.ios,
+        verified_bytes: verified.ios * u64::from(args.io_size),
         mismatches,
         bad_input,
-        ios: args.ios,
+        ios: timed_ios,
         queue_depth: args.queue_depth,
         io_size: args.io_size,
-        iops: if secs > 0.0 {
-            args.ios as f64 / secs
-        } else {
-            0.0
-        },
+        pattern: args.pattern,
+        rw: args.rw,
+        range_first_lba: timed.first,
+        range_end_lba: timed.end(),
+        range_ios: timed.ios,
+        timed_bytes: timed_ios * u64::from(args.io_size),
+        timed_secs: secs,
+        iops,
+        bytes_per_sec,
+        mb_per_sec,
         lat_us: percentiles(lat),
         irq_signals: counters.irq_signals,
         completions: counters.completions,
@@ -555,10 +733,7 @@ fn main() -> ExitCode {
                     println!("bad input: BAR0 read across its end: {}", b.bar_overrun);
                     println!("bad input: read into an unmapped IOVA: {}", b.unmapped_dma);
                 }
-                println!(
-                    "random reads: {} at QD {} of {} bytes: {:.0} IOPS, latency us p50 {:.1} p90 {:.1} p99 {:.1} max {:.1}",
-                    r.ios, r.queue_depth, r.io_size, r.iops, r.lat_us.p50, r.lat_us.p90, r.lat_us.p99, r.lat_us.max
-                );
+                println!("{}", timed_line(&r));
                 println!(
                     "interrupts: {} eventfd signals for {} completions",
                     r.irq_signals, r.completions
@@ -586,6 +761,34 @@ fn main() -> ExitCode {
             ExitCode::from(5)
         }
     }
+}
+
+/// The human line for the timed phase.
+fn timed_line(r: &Report) -> String {
+    let pattern = match r.pattern {
+        Pattern::Random => "random",
+        Pattern::Seq => "sequential",
+    };
+    let rw = match r.rw {
+        Rw::Read => "reads",
+        Rw::Write => "writes",
+    };
+    format!(
+        "{pattern} {rw}: {} of {} bytes at QD {} over LBAs {}..{}: {:.0} IOPS, {:.1} MB/s \
+         ({:.0} bytes/s), latency us p50 {:.1} p90 {:.1} p99 {:.1} max {:.1}",
+        r.ios,
+        r.io_size,
+        r.queue_depth,
+        r.range_first_lba,
+        r.range_end_lba,
+        r.iops,
+        r.mb_per_sec,
+        r.bytes_per_sec,
+        r.lat_us.p50,
+        r.lat_us.p90,
+        r.lat_us.p99,
+        r.lat_us.max
+    )
 }
 
 #[cfg(test)]
@@ -621,5 +824,204 @@ mod tests {
         assert!(Args::try_parse_from(["t", "--mdev", "u", "--device", "/x"]).is_err());
         let a = Args::try_parse_from(["t", "--device", "/x", "--iova", "0x2000"]).unwrap();
         assert_eq!(a.iova, 0x2000);
+    }
+
+    #[test]
+    fn io_size_pattern_rw_and_range_arguments() {
+        let a = Args::try_parse_from(["t", "--device", "/x"]).unwrap();
+        assert_eq!(
+            (a.io_size, a.pattern, a.rw, a.range_blocks),
+            (4096, Pattern::Random, Rw::Read, None)
+        );
+        let a = Args::try_parse_from([
+            "t",
+            "--device",
+            "/x",
+            "--io-size",
+            "131072",
+            "--pattern",
+            "seq",
+            "--rw",
+            "write",
+            "--range-blocks",
+            "100",
+        ])
+        .unwrap();
+        assert_eq!(
+            (a.io_size, a.pattern, a.rw, a.range_blocks),
+            (131072, Pattern::Seq, Rw::Write, Some(100))
+        );
+        for bad in [
+            ["--io-size", "0"],
+            ["--io-size", "135168"],
+            ["--pattern", "sequential"],
+            ["--rw", "trim"],
+            ["--range-blocks", "0"],
+        ] {
+            let argv = ["t", "--device", "/x", bad[0], bad[1]];
+            assert!(Args::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ranges_default_to_the_verified_one_and_stay_in_the_namespace() {
+        // 8 KiB I/Os of 512-byte blocks: 16 blocks each.
+        let (v, t) = ranges(100, 4, None, 8192, 512, 1000).unwrap();
+        assert_eq!(v, t);
+        assert_eq!((v.first, v.ios, v.per_io, v.end()), (100, 4, 16, 164));
+        let (v, t) = ranges(100, 4, Some(10), 8192, 512, 1000).unwrap();
+        assert_eq!((v.end(), t.first, t.end()), (164, 100, 260));
+        // Ends exactly at the end of the namespace: fine; one past: not.
+        assert!(ranges(0, 1, Some(62), 8192, 512, 992).is_ok());
+        for (lba, blocks, range, ns) in [
+            (0, 63, None, 1000),
+            (0, 1, Some(63), 1000),
+            (990, 1, None, 1000),
+            (u64::MAX - 8, 1, None, u64::MAX),
+            (0, u64::MAX / 2, None, u64::MAX),
+        ] {
+            match ranges(lba, blocks, range, 8192, 512, ns) {
+                Err(NvmeError::Config(m)) => assert!(m.contains("namespace 1"), "{m}"),
+                other => panic!("{lba} {blocks} {range:?}: {other:?}"),
+            }
+        }
+    }
+
+    /// Every LBA a timed I/O can use starts one of the range's I/O slots,
+    /// so the I/O lies inside the range: nothing outside it is written.
+    #[test]
+    fn timed_ios_never_leave_the_timed_range() {
+        let r = IoRange {
+            first: 1000,
+            ios: 7,
+            per_io: 32,
+        };
+        for pattern in [Pattern::Random, Pattern::Seq] {
+            let mut seen = std::collections::BTreeSet::new();
+            for k in 0..10_000 {
+                let lba = r.timed(pattern, 42, k);
+                assert!(
+                    lba >= r.first && lba + r.per_io <= r.end(),
+                    "{pattern:?} {k}: {lba}"
+                );
+                assert_eq!((lba - r.first) % r.per_io, 0);
+                seen.insert(lba);
+            }
+            assert_eq!(seen.len(), 7, "{pattern:?} reaches every slot");
+        }
+        // Also at the very end of the LBA space.
+        let top = IoRange {
+            first: u64::MAX - 256,
+            ios: 1,
+            per_io: 256,
+        };
+        assert!((0..100).all(|k| top.timed(Pattern::Random, k, k) == u64::MAX - 256));
+    }
+
+    #[test]
+    fn seq_walks_in_order_and_wraps_to_the_start_of_the_range() {
+        let r = IoRange {
+            first: 64,
+            ios: 3,
+            per_io: 8,
+        };
+        let got: Vec<u64> = (0..7).map(|k| r.timed(Pattern::Seq, 9, k)).collect();
+        assert_eq!(got, [64, 72, 80, 64, 72, 80, 64]);
+    }
+
+    #[test]
+    fn random_depends_on_the_seed_and_spreads() {
+        let r = IoRange {
+            first: 0,
+            ios: 1 << 20,
+            per_io: 1,
+        };
+        let a: Vec<u64> = (0..64).map(|k| r.timed(Pattern::Random, 1, k)).collect();
+        let b: Vec<u64> = (0..64).map(|k| r.timed(Pattern::Random, 2, k)).collect();
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            (0..64)
+                .map(|k| r.timed(Pattern::Random, 1, k))
+                .collect::<Vec<_>>()
+        );
+        // Not sequential, and no more than a few repeats.
+        assert!(a.windows(2).filter(|w| w[1] == w[0] + 1).count() < 4);
+        let distinct: std::collections::BTreeSet<_> = a.iter().collect();
+        assert!(distinct.len() > 60);
+    }
+
+    #[test]
+    fn throughput_counts_bytes_per_second_and_decimal_megabytes() {
+        let (iops, bps, mbs) = throughput(1000, 131072, 2.0);
+        assert_eq!((iops, bps, mbs), (500.0, 65_536_000.0, 65.536));
+        assert_eq!(throughput(0, 4096, 0.0), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn the_report_names_pattern_rw_io_size_and_bandwidth() {
+        let r = Report {
+            device: "/x".into(),
+            identity: Identity {
+                vid: 0x1b36,
+                serial: "s".into(),
+                model: "m".into(),
+                firmware: "f".into(),
+                namespaces: 1,
+                version: 0x10400,
+                ns_blocks: 1000,
+                block_size: 512,
+                mdts: 7,
+                max_transfer_bytes: Some(512 << 10),
+            },
+            verified_ios: 4,
+            verified_bytes: 4 * 131072,
+            mismatches: 0,
+            bad_input: None,
+            ios: 1000,
+            queue_depth: 8,
+            io_size: 131072,
+            pattern: Pattern::Seq,
+            rw: Rw::Write,
+            range_first_lba: 0,
+            range_end_lba: 1024,
+            range_ios: 4,
+            timed_bytes: 131_072_000,
+            timed_secs: 2.0,
+            iops: 500.0,
+            bytes_per_sec: 65_536_000.0,
+            mb_per_sec: 65.536,
+            lat_us: Percentiles::default(),
+            irq_signals: 1,
+            completions: 1,
+            err_notifications: 0,
+            req_notifications: 0,
+            passed: true,
+        };
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["pattern"], "seq");
+        assert_eq!(j["rw"], "write");
+        assert_eq!(j["io_size"], 131072);
+        assert_eq!(j["mb_per_sec"], 65.536);
+        assert_eq!(j["bytes_per_sec"], 65_536_000.0);
+        assert_eq!(j["range_end_lba"], 1024);
+        assert_eq!(j["identity"]["mdts"], 7);
+        assert_eq!(j["identity"]["max_transfer_bytes"], 512 << 10);
+        for f in [
+            "iops",
+            "lat_us",
+            "passed",
+            "verified_ios",
+            "irq_signals",
+            "timed_secs",
+        ] {
+            assert!(j.get(f).is_some(), "{f}");
+        }
+        let line = timed_line(&r);
+        assert!(
+            line.starts_with("sequential writes: 1000 of 131072 bytes at QD 8")
+                && line.contains("500 IOPS, 65.5 MB/s (65536000 bytes/s)"),
+            "{line}"
+        );
     }
 }
