@@ -108,6 +108,7 @@ struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg)
 	for (id = 0; id < fab->geom.max_hosts; id++)
 		dl_peer_init(fab, &fab->peers[id], id);
 	INIT_WORK(&fab->rx_work, dl_ring_rx_work);
+	timer_setup(&fab->rx_poll, dl_ring_rx_poll, 0);
 	INIT_DELAYED_WORK(&fab->live_work, dl_peer_live_work);
 
 	fab->rx_buf = kmalloc(fab->geom.slot_size, GFP_KERNEL);
@@ -209,7 +210,11 @@ void dl_fabric_stop(struct dl_fabric *fab)
  */
 void dl_fabric_destroy(struct dl_fabric *fab)
 {
-	/* Drains the receive work; nothing queues it any more. */
+	/*
+	 * Drains the receive work; nothing queues it any more, once its
+	 * poll timer is shut down (the work cannot re-arm it after that).
+	 */
+	timer_shutdown_sync(&fab->rx_poll);
 	destroy_workqueue(fab->wq);
 	dl_req_destroy(fab);
 	dl_selftest_exit(fab);

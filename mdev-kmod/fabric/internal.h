@@ -50,6 +50,7 @@ enum dl_peer_counter {
 	DL_CNT_PING_ORDER_ERRORS,
 	DL_CNT_LINK_UPS,
 	DL_CNT_LINK_DOWNS,
+	DL_CNT_RX_HELD_BACK,
 	DL_CNT_NR
 };
 
@@ -148,6 +149,8 @@ struct dl_tx_ring {
  * @synced: @epoch and @next_seq are valid.
  * @epoch: the sender epoch of the last message taken.
  * @next_seq: the sequence number expected next.
+ * @held_back: its messages wait in the ring because the ring to it has no
+ *	room for an answer (dl_ring_rx_peer()).
  */
 struct dl_rx_ring {
 	struct dl_ring ring;
@@ -155,6 +158,7 @@ struct dl_rx_ring {
 	bool synced;
 	u32 epoch;
 	u32 next_seq;
+	bool held_back;
 };
 
 /**
@@ -303,6 +307,8 @@ struct dl_selftest_result {
  * @peers: by host id; this host's entry is unused.
  * @wq: runs @rx_work and @live_work.
  * @rx_work: drains the receive rings.
+ * @rx_poll: queues @rx_work again while a peer's messages are held back:
+ *	a peer that frees ring slots does not ring a doorbell.
  * @live_work: peer scan.
  * @beat_timer: bumps @heartbeat every %DL_HEARTBEAT_MS (hostinfo.c).
  * @rx_buf: one slot's worth, for @rx_work only.
@@ -342,6 +348,7 @@ struct dl_fabric {
 
 	struct workqueue_struct *wq;
 	struct work_struct rx_work;
+	struct timer_list rx_poll;
 	struct delayed_work live_work;
 	struct timer_list beat_timer;
 	u8 *rx_buf;
@@ -414,6 +421,7 @@ void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer);
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		 const struct dl_fabric_msg *msg, u16 flags, u32 status);
 void dl_ring_rx_work(struct work_struct *work);
+void dl_ring_rx_poll(struct timer_list *t);
 
 /* msg.c */
 void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,

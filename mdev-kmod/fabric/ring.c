@@ -166,8 +166,12 @@ static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
  * @status: an &enum dl_msg_status for responses, else 0.
  *
  * If the ring is full (for requests and posted messages: half full, see
- * dl_ring_share()), waits for room for up to %DL_TX_FULL_WAIT_MS. Might
- * sleep.
+ * dl_ring_share()), waits for room for up to %DL_TX_FULL_WAIT_MS; but a
+ * response from the receive work never waits: the receive work takes a
+ * peer's messages only while there is room for the answers
+ * (dl_ring_rx_peer()), so a response that finds none is owed to a peer
+ * that does not take its answers, and waiting for it would hold up every
+ * other peer. Might sleep.
  *
  * Return: 0, -EMSGSIZE if the payload does not fit a slot, -ENOTCONN if
  * the peer is not up, -EAGAIN if the ring stayed full.
@@ -176,6 +180,8 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		 const struct dl_fabric_msg *msg, u16 flags, u32 status)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(DL_TX_FULL_WAIT_MS);
+	bool nowait = (flags & DL_MSG_F_RESPONSE) &&
+		      current_work() == &fab->rx_work;
 	struct dl_tx_ring *tx = &peer->tx;
 	bool waited = false;
 	u16 proto;
@@ -197,7 +203,7 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		if (!waited)
 			dl_peer_count(peer, DL_CNT_TX_RING_FULL);
 		waited = true;
-		if (time_after(jiffies, deadline))
+		if (nowait || time_after(jiffies, deadline))
 			return -EAGAIN;
 		/* The receiver frees slots without telling us: poll. */
 		usleep_range(100, 200);
@@ -307,8 +313,24 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 	return true;
 }
 
-/* Handle up to one ring's worth of messages; true if more are waiting. */
-static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer)
+/* Whether the ring to @peer has room for an answer now. */
+static bool dl_ring_can_answer(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_tx_ring *tx = &peer->tx;
+	bool room;
+
+	spin_lock(&tx->lock);
+	room = dl_ring_tx_room(fab, peer, true, false);
+	spin_unlock(&tx->lock);
+	return room;
+}
+
+/*
+ * Handle up to one ring's worth of messages; true if more are waiting.
+ * *held is set if the peer's messages wait for it to take its answers.
+ */
+static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer,
+			    bool *held)
 {
 	struct dl_rx_ring *rx = &peer->rx;
 	u32 prod, n;
@@ -334,6 +356,20 @@ static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer)
 	}
 
 	for (n = 0; rx->cons != prod && n < fab->geom.ring_slots; n++) {
+		/*
+		 * Backpressure: a message is taken only while its answer
+		 * would fit, so no handler waits for ring room. A peer that
+		 * keeps requesting without taking its answers only holds up
+		 * itself; one that is slow finds its requests served late.
+		 */
+		if (!dl_ring_can_answer(fab, peer)) {
+			if (!rx->held_back)
+				dl_peer_count(peer, DL_CNT_RX_HELD_BACK);
+			rx->held_back = true;
+			*held = true;
+			return false;
+		}
+		rx->held_back = false;
 		if (!dl_ring_rx_one(fab, peer, proto, epoch))
 			return false;
 		rx->cons++;
@@ -354,14 +390,29 @@ static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer)
 void dl_ring_rx_work(struct work_struct *work)
 {
 	struct dl_fabric *fab = container_of(work, struct dl_fabric, rx_work);
-	bool more = false;
+	bool more = false, held = false;
 	u32 id;
 
 	for (id = 0; id < fab->geom.max_hosts; id++)
 		if (id != fab->host_id)
-			more |= dl_ring_rx_peer(fab, &fab->peers[id]);
+			more |= dl_ring_rx_peer(fab, &fab->peers[id], &held);
 
 	/* Be fair to other work: come back for the rest. */
 	if (more)
 		queue_work(fab->wq, &fab->rx_work);
+	/* A peer taking its answers rings no doorbell: look again soon. */
+	if (held)
+		mod_timer(&fab->rx_poll, jiffies + 1);
+}
+
+/**
+ * dl_ring_rx_poll() - look at the rings again while a peer's messages are
+ *	held back for want of room for their answers.
+ * @t: &dl_fabric.rx_poll.
+ */
+void dl_ring_rx_poll(struct timer_list *t)
+{
+	struct dl_fabric *fab = from_timer(fab, t, rx_poll);
+
+	queue_work(fab->wq, &fab->rx_work);
 }

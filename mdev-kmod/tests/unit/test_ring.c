@@ -318,6 +318,7 @@ static void test_receive(void)
 {
 	const u32 start = 0xfffffffdU;
 	struct dl_peer *peer;
+	bool held = false;
 	unsigned int i;
 
 	/* What was in the ring at attach is dropped. */
@@ -332,7 +333,7 @@ static void test_receive(void)
 	for (i = 0; i < 5; i++)
 		peer_put(start + i, 40 + i, 7 + i, 3 * i, PEER, PEER_EPOCH);
 	rx_mem.ctrl.prod = cpu_to_le32(start + 5);
-	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 5);
 	for (i = 0; i < 5 && i < ngot; i++) {
 		CHECK_EQ(got[i].type, 40 + i);
@@ -360,7 +361,7 @@ static void test_receive(void)
 	peer_put(2 + 8, 50, 20, 4, 0, PEER_EPOCH);		/* source */
 	peer_put(2 + 9, 50, 21, 4, PEER, PEER_EPOCH - 1);	/* stale */
 	rx_mem.ctrl.prod = cpu_to_le32(2 + SLOTS);
-	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, SLOTS - 3);
 	CHECK_EQ(peer->rx.cons, 2 + SLOTS);
 	/*
@@ -381,13 +382,13 @@ static void test_receive(void)
 	peer_info.incarnation = cpu_to_le64(PEER_EPOCH + 1);
 	peer_put(18, 51, 0, 4, PEER, PEER_EPOCH + 1);
 	rx_mem.ctrl.prod = cpu_to_le32(19);
-	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 0);
 	CHECK_EQ(peer->rx.cons, 18);
 	/* And nothing is taken while the link is down. */
 	link_up = false;
 	peer_info.incarnation = cpu_to_le64(PEER_EPOCH);
-	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(peer->rx.cons, 18);
 }
 
@@ -395,12 +396,13 @@ static void test_receive_corrupt(void)
 {
 	struct dl_peer *peer = setup(SLOTS);
 	unsigned int i;
+	bool held = false;
 
 	/* A producer a ring and one ahead: skipped, nothing dispatched. */
 	peer->rx.cons = 0xfffffff8U;
 	peer->rx.synced = true;
 	rx_mem.ctrl.prod = cpu_to_le32(0xfffffff8U + SLOTS + 1);
-	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 0);
 	CHECK_EQ(peer->rx.cons, 0x00000009U);
 	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), 0x00000009U);
@@ -409,7 +411,7 @@ static void test_receive_corrupt(void)
 
 	/* A producer behind the consumer is as corrupt. */
 	rx_mem.ctrl.prod = cpu_to_le32(0x00000008U);
-	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(peer->rx.cons, 8);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 2);
 
@@ -417,10 +419,67 @@ static void test_receive_corrupt(void)
 	for (i = 0; i < SLOTS; i++)
 		peer_put(8 + i, 60, i, 0, PEER, PEER_EPOCH);
 	rx_mem.ctrl.prod = cpu_to_le32(8 + SLOTS);
-	CHECK(!dl_ring_rx_peer(&fab, peer));
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, SLOTS);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 2);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_SEQ_ERRORS]), 0);
+	CHECK(!held);
+}
+
+static void test_receive_backpressure(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+	unsigned long t0;
+	unsigned int i;
+	bool held = false;
+
+	/* Our ring to the peer is full of answers it has not taken. */
+	for (i = 0; i < SLOTS; i++)
+		CHECK_EQ(send(peer, 26, 0x100 + i, DL_MSG_F_RESPONSE, false,
+			      0), 0);
+	/* One more answer from the receive work fails at once. */
+	t0 = jiffies;
+	kshim_current_work = &fab.rx_work;
+	CHECK_EQ(send(peer, 26, 0x200, DL_MSG_F_RESPONSE, false, 0), -EAGAIN);
+	kshim_current_work = NULL;
+	CHECK_EQ(jiffies, t0);
+	/* From elsewhere (a device's slow work), it waits its bounded while. */
+	CHECK_EQ(send(peer, 26, 0x201, DL_MSG_F_RESPONSE, false, 0), -EAGAIN);
+	CHECK(jiffies - t0 >= DL_TX_FULL_WAIT_MS);
+	/* So does a posted message. */
+	t0 = jiffies;
+	CHECK_EQ(send(peer, 20, 0, 0, false, 0), -EAGAIN);
+	CHECK(jiffies - t0 >= DL_TX_FULL_WAIT_MS);
+
+	/* Its requests stay in its ring, counted once, and are polled for. */
+	for (i = 0; i < 3; i++)
+		peer_put(i, 60, i, 0, PEER, PEER_EPOCH);
+	rx_mem.ctrl.prod = cpu_to_le32(3);
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(held);
+	CHECK_EQ(ngot, 0);
+	CHECK_EQ(peer->rx.cons, 0);
+	held = false;
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(held);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_HELD_BACK]), 1);
+	fab.rx_poll.armed = 0;
+	dl_ring_rx_work(&fab.rx_work);
+	CHECK_EQ(fab.rx_poll.armed, 1);
+	CHECK_EQ(ngot, 0);
+
+	/* It takes one answer: its requests are served again. */
+	tx_mem.ctrl.cons = cpu_to_le32(1);
+	held = false;
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!held);
+	CHECK_EQ(ngot, 3);
+	CHECK_EQ(peer->rx.cons, 3);
+	CHECK(!peer->rx.held_back);
+	fab.rx_poll.armed = 0;
+	dl_ring_rx_work(&fab.rx_work);
+	CHECK_EQ(fab.rx_poll.armed, 0);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_HELD_BACK]), 1);
 }
 
 static const struct unit_test tests[] = {
@@ -437,6 +496,8 @@ static const struct unit_test tests[] = {
 	  test_receive },
 	{ "receive: corrupt producer index skipped; a full ring is not",
 	  test_receive_corrupt },
+	{ "receive: held back while the peer leaves its answers; no wait",
+	  test_receive_backpressure },
 };
 
 UNIT_SUITE(ring_suite, "fabric/ring.c: ring index arithmetic", tests);

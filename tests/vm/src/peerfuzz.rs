@@ -58,6 +58,9 @@ pub struct Options {
     pub dev_ids: Vec<u32>,
     /// How often to publish an impossible producer index (a corrupt ring).
     pub corruptions: u32,
+    /// How often to stop taking the target's messages while sending on,
+    /// until the target holds ours back (see `Fuzzer::deaf_phase`).
+    pub deaf_phases: u32,
     /// Progress lines to stderr.
     pub verbose: bool,
 }
@@ -121,6 +124,11 @@ pub struct Report {
     pub seed: u64,
     /// Messages written.
     pub sent: u64,
+    /// Deaf phases run.
+    pub deaf_phases: u64,
+    /// Deaf phases in which the target was seen holding our messages back
+    /// (its ring to us full, ours to it full and not taken).
+    pub deaf_held: u64,
     /// Seconds from the first message to the last one consumed.
     pub secs: f64,
     /// Messages written, by kind.
@@ -171,6 +179,8 @@ impl Report {
         json!({
             "seed": self.seed,
             "sent": self.sent,
+            "deaf_phases": self.deaf_phases,
+            "deaf_held": self.deaf_held,
             "secs": self.secs,
             "doorbell": self.doorbell,
             "kinds": kinds,
@@ -1331,6 +1341,49 @@ impl Fuzzer<'_> {
         }
     }
 
+    /// Stops taking the target's messages while sending on (up to `budget`
+    /// of them), as a peer that ignores its credits and its answers would.
+    /// Ends when the target is seen holding our messages back: its ring to
+    /// us full of answers, ours to it full and not taken for a while; or
+    /// after a bound. Returns whether it was seen.
+    fn deaf_phase(&mut self, budget: u64) -> bool {
+        const HELD_FOR: Duration = Duration::from_millis(300);
+        const AT_MOST: Duration = Duration::from_secs(10);
+        let t0 = Instant::now();
+        let mut slot = vec![0u8; self.rings.slot_size];
+        let mut full_since: Option<Instant> = None;
+        let mut sent = 0;
+        while t0.elapsed() < AT_MOST {
+            self.keep_alive();
+            let room = self.free_slots();
+            if room == 0 || sent >= budget {
+                let rx_used = self
+                    .rings
+                    .rx_prod()
+                    .load(Ordering::Acquire)
+                    .wrapping_sub(self.rx_cons);
+                let since = *full_since.get_or_insert_with(Instant::now);
+                if room == 0 && rx_used >= self.rings.slots && since.elapsed() >= HELD_FOR {
+                    return true;
+                }
+                // A doorbell, in case the target missed one.
+                self.publish();
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
+            }
+            full_since = None;
+            for _ in 0..room.min(u32::try_from(budget - sent).unwrap_or(u32::MAX)) {
+                let kind = self.gen.message(&mut slot);
+                *self.report.kinds.entry(kind).or_default() += 1;
+                self.report.sent += 1;
+                sent += 1;
+                self.put(&slot);
+            }
+            self.publish();
+        }
+        false
+    }
+
     /// Waits until the target consumed everything, keeping the peer alive.
     fn wait_drained(&mut self, timeout: Duration) -> anyhow::Result<()> {
         let t0 = Instant::now();
@@ -1490,6 +1543,8 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
 
     let corrupt_every = (opts.messages / (u64::from(opts.corruptions) + 1)).max(1);
     let mut next_corrupt = corrupt_every;
+    let deaf_every = (opts.messages / (u64::from(opts.deaf_phases) + 1)).max(1);
+    let mut next_deaf = deaf_every;
     let t0 = Instant::now();
     let mut slot = vec![0u8; fz.rings.slot_size];
     let mut last_report = Instant::now();
@@ -1521,6 +1576,12 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         }
         fz.publish();
         fz.last_activity = Instant::now();
+        if fz.report.sent >= next_deaf && fz.report.deaf_phases < u64::from(opts.deaf_phases) {
+            let held = fz.deaf_phase(opts.messages - fz.report.sent);
+            fz.report.deaf_phases += 1;
+            fz.report.deaf_held += u64::from(held);
+            next_deaf += deaf_every;
+        }
         if fz.report.sent >= next_corrupt
             && fz.model.exp.rx_corrupt_ring < u64::from(opts.corruptions)
         {

@@ -185,6 +185,10 @@ fn run_fuzzer(
 ///   the status the model requires where it can tell (EINVAL for
 ///   malformed, ENODEV for no device, ENOTSUPP for unknown types, refusals
 ///   for requests out of range whatever the device's state);
+/// - in each of the fuzzer's deaf phases (it stops taking the lender's
+///   messages, answers included, while sending on) the lender held the
+///   fuzzer's messages back (`rx_held_back`) rather than wait for room,
+///   and took them once the fuzzer listened again: no answer lost;
 /// - the lender logged no WARN, BUG, oops, lockup or stall;
 /// - once the borrower has booted again, the lender has taken the device
 ///   back from the dead incarnation and a new user does verified I/O.
@@ -262,6 +266,22 @@ fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
         report.num("/expected/late_min")? as i64,
         report.num("/expected/late_max")? as i64,
     );
+    let (deaf, held) = (report.num("/deaf_phases")?, report.num("/deaf_held")?);
+    println!(
+        "  deaf phases: {deaf}, the lender seen holding back in {held}; rx_held_back +{}",
+        d(&peer, "rx_held_back")
+    );
+    if deaf > 0 && held == 0 {
+        errors.push(format!(
+            "in none of {deaf} deaf phases did the lender hold the fuzzer's messages back"
+        ));
+    }
+    if d(&peer, "rx_held_back") < held as i64 {
+        errors.push(format!(
+            "rx_held_back grew by {}, but the lender was seen holding back in {held} phases",
+            d(&peer, "rx_held_back")
+        ));
+    }
     let late = d(&peer, "late_responses");
     if !(late_min..=late_max).contains(&late) {
         errors.push(format!(

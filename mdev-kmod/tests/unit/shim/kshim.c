@@ -7,6 +7,7 @@
 unsigned long jiffies = 1000;
 struct workqueue_struct *system_unbound_wq;
 unsigned int kshim_warnings;
+struct work_struct *kshim_current_work;
 
 void kshim_log(const char *level, const char *fmt, ...)
 {

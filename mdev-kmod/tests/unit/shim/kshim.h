@@ -242,7 +242,14 @@ static inline void msleep(unsigned int ms)
 struct work_struct { int queued; };
 struct delayed_work { struct work_struct work; unsigned long delay; };
 struct workqueue_struct;
-struct timer_list { int unused; };
+struct timer_list { unsigned long expires; int armed; };
+#define from_timer(var, t, field)	container_of(t, typeof(*var), field)
+static inline int mod_timer(struct timer_list *t, unsigned long expires)
+{
+	t->expires = expires;
+	t->armed++;
+	return 0;
+}
 struct completion { int done; };
 typedef struct { int unused; } wait_queue_head_t;
 struct notifier_block;
@@ -264,6 +271,13 @@ static inline bool mod_delayed_work(struct workqueue_struct *wq,
 	dw->work.queued++;
 	dw->delay = delay;
 	return true;
+}
+
+/* The work item the caller runs in, as a test sets it. */
+extern struct work_struct *kshim_current_work;
+static inline struct work_struct *current_work(void)
+{
+	return kshim_current_work;
 }
 
 /* Reference counts, trees, kobjects: the fields only. */

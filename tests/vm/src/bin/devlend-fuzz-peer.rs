@@ -5,8 +5,13 @@
 //!
 //! ```text
 //! devlend-fuzz-peer --ctl FILE --target ID --peer ID [--doorbell-sock SOCK]
-//!     [--messages N] [--seed S] [--dev-id ID]... [--corruptions N] [--json]
+//!     [--messages N] [--seed S] [--dev-id ID]... [--corruptions N]
+//!     [--deaf-phases N] [--json]
 //! ```
+//!
+//! `--deaf-phases N` (default 3): N times, the fuzzer stops taking the
+//! target's messages while it sends on, until the target holds its
+//! messages back for want of room for their answers.
 //!
 //! The peer must be a host whose slot says UP but whose QEMU is gone (killed):
 //! the fuzzer keeps its heartbeat moving. With `--doorbell-sock` (the ivshmem
@@ -21,7 +26,8 @@ use devlend_vmtests::peerfuzz::{self, Options};
 
 fn usage() -> &'static str {
     "usage: devlend-fuzz-peer --ctl FILE --target ID --peer ID [--doorbell-sock SOCK] \
-     [--messages N] [--seed S] [--dev-id ID]... [--corruptions N] [--json] [-v]"
+     [--messages N] [--seed S] [--dev-id ID]... [--corruptions N] [--deaf-phases N] \
+     [--json] [-v]"
 }
 
 fn parse() -> anyhow::Result<(Options, bool)> {
@@ -37,6 +43,7 @@ fn parse() -> anyhow::Result<(Options, bool)> {
         seed: rand::random(),
         dev_ids: Vec::new(),
         corruptions: 4,
+        deaf_phases: 3,
         verbose: false,
     };
     let mut json = false;
@@ -55,6 +62,7 @@ fn parse() -> anyhow::Result<(Options, bool)> {
             "--seed" => opts.seed = parse_u64(&val()?).context("--seed")?,
             "--dev-id" => opts.dev_ids.push(val()?.parse().context("--dev-id")?),
             "--corruptions" => opts.corruptions = val()?.parse().context("--corruptions")?,
+            "--deaf-phases" => opts.deaf_phases = val()?.parse().context("--deaf-phases")?,
             "--json" => json = true,
             "-v" | "--verbose" => opts.verbose = true,
             "-h" | "--help" => {
