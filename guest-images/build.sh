@@ -18,7 +18,9 @@ umask 022
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BUSYBOX=/bin/busybox
 HOST_MODULES=(netfs 9pnet 9pnet_virtio 9p)
-GUEST_MODULES=(nvme_core nvme)
+# 9p: a guest can mount the outer machine (through its host) to run tools
+# such as fio from there (bench.sh).
+GUEST_MODULES=(nvme_core nvme netfs 9pnet 9pnet_virtio 9p)
 # Fixed timestamp for every file in the archives (reproducibility).
 SOURCE_DATE_EPOCH=0
 export SOURCE_DATE_EPOCH

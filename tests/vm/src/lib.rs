@@ -8,6 +8,7 @@
 //! QEMU and server logs and the hosts' dmesg in the artifacts directory and
 //! prints their tails. The run ends with `N passed, N failed`.
 
+pub mod bench;
 pub mod fabric;
 pub mod guest;
 pub mod lending;

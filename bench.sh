@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets everything up and benchmarks devlend against local vfio-pci on the
+# emulated cluster, side by side in one run (docs/performance.md). Not part
+# of the test command: tests do not time things.
+# Usage: sudo ./bench.sh [--rounds N] [--quick] [--out FILE]
+# The last line printed is the path of the JSON result.
+set -euo pipefail
+top=$(cd "$(dirname "$0")" && pwd)
+. "$top/qemu-scripts/common.sh"
+cd "$top"
+
+devlend_setup_and_build "$top"
+
+step "installing fio (the guests run it from the outer machine)"
+if ! command -v fio >/dev/null 2>&1; then
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends fio >/dev/null
+fi
+fio --version
+
+step "benchmark: devlend vs local vfio-pci (boots the cluster once; 15-30 minutes under TCG)"
+cargo run --quiet -p devlend-vmtests --bin devlend-bench -- "$@"

@@ -1,0 +1,437 @@
+//! `devlend-bench`: a borrowed NVMe against the same NVMe on local
+//! vfio-pci, side by side in one run of the two-host cluster. Run by
+//! `./bench.sh`; docs/performance.md explains the figures.
+//!
+//! ```text
+//! devlend-bench [--rounds N] [--quick] [--out FILE]
+//! ```
+//!
+//! Each round measures every load borrowed (an mdev on the borrower), then
+//! local (the lender's NVMe bound to vfio-pci on the lender): the
+//! userspace driver, then a KVM guest's own nvme driver with fio. The
+//! figures of a side are the mean of its rounds; `ratio` is devlend/local.
+//! The last line printed is the path of the JSON result.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context};
+use devlend_cluster::{tools, Cluster};
+use devlend_vmtests::bench::{self, Compared, Figures, Load, Side};
+use devlend_vmtests::fabric::{self, sh_timeout};
+use devlend_vmtests::guest::{self, GuestOpts};
+use devlend_vmtests::lending::{self, PciDev};
+use devlend_vmtests::twohost::{self, BORROWER, LENDER, MDEV_TYPE};
+
+/// Guest RAM, on both sides.
+const GUEST_MIB: u32 = 512;
+
+struct Opts {
+    rounds: u32,
+    quick: bool,
+    out: PathBuf,
+}
+
+fn parse() -> anyhow::Result<Opts> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut o = Opts {
+        rounds: 2,
+        quick: false,
+        out: tools::repo_root().join(format!("target/bench/bench-{stamp}.json")),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--rounds" => {
+                o.rounds = args
+                    .next()
+                    .context("--rounds needs a value")?
+                    .parse()
+                    .context("--rounds")?;
+                ensure!(o.rounds >= 1, "--rounds must be at least 1");
+            }
+            "--quick" => o.quick = true,
+            "--out" => o.out = PathBuf::from(args.next().context("--out needs a path")?),
+            "-h" | "--help" => {
+                println!("usage: devlend-bench [--rounds N] [--quick] [--out FILE]");
+                std::process::exit(0);
+            }
+            _ => bail!(
+                "unknown argument {a:?}; usage: devlend-bench [--rounds N] [--quick] [--out FILE]"
+            ),
+        }
+    }
+    Ok(o)
+}
+
+fn step(what: &str) {
+    println!("==> {what}");
+}
+
+/// Timed I/Os of the userspace driver per run of `load`: about 5-10 s of
+/// TCG time each.
+fn driver_ios(load: &Load, quick: bool) -> u64 {
+    let n = match (load.io_size, load.queue_depth) {
+        (s, _) if s >= 64 << 10 => 400,
+        (_, 1) => 3000,
+        _ => 8000,
+    };
+    if quick {
+        n / 10
+    } else {
+        n
+    }
+}
+
+/// Everything measured, by side.
+#[derive(Default)]
+struct Runs {
+    userspace: BTreeMap<String, [Vec<Figures>; 2]>,
+    guest: BTreeMap<String, [Vec<Figures>; 2]>,
+    messages: BTreeMap<String, BTreeMap<String, f64>>,
+    start_secs: [Vec<f64>; 2],
+    start_messages: Vec<u64>,
+}
+
+fn idx(side: Side) -> usize {
+    match side {
+        Side::Devlend => 0,
+        Side::Local => 1,
+    }
+}
+
+/// The userspace driver on every load, on one side.
+fn userspace_side(
+    c: &Cluster,
+    nvme: &PciDev,
+    side: Side,
+    quick: bool,
+    runs: &mut Runs,
+) -> anyhow::Result<()> {
+    let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let mdev = match side {
+        Side::Devlend => Some(lending::create_mdev(
+            b,
+            MDEV_TYPE,
+            Some(&twohost::remote_name(nvme)),
+        )?),
+        Side::Local => None,
+    };
+    let res = (|| {
+        for load in Load::standard("userspace") {
+            let ios = driver_ios(&load, quick);
+            let args = bench::driver_args(&load, ios);
+            let before = bench::lender_counters(l, nvme).ok();
+            let out = match &mdev {
+                Some(uuid) => sh_timeout(
+                    b,
+                    &format!("{drv} --mdev {uuid} {args}"),
+                    Duration::from_secs(600),
+                )?,
+                None => sh_timeout(
+                    l,
+                    &format!("{drv} --device /sys/bus/pci/devices/{} {args}", nvme.addr),
+                    Duration::from_secs(600),
+                )?,
+            };
+            let f =
+                bench::parse_driver(&out).with_context(|| format!("{} ({side:?})", load.name))?;
+            println!(
+                "  {:<8} {:<28} {:>8.0} IOPS {:>7.2} MB/s  p50 {:>7.0} us  p99 {:>7.0} us",
+                format!("{side:?}").to_lowercase(),
+                load.name,
+                f.iops,
+                f.mb_per_sec,
+                f.p50_us,
+                f.p99_us
+            );
+            if let (Some(before), Side::Devlend) = (before, side) {
+                let after = bench::lender_counters(l, nvme)?;
+                runs.messages
+                    .insert(load.name.clone(), bench::per_io(&before, &after, f.ios));
+            }
+            runs.userspace.entry(load.name.clone()).or_default()[idx(side)].push(f);
+        }
+        Ok(())
+    })();
+    if let Some(uuid) = mdev {
+        lending::remove_mdev(b, &uuid)?;
+    }
+    res
+}
+
+/// A KVM guest on one side: its start (QEMU to the command), then fio.
+fn guest_side(
+    c: &Cluster,
+    nvme: &PciDev,
+    side: Side,
+    quick: bool,
+    runs: &mut Runs,
+) -> anyhow::Result<()> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let images = tools::images_dir()?;
+    let (host, agent) = match side {
+        Side::Devlend => (BORROWER, b),
+        Side::Local => (LENDER, l),
+    };
+    fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
+    let mdev = match side {
+        Side::Devlend => Some(lending::create_mdev(
+            b,
+            MDEV_TYPE,
+            Some(&twohost::remote_name(nvme)),
+        )?),
+        Side::Local => None,
+    };
+    let dev_arg = match &mdev {
+        Some(uuid) => lending::vfio_arg(uuid),
+        None => format!("-device vfio-pci,host={}", nvme.addr),
+    };
+    let res = (|| {
+        // Start: a guest whose command does nothing, so its run is boot,
+        // the nvme driver ready, and power-off.
+        let lender_peer = fabric::host_id(l)?;
+        let before = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
+        let opts = GuestOpts {
+            mem_mib: GUEST_MIB,
+            extra_qemu_args: &dev_arg,
+            qmp: None,
+        };
+        let run = guest::run_with(agent, &images, &lending::nvme_guest_script("true"), &opts)?;
+        ensure!(
+            run.rc == 0,
+            "guest on the {host} failed to start: {}",
+            run.console
+        );
+        let secs = run.elapsed.as_secs_f64();
+        if side == Side::Devlend {
+            let after = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
+            runs.start_messages.push(after - before);
+        }
+        println!(
+            "  {:<8} guest start to nvme ready and off: {secs:.1} s",
+            format!("{side:?}").to_lowercase()
+        );
+        runs.start_secs[idx(side)].push(secs);
+
+        // fio, every load in one boot.
+        let loads = Load::standard("guest");
+        let secs = if quick { 3 } else { 8 };
+        let extra = format!("{dev_arg} {}", bench::outer_virtfs_arg());
+        let opts = GuestOpts {
+            mem_mib: GUEST_MIB,
+            extra_qemu_args: &extra,
+            qmp: None,
+        };
+        // In the background, so that the lender's counters are read when
+        // fio starts (the console says `FIO `), not counting the boot.
+        let g = guest::spawn(
+            agent,
+            &images,
+            &lending::nvme_guest_script(&bench::fio_script(&loads, secs)),
+            &opts,
+            "/tmp/devlend-bench-guest.log",
+        )?;
+        let run = (|| {
+            g.wait_for(agent, "FIO ", Duration::from_secs(300))?;
+            let before = bench::lender_counters(l, nvme).ok();
+            Ok::<_, anyhow::Error>((before, g.wait(agent, Duration::from_secs(600))?))
+        })();
+        if run.is_err() {
+            let _ = g.kill(agent);
+        }
+        let (before, run) = run?;
+        ensure!(
+            run.rc == 0,
+            "fio guest on the {host} failed:\n{}",
+            run.output
+        );
+        let figs = bench::parse_fio_script(&run.output, &loads)?;
+        let total: u64 = figs.values().map(|f| f.ios).sum();
+        if let (Some(before), Side::Devlend) = (before, side) {
+            let after = bench::lender_counters(l, nvme)?;
+            runs.messages
+                .insert("guest-all".into(), bench::per_io(&before, &after, total));
+        }
+        for load in &loads {
+            let f = figs[&load.name].clone();
+            println!(
+                "  {:<8} {:<28} {:>8.0} IOPS {:>7.2} MB/s  p50 {:>7.0} us  p99 {:>7.0} us",
+                format!("{side:?}").to_lowercase(),
+                load.name,
+                f.iops,
+                f.mb_per_sec,
+                f.p50_us,
+                f.p99_us
+            );
+            runs.guest.entry(load.name.clone()).or_default()[idx(side)].push(f);
+        }
+        Ok(())
+    })();
+    if let Some(uuid) = mdev {
+        lending::remove_mdev(b, &uuid)?;
+    }
+    res
+}
+
+fn compare(
+    level: &str,
+    runs: &BTreeMap<String, [Vec<Figures>; 2]>,
+    messages: &BTreeMap<String, BTreeMap<String, f64>>,
+) -> Vec<Compared> {
+    Load::standard(level)
+        .iter()
+        .filter_map(|load| {
+            let [d, l] = runs.get(&load.name)?.clone();
+            let msgs = messages.get(&load.name).cloned().unwrap_or_default();
+            Some(Compared::new(load, d, l, msgs))
+        })
+        .collect()
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
+    let nvme = twohost::lent_nvme(c)?;
+    let mut runs = Runs::default();
+    for round in 1..=o.rounds {
+        step(&format!(
+            "round {round} of {}: devlend (the borrower's mdev of the lender's NVMe)",
+            o.rounds
+        ));
+        userspace_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
+        guest_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
+        step(&format!(
+            "round {round} of {}: local (the same NVMe on vfio-pci on the lender)",
+            o.rounds
+        ));
+        let l = c.agent(LENDER)?;
+        lending::wait_until(
+            "the NVMe available",
+            twohost::WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "available",
+        )?;
+        bench::bind_vfio_pci(l, &nvme.addr)?;
+        let local = (|| {
+            userspace_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
+            guest_side(c, &nvme, Side::Local, o.quick, &mut runs)
+        })();
+        bench::rebind_lent(c.agent(LENDER)?, &nvme.addr)?;
+        local?;
+        twohost::lent_nvme(c)?;
+    }
+
+    let userspace = compare("userspace", &runs.userspace, &runs.messages);
+    let guest = compare("guest", &runs.guest, &runs.messages);
+    let start = [mean(&runs.start_secs[0]), mean(&runs.start_secs[1])];
+    let gib = f64::from(GUEST_MIB) / 1024.0;
+    let start_msgs = mean(
+        &runs
+            .start_messages
+            .iter()
+            .map(|&m| m as f64)
+            .collect::<Vec<_>>(),
+    );
+
+    println!(
+        "\n{:<30} {:>12} {:>12} {:>7}",
+        "load", "devlend", "local", "ratio"
+    );
+    for c in userspace.iter().chain(&guest) {
+        let unit = if c.figure == "iops" { "IOPS" } else { "MB/s" };
+        let (d, l) = if c.figure == "iops" {
+            (c.devlend.iops, c.local.iops)
+        } else {
+            (c.devlend.mb_per_sec, c.local.mb_per_sec)
+        };
+        println!(
+            "{:<30} {:>12.1} {:>12.1} {:>7.2}   {unit}; p50 {:.0} vs {:.0} us",
+            c.name, d, l, c.ratio, c.devlend.p50_us, c.local.p50_us
+        );
+    }
+    println!(
+        "{:<30} {:>12.1} {:>12.1} {:>7.2}   s (+{:.1} s borrowed; {:.1} s and {:.0} fabric messages per GiB of guest RAM)",
+        "guest start to nvme ready",
+        start[0],
+        start[1],
+        if start[1] > 0.0 { start[0] / start[1] } else { 0.0 },
+        start[0] - start[1],
+        (start[0] - start[1]) / gib,
+        start_msgs / gib
+    );
+    if let Some(m) = runs.messages.get("guest-all") {
+        println!(
+            "fabric messages per guest I/O: {}",
+            m.iter()
+                .map(|(k, v)| format!("{k} {v:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(serde_json::json!({
+        "rounds": o.rounds,
+        "quick": o.quick,
+        "guest_mib": GUEST_MIB,
+        "workloads": userspace.iter().chain(&guest).collect::<Vec<_>>(),
+        "guest_start": {
+            "devlend_secs": start[0],
+            "local_secs": start[1],
+            "extra_secs": start[0] - start[1],
+            "extra_secs_per_gib": (start[0] - start[1]) / gib,
+            "fabric_messages": start_msgs,
+            "fabric_messages_per_gib": start_msgs / gib,
+        },
+        "messages_per_io": runs.messages,
+    }))
+}
+
+fn run(o: &Opts) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    step("booting the two-host cluster (TCG; a minute or two)");
+    let mut c = twohost::boot()?;
+    let result = measure(&mut c, o);
+    if result.is_err() {
+        devlend_vmtests::suite::collect_failure(&c, "bench", "bench");
+        c.keep_logs(true);
+    }
+    c.shutdown();
+    let mut json = result?;
+    json["secs"] = serde_json::json!(t0.elapsed().as_secs_f64());
+    if let Some(dir) = o.out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&o.out, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("writing {}", o.out.display()))?;
+    println!(
+        "\nbenchmark done in {:.0} s; result:",
+        t0.elapsed().as_secs_f64()
+    );
+    println!("{}", o.out.display());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("devlend-bench: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&o) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\nBENCHMARK FAILED: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
