@@ -51,6 +51,7 @@ enum dl_peer_counter {
 	DL_CNT_LINK_UPS,
 	DL_CNT_LINK_DOWNS,
 	DL_CNT_RX_HELD_BACK,
+	DL_CNT_RX_UNKNOWN,
 	DL_CNT_NR
 };
 

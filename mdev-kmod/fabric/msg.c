@@ -91,6 +91,8 @@ void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,
 		return;
 
 	if (msg->req_id) {
+		/* Counted: a peer may speak a newer protocol, or probe. */
+		dl_peer_count(peer, DL_CNT_RX_UNKNOWN);
 		dl_fabric_respond(fab, msg, -EOPNOTSUPP, NULL, 0);
 	} else {
 		dl_peer_count(peer, DL_CNT_RX_BAD_MSGS);

@@ -96,6 +96,8 @@ pub struct Expected {
     pub rx_seq_errors: u64,
     /// `rx_corrupt_ring`.
     pub rx_corrupt_ring: u64,
+    /// `rx_unknown`: requests of a type nobody handles.
+    pub rx_unknown: u64,
     /// `late_responses`, at least (responses to ids never requested, or
     /// answered already).
     pub late_min: u64,
@@ -190,6 +192,7 @@ impl Report {
                 "rx_stale": e.rx_stale,
                 "rx_seq_errors": e.rx_seq_errors,
                 "rx_corrupt_ring": e.rx_corrupt_ring,
+                "rx_unknown": e.rx_unknown,
                 "late_min": e.late_min,
                 "late_max": e.late_max,
                 "rej_malformed": e.rej_malformed,
@@ -568,7 +571,10 @@ impl Model {
             // The borrower's handlers: they never answer.
             T_DEV_CHANGED | T_IRQ_FIRE | T_DEV_FAULT => None,
             T_DEV_LIST..=T_IRQ_SET => self.lending(msg_type, payload, req_id),
-            _ if req_id != 0 => pending(Want::Exact(S_ENOTSUPP), false),
+            _ if req_id != 0 => {
+                self.exp.rx_unknown += 1;
+                pending(Want::Exact(S_ENOTSUPP), false)
+            }
             _ => {
                 self.exp.rx_bad_msgs += 1;
                 None

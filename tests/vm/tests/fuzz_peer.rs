@@ -164,7 +164,8 @@ fn run_fuzzer(
 /// and after:
 ///
 /// - per-peer counters of the borrower (debugfs `peers`): `rx_msgs`,
-///   `rx_bad_msgs`, `rx_stale`, `rx_seq_errors` and `rx_corrupt_ring` grew
+///   `rx_bad_msgs`, `rx_stale`, `rx_seq_errors`, `rx_corrupt_ring` and
+///   `rx_unknown` (requests of types nobody handles) grew
 ///   by exactly what the fuzzer's model of `fabric/ring.c`, `msg.c` and
 ///   `selftest.c` predicts for the bytes it wrote; `late_responses` by at
 ///   least its responses to ids never requested (or answered already) and
@@ -253,6 +254,7 @@ fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
         ("rx_stale", "/expected/rx_stale"),
         ("rx_seq_errors", "/expected/rx_seq_errors"),
         ("rx_corrupt_ring", "/expected/rx_corrupt_ring"),
+        ("rx_unknown", "/expected/rx_unknown"),
     ] {
         let want = report.num(exp)? as i64;
         if d(&peer, key) != want {
