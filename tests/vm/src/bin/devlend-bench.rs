@@ -414,7 +414,8 @@ fn run(o: &Opts) -> anyhow::Result<()> {
         "\nbenchmark done in {:.0} s; result:",
         t0.elapsed().as_secs_f64()
     );
-    println!("{}", o.out.display());
+    let shown = std::fs::canonicalize(&o.out).unwrap_or_else(|_| o.out.clone());
+    println!("{}", shown.display());
     Ok(())
 }
 
