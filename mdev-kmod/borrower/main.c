@@ -82,8 +82,17 @@ static void dl_borrower_added(struct dl_fabric *fab)
 	if (ret)
 		goto err_free;
 	for (i = 0; i < ARRAY_SIZE(dl_borrower_msgs); i++) {
-		ret = dl_fabric_register_handler(fab, dl_borrower_msgs[i],
-						 dl_borrower_handlers[i], b);
+		/* Interrupt relays go in the doorbell interrupt (irq.c). */
+		if (dl_borrower_msgs[i] == DL_MSG_IRQ_FIRE)
+			ret = dl_fabric_register_handler_atomic(fab,
+								dl_borrower_msgs[i],
+								dl_borrower_handlers[i],
+								b);
+		else
+			ret = dl_fabric_register_handler(fab,
+							 dl_borrower_msgs[i],
+							 dl_borrower_handlers[i],
+							 b);
 		if (ret)
 			goto err_unregister_handlers;
 	}

@@ -109,6 +109,7 @@ struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg)
 		dl_peer_init(fab, &fab->peers[id], id);
 	INIT_WORK(&fab->rx_work, dl_ring_rx_work);
 	timer_setup(&fab->rx_poll, dl_ring_rx_poll, 0);
+	spin_lock_init(&fab->rx_lock);
 	INIT_DELAYED_WORK(&fab->live_work, dl_peer_live_work);
 
 	fab->rx_buf = kmalloc(fab->geom.slot_size, GFP_KERNEL);
@@ -246,7 +247,9 @@ void dl_fabric_db_event(struct dl_fabric *fab, unsigned int vector)
 	struct dl_db_handler *h;
 
 	if (vector == DL_DB_VEC_MSG) {
-		queue_work(fab->wq, &fab->rx_work);
+		/* Interrupt relays first, here; everything else in the work. */
+		if (dl_ring_rx_fast(fab))
+			queue_work(fab->wq, &fab->rx_work);
 		return;
 	}
 	if (vector >= fab->db_vectors)

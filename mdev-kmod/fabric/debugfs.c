@@ -35,6 +35,7 @@ const char * const dl_peer_counter_names[DL_CNT_NR] = {
 	[DL_CNT_LINK_DOWNS] = "link_downs",
 	[DL_CNT_RX_HELD_BACK] = "rx_held_back",
 	[DL_CNT_RX_UNKNOWN] = "rx_unknown",
+	[DL_CNT_RX_IN_IRQ] = "rx_in_irq",
 };
 
 static int dl_peers_show(struct seq_file *s, void *unused)

@@ -238,6 +238,10 @@ void dl_fabric_db_unregister(struct dl_fabric *fab, unsigned int vector);
 int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
 			       dl_fabric_msg_fn fn, void *priv);
 void dl_fabric_unregister_handler(struct dl_fabric *fab, u16 type);
+int dl_fabric_register_handler_atomic(struct dl_fabric *fab, u16 type,
+				      dl_fabric_msg_fn fn, void *priv);
+int dl_fabric_send_atomic(struct dl_fabric *fab, u32 peer, u16 type,
+			  const void *data, size_t len);
 int dl_fabric_send(struct dl_fabric *fab, u32 peer, u16 type,
 		   const void *data, size_t len);
 int dl_fabric_respond(struct dl_fabric *fab, const struct dl_fabric_msg *req,

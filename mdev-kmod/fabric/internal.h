@@ -52,6 +52,7 @@ enum dl_peer_counter {
 	DL_CNT_LINK_DOWNS,
 	DL_CNT_RX_HELD_BACK,
 	DL_CNT_RX_UNKNOWN,
+	DL_CNT_RX_IN_IRQ,
 	DL_CNT_NR
 };
 
@@ -130,7 +131,8 @@ struct dl_ring {
 
 /**
  * struct dl_tx_ring - this host's side of the ring to a peer.
- * @lock: serializes senders.
+ * @lock: serializes senders; taken with interrupts off, as interrupt
+ *	handlers send (dl_ring_send_atomic()).
  * @ring: the ring.
  * @prod: the producer index; the shared copy is never read back.
  * @seq: sequence number of the next message.
@@ -250,6 +252,7 @@ struct dl_peer {
 struct dl_handler {
 	dl_fabric_msg_fn fn;
 	void *priv;
+	bool atomic;
 };
 
 /**
@@ -310,6 +313,10 @@ struct dl_selftest_result {
  * @rx_work: drains the receive rings.
  * @rx_poll: queues @rx_work again while a peer's messages are held back:
  *	a peer that frees ring slots does not ring a doorbell.
+ * @rx_lock: the receive state (every peer's @rx and @rx_buf) between
+ *	@rx_work and the doorbell interrupt's fast path (dl_ring_rx_fast());
+ *	also held while atomic handlers change.
+ * @rx_busy: @rx_work owns the receive state (@rx_lock).
  * @live_work: peer scan.
  * @beat_timer: bumps @heartbeat every %DL_HEARTBEAT_MS (hostinfo.c).
  * @rx_buf: one slot's worth, for @rx_work only.
@@ -350,6 +357,8 @@ struct dl_fabric {
 	struct workqueue_struct *wq;
 	struct work_struct rx_work;
 	struct timer_list rx_poll;
+	spinlock_t rx_lock;	/* receive state: work vs. interrupt */
+	bool rx_busy;
 	struct delayed_work live_work;
 	struct timer_list beat_timer;
 	u8 *rx_buf;
@@ -419,12 +428,18 @@ void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
 u32 dl_ring_share(struct dl_fabric *fab);
 u32 dl_ring_share_normal(struct dl_fabric *fab);
 void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer);
+int dl_ring_send_atomic(struct dl_fabric *fab, struct dl_peer *peer,
+			const struct dl_fabric_msg *msg);
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		 const struct dl_fabric_msg *msg, u16 flags, u32 status);
 void dl_ring_rx_work(struct work_struct *work);
+bool dl_ring_rx_fast(struct dl_fabric *fab);
 void dl_ring_rx_poll(struct timer_list *t);
 
 /* msg.c */
+bool dl_msg_is_atomic(struct dl_fabric *fab, u16 type, u16 flags, u64 req_id);
+void dl_msg_dispatch_atomic(struct dl_fabric *fab,
+			    const struct dl_fabric_msg *msg);
 void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,
 		     const struct dl_fabric_msg *msg, u16 flags, u32 status);
 int dl_status_to_errno(u32 status);

@@ -103,6 +103,63 @@ void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,
 }
 
 /**
+ * dl_msg_is_atomic() - whether a message may be handled in the doorbell
+ *	interrupt: a posted message whose handler said it never sleeps.
+ * @fab: the fabric; its @rx_lock held.
+ * @type: the message's type.
+ * @flags: its header flags.
+ * @req_id: its request id (0: posted).
+ *
+ * Return: true if dl_msg_dispatch_atomic() may hand it over.
+ */
+bool dl_msg_is_atomic(struct dl_fabric *fab, u16 type, u16 flags, u64 req_id)
+{
+	lockdep_assert_held(&fab->rx_lock);
+
+	return !(flags & DL_MSG_F_RESPONSE) && !req_id &&
+	       type < DL_FABRIC_MAX_TYPES &&
+	       fab->handlers[type].fn && fab->handlers[type].atomic;
+}
+
+/**
+ * dl_msg_dispatch_atomic() - hand a message dl_msg_is_atomic() accepted to
+ *	its handler, in the doorbell interrupt.
+ * @fab: the fabric; its @rx_lock held, which keeps the handler registered.
+ * @msg: the message, checked.
+ */
+void dl_msg_dispatch_atomic(struct dl_fabric *fab,
+			    const struct dl_fabric_msg *msg)
+{
+	struct dl_handler *h = &fab->handlers[msg->type];
+
+	lockdep_assert_held(&fab->rx_lock);
+	h->fn(fab, msg, h->priv);
+}
+
+static int dl_fabric_set_handler(struct dl_fabric *fab, u16 type,
+				 dl_fabric_msg_fn fn, void *priv, bool atomic)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	if (!type || type >= DL_FABRIC_MAX_TYPES || !fn)
+		return -EINVAL;
+
+	down_write(&fab->handlers_lock);
+	spin_lock_irqsave(&fab->rx_lock, flags);
+	if (fab->handlers[type].fn) {
+		ret = -EBUSY;
+	} else {
+		fab->handlers[type].fn = fn;
+		fab->handlers[type].priv = priv;
+		fab->handlers[type].atomic = atomic;
+	}
+	spin_unlock_irqrestore(&fab->rx_lock, flags);
+	up_write(&fab->handlers_lock);
+	return ret;
+}
+
+/**
  * dl_fabric_register_handler() - receive messages of one type.
  * @fab: the fabric.
  * @type: the message type, nonzero and below %DL_FABRIC_MAX_TYPES.
@@ -117,20 +174,30 @@ void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,
 int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
 			       dl_fabric_msg_fn fn, void *priv)
 {
-	int ret = 0;
+	return dl_fabric_set_handler(fab, type, fn, priv, false);
+}
 
-	if (!type || type >= DL_FABRIC_MAX_TYPES || !fn)
-		return -EINVAL;
-
-	down_write(&fab->handlers_lock);
-	if (fab->handlers[type].fn) {
-		ret = -EBUSY;
-	} else {
-		fab->handlers[type].fn = fn;
-		fab->handlers[type].priv = priv;
-	}
-	up_write(&fab->handlers_lock);
-	return ret;
+/**
+ * dl_fabric_register_handler_atomic() - receive posted messages of one
+ *	type, in the doorbell interrupt when they come first.
+ * @fab: the fabric.
+ * @type: the message type, nonzero and below %DL_FABRIC_MAX_TYPES.
+ * @fn: called for each message of @type; must not sleep: it may run in
+ *	hard interrupt context, with a spinlock held.
+ * @priv: passed to @fn.
+ *
+ * For messages on the latency path of every I/O (interrupt relays). Ring
+ * order holds: the interrupt takes a peer's messages only while no work
+ * runs and only while the next one is of an atomic type; a request, a
+ * response or any other message stops it, and the receive work takes the
+ * rest in order. Requests of @type are still handled by the work.
+ *
+ * Return: as dl_fabric_register_handler().
+ */
+int dl_fabric_register_handler_atomic(struct dl_fabric *fab, u16 type,
+				      dl_fabric_msg_fn fn, void *priv)
+{
+	return dl_fabric_set_handler(fab, type, fn, priv, true);
 }
 
 /**
@@ -143,11 +210,17 @@ int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
  */
 void dl_fabric_unregister_handler(struct dl_fabric *fab, u16 type)
 {
+	unsigned long flags;
+
 	if (type >= DL_FABRIC_MAX_TYPES)
 		return;
 	down_write(&fab->handlers_lock);
+	/* Also waits for the doorbell interrupt's fast path to be out. */
+	spin_lock_irqsave(&fab->rx_lock, flags);
 	fab->handlers[type].fn = NULL;
 	fab->handlers[type].priv = NULL;
+	fab->handlers[type].atomic = false;
+	spin_unlock_irqrestore(&fab->rx_lock, flags);
 	up_write(&fab->handlers_lock);
 }
 
@@ -178,6 +251,37 @@ int dl_fabric_send(struct dl_fabric *fab, u32 peer, u16 type,
 	if (!p)
 		return -EINVAL;
 	return dl_ring_send(fab, p, &msg, 0, DL_STATUS_OK);
+}
+
+/**
+ * dl_fabric_send_atomic() - send a posted message without waiting.
+ * @fab: the fabric.
+ * @peer: the receiver's host id.
+ * @type: the message type.
+ * @data: the payload (may be NULL if @len is 0).
+ * @len: bytes at @data.
+ *
+ * Never sleeps: for hard interrupt handlers, where a wake-up of a thread
+ * to send would cost more than the message. Fails rather than wait for
+ * ring room; the caller then sends with dl_fabric_send() from a context
+ * that may sleep, so nothing is lost.
+ *
+ * Return: 0, -EINVAL for a bad @peer, or an error of
+ * dl_ring_send_atomic() (-EAGAIN: no room now).
+ */
+int dl_fabric_send_atomic(struct dl_fabric *fab, u32 peer, u16 type,
+			  const void *data, size_t len)
+{
+	struct dl_peer *p = dl_fabric_peer(fab, peer);
+	struct dl_fabric_msg msg = {
+		.type = type,
+		.data = data,
+		.len = len,
+	};
+
+	if (!p)
+		return -EINVAL;
+	return dl_ring_send_atomic(fab, p, &msg);
 }
 
 /**

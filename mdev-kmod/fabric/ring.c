@@ -39,14 +39,17 @@ void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer)
 {
 	struct dl_rx_ring *rx = &peer->rx;
 	struct dl_tx_ring *tx = &peer->tx;
+	unsigned long flags;
 
 	dl_ctl_ring(fab, peer->id, fab->host_id, &rx->ring);
 	dl_ctl_ring(fab, fab->host_id, peer->id, &tx->ring);
 
 	/* Messages waiting now were meant for an earlier incarnation. */
+	spin_lock_irqsave(&fab->rx_lock, flags);
 	rx->cons = le32_to_cpu(READ_ONCE(rx->ring.ctrl->prod));
 	WRITE_ONCE(rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
 	rx->synced = false;
+	spin_unlock_irqrestore(&fab->rx_lock, flags);
 
 	/* The peer's consumer index counts from where we stopped. */
 	tx->prod = le32_to_cpu(READ_ONCE(tx->ring.ctrl->prod));
@@ -183,6 +186,7 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 	bool nowait = (flags & DL_MSG_F_RESPONSE) &&
 		      current_work() == &fab->rx_work;
 	struct dl_tx_ring *tx = &peer->tx;
+	unsigned long irqflags;
 	bool waited = false;
 	u16 proto;
 
@@ -194,11 +198,11 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 	for (;;) {
 		if (!dl_peer_link(peer, &proto, NULL))
 			return -ENOTCONN;
-		spin_lock(&tx->lock);
+		spin_lock_irqsave(&tx->lock, irqflags);
 		if (dl_ring_tx_room(fab, peer, flags & DL_MSG_F_RESPONSE,
 				    msg->urgent))
 			break;
-		spin_unlock(&tx->lock);
+		spin_unlock_irqrestore(&tx->lock, irqflags);
 
 		if (!waited)
 			dl_peer_count(peer, DL_CNT_TX_RING_FULL);
@@ -209,7 +213,45 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		usleep_range(100, 200);
 	}
 	dl_ring_tx_write(fab, tx, msg, proto, flags, status);
-	spin_unlock(&tx->lock);
+	spin_unlock_irqrestore(&tx->lock, irqflags);
+
+	dl_peer_count(peer, DL_CNT_TX_MSGS);
+	fab->ops->peer_db_set(fab, peer->id, DL_DB_VEC_MSG);
+	return 0;
+}
+
+/**
+ * dl_ring_send_atomic() - put one posted message into the ring to a peer
+ *	and ring it, without waiting: from an interrupt handler.
+ * @fab: the fabric.
+ * @peer: the receiver.
+ * @msg: type and payload, as for dl_ring_send(); not urgent, no request id.
+ *
+ * The ring's lock is taken with interrupts off everywhere, so this may run
+ * in a hard interrupt handler; the backend's doorbell must not sleep.
+ *
+ * Return: 0, -EMSGSIZE, -ENOTCONN, or -EAGAIN if the ring has no room now
+ * (the caller sends from a context that may wait instead).
+ */
+int dl_ring_send_atomic(struct dl_fabric *fab, struct dl_peer *peer,
+			const struct dl_fabric_msg *msg)
+{
+	struct dl_tx_ring *tx = &peer->tx;
+	unsigned long irqflags;
+	u16 proto;
+
+	if (msg->len > fab->geom.slot_size - DL_MSG_HDR_SIZE)
+		return -EMSGSIZE;
+	if (!dl_peer_link(peer, &proto, NULL))
+		return -ENOTCONN;
+	spin_lock_irqsave(&tx->lock, irqflags);
+	if (!dl_ring_tx_room(fab, peer, false, false)) {
+		spin_unlock_irqrestore(&tx->lock, irqflags);
+		dl_peer_count(peer, DL_CNT_TX_RING_FULL);
+		return -EAGAIN;
+	}
+	dl_ring_tx_write(fab, tx, msg, proto, 0, DL_STATUS_OK);
+	spin_unlock_irqrestore(&tx->lock, irqflags);
 
 	dl_peer_count(peer, DL_CNT_TX_MSGS);
 	fab->ops->peer_db_set(fab, peer->id, DL_DB_VEC_MSG);
@@ -243,10 +285,11 @@ static u32 dl_ring_slot_epoch(struct dl_fabric *fab, struct dl_peer *peer)
 
 /*
  * Copy, check and dispatch the message in the slot at rx->cons. Returns
- * false if the message must stay in the ring for now.
+ * false if the message must stay in the ring for now: with @atomic (in the
+ * doorbell interrupt), also if it is not for an atomic handler.
  */
 static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
-			   u16 proto, u32 epoch)
+			   u16 proto, u32 epoch, bool atomic)
 {
 	struct dl_rx_ring *rx = &peer->rx;
 	const u8 *slot = dl_ring_slot(fab, &rx->ring, rx->cons);
@@ -257,6 +300,10 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 
 	/* Parse only our copy: the peer can rewrite the slot at any time. */
 	memcpy(fab->rx_buf, slot, DL_MSG_HDR_SIZE);
+	if (atomic && !dl_msg_is_atomic(fab, le16_to_cpu(hdr->type),
+					le16_to_cpu(hdr->flags),
+					le64_to_cpu(hdr->req_id)))
+		return false;
 	len = le16_to_cpu(hdr->len);
 	if (len > fab->geom.slot_size - DL_MSG_HDR_SIZE) {
 		dl_ring_bad(fab, peer, "message length %u too large\n", len);
@@ -308,8 +355,11 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 	msg.req_id = le64_to_cpu(hdr->req_id);
 	msg.data = fab->rx_buf + DL_MSG_HDR_SIZE;
 	msg.len = len;
-	dl_msg_dispatch(fab, peer, &msg, le16_to_cpu(hdr->flags),
-			le32_to_cpu(hdr->status));
+	if (atomic)
+		dl_msg_dispatch_atomic(fab, &msg);
+	else
+		dl_msg_dispatch(fab, peer, &msg, le16_to_cpu(hdr->flags),
+				le32_to_cpu(hdr->status));
 	return true;
 }
 
@@ -317,11 +367,12 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 static bool dl_ring_can_answer(struct dl_fabric *fab, struct dl_peer *peer)
 {
 	struct dl_tx_ring *tx = &peer->tx;
+	unsigned long irqflags;
 	bool room;
 
-	spin_lock(&tx->lock);
+	spin_lock_irqsave(&tx->lock, irqflags);
 	room = dl_ring_tx_room(fab, peer, true, false);
-	spin_unlock(&tx->lock);
+	spin_unlock_irqrestore(&tx->lock, irqflags);
 	return room;
 }
 
@@ -370,7 +421,7 @@ static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer,
 			return false;
 		}
 		rx->held_back = false;
-		if (!dl_ring_rx_one(fab, peer, proto, epoch))
+		if (!dl_ring_rx_one(fab, peer, proto, epoch, false))
 			return false;
 		rx->cons++;
 		/* Release: we are done with the slot before the sender reuses it. */
@@ -391,11 +442,21 @@ void dl_ring_rx_work(struct work_struct *work)
 {
 	struct dl_fabric *fab = container_of(work, struct dl_fabric, rx_work);
 	bool more = false, held = false;
+	unsigned long flags;
 	u32 id;
+
+	/* The receive state is ours until we are done: see rx_fast. */
+	spin_lock_irqsave(&fab->rx_lock, flags);
+	fab->rx_busy = true;
+	spin_unlock_irqrestore(&fab->rx_lock, flags);
 
 	for (id = 0; id < fab->geom.max_hosts; id++)
 		if (id != fab->host_id)
 			more |= dl_ring_rx_peer(fab, &fab->peers[id], &held);
+
+	spin_lock_irqsave(&fab->rx_lock, flags);
+	fab->rx_busy = false;
+	spin_unlock_irqrestore(&fab->rx_lock, flags);
 
 	/* Be fair to other work: come back for the rest. */
 	if (more)
@@ -403,6 +464,62 @@ void dl_ring_rx_work(struct work_struct *work)
 	/* A peer taking its answers rings no doorbell: look again soon. */
 	if (held)
 		mod_timer(&fab->rx_poll, jiffies + 1);
+}
+
+/* A peer's messages for atomic handlers, from its ring's head on. */
+static bool dl_ring_rx_peer_fast(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_rx_ring *rx = &peer->rx;
+	u32 prod, n;
+	u16 proto;
+	u32 epoch;
+
+	if (!dl_peer_link(peer, &proto, &epoch))
+		return false;
+	/* Acquire: the slots up to prod are complete once we see prod. */
+	prod = le32_to_cpu(smp_load_acquire(&rx->ring.ctrl->prod));
+	if (prod - rx->cons > fab->geom.ring_slots)
+		return true;	/* corrupt: the work counts and skips it */
+	for (n = 0; rx->cons != prod && n < fab->geom.ring_slots; n++) {
+		if (!dl_ring_rx_one(fab, peer, proto, epoch, true))
+			return true;
+		dl_peer_count(peer, DL_CNT_RX_IN_IRQ);
+		rx->cons++;
+		/* Release: we are done with the slot before the sender reuses it. */
+		smp_store_release(&rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
+	}
+	return rx->cons != prod;
+}
+
+/**
+ * dl_ring_rx_fast() - in the doorbell interrupt, take the messages at the
+ *	head of each ring that atomic handlers take (interrupt relays), so
+ *	they do not wait for the receive work to be scheduled.
+ * @fab: the fabric.
+ *
+ * Only while the receive work is not running; it stops at a peer's first
+ * other message, so ring order holds (docs/fabric-protocol.md).
+ *
+ * Return: true if the receive work must run (other messages, or the work
+ * owns the rings now).
+ */
+bool dl_ring_rx_fast(struct dl_fabric *fab)
+{
+	bool more = false;
+	u32 id;
+
+	/* Never spin in an interrupt: whoever holds it, the work will run. */
+	if (!spin_trylock(&fab->rx_lock))
+		return true;
+	if (fab->rx_busy) {
+		spin_unlock(&fab->rx_lock);
+		return true;
+	}
+	for (id = 0; id < fab->geom.max_hosts; id++)
+		if (id != fab->host_id)
+			more |= dl_ring_rx_peer_fast(fab, &fab->peers[id]);
+	spin_unlock(&fab->rx_lock);
+	return more;
 }
 
 /**

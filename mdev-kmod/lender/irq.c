@@ -24,16 +24,44 @@
 
 #include "internal.h"
 
-/* A thread: sending may sleep while the borrower's ring is full. */
-static irqreturn_t dl_lent_irq_thread(int irq, void *data)
+static void dl_lent_irq_fire_msg(const struct dl_lent_vec *vec,
+				 struct dl_irq_fire *fire)
 {
-	struct dl_lent_vec *vec = data;
-	struct dl_irq_fire fire = {
+	*fire = (struct dl_irq_fire){
 		.dev_id = cpu_to_le32(vec->dev_id),
 		.type = cpu_to_le16(vec->type),
 		.vector = cpu_to_le16(vec->index),
 	};
+}
 
+/*
+ * MSI and MSI-X: relayed from the hard handler, which is on the latency
+ * path of every I/O (a thread's wake-up costs a context switch). Only when
+ * the borrower's ring has no room does the thread send, waiting for it.
+ */
+static irqreturn_t dl_lent_irq_hard(int irq, void *data)
+{
+	struct dl_lent_vec *vec = data;
+	struct dl_irq_fire fire;
+	int ret;
+
+	dl_lent_irq_fire_msg(vec, &fire);
+	ret = dl_fabric_send_atomic(vec->fab, vec->peer, DL_MSG_IRQ_FIRE,
+				    &fire, sizeof(fire));
+	if (ret == -EAGAIN)
+		return IRQ_WAKE_THREAD;
+	dl_lent_count(vec->lent, ret ? DL_LCNT_IRQ_FIRE_ERRORS :
+				 DL_LCNT_IRQ_FIRES);
+	return IRQ_HANDLED;
+}
+
+/* A thread: sending may sleep while the borrower's ring is full. */
+static irqreturn_t dl_lent_irq_thread(int irq, void *data)
+{
+	struct dl_lent_vec *vec = data;
+	struct dl_irq_fire fire;
+
+	dl_lent_irq_fire_msg(vec, &fire);
 	if (dl_fabric_send(vec->fab, vec->peer, DL_MSG_IRQ_FIRE, &fire,
 			   sizeof(fire)))
 		dl_lent_count(vec->lent, DL_LCNT_IRQ_FIRE_ERRORS);
@@ -275,8 +303,9 @@ int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		vec->irq = pci_irq_vector(pdev, i);
 		snprintf(vec->name, sizeof(vec->name), "devlend-lent%u-%s%d",
 			 lent->dev_id, type == DL_IRQ_MSIX ? "msix" : "msi", i);
-		ret = request_threaded_irq(vec->irq, NULL, dl_lent_irq_thread,
-					   IRQF_ONESHOT, vec->name, vec);
+		ret = request_threaded_irq(vec->irq, dl_lent_irq_hard,
+					   dl_lent_irq_thread, IRQF_ONESHOT,
+					   vec->name, vec);
 		if (ret)
 			goto err_free_irqs;
 	}

@@ -92,6 +92,30 @@ void dl_msg_dispatch(struct dl_fabric *f, struct dl_peer *peer,
 	ngot++;
 }
 
+/* Messages of type ATOMIC_TYPE have an atomic handler. */
+#define ATOMIC_TYPE	70
+static unsigned int ngot_atomic;
+
+bool dl_msg_is_atomic(struct dl_fabric *f, u16 type, u16 flags, u64 req_id)
+{
+	(void)f;
+	(void)flags;
+	(void)req_id;
+	return type == ATOMIC_TYPE;
+}
+
+void dl_msg_dispatch_atomic(struct dl_fabric *f,
+			    const struct dl_fabric_msg *msg)
+{
+	(void)f;
+	if (ngot < ARRAY_SIZE(got)) {
+		got[ngot] = *msg;
+		memcpy(got_data[ngot], msg->data, msg->len);
+	}
+	ngot++;
+	ngot_atomic++;
+}
+
 static struct dl_peer *setup(u32 ring_slots)
 {
 	struct dl_peer *peer = &fab.peers[PEER];
@@ -112,6 +136,8 @@ static struct dl_peer *setup(u32 ring_slots)
 	peer_info.incarnation = cpu_to_le64(PEER_EPOCH);
 	ndoorbells = 0;
 	ngot = 0;
+	ngot_atomic = 0;
+	kshim_lock_taken = false;
 	kshim_warnings = 0;
 	link_up = true;
 	dl_ring_attach(&fab, peer);
@@ -282,6 +308,42 @@ static void test_send_fill(void)
 	CHECK_EQ(kshim_warnings, 0);
 }
 
+static void test_send_atomic(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+	struct dl_fabric_msg msg = { .type = 23, .len = 8 };
+	u8 data[8] = { 23, 23, 23, 23, 23, 23, 23, 23 };
+	unsigned long t0 = jiffies;
+	unsigned int i;
+
+	msg.data = data;
+	/* Posted messages take the share less the urgent slots: 4 of 16. */
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(dl_ring_send_atomic(&fab, peer, &msg), 0);
+	{
+		struct dl_msg_hdr hdr;
+
+		memcpy(&hdr, tx_mem.slots[3], sizeof(hdr));
+		CHECK_EQ(le16_to_cpu(hdr.type), 23);
+		CHECK_EQ(le32_to_cpu(hdr.seq), 3);
+		CHECK_EQ(le16_to_cpu(hdr.flags), 0);
+		CHECK_EQ(le64_to_cpu(hdr.req_id), 0);
+		CHECK_EQ(tx_mem.slots[3][DL_MSG_HDR_SIZE + 7], 23);
+	}
+	CHECK_EQ(ndoorbells, 4);
+	/* Then it fails at once, counted, and never waits. */
+	CHECK_EQ(dl_ring_send_atomic(&fab, peer, &msg), -EAGAIN);
+	CHECK_EQ(jiffies, t0);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_RING_FULL]), 1);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_MSGS]), 4);
+	msg.len = SLOT_SIZE;
+	CHECK_EQ(dl_ring_send_atomic(&fab, peer, &msg), -EMSGSIZE);
+	link_up = false;
+	msg.len = 0;
+	CHECK_EQ(dl_ring_send_atomic(&fab, peer, &msg), -ENOTCONN);
+	CHECK_EQ(peer->tx.prod, 4);
+}
+
 static void test_send_errors(void)
 {
 	struct dl_peer *peer = setup(SLOTS);
@@ -426,6 +488,62 @@ static void test_receive_corrupt(void)
 	CHECK(!held);
 }
 
+static void test_receive_fast(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+	static const u16 types[] = { ATOMIC_TYPE, ATOMIC_TYPE, 50,
+				     ATOMIC_TYPE, 51 };
+	bool held = false;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(types); i++)
+		peer_put(i, types[i], i, 4, PEER, PEER_EPOCH);
+	rx_mem.ctrl.prod = cpu_to_le32(ARRAY_SIZE(types));
+
+	/* Nothing while the work owns the rings, or the lock is taken. */
+	fab.rx_busy = true;
+	CHECK(dl_ring_rx_fast(&fab));
+	fab.rx_busy = false;
+	kshim_lock_taken = true;
+	CHECK(dl_ring_rx_fast(&fab));
+	kshim_lock_taken = false;
+	CHECK_EQ(ngot, 0);
+
+	/* The interrupt takes the head's relays, stops at the first other. */
+	CHECK(dl_ring_rx_fast(&fab));
+	CHECK_EQ(ngot_atomic, 2);
+	CHECK_EQ(peer->rx.cons, 2);
+	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), 2);
+	CHECK_EQ(got[1].type, ATOMIC_TYPE);
+	/* Again: still stuck behind it, takes nothing. */
+	CHECK(dl_ring_rx_fast(&fab));
+	CHECK_EQ(ngot, 2);
+
+	/* The work takes the rest in ring order, the relay behind it too. */
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK_EQ(ngot, 5);
+	CHECK_EQ(ngot_atomic, 2);
+	for (i = 0; i < ARRAY_SIZE(types); i++)
+		CHECK_EQ(got[i].type, types[i]);
+	CHECK_EQ(peer->rx.next_seq, ARRAY_SIZE(types));
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_SEQ_ERRORS]), 0);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_MSGS]), 5);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_IN_IRQ]), 2);
+
+	/* A relay alone: taken whole, nothing left for the work. */
+	peer_put(5, ATOMIC_TYPE, 5, 4, PEER, PEER_EPOCH);
+	rx_mem.ctrl.prod = cpu_to_le32(6);
+	CHECK(!dl_ring_rx_fast(&fab));
+	CHECK_EQ(ngot_atomic, 3);
+	CHECK_EQ(peer->rx.cons, 6);
+	/* Nor from a peer whose link is down. */
+	link_up = false;
+	peer_put(6, ATOMIC_TYPE, 6, 4, PEER, PEER_EPOCH);
+	rx_mem.ctrl.prod = cpu_to_le32(7);
+	CHECK(!dl_ring_rx_fast(&fab));
+	CHECK_EQ(peer->rx.cons, 6);
+}
+
 static void test_receive_backpressure(void)
 {
 	struct dl_peer *peer = setup(SLOTS);
@@ -492,10 +610,14 @@ static const struct unit_test tests[] = {
 	{ "send: fill a ring across the wrap; each kind stops at its limit",
 	  test_send_fill },
 	{ "send: payload too large, peer down", test_send_errors },
+	{ "send from an interrupt: the posted share, then fails at once",
+	  test_send_atomic },
 	{ "receive: in order across the wrap; bad, stale, gapped messages",
 	  test_receive },
 	{ "receive: corrupt producer index skipped; a full ring is not",
 	  test_receive_corrupt },
+	{ "receive in the doorbell interrupt: head relays only, in order",
+	  test_receive_fast },
 	{ "receive: held back while the peer leaves its answers; no wait",
 	  test_receive_backpressure },
 };

@@ -137,6 +137,14 @@ fn borrower_lists_remote_nvme(c: &mut Cluster) -> anyhow::Result<()> {
 /// bytes are in the lender's backing file.
 fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
+    let lid = fabric::host_id(c.agent(LENDER)?)?;
+    let in_irq = |c: &Cluster| -> anyhow::Result<u64> {
+        fabric::counter(
+            &fabric::peer_counters(c.agent(BORROWER)?, lid)?,
+            "rx_in_irq",
+        )
+    };
+    let in_irq_before = in_irq(c)?;
     let run = guest_with_mdev(c, Some(&remote_name(&nvme)), lending::WRITE_AND_READ)?;
     println!("  guest ran in {:.1} s", run.elapsed.as_secs_f64());
     ensure!(run.rc == 0, "guest failed:\n{}", run.console);
@@ -154,6 +162,14 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     ensure!(
         lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == written,
         "lender's backing file does not hold the guest's bytes"
+    );
+    // The guest's interrupts came through the doorbell interrupt's fast
+    // path, not (only) the receive work.
+    let taken = in_irq(c)? - in_irq_before;
+    println!("  messages from the lender taken in the doorbell interrupt: {taken}");
+    ensure!(
+        taken > 0,
+        "no interrupt relay was taken in the doorbell interrupt"
     );
     state().written_sha = Some(written);
     Ok(())

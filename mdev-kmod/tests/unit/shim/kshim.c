@@ -8,6 +8,7 @@ unsigned long jiffies = 1000;
 struct workqueue_struct *system_unbound_wq;
 unsigned int kshim_warnings;
 struct work_struct *kshim_current_work;
+bool kshim_lock_taken;
 
 void kshim_log(const char *level, const char *fmt, ...)
 {
