@@ -10,7 +10,7 @@ use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
 use serde::Serialize;
 
-use crate::fabric::{self, sh, sh_timeout};
+use crate::fabric::{sh, sh_timeout};
 use crate::lending::{self, PciDev};
 
 /// Where a figure was measured.
@@ -166,13 +166,7 @@ pub const MESSAGE_COUNTERS: [&str; 5] = [
 
 /// The lender's counters of the device, by name.
 pub fn lender_counters(l: &AgentClient, nvme: &PciDev) -> anyhow::Result<BTreeMap<String, u64>> {
-    let text = sh(l, "cat /sys/kernel/debug/devlend/lender")?;
-    let kv = text
-        .lines()
-        .map(fabric::parse_kv)
-        .find(|kv| kv.get("name") == Some(&nvme.addr))
-        .with_context(|| format!("{} not in the lender's debugfs:\n{text}", nvme.addr))?;
-    Ok(kv
+    Ok(crate::twohost::lender_device(l, nvme)?
         .into_iter()
         .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
         .collect())

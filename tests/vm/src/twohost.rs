@@ -84,15 +84,21 @@ pub fn verified_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A counter of the lent device, from the lender's debugfs.
-pub fn lender_counter(l: &AgentClient, nvme: &PciDev, key: &str) -> anyhow::Result<u64> {
+/// The lent device's line of the lender's debugfs, by key.
+pub fn lender_device(
+    l: &AgentClient,
+    nvme: &PciDev,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
     let text = sh(l, "cat /sys/kernel/debug/devlend/lender")?;
-    let kv = text
-        .lines()
+    text.lines()
         .map(fabric::parse_kv)
         .find(|kv| kv.get("name") == Some(&nvme.addr))
-        .with_context(|| format!("{} not in the lender's debugfs:\n{text}", nvme.addr))?;
-    fabric::counter(&kv, key)
+        .with_context(|| format!("{} not in the lender's debugfs:\n{text}", nvme.addr))
+}
+
+/// A counter of the lent device, from the lender's debugfs.
+pub fn lender_counter(l: &AgentClient, nvme: &PciDev, key: &str) -> anyhow::Result<u64> {
+    fabric::counter(&lender_device(l, nvme)?, key)
 }
 
 /// Where each host's kernel log stands (lender, borrower), before a check.

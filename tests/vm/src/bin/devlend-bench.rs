@@ -104,6 +104,31 @@ fn idx(side: Side) -> usize {
     }
 }
 
+/// One side's figures of a load, as they come.
+fn show(side: Side, load: &str, f: &Figures) {
+    println!(
+        "  {:<8} {load:<28} {:>8.0} IOPS {:>7.2} MB/s  p50 {:>7.0} us  p99 {:>7.0} us",
+        format!("{side:?}").to_lowercase(),
+        f.iops,
+        f.mb_per_sec,
+        f.p50_us,
+        f.p99_us
+    );
+}
+
+/// The devlend side's device: a new mdev of the lent NVMe (removed by the
+/// caller); the local side has none.
+fn side_mdev(c: &Cluster, nvme: &PciDev, side: Side) -> anyhow::Result<Option<String>> {
+    Ok(match side {
+        Side::Devlend => Some(lending::create_mdev(
+            c.agent(BORROWER)?,
+            MDEV_TYPE,
+            Some(&twohost::remote_name(nvme)),
+        )?),
+        Side::Local => None,
+    })
+}
+
 /// The userspace driver on every load, on one side.
 fn userspace_side(
     c: &Cluster,
@@ -114,14 +139,7 @@ fn userspace_side(
 ) -> anyhow::Result<()> {
     let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let mdev = match side {
-        Side::Devlend => Some(lending::create_mdev(
-            b,
-            MDEV_TYPE,
-            Some(&twohost::remote_name(nvme)),
-        )?),
-        Side::Local => None,
-    };
+    let mdev = side_mdev(c, nvme, side)?;
     let res = (|| {
         for load in Load::standard("userspace") {
             let ios = driver_ios(&load, quick);
@@ -141,15 +159,7 @@ fn userspace_side(
             };
             let f =
                 bench::parse_driver(&out).with_context(|| format!("{} ({side:?})", load.name))?;
-            println!(
-                "  {:<8} {:<28} {:>8.0} IOPS {:>7.2} MB/s  p50 {:>7.0} us  p99 {:>7.0} us",
-                format!("{side:?}").to_lowercase(),
-                load.name,
-                f.iops,
-                f.mb_per_sec,
-                f.p50_us,
-                f.p99_us
-            );
+            show(side, &load.name, &f);
             if let (Some(before), Side::Devlend) = (before, side) {
                 let after = bench::lender_counters(l, nvme)?;
                 runs.messages
@@ -160,7 +170,7 @@ fn userspace_side(
         Ok(())
     })();
     if let Some(uuid) = mdev {
-        lending::remove_mdev(b, &uuid)?;
+        lending::remove_mdev(c.agent(BORROWER)?, &uuid)?;
     }
     res
 }
@@ -180,14 +190,7 @@ fn guest_side(
         Side::Local => (LENDER, l),
     };
     fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
-    let mdev = match side {
-        Side::Devlend => Some(lending::create_mdev(
-            b,
-            MDEV_TYPE,
-            Some(&twohost::remote_name(nvme)),
-        )?),
-        Side::Local => None,
-    };
+    let mdev = side_mdev(c, nvme, side)?;
     let dev_arg = match &mdev {
         Some(uuid) => lending::vfio_arg(uuid),
         None => format!("-device vfio-pci,host={}", nvme.addr),
@@ -260,21 +263,13 @@ fn guest_side(
         }
         for load in &loads {
             let f = figs[&load.name].clone();
-            println!(
-                "  {:<8} {:<28} {:>8.0} IOPS {:>7.2} MB/s  p50 {:>7.0} us  p99 {:>7.0} us",
-                format!("{side:?}").to_lowercase(),
-                load.name,
-                f.iops,
-                f.mb_per_sec,
-                f.p50_us,
-                f.p99_us
-            );
+            show(side, &load.name, &f);
             runs.guest.entry(load.name.clone()).or_default()[idx(side)].push(f);
         }
         Ok(())
     })();
     if let Some(uuid) = mdev {
-        lending::remove_mdev(b, &uuid)?;
+        lending::remove_mdev(c.agent(BORROWER)?, &uuid)?;
     }
     res
 }
