@@ -135,6 +135,7 @@ static inline int spin_trylock(spinlock_t *l)
 	(void)l;
 	return !kshim_lock_taken;
 }
+
 #define spin_lock_irqsave(l, f)		((void)(l), (f) = 0)
 #define spin_unlock_irqrestore(l, f)	((void)(l), (void)(f))
 static inline int srcu_read_lock(struct srcu_struct *s) { (void)s; return 0; }
@@ -252,13 +253,14 @@ struct work_struct { int queued; };
 struct delayed_work { struct work_struct work; unsigned long delay; };
 struct workqueue_struct;
 struct timer_list { unsigned long expires; int armed; };
-#define from_timer(var, t, field)	container_of(t, typeof(*var), field)
+#define from_timer(var, t, field)	container_of(t, typeof(*(var)), field)
 static inline int mod_timer(struct timer_list *t, unsigned long expires)
 {
 	t->expires = expires;
 	t->armed++;
 	return 0;
 }
+
 struct completion { int done; };
 typedef struct { int unused; } wait_queue_head_t;
 struct notifier_block;
