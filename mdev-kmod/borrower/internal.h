@@ -422,5 +422,7 @@ void dl_irq_signal_req(struct dl_vdev *v);
 void dl_irq_signal_lost(struct dl_vdev *v);
 void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		 void *priv);
+bool dl_irq_fire_atomic(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
+			void *priv);
 
 #endif /* DL_BORROWER_INTERNAL_H */

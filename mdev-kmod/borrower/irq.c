@@ -396,3 +396,19 @@ void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 	}
 	spin_unlock_irqrestore(&b->fire_lock, flags);
 }
+
+/**
+ * dl_irq_fire_atomic() - dl_irq_fire() from the doorbell interrupt: it
+ *	never sleeps, so it takes every relay.
+ * @fab: the fabric.
+ * @msg: the message.
+ * @priv: the borrower.
+ *
+ * Return: true.
+ */
+bool dl_irq_fire_atomic(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
+			void *priv)
+{
+	dl_irq_fire(fab, msg, priv);
+	return true;
+}

@@ -87,6 +87,7 @@ static void dl_borrower_added(struct dl_fabric *fab)
 			ret = dl_fabric_register_handler_atomic(fab,
 								dl_borrower_msgs[i],
 								dl_borrower_handlers[i],
+								dl_irq_fire_atomic,
 								b);
 		else
 			ret = dl_fabric_register_handler(fab,

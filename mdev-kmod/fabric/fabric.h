@@ -134,6 +134,8 @@ struct dl_fabric_peer_info {
  * @peer: the sender's host id.
  * @type: the message type.
  * @proto: the protocol version it is encoded with.
+ * @epoch: the low 32 bits of the incarnation the sender had when it sent
+ *	the message (the peer's incarnation, received messages only).
  * @req_id: nonzero if the sender waits for a response (dl_fabric_respond()).
  * @data: the payload; valid only during the handler call.
  * @len: bytes at @data.
@@ -144,6 +146,7 @@ struct dl_fabric_msg {
 	u32 peer;
 	u16 type;
 	u16 proto;
+	u32 epoch;
 	u64 req_id;
 	const void *data;
 	size_t len;
@@ -158,6 +161,17 @@ struct dl_fabric_msg {
  */
 typedef void (*dl_fabric_msg_fn)(struct dl_fabric *fab,
 				 const struct dl_fabric_msg *msg, void *priv);
+
+/*
+ * An atomic handler may take a posted message in the doorbell interrupt,
+ * hard interrupt context with a spinlock held: it must not sleep. It
+ * returns false to leave the message to the receive work's handler
+ * (which then sees it in ring order, as if the interrupt had not looked
+ * at it): whatever is not the plain, fast case goes there.
+ */
+typedef bool (*dl_fabric_msg_atomic_fn)(struct dl_fabric *fab,
+					const struct dl_fabric_msg *msg,
+					void *priv);
 
 /* Called from hard interrupt context when a peer rings @vector. */
 typedef void (*dl_fabric_db_fn)(struct dl_fabric *fab, unsigned int vector,
@@ -239,7 +253,9 @@ int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
 			       dl_fabric_msg_fn fn, void *priv);
 void dl_fabric_unregister_handler(struct dl_fabric *fab, u16 type);
 int dl_fabric_register_handler_atomic(struct dl_fabric *fab, u16 type,
-				      dl_fabric_msg_fn fn, void *priv);
+				      dl_fabric_msg_fn fn,
+				      dl_fabric_msg_atomic_fn atomic_fn,
+				      void *priv);
 int dl_fabric_send_atomic(struct dl_fabric *fab, u32 peer, u16 type,
 			  const void *data, size_t len);
 int dl_fabric_send(struct dl_fabric *fab, u32 peer, u16 type,

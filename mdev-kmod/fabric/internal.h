@@ -246,13 +246,15 @@ struct dl_peer {
 
 /**
  * struct dl_handler - a registered message handler.
- * @fn: the handler.
- * @priv: its argument.
+ * @fn: the handler, in the receive work.
+ * @atomic_fn: if not NULL, tries posted messages first in the doorbell
+ *	interrupt.
+ * @priv: their argument.
  */
 struct dl_handler {
 	dl_fabric_msg_fn fn;
+	dl_fabric_msg_atomic_fn atomic_fn;
 	void *priv;
-	bool atomic;
 };
 
 /**
@@ -438,7 +440,7 @@ void dl_ring_rx_poll(struct timer_list *t);
 
 /* msg.c */
 bool dl_msg_is_atomic(struct dl_fabric *fab, u16 type, u16 flags, u64 req_id);
-void dl_msg_dispatch_atomic(struct dl_fabric *fab,
+bool dl_msg_dispatch_atomic(struct dl_fabric *fab,
 			    const struct dl_fabric_msg *msg);
 void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,
 		     const struct dl_fabric_msg *msg, u16 flags, u32 status);

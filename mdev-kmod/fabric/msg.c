@@ -117,27 +117,30 @@ bool dl_msg_is_atomic(struct dl_fabric *fab, u16 type, u16 flags, u64 req_id)
 	lockdep_assert_held(&fab->rx_lock);
 
 	return !(flags & DL_MSG_F_RESPONSE) && !req_id &&
-	       type < DL_FABRIC_MAX_TYPES &&
-	       fab->handlers[type].fn && fab->handlers[type].atomic;
+	       type < DL_FABRIC_MAX_TYPES && fab->handlers[type].atomic_fn;
 }
 
 /**
- * dl_msg_dispatch_atomic() - hand a message dl_msg_is_atomic() accepted to
- *	its handler, in the doorbell interrupt.
+ * dl_msg_dispatch_atomic() - offer a message dl_msg_is_atomic() accepted to
+ *	its atomic handler, in the doorbell interrupt.
  * @fab: the fabric; its @rx_lock held, which keeps the handler registered.
  * @msg: the message, checked.
+ *
+ * Return: true if the handler took it; false to leave it to the receive
+ * work.
  */
-void dl_msg_dispatch_atomic(struct dl_fabric *fab,
+bool dl_msg_dispatch_atomic(struct dl_fabric *fab,
 			    const struct dl_fabric_msg *msg)
 {
 	struct dl_handler *h = &fab->handlers[msg->type];
 
 	lockdep_assert_held(&fab->rx_lock);
-	h->fn(fab, msg, h->priv);
+	return h->atomic_fn(fab, msg, h->priv);
 }
 
 static int dl_fabric_set_handler(struct dl_fabric *fab, u16 type,
-				 dl_fabric_msg_fn fn, void *priv, bool atomic)
+				 dl_fabric_msg_fn fn,
+				 dl_fabric_msg_atomic_fn atomic_fn, void *priv)
 {
 	unsigned long flags;
 	int ret = 0;
@@ -151,8 +154,8 @@ static int dl_fabric_set_handler(struct dl_fabric *fab, u16 type,
 		ret = -EBUSY;
 	} else {
 		fab->handlers[type].fn = fn;
+		fab->handlers[type].atomic_fn = atomic_fn;
 		fab->handlers[type].priv = priv;
-		fab->handlers[type].atomic = atomic;
 	}
 	spin_unlock_irqrestore(&fab->rx_lock, flags);
 	up_write(&fab->handlers_lock);
@@ -174,7 +177,7 @@ static int dl_fabric_set_handler(struct dl_fabric *fab, u16 type,
 int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
 			       dl_fabric_msg_fn fn, void *priv)
 {
-	return dl_fabric_set_handler(fab, type, fn, priv, false);
+	return dl_fabric_set_handler(fab, type, fn, NULL, priv);
 }
 
 /**
@@ -182,22 +185,31 @@ int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
  *	type, in the doorbell interrupt when they come first.
  * @fab: the fabric.
  * @type: the message type, nonzero and below %DL_FABRIC_MAX_TYPES.
- * @fn: called for each message of @type; must not sleep: it may run in
- *	hard interrupt context, with a spinlock held.
- * @priv: passed to @fn.
+ * @fn: called in the receive work for requests of @type and for the
+ *	messages @atomic_fn leaves.
+ * @atomic_fn: offered each posted message of @type that reaches the head
+ *	of its ring while the receive work is not running; must not sleep
+ *	(hard interrupt context, a spinlock held). It returns false to leave
+ *	the message to @fn.
+ * @priv: passed to both.
  *
- * For messages on the latency path of every I/O (interrupt relays). Ring
- * order holds: the interrupt takes a peer's messages only while no work
- * runs and only while the next one is of an atomic type; a request, a
- * response or any other message stops it, and the receive work takes the
- * rest in order. Requests of @type are still handled by the work.
+ * For messages on the latency path of every I/O (interrupt relays, device
+ * doorbells). Ring order holds: the interrupt takes a peer's messages
+ * only while no work runs and only while the next one is of an atomic
+ * type and its handler takes it; a request, a response, any other message
+ * or one left by @atomic_fn stops it, and the receive work takes the rest
+ * in order.
  *
  * Return: as dl_fabric_register_handler().
  */
 int dl_fabric_register_handler_atomic(struct dl_fabric *fab, u16 type,
-				      dl_fabric_msg_fn fn, void *priv)
+				      dl_fabric_msg_fn fn,
+				      dl_fabric_msg_atomic_fn atomic_fn,
+				      void *priv)
 {
-	return dl_fabric_set_handler(fab, type, fn, priv, true);
+	if (!atomic_fn)
+		return -EINVAL;
+	return dl_fabric_set_handler(fab, type, fn, atomic_fn, priv);
 }
 
 /**
@@ -218,8 +230,8 @@ void dl_fabric_unregister_handler(struct dl_fabric *fab, u16 type)
 	/* Also waits for the doorbell interrupt's fast path to be out. */
 	spin_lock_irqsave(&fab->rx_lock, flags);
 	fab->handlers[type].fn = NULL;
+	fab->handlers[type].atomic_fn = NULL;
 	fab->handlers[type].priv = NULL;
-	fab->handlers[type].atomic = false;
 	spin_unlock_irqrestore(&fab->rx_lock, flags);
 	up_write(&fab->handlers_lock);
 }

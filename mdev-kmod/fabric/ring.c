@@ -286,7 +286,8 @@ static u32 dl_ring_slot_epoch(struct dl_fabric *fab, struct dl_peer *peer)
 /*
  * Copy, check and dispatch the message in the slot at rx->cons. Returns
  * false if the message must stay in the ring for now: with @atomic (in the
- * doorbell interrupt), also if it is not for an atomic handler.
+ * doorbell interrupt), also if it is not for an atomic handler or that
+ * handler left it.
  */
 static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 			   u16 proto, u32 epoch, bool atomic)
@@ -294,7 +295,7 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 	struct dl_rx_ring *rx = &peer->rx;
 	const u8 *slot = dl_ring_slot(fab, &rx->ring, rx->cons);
 	const struct dl_msg_hdr *hdr = (const void *)fab->rx_buf;
-	struct dl_fabric_msg msg;
+	struct dl_fabric_msg msg = {};
 	u32 seq, msg_epoch;
 	u16 len;
 
@@ -335,6 +336,17 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 		return true;
 	}
 
+	msg.peer = peer->id;
+	msg.type = le16_to_cpu(hdr->type);
+	msg.proto = proto;
+	msg.epoch = msg_epoch;
+	msg.req_id = le64_to_cpu(hdr->req_id);
+	msg.data = fab->rx_buf + DL_MSG_HDR_SIZE;
+	msg.len = len;
+	/* Left by the interrupt: the work sees it as if nobody had looked. */
+	if (atomic && !dl_msg_dispatch_atomic(fab, &msg))
+		return false;
+
 	seq = le32_to_cpu(hdr->seq);
 	if (!rx->synced || rx->epoch != msg_epoch) {
 		/* A new sender incarnation starts a new sequence. */
@@ -349,15 +361,7 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 	rx->next_seq = seq + 1;
 	dl_peer_count(peer, DL_CNT_RX_MSGS);
 
-	msg.peer = peer->id;
-	msg.type = le16_to_cpu(hdr->type);
-	msg.proto = proto;
-	msg.req_id = le64_to_cpu(hdr->req_id);
-	msg.data = fab->rx_buf + DL_MSG_HDR_SIZE;
-	msg.len = len;
-	if (atomic)
-		dl_msg_dispatch_atomic(fab, &msg);
-	else
+	if (!atomic)
 		dl_msg_dispatch(fab, peer, &msg, le16_to_cpu(hdr->flags),
 				le32_to_cpu(hdr->status));
 	return true;

@@ -341,6 +341,8 @@ int dl_lent_reset(struct dl_lent *lent)
 	device_lock_assert(&pdev->dev);
 	lockdep_assert_held(&lent->lock);
 
+	/* Nothing from the doorbell interrupt reaches it while it resets. */
+	dl_lent_fast_close(lent);
 	atomic_inc(&lent->slow_holds);
 	dl_lent_count(lent, DL_LCNT_RESETS);
 	dl_lent_intx_mask(lent);

@@ -41,6 +41,7 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_CFG_FILTERED] = "cfg_filtered",
 	[DL_LCNT_BAR_READS] = "bar_reads",
 	[DL_LCNT_BAR_WRITES] = "bar_writes",
+	[DL_LCNT_BAR_WRITES_IN_IRQ] = "bar_writes_in_irq",
 	[DL_LCNT_DMA_MAPS] = "dma_map_ranges",
 	[DL_LCNT_DMA_UNMAPS] = "dma_unmaps",
 	[DL_LCNT_IRQ_SETS] = "irq_sets",

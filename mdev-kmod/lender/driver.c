@@ -28,7 +28,8 @@ static void dl_lent_free(struct kref *ref)
 	struct dl_lent *lent = container_of(ref, struct dl_lent, ref);
 
 	pci_dev_put(lent->pdev);
-	kfree(lent);
+	/* The doorbell interrupt may still look at it (bar.c). */
+	kfree_rcu(lent, rcu);
 }
 
 /**
@@ -83,6 +84,7 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 		pci_info_ratelimited(pdev,
 				     "lender: taking device %u back from host %u: %s\n",
 				     lent->dev_id, lent->borrower, why);
+	dl_lent_fast_close(lent);
 	atomic_inc(&lent->slow_holds);
 	lent->state = DL_LENT_RETURNING;
 
@@ -175,7 +177,7 @@ void dl_lender_peer_down(struct dl_fabric *fab, u32 peer)
 		if (READ_ONCE(lent->fab) == fab &&
 		    READ_ONCE(lent->borrower) == peer &&
 		    READ_ONCE(lent->state) != DL_LENT_AVAILABLE) {
-			set_bit(DL_LENT_SLOW_RECLAIM, &lent->slow_busy);
+			dl_lent_slow_mark(lent, DL_LENT_SLOW_RECLAIM);
 			dl_lent_slow_queue(lent);
 		}
 		dl_lent_put(lent);
@@ -620,6 +622,7 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	lent->pdev = pci_dev_get(pdev);
 	mutex_init(&lent->lock);
 	spin_lock_init(&lent->intx_lock);
+	spin_lock_init(&lent->fast_lock);
 	lent->state = DL_LENT_AVAILABLE;
 	lent->borrower = DL_NO_HOST;
 	INIT_LIST_HEAD(&lent->resv);

@@ -12,7 +12,10 @@
  *  - dl_lender.lock (mutex): the fabric pointer; held only briefly, never
  *    while waiting for a handler (handlers take it to broadcast);
  *  - lent->intx_lock (spinlock, inside lent->lock): INTx disable at the
- *    device and lent->intx_masked, against the INTx hard handler.
+ *    device and lent->intx_masked, against the INTx hard handler;
+ *  - lent->fast_lock (spinlock, inside lent->lock or alone; in the doorbell
+ *    interrupt inside the fabric's rx_lock): the gate of BAR writes from
+ *    the doorbell interrupt (bar.c).
  * The table of lent devices (dl_lender.devs) is an xarray with its own
  * lock; lookups take a reference (lent->ref) and then the locks above,
  * and check lent->dead.
@@ -71,6 +74,7 @@ enum dl_lender_counter {
 	DL_LCNT_CFG_FILTERED,	/* writes (partly) kept from the hardware */
 	DL_LCNT_BAR_READS,
 	DL_LCNT_BAR_WRITES,
+	DL_LCNT_BAR_WRITES_IN_IRQ,	/* of those, from the doorbell interrupt */
 	DL_LCNT_DMA_MAPS,	/* ranges mapped */
 	DL_LCNT_DMA_UNMAPS,	/* unmap requests */
 	DL_LCNT_IRQ_SETS,
@@ -194,8 +198,17 @@ struct dl_lent_dma {
  * @fault_work: sends DL_MSG_DEV_FAULT for the last fault reported.
  * @fault_iova: the address of the last fault reported.
  * @fault_flags: its DL_MSG_DEV_FAULT flags.
+ * @fast_lock: see the top of this file.
+ * @fast_open: posted BAR writes of the holder may be done in the doorbell
+ *	interrupt: the device is borrowed, decodes memory, relays no INTx,
+ *	and no reset, take-back or removal is due (@fast_lock).
+ * @fast_fab: the holder's fabric, while @fast_open (@fast_lock).
+ * @fast_peer: the holder, while @fast_open (@fast_lock).
+ * @fast_epoch: the low 32 bits of the holder's incarnation, while
+ *	@fast_open (@fast_lock).
  * @cnt: &enum dl_lender_counter counters.
  * @rej: &enum dl_lender_reject counters.
+ * @rcu: frees the device after the doorbell interrupt's lookups.
  */
 struct dl_lent {
 	struct kref ref;
@@ -252,8 +265,15 @@ struct dl_lent {
 	u64 fault_iova;
 	u32 fault_flags;
 
+	spinlock_t fast_lock;	/* see above */
+	bool fast_open;
+	struct dl_fabric *fast_fab;
+	u32 fast_peer;
+	u32 fast_epoch;
+
 	atomic64_t cnt[DL_LCNT_NR];
 	atomic64_t rej[DL_REJ_NR];
+	struct rcu_head rcu;
 };
 
 /**
@@ -303,6 +323,23 @@ static inline const char *dl_lent_state_name(enum dl_lent_state s)
 	}
 	return "?";
 }
+
+/* Whether the relay's INTx handler is registered; @lent->lock held. */
+static inline bool dl_lent_intx_relayed(struct dl_lent *lent)
+{
+	return lent->vecs && lent->vec_type == DL_IRQ_INTX;
+}
+
+/* bar.c */
+int dl_lent_bar_verdict(struct dl_lent *lent, const struct dl_bar_access *a,
+			enum dl_lender_reject *why);
+u64 dl_lent_bar_read(struct dl_lent *lent, const struct dl_bar_access *a);
+void dl_lent_bar_write(struct dl_lent *lent, const struct dl_bar_access *a);
+void dl_lent_fast_update(struct dl_lent *lent);
+void dl_lent_fast_close(struct dl_lent *lent);
+void dl_lent_slow_mark(struct dl_lent *lent, unsigned int bit);
+bool dl_lender_on_bar_write_atomic(struct dl_fabric *fab,
+				   const struct dl_fabric_msg *msg, void *priv);
 
 /* main.c */
 void dl_lender_broadcast_changed(u32 dev_id);

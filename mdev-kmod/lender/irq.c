@@ -92,12 +92,6 @@ static irqreturn_t dl_lent_intx_hard(int irq, void *data)
 	return ret;
 }
 
-/* Whether the relay's INTx handler is registered; @lent->lock held. */
-static bool dl_lent_intx_relayed(struct dl_lent *lent)
-{
-	return lent->vecs && lent->vec_type == DL_IRQ_INTX;
-}
-
 /**
  * dl_lent_intx_mask() - set INTx disable at the device, until
  * dl_lent_intx_eoi() clears it again (if the relay wants it).

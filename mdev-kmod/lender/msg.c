@@ -3,7 +3,10 @@
  * The lender's message handlers: what borrowers may ask of lent devices.
  *
  * Handlers run in the fabric's receive work, one message at a time, in
- * ring order; so a BAR read sees the posted BAR writes before it. Requests
+ * ring order; so a BAR read sees the posted BAR writes before it. (Posted
+ * BAR writes of the holder are done in the doorbell interrupt when they
+ * come first and the device is in a plain state, in the same order: see
+ * bar.c.) Requests
  * that reset the device are checked there and done by a work of the
  * device (dl_lent_slow_work()), which answers them. Every
  * payload is copied, its length must be exactly the structure's, reserved
@@ -117,8 +120,10 @@ err_unlock:
 	return NULL;
 }
 
+/* Unlock a device dl_lender_open() returned; its state may have changed. */
 static void dl_lender_close(struct dl_lent *lent)
 {
+	dl_lent_fast_update(lent);
 	mutex_unlock(&lent->lock);
 	device_unlock(&lent->pdev->dev);
 	dl_lent_put(lent);
@@ -299,7 +304,7 @@ static void dl_lent_slow_take(struct dl_lent *lent, struct dl_fabric *fab,
 {
 	lockdep_assert_held(&lent->lock);
 
-	set_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
+	dl_lent_slow_mark(lent, DL_LENT_SLOW_BUSY);
 	lent->slow_fab = fab;
 	lent->slow_msg = *msg;
 	lent->slow_msg.data = NULL;
@@ -407,6 +412,7 @@ void dl_lent_slow_work(struct work_struct *work)
 	if (answer)
 		changed |= dl_lent_slow_request(lent, &err);
 	clear_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
+	dl_lent_fast_update(lent);
 	mutex_unlock(&lent->lock);
 	device_unlock(&lent->pdev->dev);
 
@@ -501,46 +507,17 @@ out_respond:
 	dl_lender_respond(fab, msg, err, NULL, 0);
 }
 
-static bool dl_overlaps(u64 a, u64 a_end, u64 b, u64 b_end)
-{
-	return a < b_end && b < a_end;
-}
-
 /* Check a BAR access; 0 or -errno (counted). */
 static int dl_bar_access_check(struct dl_lent *lent,
 			       const struct dl_bar_access *a)
 {
-	u64 off = le64_to_cpu(a->offset);
-	const struct dl_lent_bar *bar;
+	enum dl_lender_reject why;
+	int err;
 
-	if (a->reserved || a->bar >= DL_NUM_BARS ||
-	    (a->size != 1 && a->size != 2 && a->size != 4 && a->size != 8) ||
-	    off % a->size) {
-		dl_lent_reject(lent, DL_REJ_BAR_RANGE);
-		return -EINVAL;
-	}
-	bar = &lent->bars[a->bar];
-	if (!bar->size || a->size > bar->size || off > bar->size - a->size) {
-		dl_lent_reject(lent, DL_REJ_BAR_RANGE);
-		return -EINVAL;
-	}
-	if (!bar->map) {
-		dl_lent_reject(lent, DL_REJ_BAR_RANGE);
-		return -EOPNOTSUPP;
-	}
-	if ((a->bar == lent->msix_bar &&
-	     dl_overlaps(off, off + a->size, lent->msix_start, lent->msix_end)) ||
-	    (a->bar == lent->pba_bar &&
-	     dl_overlaps(off, off + a->size, lent->pba_start, lent->pba_end))) {
-		dl_lent_reject(lent, DL_REJ_BAR_MSIX);
-		return -EINVAL;
-	}
-	/* With decode off an access could fault the host (CVE-2020-12888). */
-	if (!(lent->cmd & PCI_COMMAND_MEMORY)) {
-		dl_lent_reject(lent, DL_REJ_BAR_DECODE);
-		return -EIO;
-	}
-	return 0;
+	err = dl_lent_bar_verdict(lent, a, &why);
+	if (err)
+		dl_lent_reject(lent, why);
+	return err;
 }
 
 static void dl_lender_on_bar_read(struct dl_fabric *fab,
@@ -558,22 +535,7 @@ static void dl_lender_on_bar_read(struct dl_fabric *fab,
 		goto out_respond;
 	err = dl_bar_access_check(lent, &a);
 	if (!err) {
-		void __iomem *p = lent->bars[a.bar].map + le64_to_cpu(a.offset);
-
-		switch (a.size) {
-		case 1:
-			val = readb(p);
-			break;
-		case 2:
-			val = readw(p);
-			break;
-		case 4:
-			val = readl(p);
-			break;
-		default:
-			val = readq(p);
-			break;
-		}
+		val = dl_lent_bar_read(lent, &a);
 		dl_lent_count(lent, DL_LCNT_BAR_READS);
 		dl_lent_intx_eoi(lent);
 	}
@@ -597,23 +559,7 @@ static void dl_lender_on_bar_write(struct dl_fabric *fab,
 		goto out_log;
 	err = dl_bar_access_check(lent, &a);
 	if (!err) {
-		void __iomem *p = lent->bars[a.bar].map + le64_to_cpu(a.offset);
-		u64 val = le64_to_cpu(a.value);
-
-		switch (a.size) {
-		case 1:
-			writeb(val, p);
-			break;
-		case 2:
-			writew(val, p);
-			break;
-		case 4:
-			writel(val, p);
-			break;
-		default:
-			writeq(val, p);
-			break;
-		}
+		dl_lent_bar_write(lent, &a);
 		dl_lent_count(lent, DL_LCNT_BAR_WRITES);
 		dl_lent_intx_eoi(lent);
 	}
@@ -730,6 +676,7 @@ out_respond:
 static const struct {
 	u16 type;
 	dl_fabric_msg_fn fn;
+	dl_fabric_msg_atomic_fn atomic_fn;
 } dl_lender_handlers[] = {
 	{ DL_MSG_DEV_LIST, dl_lender_on_dev_list },
 	{ DL_MSG_DEV_INFO, dl_lender_on_dev_info },
@@ -739,7 +686,9 @@ static const struct {
 	{ DL_MSG_CFG_READ, dl_lender_on_cfg_read },
 	{ DL_MSG_CFG_WRITE, dl_lender_on_cfg_write },
 	{ DL_MSG_BAR_READ, dl_lender_on_bar_read },
-	{ DL_MSG_BAR_WRITE, dl_lender_on_bar_write },
+	/* Device doorbells: in the doorbell interrupt when they can (bar.c). */
+	{ DL_MSG_BAR_WRITE, dl_lender_on_bar_write,
+	  dl_lender_on_bar_write_atomic },
 	{ DL_MSG_DMA_MAP, dl_lender_on_dma_map },
 	{ DL_MSG_DMA_UNMAP, dl_lender_on_dma_unmap },
 	{ DL_MSG_IRQ_SET, dl_lender_on_irq_set },
@@ -756,8 +705,17 @@ int dl_lender_register_handlers(struct dl_fabric *fab)
 	int i, ret;
 
 	for (i = 0; i < ARRAY_SIZE(dl_lender_handlers); i++) {
-		ret = dl_fabric_register_handler(fab, dl_lender_handlers[i].type,
-						 dl_lender_handlers[i].fn, NULL);
+		if (dl_lender_handlers[i].atomic_fn)
+			ret = dl_fabric_register_handler_atomic(fab,
+								dl_lender_handlers[i].type,
+								dl_lender_handlers[i].fn,
+								dl_lender_handlers[i].atomic_fn,
+								NULL);
+		else
+			ret = dl_fabric_register_handler(fab,
+							 dl_lender_handlers[i].type,
+							 dl_lender_handlers[i].fn,
+							 NULL);
 		if (ret)
 			goto err_unregister;
 	}

@@ -104,16 +104,22 @@ bool dl_msg_is_atomic(struct dl_fabric *f, u16 type, u16 flags, u64 req_id)
 	return type == ATOMIC_TYPE;
 }
 
-void dl_msg_dispatch_atomic(struct dl_fabric *f,
+/* While set, the atomic handler leaves messages to the work. */
+static bool atomic_declines;
+
+bool dl_msg_dispatch_atomic(struct dl_fabric *f,
 			    const struct dl_fabric_msg *msg)
 {
 	(void)f;
+	if (atomic_declines)
+		return false;
 	if (ngot < ARRAY_SIZE(got)) {
 		got[ngot] = *msg;
 		memcpy(got_data[ngot], msg->data, msg->len);
 	}
 	ngot++;
 	ngot_atomic++;
+	return true;
 }
 
 static struct dl_peer *setup(u32 ring_slots)
@@ -137,6 +143,7 @@ static struct dl_peer *setup(u32 ring_slots)
 	ndoorbells = 0;
 	ngot = 0;
 	ngot_atomic = 0;
+	atomic_declines = false;
 	kshim_lock_taken = false;
 	kshim_warnings = 0;
 	link_up = true;
@@ -536,12 +543,35 @@ static void test_receive_fast(void)
 	CHECK(!dl_ring_rx_fast(&fab));
 	CHECK_EQ(ngot_atomic, 3);
 	CHECK_EQ(peer->rx.cons, 6);
+
+	/*
+	 * A relay the handler leaves: it stays, uncounted, and the relay
+	 * behind it waits too; the work then takes both in order.
+	 */
+	atomic_declines = true;
+	peer_put(6, ATOMIC_TYPE, 6, 4, PEER, PEER_EPOCH);
+	peer_put(7, ATOMIC_TYPE, 7, 4, PEER, PEER_EPOCH);
+	rx_mem.ctrl.prod = cpu_to_le32(8);
+	CHECK(dl_ring_rx_fast(&fab));
+	CHECK_EQ(peer->rx.cons, 6);
+	CHECK_EQ(peer->rx.next_seq, 6);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_MSGS]), 6);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_IN_IRQ]), 3);
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK_EQ(ngot, 8);
+	CHECK_EQ(got[6].type, ATOMIC_TYPE);
+	CHECK_EQ(got[6].epoch, PEER_EPOCH);
+	CHECK_EQ(peer->rx.next_seq, 8);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_SEQ_ERRORS]), 0);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_MSGS]), 8);
+	atomic_declines = false;
+
 	/* Nor from a peer whose link is down. */
 	link_up = false;
-	peer_put(6, ATOMIC_TYPE, 6, 4, PEER, PEER_EPOCH);
-	rx_mem.ctrl.prod = cpu_to_le32(7);
+	peer_put(8, ATOMIC_TYPE, 8, 4, PEER, PEER_EPOCH);
+	rx_mem.ctrl.prod = cpu_to_le32(9);
 	CHECK(!dl_ring_rx_fast(&fab));
-	CHECK_EQ(peer->rx.cons, 6);
+	CHECK_EQ(peer->rx.cons, 8);
 }
 
 static void test_receive_backpressure(void)

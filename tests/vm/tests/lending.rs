@@ -11,6 +11,7 @@ use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
+use devlend_vmtests::twohost;
 use devlend_vmtests::{Check, Suite};
 
 const LENDER: &str = "lender";
@@ -144,7 +145,11 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
             "rx_in_irq",
         )
     };
+    let bar_in_irq = |c: &Cluster| -> anyhow::Result<u64> {
+        twohost::lender_counter(c.agent(LENDER)?, &nvme, "bar_writes_in_irq")
+    };
     let in_irq_before = in_irq(c)?;
+    let bar_in_irq_before = bar_in_irq(c)?;
     let run = guest_with_mdev(c, Some(&remote_name(&nvme)), lending::WRITE_AND_READ)?;
     println!("  guest ran in {:.1} s", run.elapsed.as_secs_f64());
     ensure!(run.rc == 0, "guest failed:\n{}", run.console);
@@ -170,6 +175,13 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     ensure!(
         taken > 0,
         "no interrupt relay was taken in the doorbell interrupt"
+    );
+    // And the lender wrote the guest's doorbells from its own.
+    let bar_taken = bar_in_irq(c)? - bar_in_irq_before;
+    println!("  BAR writes the lender did in the doorbell interrupt: {bar_taken}");
+    ensure!(
+        bar_taken > 0,
+        "no BAR write was done in the lender's doorbell interrupt"
     );
     state().written_sha = Some(written);
     Ok(())

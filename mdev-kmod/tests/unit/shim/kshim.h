@@ -153,6 +153,11 @@ static inline void srcu_read_unlock(struct srcu_struct *s, int i)
 #define atomic_dec(a)		((void)((a)->counter--))
 
 /* Lists: the kernel's doubly linked list. */
+struct rcu_head {
+	struct rcu_head *next;
+	void (*func)(struct rcu_head *head);
+};
+
 struct list_head { struct list_head *next, *prev; };
 static inline void INIT_LIST_HEAD(struct list_head *l)
 {
