@@ -21,9 +21,9 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 	struct dl_vdev *v;
 
 	mutex_lock(&b->lock);
-	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu returned_late=%llu\n",
+	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu returned_late=%llu returned=%llu lost=%llu\n",
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
-		   b->returned_late);
+		   b->returned_late, b->returned, b->lost);
 	list_for_each_entry(v, &b->vdevs, node)
 		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->state),

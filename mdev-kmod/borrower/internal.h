@@ -173,6 +173,8 @@ struct dl_mtype {
  * @nquarantined: pages quarantined now, in all leases.
  * @quarantined_total: pages ever quarantined.
  * @returned_late: leases settled by the release work.
+ * @returned: devices returned at close (DEV_RELEASE answered).
+ * @lost: mdevs that lost their device (dl_vdev_lost()).
  *
  * @leases and the counters are under @lock.
  */
@@ -201,6 +203,8 @@ struct dl_borrower {
 	unsigned long nquarantined;
 	u64 quarantined_total;
 	u64 returned_late;
+	u64 returned;
+	u64 lost;
 };
 
 /**
@@ -244,6 +248,7 @@ enum dl_vdev_state {
 	DL_VDEV_IDLE,		/* not holding a remote device */
 	DL_VDEV_BORROWED,	/* holding it */
 	DL_VDEV_LOST,		/* held it; the lender took it back or died */
+	DL_VDEV_RETURNING,	/* giving it back (DEV_RELEASE); closing */
 };
 
 /**

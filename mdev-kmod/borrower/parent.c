@@ -167,6 +167,7 @@ static ssize_t state_show(struct device *dev, struct device_attribute *attr,
 		[DL_VDEV_IDLE] = "idle",
 		[DL_VDEV_BORROWED] = "borrowed",
 		[DL_VDEV_LOST] = "lost",
+		[DL_VDEV_RETURNING] = "returning",
 	};
 	struct dl_vdev *v = dev_get_drvdata(dev);
 

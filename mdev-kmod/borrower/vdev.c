@@ -62,6 +62,7 @@ void dl_vdev_lost(struct dl_vdev *v, const char *why)
 	if (READ_ONCE(v->state) != DL_VDEV_BORROWED)
 		return;
 	dl_vdev_set_state(v, DL_VDEV_LOST);
+	v->b->lost++;
 	dev_err_ratelimited(dl_vdev_dev(v), "lost remote device %u:%u: %s\n",
 			    v->host, v->dev_id, why);
 	/* Whatever the lender still does with it, it is to stop. */
@@ -122,6 +123,8 @@ int dl_vdev_borrow(struct dl_vdev *v)
 		return 0;
 	case DL_VDEV_LOST:
 		return -EIO;
+	case DL_VDEV_RETURNING:
+		return -EBUSY;
 	case DL_VDEV_IDLE:
 		break;
 	}
@@ -227,12 +230,23 @@ static void dl_vdev_release_remote(struct dl_vdev *v)
 	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
 	struct dl_borrower *b = v->b;
 	int ret = -ENOTCONN;
+	bool held;
 
 	lockdep_assert_held(&v->lock);
 
 	if (!v->lease)
 		return;
-	if (READ_ONCE(v->state) == DL_VDEV_BORROWED) {
+	/*
+	 * Returning, not holding: the lender's DEV_CHANGED and the scan this
+	 * release starts must not read "available" as the lender taking it
+	 * back from us (dl_remote_check_owner()).
+	 */
+	mutex_lock(&b->lock);
+	held = READ_ONCE(v->state) == DL_VDEV_BORROWED;
+	if (held)
+		dl_vdev_set_state(v, DL_VDEV_RETURNING);
+	mutex_unlock(&b->lock);
+	if (held) {
 		ret = dl_fabric_request_urgent(b->fab, v->host,
 					       DL_MSG_DEV_RELEASE, &ref,
 					       sizeof(ref), DL_B_TIMEOUT_MS);
@@ -246,6 +260,8 @@ static void dl_vdev_release_remote(struct dl_vdev *v)
 
 	mutex_lock(&v->dma_lock);
 	mutex_lock(&b->lock);
+	if (!ret)
+		b->returned++;
 	if (dl_lease_answer_settles(ret))
 		dl_lease_settle(b, v->lease, "returned");
 	dl_lease_put(b, v->lease);

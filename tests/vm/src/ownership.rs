@@ -41,6 +41,10 @@ pub struct BorrowerPages {
     pub quarantined: u64,
     /// Leases settled by the release work, ever.
     pub returned_late: u64,
+    /// Devices returned at close, ever.
+    pub returned: u64,
+    /// Mdevs that lost their device, ever.
+    pub lost: u64,
     /// The quarantined physical page numbers, from the listing.
     pub quarantine: BTreeSet<u64>,
     /// The raw text, for messages.
@@ -62,6 +66,8 @@ pub fn borrower_pages(borrower: &AgentClient) -> anyhow::Result<BorrowerPages> {
         if line.starts_with("borrower ") {
             r.quarantined += num("quarantined")?;
             r.returned_late += num("returned_late")?;
+            r.returned += num("returned")?;
+            r.lost += num("lost")?;
         } else if line.starts_with("mdev ") {
             r.pinned += num("pinned")?;
         } else if let Some(rest) = line.strip_prefix("q ") {

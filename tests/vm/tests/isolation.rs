@@ -770,13 +770,15 @@ fn held_counts(c: &Cluster, nvme: &PciDev) -> anyhow::Result<(String, [u64; 2])>
 }
 
 /// Many borrow/return cycles through the userspace driver (open, reset,
-/// Identify, one verified write and read, close): nothing is left held on
+/// Identify, one verified write and read, close): every return is logged
+/// and none is mistaken for a take-back (`lost`), nothing is left held on
 /// either host afterwards, and the module unloads cleanly from both.
 fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     let n = cycle_count();
     let (before, slab_before) = held_counts(c, &nvme)?;
+    let before_pages = ownership::borrower_pages(c.agent(BORROWER)?)?;
     let b = c.agent(BORROWER)?;
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
@@ -802,6 +804,7 @@ fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
         "available",
     )?;
     let (after, slab_after) = held_counts(c, &nvme)?;
+    let after_pages = ownership::borrower_pages(c.agent(BORROWER)?)?;
     ensure!(
         before == after,
         "held before the cycles: {before}; after: {after}"
@@ -809,6 +812,21 @@ fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
     println!(
         "  held before and after: {after}; slab KiB lender {} -> {}, borrower {} -> {} (informational)",
         slab_before[0], slab_after[0], slab_before[1], slab_after[1]
+    );
+    // Each cycle returned the device, and no return was taken for the
+    // lender taking it back (the release/rescan race).
+    let (returned, lost) = (
+        after_pages.returned - before_pages.returned,
+        after_pages.lost - before_pages.lost,
+    );
+    println!("  returns counted by the borrower: {returned}, losses: {lost}");
+    ensure!(
+        lost == 0,
+        "{lost} of {n} returned devices were seen as lost"
+    );
+    ensure!(
+        returned == u64::from(n),
+        "{returned} returns counted for {n} cycles"
     );
     twohost::no_kernel_trouble(c, marks, None)?;
     for host in [BORROWER, LENDER] {
