@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets everything up and runs devlend's demo on the emulated cluster.
-# Usage: sudo ./demo.sh
+# Usage: ./demo.sh   (as root)
 set -euo pipefail
 top=$(cd "$(dirname "$0")" && pwd)
 . "$top/qemu-scripts/common.sh"

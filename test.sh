@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up and runs all of devlend's tests: style gates, hermetic
 # unit tests, then the VM tests that boot the emulated cluster.
-# Usage: sudo ./test.sh [FILTER...]   (filters select VM checks by name)
+# Usage: ./test.sh [FILTER...]   (filters select VM checks by name)
 set -euo pipefail
 top=$(cd "$(dirname "$0")" && pwd)
 . "$top/qemu-scripts/common.sh"

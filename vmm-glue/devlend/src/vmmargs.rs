@@ -115,10 +115,12 @@ pub fn libvirt_hostdev(uuid: &str, alias: Option<&str>, indent: &str) -> String 
 }
 
 /// A minimal whole domain around the hostdev (`virsh define` takes it; so
-/// does `virt-xml-validate`).
+/// does `virt-xml-validate`). It asks for ACPI: without `<acpi/>` libvirt
+/// 9.0 passes `-no-acpi`, which the QEMU 10 we install refuses, and a guest
+/// without ACPI has no PCIe hot-plug.
 pub fn libvirt_domain(uuid: &str, name: &str, memory_mib: u64, alias: Option<&str>) -> String {
     format!(
-        "<domain type='kvm'>\n  <name>{}</name>\n  <memory unit='MiB'>{memory_mib}</memory>\n  <vcpu>1</vcpu>\n  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n  </os>\n  <devices>\n{}  </devices>\n</domain>\n",
+        "<domain type='kvm'>\n  <name>{}</name>\n  <memory unit='MiB'>{memory_mib}</memory>\n  <vcpu>1</vcpu>\n  <os>\n    <type arch='x86_64' machine='q35'>hvm</type>\n  </os>\n  <features>\n    <acpi/>\n  </features>\n  <devices>\n{}  </devices>\n</domain>\n",
         xml_escape(name),
         libvirt_hostdev(uuid, alias, "    ")
     )
@@ -225,6 +227,8 @@ mod tests {
         assert!(libvirt_hostdev(U, Some("ua-x"), "").contains("<alias name='ua-x'/>"));
         let d = libvirt_domain(U, "vm<1>", 512, None);
         assert!(d.contains("<name>vm&lt;1&gt;</name>"));
+        // Else libvirt 9.0 passes -no-acpi, which QEMU 10 refuses.
+        assert!(d.contains("<features>\n    <acpi/>\n  </features>"));
         assert!(d.contains(&format!("      <address uuid='{U}'/>")));
     }
 
