@@ -150,6 +150,12 @@ impl Drop for Watchdog {
 #[derive(Default, Clone)]
 struct Beat {
     epoch: u32,
+    /// The QEMU watched.
+    pid: u32,
+    /// The incarnation the host's slot showed when that QEMU was started:
+    /// a kernel that is gone, whose beat stands still until the new one
+    /// attaches (a restarted host).
+    before: Option<Option<u64>>,
     last: Option<(u64, u64)>,
     since: Option<Instant>,
     reports: u32,
@@ -177,17 +183,27 @@ fn watch(
             if epoch != b.epoch || pid == 0 || h.quiet.load(Ordering::Acquire) {
                 *b = Beat {
                     epoch,
+                    pid,
+                    // Kept while the same QEMU runs (paused and resumed).
+                    before: if pid == b.pid { b.before } else { None },
                     ..Beat::default()
                 };
                 continue;
             }
             let now = Instant::now();
-            let beat = match u32::try_from(id).map(|i| a.read_host(i)) {
+            let up = match u32::try_from(id).map(|i| a.read_host(i)) {
                 Ok(Ok(HostSlot::Valid(info))) if info.state == HostState::Up => {
-                    (info.incarnation, info.heartbeat)
+                    Some((info.incarnation, info.heartbeat))
                 }
+                _ => None,
+            };
+            let before = *b.before.get_or_insert(up.map(|(inc, _)| inc));
+            let beat = match up {
+                // The kernel of an earlier QEMU of this host: no beat expected.
+                Some((inc, _)) if before == Some(inc) => continue,
+                Some(beat) => beat,
                 // Booting, module not loaded, or left: no beat expected.
-                _ => {
+                None => {
                     b.last = None;
                     continue;
                 }
@@ -204,6 +220,8 @@ fn watch(
                 }
                 *b = Beat {
                     epoch,
+                    pid,
+                    before: b.before,
                     last: Some(beat),
                     since: Some(now),
                     ..Beat::default()
