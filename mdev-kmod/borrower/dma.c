@@ -38,6 +38,11 @@
 
 /* Most pages per vfio_pin_pages() call. */
 #define DL_PIN_BATCH		VFIO_PIN_PAGES_MAX_ENTRIES
+/*
+ * DL_MSG_DMA_MAPs in flight while pinning goes on: the lender maps one
+ * batch while this host pins the next, instead of a round trip each.
+ */
+#define DL_MAP_INFLIGHT		8
 /* How long after a dma_unmap() the memory is pinned again. */
 #define DL_REPIN_DELAY_MS	100
 /* How often, and how far apart, a failed re-pin is tried again. */
@@ -57,10 +62,15 @@ struct dl_pin_extent {
 };
 
 /**
- * struct dl_dma_batch - the DL_MSG_DMA_MAP being filled.
+ * struct dl_dma_batch - the DL_MSG_DMA_MAP being filled, and those in
+ *	flight.
  * @v: the mdev.
- * @msg: the message.
+ * @msg: the message (the fabric copies it when it is sent).
  * @max: runs that fit in it.
+ * @reqs: %DL_MAP_INFLIGHT requests, used in turn.
+ * @cur: the request the next message goes with.
+ * @inflight: requests sent before @cur and not waited for.
+ * @err: the first error a sent message got.
  * @pages: result of vfio_pin_pages().
  * @probe: no KVM: the spans are probed, not known to be memory.
  * @sent: a message was sent, so the lender may hold mappings.
@@ -71,6 +81,10 @@ struct dl_dma_batch {
 	struct dl_vdev *v;
 	struct dl_dma_map *msg;
 	unsigned int max;
+	struct dl_fabric_req *reqs;
+	unsigned int cur;
+	unsigned int inflight;
+	int err;
 	struct page **pages;
 	bool probe;
 	bool sent;
@@ -84,22 +98,69 @@ struct dl_dma_span {
 	u64 npages;
 };
 
+/* Waits for the oldest DL_MSG_DMA_MAP in flight; keeps the first error. */
+static void dl_dma_wait_oldest(struct dl_dma_batch *bt)
+{
+	unsigned int i = (bt->cur + DL_MAP_INFLIGHT - bt->inflight) %
+			 DL_MAP_INFLIGHT;
+	int ret;
+
+	ret = dl_fabric_req_wait(bt->v->b->fab, &bt->reqs[i], DL_B_TIMEOUT_MS);
+	bt->inflight--;
+	if (ret) {
+		dl_vdev_refused(bt->v, ret);
+		if (!bt->err)
+			bt->err = ret;
+	}
+}
+
+/*
+ * Waits for every DL_MSG_DMA_MAP in flight (the fabric references their
+ * requests until then). Return: 0, or the first error one got.
+ */
+static int dl_dma_drain(struct dl_dma_batch *bt)
+{
+	while (bt->inflight)
+		dl_dma_wait_oldest(bt);
+	return bt->err;
+}
+
+/*
+ * Sends the message being filled, without waiting for its answer unless
+ * %DL_MAP_INFLIGHT are out already. After an error nothing more is sent:
+ * the caller undoes the whole fill.
+ */
 static int dl_dma_flush(struct dl_dma_batch *bt)
 {
 	struct dl_vdev *v = bt->v;
 	u32 count = le32_to_cpu(bt->msg->count);
+	struct dl_fabric_req *req;
 	int ret;
 
 	if (!count)
-		return 0;
+		return bt->err;
+	if (bt->inflight == DL_MAP_INFLIGHT)
+		dl_dma_wait_oldest(bt);
+	if (bt->err)
+		return bt->err;
 	bt->msg->dev_id = cpu_to_le32(v->dev_id);
 	bt->sent = true;
 	bt->nruns += count;
 	bt->nmsgs++;
-	ret = dl_vdev_request(v, DL_MSG_DMA_MAP, bt->msg,
-			      struct_size(bt->msg, ranges, count), NULL, 0);
+	req = &bt->reqs[bt->cur];
+	req->resp = NULL;
+	req->resp_size = 0;
+	req->urgent = false;
+	ret = dl_fabric_req_submit(v->b->fab, v->host, DL_MSG_DMA_MAP, bt->msg,
+				   struct_size(bt->msg, ranges, count), req);
 	bt->msg->count = 0;
-	return ret;
+	if (ret) {
+		bt->err = ret;
+		return ret;
+	}
+	bt->inflight++;
+	bt->cur = (bt->cur + 1) % DL_MAP_INFLIGHT;
+	return 0;
 }
 
 static int dl_dma_add_run(struct dl_dma_batch *bt, u64 iova, u64 addr,
@@ -473,7 +534,7 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 	unsigned long before = v->npinned;
 	struct dl_dma_span *spans;
 	unsigned int nr, i;
-	int ret = 0;
+	int ret = 0, err;
 
 	lockdep_assert_held(&v->dma_lock);
 
@@ -481,9 +542,10 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 		return -EMSGSIZE;
 	bt.max = (max_payload - sizeof(*bt.msg)) / sizeof(bt.msg->ranges[0]);
 	bt.msg = kzalloc(max_payload, GFP_KERNEL);
+	bt.reqs = kcalloc(DL_MAP_INFLIGHT, sizeof(*bt.reqs), GFP_KERNEL);
 	bt.pages = kcalloc(DL_PIN_BATCH, sizeof(*bt.pages), GFP_KERNEL);
 	spans = dl_dma_spans(v, &nr);
-	if (!bt.msg || !bt.pages || !spans) {
+	if (!bt.msg || !bt.reqs || !bt.pages || !spans) {
 		ret = -ENOMEM;
 		goto out_free;
 	}
@@ -493,6 +555,10 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 		ret = dl_dma_pin_span(&bt, &spans[i]);
 	if (!ret)
 		ret = dl_dma_flush(&bt);
+	/* Every answer, even after a failure: the lender may have mapped. */
+	err = dl_dma_drain(&bt);
+	if (!ret)
+		ret = err;
 	if (bt.sent)
 		v->dma_mapped = true;
 	if (fresh && !ret && !v->npinned)
@@ -520,6 +586,7 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 out_free:
 	kvfree(spans);
 	kfree(bt.pages);
+	kfree(bt.reqs);
 	kfree(bt.msg);
 	return ret;
 }

@@ -378,6 +378,7 @@ int dl_vdev_borrow(struct dl_vdev *v);
 int dl_vdev_reset(struct dl_vdev *v);
 int dl_vdev_request(struct dl_vdev *v, u16 type, const void *data,
 		    size_t len, void *resp, size_t resp_size);
+void dl_vdev_refused(struct dl_vdev *v, int err);
 void dl_vdev_lost(struct dl_vdev *v, const char *why);
 void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		   void *priv);

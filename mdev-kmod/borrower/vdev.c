@@ -93,11 +93,22 @@ int dl_vdev_request(struct dl_vdev *v, u16 type, const void *data,
 				resp_size, &resp_len, DL_B_TIMEOUT_MS);
 	if (!ret && resp_len < resp_size)
 		ret = -EPROTO;
-	/* Refused what only the holder may do: do we still hold it? */
-	if ((ret == -EINVAL || ret == -EBUSY || ret == -ENODEV) &&
+	dl_vdev_refused(v, ret);
+	return ret;
+}
+
+/**
+ * dl_vdev_refused() - a request about the mdev's remote device failed:
+ *	if it was refused as only the holder's to make, check that this host
+ *	still holds the device.
+ * @v: the mdev.
+ * @err: the request's result.
+ */
+void dl_vdev_refused(struct dl_vdev *v, int err)
+{
+	if ((err == -EINVAL || err == -EBUSY || err == -ENODEV) &&
 	    READ_ONCE(v->state) == DL_VDEV_BORROWED)
 		dl_remote_check(v->b, v->host);
-	return ret;
 }
 
 /**
