@@ -34,6 +34,7 @@
 #include <linux/pci.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/unaligned.h>
 
 #include "internal.h"
 
@@ -139,8 +140,8 @@ static int dl_config_write_dev(struct dl_vdev *v, unsigned int off,
 	return ret;
 }
 
-/* Reads the whole config space into the copy, DL_CFG_BATCH at a time. */
-static int dl_config_snapshot(struct dl_vdev *v)
+/* Reads the whole config space into the copy, DL_CFG_BATCH dwords at a time. */
+static int dl_config_snapshot_dwords(struct dl_vdev *v)
 {
 	struct dl_fabric *fab = v->b->fab;
 	struct dl_cfg_access *acc, *resp;
@@ -188,6 +189,97 @@ out_free:
 	kfree(resp);
 	kfree(acc);
 	return ret;
+}
+
+/* Waits for one block read and copies it in; 0 or -errno. */
+static int dl_config_block_done(struct dl_vdev *v, struct dl_fabric_req *req,
+				const struct dl_cfg_block_req *ask,
+				const struct dl_cfg_block *blk)
+{
+	unsigned int off = le16_to_cpu(ask->offset);
+	unsigned int len = le16_to_cpu(ask->len);
+	unsigned int i;
+	int err;
+
+	err = dl_fabric_req_wait(v->b->fab, req, DL_B_TIMEOUT_MS);
+	if (err)
+		return err;
+	/* Only what was asked for goes in, where it was asked for. */
+	if (req->resp_len < sizeof(*blk) || blk->dev_id != ask->dev_id ||
+	    blk->offset != ask->offset || blk->len != ask->len)
+		return -EPROTO;
+	for (i = 0; i < len; i += 4)
+		dl_config_put(v, off + i, 4, get_unaligned_le32(&blk->data[i]));
+	return 0;
+}
+
+/*
+ * Reads the whole config space into the copy by DL_MSG_CFG_READ_BLOCK,
+ * DL_CFG_BATCH blocks in flight: 4 KiB in four round trips. -EOPNOTSUPP
+ * from a lender that does not know the message.
+ */
+static int dl_config_snapshot_blocks(struct dl_vdev *v)
+{
+	struct dl_fabric *fab = v->b->fab;
+	struct dl_cfg_block_req *ask;
+	struct dl_fabric_req *reqs;
+	struct dl_cfg_block *blk;
+	unsigned int off, i, sent, at;
+	int ret = -ENOMEM, err;
+
+	ask = kcalloc(DL_CFG_BATCH, sizeof(*ask), GFP_KERNEL);
+	blk = kcalloc(DL_CFG_BATCH, sizeof(*blk), GFP_KERNEL);
+	reqs = kcalloc(DL_CFG_BATCH, sizeof(*reqs), GFP_KERNEL);
+	if (!ask || !blk || !reqs)
+		goto out_free;
+
+	ret = 0;
+	for (off = 0; off < v->info.cfg_size && !ret;
+	     off += sent * DL_CFG_BLOCK_MAX) {
+		for (sent = 0; sent < DL_CFG_BATCH; sent++) {
+			at = off + sent * DL_CFG_BLOCK_MAX;
+			if (at >= v->info.cfg_size)
+				break;
+			ask[sent].dev_id = cpu_to_le32(v->dev_id);
+			ask[sent].offset = cpu_to_le16(at);
+			ask[sent].len = cpu_to_le16(min_t(unsigned int,
+							  DL_CFG_BLOCK_MAX,
+							  v->info.cfg_size - at));
+			reqs[sent].resp = &blk[sent];
+			reqs[sent].resp_size = sizeof(blk[sent]);
+			ret = dl_fabric_req_submit(fab, v->host,
+						   DL_MSG_CFG_READ_BLOCK,
+						   &ask[sent], sizeof(ask[sent]),
+						   &reqs[sent]);
+			if (ret)
+				break;
+		}
+		for (i = 0; i < sent; i++) {
+			err = dl_config_block_done(v, &reqs[i], &ask[i],
+						   &blk[i]);
+			if (err && !ret)
+				ret = err;
+		}
+	}
+out_free:
+	kfree(reqs);
+	kfree(blk);
+	kfree(ask);
+	return ret;
+}
+
+/* Reads the whole config space into the copy. */
+static int dl_config_snapshot(struct dl_vdev *v)
+{
+	int ret;
+
+	ret = dl_config_snapshot_blocks(v);
+	if (ret != -EOPNOTSUPP)
+		return ret;
+	dev_info_ratelimited(dl_vdev_dev(v),
+			     "host %u reads config space dword by dword only\n",
+			     v->host);
+	return dl_config_snapshot_dwords(v);
 }
 
 static u8 dl_config_msi_len(u16 flags)

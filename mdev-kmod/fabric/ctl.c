@@ -29,6 +29,10 @@ static_assert(sizeof(struct dl_dev_info) == DL_DEV_INFO_SIZE);
 static_assert(sizeof(struct dl_dev_ref) == DL_DEV_REF_SIZE);
 static_assert(sizeof(struct dl_dev_list) == DL_DEV_LIST_SIZE);
 static_assert(sizeof(struct dl_cfg_access) == DL_CFG_ACCESS_SIZE);
+static_assert(sizeof(struct dl_cfg_block_req) == DL_CFG_BLOCK_REQ_SIZE);
+static_assert(sizeof(struct dl_cfg_block) == DL_CFG_BLOCK_SIZE);
+/* The largest answer fits the smallest slot. */
+static_assert(DL_MSG_HDR_SIZE + DL_CFG_BLOCK_SIZE <= DL_MIN_SLOT_SIZE);
 static_assert(sizeof(struct dl_bar_access) == DL_BAR_ACCESS_SIZE);
 static_assert(sizeof(struct dl_dma_range) == DL_DMA_RANGE_SIZE);
 static_assert(sizeof(struct dl_dma_map) == DL_DMA_MAP_SIZE);

@@ -22,6 +22,7 @@
 #include <linux/io.h>
 #include <linux/pci.h>
 #include <linux/string.h>
+#include <linux/unaligned.h>
 
 #include "internal.h"
 
@@ -475,6 +476,51 @@ out_respond:
 	dl_lender_respond(fab, msg, err, &a, sizeof(a));
 }
 
+/*
+ * A run of config space in one answer: at open the borrower copies all of
+ * it, which dword by dword took a thousand round trips. Each dword is read
+ * as a 4-byte DL_MSG_CFG_READ would be (virtual bits included).
+ */
+static void dl_lender_on_cfg_read_block(struct dl_fabric *fab,
+					const struct dl_fabric_msg *msg,
+					void *priv)
+{
+	struct dl_cfg_block_req req;
+	struct dl_cfg_block blk = {};
+	unsigned int off, len, i;
+	struct dl_lent *lent;
+	int err = -EINVAL;
+	u32 val;
+
+	if (!dl_lender_payload(msg, &req, sizeof(req)))
+		goto out_respond;
+	lent = dl_lender_open(fab, msg, req.dev_id, DL_ACC_READ, &err);
+	if (!lent)
+		goto out_respond;
+	off = le16_to_cpu(req.offset);
+	len = le16_to_cpu(req.len);
+	err = 0;
+	if (off % 4 || len % 4 || !len || len > DL_CFG_BLOCK_MAX ||
+	    off + len > lent->cfg_size) {
+		dl_lent_reject(lent, DL_REJ_CFG_RANGE);
+		err = -EINVAL;
+	}
+	for (i = 0; !err && i < len; i += 4) {
+		if (dl_lent_cfg_read(lent, off + i, 4, &val))
+			err = -EIO;
+		else
+			put_unaligned_le32(val, &blk.data[i]);
+	}
+	if (!err)
+		dl_lent_count(lent, DL_LCNT_CFG_READS);
+	dl_lender_close(lent);
+	blk.dev_id = req.dev_id;
+	blk.offset = req.offset;
+	blk.len = req.len;
+out_respond:
+	dl_lender_respond(fab, msg, err, &blk, sizeof(blk));
+}
+
 static void dl_lender_on_cfg_write(struct dl_fabric *fab,
 				   const struct dl_fabric_msg *msg, void *priv)
 {
@@ -684,6 +730,7 @@ static const struct {
 	{ DL_MSG_DEV_RELEASE, dl_lender_on_slow },
 	{ DL_MSG_DEV_RESET, dl_lender_on_slow },
 	{ DL_MSG_CFG_READ, dl_lender_on_cfg_read },
+	{ DL_MSG_CFG_READ_BLOCK, dl_lender_on_cfg_read_block },
 	{ DL_MSG_CFG_WRITE, dl_lender_on_cfg_write },
 	{ DL_MSG_BAR_READ, dl_lender_on_bar_read },
 	/* Device doorbells: in the doorbell interrupt when they can (bar.c). */

@@ -176,6 +176,7 @@ enum dl_msg_type {
 	DL_MSG_IRQ_SET = 28,	/* dl_irq_set -> empty */
 	DL_MSG_IRQ_FIRE = 29,	/* post, lender: dl_irq_fire */
 	DL_MSG_DEV_FAULT = 30,	/* post, lender: dl_dev_fault */
+	DL_MSG_CFG_READ_BLOCK = 31,	/* dl_cfg_block_req -> dl_cfg_block */
 };
 
 /* struct dl_msg_hdr.flags */
@@ -354,6 +355,40 @@ struct dl_cfg_access {
 	__le32 value;
 } __attribute__((packed));
 
+/* Most config bytes one DL_MSG_CFG_READ_BLOCK reads: fits the smallest slot. */
+#define DL_CFG_BLOCK_MAX	64
+
+/**
+ * struct dl_cfg_block_req - read a run of config space (DL_MSG_CFG_READ_BLOCK),
+ *	as that many 4-byte DL_MSG_CFG_READs would, in one round trip.
+ * @dev_id: the device.
+ * @offset: byte offset in config space, a multiple of 4.
+ * @len: bytes, a multiple of 4, from 4 to %DL_CFG_BLOCK_MAX; the run ends
+ *	within the device's config space.
+ *
+ * A lender that does not know the type answers %DL_STATUS_ENOTSUPP; the
+ * borrower then reads dword by dword.
+ */
+struct dl_cfg_block_req {
+	__le32 dev_id;
+	__le16 offset;
+	__le16 len;
+} __attribute__((packed));
+
+/**
+ * struct dl_cfg_block - the answer to a struct dl_cfg_block_req.
+ * @dev_id: as asked.
+ * @offset: as asked.
+ * @len: as asked.
+ * @data: @len bytes of config space from @offset; the rest zero.
+ */
+struct dl_cfg_block {
+	__le32 dev_id;
+	__le16 offset;
+	__le16 len;
+	__u8 data[DL_CFG_BLOCK_MAX];
+} __attribute__((packed));
+
 /**
  * struct dl_bar_access - a BAR read or write.
  * @dev_id: the device.
@@ -472,6 +507,8 @@ struct dl_dev_fault {
 #define DL_DEV_REF_SIZE		8
 #define DL_DEV_LIST_SIZE	136
 #define DL_CFG_ACCESS_SIZE	12
+#define DL_CFG_BLOCK_REQ_SIZE	8
+#define DL_CFG_BLOCK_SIZE	72
 #define DL_BAR_ACCESS_SIZE	24
 #define DL_DMA_RANGE_SIZE	24
 #define DL_DMA_MAP_SIZE		8

@@ -58,7 +58,9 @@ static unsigned int nevents;
 /* The remote device's config space, and the config writes sent. */
 static u8 rcfg[PCI_CFG_SPACE_SIZE];
 static struct dl_cfg_access cwrites[16];
-static unsigned int ncwrites, ncreads;
+static unsigned int ncwrites, ncreads, ncblocks;
+/* How the fake lender answers DL_MSG_CFG_READ_BLOCK. */
+static enum { BLOCKS_OK, BLOCKS_UNKNOWN, BLOCKS_LIE } blocks;
 
 static void event(char c)
 {
@@ -155,6 +157,30 @@ int dl_vdev_request(struct dl_vdev *vd, u16 type, const void *data,
 					le64_to_cpu(m->ranges[i].addr),
 					le64_to_cpu(m->ranges[i].len) };
 		return map_ret;
+	case DL_MSG_CFG_READ_BLOCK: {
+		const struct dl_cfg_block_req *q = data;
+		struct dl_cfg_block *blk = resp;
+		unsigned int off = le16_to_cpu(q->offset);
+
+		ncblocks++;
+		if (blocks == BLOCKS_UNKNOWN)
+			return -EOPNOTSUPP;
+		if (len != sizeof(*q) || resp_size < sizeof(*blk) ||
+		    off % 4 || le16_to_cpu(q->len) % 4 || !q->len ||
+		    le16_to_cpu(q->len) > DL_CFG_BLOCK_MAX ||
+		    off + le16_to_cpu(q->len) > PCI_CFG_SPACE_SIZE)
+			return -EINVAL;
+		memset(blk, 0, sizeof(*blk));
+		blk->dev_id = q->dev_id;
+		blk->offset = q->offset;
+		blk->len = q->len;
+		for (i = 0; i < le16_to_cpu(q->len); i += 4)
+			put_unaligned_le32(rcfg_get(off + i, 4), &blk->data[i]);
+		/* A lender answering for another run than asked. */
+		if (blocks == BLOCKS_LIE && off == 0x40)
+			blk->offset = cpu_to_le16(0x80);
+		return 0;
+	}
 	case DL_MSG_CFG_READ:
 		ncreads++;
 		if (resp_size < sizeof(*r))
@@ -188,7 +214,17 @@ int dl_fabric_request_urgent(struct dl_fabric *fab, u32 peer, u16 type,
 	return unmap_ret;
 }
 
-/* The config snapshot's reads, answered at once. */
+/* The mdev checks whether it still holds the device. */
+static unsigned int nrefused;
+
+void dl_vdev_refused(struct dl_vdev *vd, int err)
+{
+	(void)vd;
+	if (err)
+		nrefused++;
+}
+
+/* The config snapshot's reads and the DMA maps, answered at once. */
 int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 			 const void *data, size_t len,
 			 struct dl_fabric_req *req)
@@ -261,6 +297,9 @@ static void reset_all(void)
 	nevents = 0;
 	ncwrites = 0;
 	ncreads = 0;
+	ncblocks = 0;
+	nrefused = 0;
+	blocks = BLOCKS_OK;
 	memset(events, 0, sizeof(events));
 	map_ret = 0;
 	unmap_ret = 0;
@@ -337,9 +376,11 @@ static void check_pins(u64 from, u64 to, int want)
 static void test_add_run(void)
 {
 	struct dl_dma_batch bt = { .v = &v, .max = 3 };
+	unsigned int i, sent;
 
 	reset_all();
 	bt.msg = calloc(1, struct_size(bt.msg, ranges, 3));
+	bt.reqs = calloc(DL_MAP_INFLIGHT, sizeof(*bt.reqs));
 	max_payload = struct_size(bt.msg, ranges, 3);
 
 	CHECK_EQ(dl_dma_add_run(&bt, 0x0000, 0x10000, 0x1000), 0);
@@ -373,12 +414,36 @@ static void test_add_run(void)
 	CHECK_EQ(bt.nmsgs, 2);
 	CHECK_EQ(le32_to_cpu(bt.msg->dev_id), 7);
 
-	/* The lender fails a message: the run that needed room fails. */
+	/* Sent without waiting: both answers are still to be taken. */
+	CHECK_EQ(bt.inflight, 2);
+	CHECK_EQ(dl_dma_drain(&bt), 0);
+	CHECK_EQ(bt.inflight, 0);
+
+	/* At most DL_MAP_INFLIGHT out: the next waits for the oldest. */
+	for (i = 0; i <= DL_MAP_INFLIGHT; i++) {
+		CHECK_EQ(dl_dma_add_run(&bt, 0x100000 + i * 0x2000, 0x90000, 0x1000), 0);
+		CHECK_EQ(dl_dma_flush(&bt), 0);
+	}
+	CHECK_EQ(bt.inflight, DL_MAP_INFLIGHT);
+	CHECK_EQ(dl_dma_drain(&bt), 0);
+
+	/*
+	 * The lender fails a message: that shows when its answer is taken
+	 * (here at the drain), and nothing is sent after it.
+	 */
 	map_ret = -ETIMEDOUT;
 	CHECK_EQ(dl_dma_add_run(&bt, 0x10000, 0x50000, 0x1000), 0);
+	CHECK_EQ(dl_dma_flush(&bt), 0);
+	CHECK_EQ(dl_dma_drain(&bt), -ETIMEDOUT);
+	CHECK_EQ(nrefused, 1);
+	sent = nmaps;
 	CHECK_EQ(dl_dma_add_run(&bt, 0x20000, 0x60000, 0x1000), 0);
 	CHECK_EQ(dl_dma_add_run(&bt, 0x30000, 0x70000, 0x1000), 0);
-	CHECK_EQ(dl_dma_add_run(&bt, 0x40000, 0x80000, 0x1000), -ETIMEDOUT);
+	CHECK_EQ(dl_dma_add_run(&bt, 0x40000, 0x80000, 0x1000), 0);
+	CHECK_EQ(dl_dma_add_run(&bt, 0x50000, 0x90000, 0x1000), -ETIMEDOUT);
+	CHECK_EQ(dl_dma_flush(&bt), -ETIMEDOUT);
+	CHECK_EQ(nmaps, sent);
+	free(bt.reqs);
 	free(bt.msg);
 }
 
@@ -534,11 +599,16 @@ static void test_enable_failures(void)
 	struct dl_dma_batch bt = { .v = &v, .max = 4 };
 	struct page *pp[2];
 
-	/* The lender refuses the second message: nothing is left. */
+	/*
+	 * The lender refuses the maps; the refusal comes back while the
+	 * second message is already out (they are not waited for one by
+	 * one). Nothing is left, and the unmap waits for both answers.
+	 */
 	setup_guest();
 	map_ret = -ENOSPC;
 	CHECK_EQ(dl_dma_enable(&v), -ENOSPC);
-	CHECK_EQ(nmaps, 1);
+	CHECK_EQ(nmaps, 2);
+	CHECK_EQ(nrefused, 2);
 	CHECK_EQ(nunmaps, 1);	/* it may have mapped some */
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
 	CHECK(list_empty(&v.pinned));
@@ -728,7 +798,9 @@ static void test_config_init(void)
 
 	setup_config();
 	CHECK_EQ(dl_config_init(&v), 0);
-	CHECK_EQ(ncreads, PCI_CFG_SPACE_SIZE / 4);
+	/* The copy comes in blocks, not dword by dword. */
+	CHECK_EQ(ncblocks, PCI_CFG_SPACE_SIZE / DL_CFG_BLOCK_MAX);
+	CHECK_EQ(ncreads, 0);
 	CHECK_EQ(v.msi_cap, 0x40);
 	CHECK_EQ(v.msi_len, 24);
 	CHECK_EQ(v.msix_cap, 0x60);
@@ -775,6 +847,33 @@ static void test_config_init(void)
 	CHECK_EQ(dl_config_rw(&v, (char *)&off, 4, 0xfe, false), -EINVAL);
 	CHECK_EQ(ncwrites, 0);
 	dl_config_free(&v);
+}
+
+/* Lenders without block reads, and lenders that answer something else. */
+static void test_config_snapshot_fallback(void)
+{
+	u8 copy[PCI_CFG_SPACE_SIZE];
+
+	setup_config();
+	CHECK_EQ(dl_config_init(&v), 0);
+	memcpy(copy, v.vconfig, sizeof(copy));
+	dl_config_free(&v);
+
+	/* An older lender: one batch refused, then dword by dword, the same copy. */
+	setup_config();
+	blocks = BLOCKS_UNKNOWN;
+	CHECK_EQ(dl_config_init(&v), 0);
+	CHECK_EQ(ncblocks, PCI_CFG_SPACE_SIZE / DL_CFG_BLOCK_MAX);
+	CHECK_EQ(ncreads, PCI_CFG_SPACE_SIZE / 4);
+	CHECK(!memcmp(copy, v.vconfig, sizeof(copy)));
+	dl_config_free(&v);
+
+	/* A block for another offset than asked: the open fails. */
+	setup_config();
+	blocks = BLOCKS_LIE;
+	CHECK_EQ(dl_config_init(&v), -EPROTO);
+	CHECK(!v.vconfig);
+	CHECK_EQ(ncreads, 0);
 }
 
 static void test_config_bars(void)
@@ -903,6 +1002,8 @@ static void test_config_flr(void)
 static const struct unit_test config_tests[] = {
 	{ "init: capabilities found, regions, the guest's starting view",
 	  test_config_init },
+	{ "snapshot: dwords from an older lender; a block for elsewhere fails",
+	  test_config_snapshot_fallback },
 	{ "BARs: sizing, addresses, ROM; nothing sent", test_config_bars },
 	{ "MSI and MSI-X: only vfio-pci's writable bits; vectors clamped",
 	  test_config_msi },

@@ -21,6 +21,10 @@ pub enum Side {
     Devlend,
     /// The lender, on vfio-pci.
     Local,
+    /// The lender, on vfio-pci, its BARs not mapped into the guest
+    /// (`x-no-mmap`): every BAR access exits to QEMU, as a borrowed
+    /// device's do. Guest loads only.
+    Trapped,
 }
 
 /// One load, at one level.

@@ -450,6 +450,7 @@ const T_DMA_UNMAP: u16 = sys::DL_MSG_DMA_UNMAP as u16;
 const T_IRQ_SET: u16 = sys::DL_MSG_IRQ_SET as u16;
 const T_IRQ_FIRE: u16 = sys::DL_MSG_IRQ_FIRE as u16;
 const T_DEV_FAULT: u16 = sys::DL_MSG_DEV_FAULT as u16;
+const T_CFG_READ_BLOCK: u16 = sys::DL_MSG_CFG_READ_BLOCK as u16;
 
 const S_OK: u32 = sys::DL_STATUS_OK;
 const S_EINVAL: u32 = sys::DL_STATUS_EINVAL;
@@ -475,6 +476,7 @@ fn fixed_size(t: u16) -> Option<usize> {
     Some(match t {
         T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET => sys::DL_DEV_REF_SIZE,
         T_CFG_READ | T_CFG_WRITE => sys::DL_CFG_ACCESS_SIZE,
+        T_CFG_READ_BLOCK => sys::DL_CFG_BLOCK_REQ_SIZE,
         T_BAR_READ | T_BAR_WRITE => sys::DL_BAR_ACCESS_SIZE,
         T_DMA_UNMAP => sys::DL_DMA_UNMAP_SIZE,
         T_IRQ_SET => sys::DL_IRQ_SET_SIZE,
@@ -570,7 +572,7 @@ impl Model {
             }
             // The borrower's handlers: they never answer.
             T_DEV_CHANGED | T_IRQ_FIRE | T_DEV_FAULT => None,
-            T_DEV_LIST..=T_IRQ_SET => self.lending(msg_type, payload, req_id),
+            T_DEV_LIST..=T_IRQ_SET | T_CFG_READ_BLOCK => self.lending(msg_type, payload, req_id),
             _ if req_id != 0 => {
                 self.exp.rx_unknown += 1;
                 pending(Want::Exact(S_ENOTSUPP), false)
@@ -650,6 +652,14 @@ fn certainly_refused(t: u16, p: &[u8]) -> bool {
         T_CFG_READ | T_CFG_WRITE => {
             let (off, size, reserved) = (u32::from(le16(p, 4)), u32::from(p[6]), p[7]);
             reserved != 0 || !matches!(size, 1 | 2 | 4) || off % size != 0 || off + size > 4096
+        }
+        T_CFG_READ_BLOCK => {
+            let (off, len) = (u32::from(le16(p, 4)), u32::from(le16(p, 6)));
+            off % 4 != 0
+                || len % 4 != 0
+                || len == 0
+                || len > sys::DL_CFG_BLOCK_MAX
+                || off + len > 4096
         }
         T_BAR_READ | T_BAR_WRITE => {
             let (bar, size, reserved, off) = (p[4], u64::from(p[5]), le16(p, 6), le64(p, 8));
@@ -793,6 +803,22 @@ impl Gen {
                 p.extend_from_slice(&dev.to_le_bytes());
                 p.extend_from_slice(&0u32.to_le_bytes());
             }
+            T_CFG_READ_BLOCK => {
+                let off: u16 = match r.random_range(0..4) {
+                    0 => r.random_range(0..64) * 64,
+                    1 => r.random_range(0..4096),
+                    2 => [0xfffc, 0x1000, 0x0fc0, 0x0ffc, 0xffc0][r.random_range(0..5)],
+                    _ => r.random_range(0..1024) * 4,
+                };
+                let len: u16 = match r.random_range(0..4) {
+                    0 | 1 => sys::DL_CFG_BLOCK_MAX as u16,
+                    2 => r.random_range(1..=16) * 4,
+                    _ => [0, 2, 68, 0xffff, 0xfffc][r.random_range(0..5)],
+                };
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&off.to_le_bytes());
+                p.extend_from_slice(&len.to_le_bytes());
+            }
             T_CFG_READ | T_CFG_WRITE => {
                 let size = [1u8, 2, 4, 4, 4, 0, 3, 8][r.random_range(0..8)];
                 let off: u16 = match r.random_range(0..4) {
@@ -897,7 +923,8 @@ impl Gen {
     fn real_dev_type(&mut self) -> u16 {
         let x = self.rng.random_range(0..10_000);
         match x {
-            0..3000 => T_CFG_READ,
+            0..2500 => T_CFG_READ,
+            2500..3000 => T_CFG_READ_BLOCK,
             3000..4000 => T_CFG_WRITE,
             4000..6500 => T_BAR_READ,
             6500..8000 => T_BAR_WRITE,
@@ -1002,7 +1029,7 @@ impl Gen {
                 let t = match self.rng.random_range(0..4) {
                     0 => 0,
                     1 => self.rng.random_range(2..16),
-                    2 => self.rng.random_range(31..64),
+                    2 => self.rng.random_range(T_CFG_READ_BLOCK + 1..64),
                     _ => self.rng.random_range(64..=u16::MAX),
                 };
                 let id = if self.rng.random_ratio(1, 2) {
@@ -1036,8 +1063,11 @@ impl Gen {
                 }
             }
             "lending_malformed" => {
-                let t = self.rng.random_range(T_DEV_LIST..=T_IRQ_SET);
-                let t = if t == T_DEV_CHANGED { T_DEV_LIST } else { t };
+                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 1) {
+                    T_DEV_CHANGED => T_DEV_LIST,
+                    t if t > T_IRQ_SET => T_CFG_READ_BLOCK,
+                    t => t,
+                };
                 let dev = if self.rng.random_ratio(1, 2) {
                     self.real_dev()
                 } else {
@@ -1079,8 +1109,9 @@ impl Gen {
                 slot[32..32 + len].copy_from_slice(&p[..len]);
             }
             "lending_nodev" => {
-                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET) {
+                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 1) {
                     T_DEV_CHANGED => T_CFG_READ,
+                    t if t > T_IRQ_SET => T_CFG_READ_BLOCK,
                     t => t,
                 };
                 let dev = self.dev_id_bogus();

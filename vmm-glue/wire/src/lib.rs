@@ -102,6 +102,9 @@ const _: () = {
     assert!(size_of::<sys::dl_dev_ref>() == sys::DL_DEV_REF_SIZE);
     assert!(size_of::<sys::dl_dev_list>() == sys::DL_DEV_LIST_SIZE);
     assert!(size_of::<sys::dl_cfg_access>() == sys::DL_CFG_ACCESS_SIZE);
+    assert!(size_of::<sys::dl_cfg_block_req>() == sys::DL_CFG_BLOCK_REQ_SIZE);
+    assert!(size_of::<sys::dl_cfg_block>() == sys::DL_CFG_BLOCK_SIZE);
+    assert!(DL_MSG_HDR_SIZE + sys::DL_CFG_BLOCK_SIZE <= DL_MIN_SLOT_SIZE as usize);
     assert!(size_of::<sys::dl_bar_access>() == sys::DL_BAR_ACCESS_SIZE);
     assert!(size_of::<sys::dl_dma_range>() == sys::DL_DMA_RANGE_SIZE);
     assert!(size_of::<sys::dl_dma_map>() == sys::DL_DMA_MAP_SIZE);

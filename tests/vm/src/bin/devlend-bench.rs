@@ -95,12 +95,16 @@ struct Runs {
     messages: BTreeMap<String, BTreeMap<String, f64>>,
     start_secs: [Vec<f64>; 2],
     start_messages: Vec<u64>,
+    guest_trapped: BTreeMap<String, Vec<Figures>>,
+    open_secs: [Vec<f64>; 2],
+    open_messages: Vec<u64>,
+    open_cfg_reads: Vec<u64>,
 }
 
 fn idx(side: Side) -> usize {
     match side {
         Side::Devlend => 0,
-        Side::Local => 1,
+        Side::Local | Side::Trapped => 1,
     }
 }
 
@@ -125,7 +129,7 @@ fn side_mdev(c: &Cluster, nvme: &PciDev, side: Side) -> anyhow::Result<Option<St
             MDEV_TYPE,
             Some(&twohost::remote_name(nvme)),
         )?),
-        Side::Local => None,
+        Side::Local | Side::Trapped => None,
     })
 }
 
@@ -140,23 +144,51 @@ fn userspace_side(
     let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let mdev = side_mdev(c, nvme, side)?;
+    let run_drv = |args: &str| -> anyhow::Result<String> {
+        match &mdev {
+            Some(uuid) => sh_timeout(
+                b,
+                &format!("{drv} --mdev {uuid} {args}"),
+                Duration::from_secs(600),
+            ),
+            None => sh_timeout(
+                l,
+                &format!("{drv} --device /sys/bus/pci/devices/{} {args}", nvme.addr),
+                Duration::from_secs(600),
+            ),
+        }
+    };
     let res = (|| {
+        // Opening: open, reset, identify, one write and read back, close.
+        let lender_peer = fabric::host_id(l)?;
+        let tx = || -> anyhow::Result<u64> {
+            fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")
+        };
+        let borrowed = side == Side::Devlend;
+        let before = if borrowed {
+            Some((tx()?, bench::lender_counters(l, nvme)?))
+        } else {
+            None
+        };
+        let t0 = Instant::now();
+        run_drv("--blocks 1 --ios 0")?;
+        let secs = t0.elapsed().as_secs_f64();
+        runs.open_secs[idx(side)].push(secs);
+        if let Some((tx0, cnt0)) = before {
+            let cnt1 = bench::lender_counters(l, nvme)?;
+            let cfg = |m: &BTreeMap<String, u64>| m.get("cfg_reads").copied().unwrap_or(0);
+            runs.open_messages.push(tx()? - tx0);
+            runs.open_cfg_reads.push(cfg(&cnt1) - cfg(&cnt0));
+        }
+        println!(
+            "  {:<8} opening the device (open, identify, a block written and read, close): {secs:.2} s",
+            format!("{side:?}").to_lowercase()
+        );
         for load in Load::standard("userspace") {
             let ios = driver_ios(&load, quick);
             let args = bench::driver_args(&load, ios);
             let before = bench::lender_counters(l, nvme).ok();
-            let out = match &mdev {
-                Some(uuid) => sh_timeout(
-                    b,
-                    &format!("{drv} --mdev {uuid} {args}"),
-                    Duration::from_secs(600),
-                )?,
-                None => sh_timeout(
-                    l,
-                    &format!("{drv} --device /sys/bus/pci/devices/{} {args}", nvme.addr),
-                    Duration::from_secs(600),
-                )?,
-            };
+            let out = run_drv(&args)?;
             let f =
                 bench::parse_driver(&out).with_context(|| format!("{} ({side:?})", load.name))?;
             show(side, &load.name, &f);
@@ -175,6 +207,44 @@ fn userspace_side(
     res
 }
 
+/// The time from QEMU's start to the guest's nvme being ready (and
+/// power-off), and on the devlend side the fabric messages it took.
+fn guest_start(
+    c: &Cluster,
+    agent: &devlend_agent::AgentClient,
+    host: &str,
+    dev_arg: &str,
+    side: Side,
+    runs: &mut Runs,
+) -> anyhow::Result<()> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let images = tools::images_dir()?;
+    let lender_peer = fabric::host_id(l)?;
+    let before = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
+    let opts = GuestOpts {
+        mem_mib: GUEST_MIB,
+        extra_qemu_args: dev_arg,
+        qmp: None,
+    };
+    let run = guest::run_with(agent, &images, &lending::nvme_guest_script("true"), &opts)?;
+    ensure!(
+        run.rc == 0,
+        "guest on the {host} failed to start: {}",
+        run.console
+    );
+    let secs = run.elapsed.as_secs_f64();
+    if side == Side::Devlend {
+        let after = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
+        runs.start_messages.push(after - before);
+    }
+    println!(
+        "  {:<8} guest start to nvme ready and off: {secs:.1} s",
+        format!("{side:?}").to_lowercase()
+    );
+    runs.start_secs[idx(side)].push(secs);
+    Ok(())
+}
+
 /// A KVM guest on one side: its start (QEMU to the command), then fio.
 fn guest_side(
     c: &Cluster,
@@ -187,40 +257,21 @@ fn guest_side(
     let images = tools::images_dir()?;
     let (host, agent) = match side {
         Side::Devlend => (BORROWER, b),
-        Side::Local => (LENDER, l),
+        Side::Local | Side::Trapped => (LENDER, l),
     };
     fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
     let mdev = side_mdev(c, nvme, side)?;
-    let dev_arg = match &mdev {
-        Some(uuid) => lending::vfio_arg(uuid),
-        None => format!("-device vfio-pci,host={}", nvme.addr),
+    let dev_arg = match (&mdev, side) {
+        (Some(uuid), _) => lending::vfio_arg(uuid),
+        (None, Side::Trapped) => format!("-device vfio-pci,host={},x-no-mmap=true", nvme.addr),
+        (None, _) => format!("-device vfio-pci,host={}", nvme.addr),
     };
     let res = (|| {
         // Start: a guest whose command does nothing, so its run is boot,
-        // the nvme driver ready, and power-off.
-        let lender_peer = fabric::host_id(l)?;
-        let before = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
-        let opts = GuestOpts {
-            mem_mib: GUEST_MIB,
-            extra_qemu_args: &dev_arg,
-            qmp: None,
-        };
-        let run = guest::run_with(agent, &images, &lending::nvme_guest_script("true"), &opts)?;
-        ensure!(
-            run.rc == 0,
-            "guest on the {host} failed to start: {}",
-            run.console
-        );
-        let secs = run.elapsed.as_secs_f64();
-        if side == Side::Devlend {
-            let after = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
-            runs.start_messages.push(after - before);
+        // the nvme driver ready, and power-off (not again for trapped BARs).
+        if side != Side::Trapped {
+            guest_start(c, agent, host, &dev_arg, side, runs)?;
         }
-        println!(
-            "  {:<8} guest start to nvme ready and off: {secs:.1} s",
-            format!("{side:?}").to_lowercase()
-        );
-        runs.start_secs[idx(side)].push(secs);
 
         // fio, every load in one boot.
         let loads = Load::standard("guest");
@@ -264,7 +315,14 @@ fn guest_side(
         for load in &loads {
             let f = figs[&load.name].clone();
             show(side, &load.name, &f);
-            runs.guest.entry(load.name.clone()).or_default()[idx(side)].push(f);
+            if side == Side::Trapped {
+                runs.guest_trapped
+                    .entry(load.name.clone())
+                    .or_default()
+                    .push(f);
+            } else {
+                runs.guest.entry(load.name.clone()).or_default()[idx(side)].push(f);
+            }
         }
         Ok(())
     })();
@@ -317,7 +375,8 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         bench::bind_vfio_pci(l, &nvme.addr)?;
         let local = (|| {
             userspace_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
-            guest_side(c, &nvme, Side::Local, o.quick, &mut runs)
+            guest_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
+            guest_side(c, &nvme, Side::Trapped, o.quick, &mut runs)
         })();
         bench::rebind_lent(c.agent(LENDER)?, &nvme.addr)?;
         local?;
@@ -362,6 +421,63 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         (start[0] - start[1]) / gib,
         start_msgs / gib
     );
+    // devlend against local with trapped BARs: what the fabric adds to an
+    // MMIO path that already exits to QEMU on every BAR access.
+    let trapped: Vec<Compared> = Load::standard("guest")
+        .iter()
+        .filter_map(|load| {
+            let d = runs.guest.get(&load.name)?[0].clone();
+            let t = runs.guest_trapped.get(&load.name)?.clone();
+            Some(Compared::new(load, d, t, BTreeMap::new()))
+        })
+        .collect();
+    if !trapped.is_empty() {
+        println!(
+            "\n{:<30} {:>12} {:>12} {:>7} {:>9}",
+            "load (BARs trapped locally)", "devlend", "trapped", "ratio", "trap/loc"
+        );
+        for (t, g) in trapped.iter().zip(&guest) {
+            let pick = |f: &Figures| {
+                if t.figure == "iops" {
+                    f.iops
+                } else {
+                    f.mb_per_sec
+                }
+            };
+            let local = pick(&g.local);
+            println!(
+                "{:<30} {:>12.1} {:>12.1} {:>7.2} {:>9.2}",
+                t.name,
+                pick(&t.devlend),
+                pick(&t.local),
+                t.ratio,
+                if local > 0.0 {
+                    pick(&t.local) / local
+                } else {
+                    0.0
+                }
+            );
+        }
+    }
+    let open = [mean(&runs.open_secs[0]), mean(&runs.open_secs[1])];
+    let as_f64 = |v: &[u64]| v.iter().map(|&m| m as f64).collect::<Vec<_>>();
+    let (open_msgs, open_cfg) = (
+        mean(&as_f64(&runs.open_messages)),
+        mean(&as_f64(&runs.open_cfg_reads)),
+    );
+    println!(
+        "{:<30} {:>12.2} {:>12.2} {:>7.2}   s ({:.0} fabric messages, {:.0} of them config reads)",
+        "opening the device",
+        open[0],
+        open[1],
+        if open[1] > 0.0 {
+            open[0] / open[1]
+        } else {
+            0.0
+        },
+        open_msgs,
+        open_cfg
+    );
     if let Some(m) = runs.messages.get("guest-all") {
         println!(
             "fabric messages per guest I/O: {}",
@@ -383,6 +499,13 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             "extra_secs_per_gib": (start[0] - start[1]) / gib,
             "fabric_messages": start_msgs,
             "fabric_messages_per_gib": start_msgs / gib,
+        },
+        "guest_vs_trapped": trapped,
+        "open": {
+            "devlend_secs": open[0],
+            "local_secs": open[1],
+            "fabric_messages": open_msgs,
+            "config_reads": open_cfg,
         },
         "messages_per_io": runs.messages,
     }))
