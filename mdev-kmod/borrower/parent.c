@@ -10,16 +10,20 @@
  * and the adapter's driver is "devlend".) available_instances counts the
  * remote devices of the type that are available and not targeted by an
  * mdev of this host, less the mdevs of the type that have not chosen one
- * yet. Creating an mdev reserves nothing; it chooses a device when its
- * remote_device attribute is written or when it is first opened. Several
- * mdevs may target one device: the first to open it holds it, the others'
- * opens fail with -EBUSY meanwhile.
+ * yet. Creating an mdev takes one of them (it targets a free device of
+ * its type from then on), or fails with -ENOSPC when there is none, as
+ * mdevctl, libvirt, KubeVirt and Nova expect of a type (they create mdevs
+ * while available_instances says they can). Writing remote_device points
+ * it at another device, or at "any" (then it chooses when it is first
+ * opened); a device another mdev of this host targets cannot be chosen
+ * (-EBUSY). Another host may hold the device: then the open fails with
+ * -EBUSY.
  *
  * Each mdev has, besides what the mdev core gives it:
  *   remote_device  "any" or "<host-id>:<dev_id>"; writable while the mdev
  *                  is not open, with "any", "<host-id>:<dev_id>" or
  *                  "<lender-name>/<pci-address>"
- *   state          idle, borrowed or lost
+ *   state          idle, borrowed, lost or returning
  */
 #include <linux/device.h>
 #include <linux/mdev.h>
@@ -53,23 +57,39 @@ static struct dl_borrower *dl_mtype_borrower(struct mdev_type *mtype)
 	return container_of(mtype->parent, struct dl_borrower, parent);
 }
 
-static unsigned int dl_mdev_get_available(struct mdev_type *mtype)
+/*
+ * Remote devices of a type that are available and that no mdev of this
+ * host targets, less the mdevs of the type that have not chosen one: each
+ * mdev holds one on this host from its creation (see the top of the file).
+ */
+static unsigned int dl_mdev_available(struct dl_borrower *b,
+				      const struct dl_mtype *mt)
 {
-	struct dl_mtype *mt = container_of(mtype, struct dl_mtype, type);
-	struct dl_borrower *b = dl_mtype_borrower(mtype);
 	unsigned int nr = 0, pending = 0;
 	struct dl_remote *r;
 	struct dl_vdev *v;
 
-	mutex_lock(&b->lock);
+	lockdep_assert_held(&b->lock);
+
 	list_for_each_entry(r, &b->remotes, node)
 		if (dl_remote_is_free(r) && dl_remote_matches(r, mt))
 			nr++;
 	list_for_each_entry(v, &b->vdevs, node)
 		if (v->mtype == mt && !v->remote)
 			pending++;
-	mutex_unlock(&b->lock);
 	return nr > pending ? nr - pending : 0;
+}
+
+static unsigned int dl_mdev_get_available(struct mdev_type *mtype)
+{
+	struct dl_mtype *mt = container_of(mtype, struct dl_mtype, type);
+	struct dl_borrower *b = dl_mtype_borrower(mtype);
+	unsigned int nr;
+
+	mutex_lock(&b->lock);
+	nr = dl_mdev_available(b, mt);
+	mutex_unlock(&b->lock);
+	return nr;
 }
 
 static ssize_t dl_mdev_show_description(struct mdev_type *mtype, char *buf)
@@ -97,7 +117,8 @@ static ssize_t remote_device_show(struct device *dev,
 
 /*
  * Points an mdev that is not open at another remote device, or at any.
- * Several mdevs may target one device; the first to open it holds it.
+ * A device another mdev of this host targets is refused (-EBUSY): one
+ * mdev per device on a host, as available_instances counts them.
  */
 static int dl_mdev_retarget(struct dl_vdev *v, const char *spec)
 {
@@ -121,6 +142,12 @@ static int dl_mdev_retarget(struct dl_vdev *v, const char *spec)
 	}
 	if (r == v->remote)
 		goto out_put;	/* the reference taken above, if any */
+	if (r && r->ntargets) {
+		dev_err(dl_vdev_dev(v), "remote device %s is the target of another mdev of this host\n",
+			spec);
+		ret = -EBUSY;
+		goto out_put;
+	}
 	if (r)
 		r->ntargets++;
 	old = v->remote;
@@ -184,8 +211,9 @@ ATTRIBUTE_GROUPS(dl_mdev);
 
 static int dl_mdev_probe(struct mdev_device *mdev)
 {
-	struct dl_vdev *v;
 	struct dl_borrower *b;
+	struct dl_remote *r;
+	struct dl_vdev *v;
 	int ret;
 
 	v = vfio_alloc_device(dl_vdev, vdev, &mdev->dev, &dl_vdev_ops);
@@ -193,18 +221,47 @@ static int dl_mdev_probe(struct mdev_device *mdev)
 		return PTR_ERR(v);
 	b = v->b;
 
-	ret = vfio_register_emulated_iommu_dev(&v->vdev);
-	if (ret)
-		goto err_put_vdev;
-	dev_set_drvdata(&mdev->dev, v);
-
+	/*
+	 * The mdev takes one of the type's instances, a device of its own
+	 * from now on (until remote_device says otherwise), or is not created.
+	 */
 	mutex_lock(&b->lock);
+	if (dl_mdev_available(b, v->mtype)) {
+		list_for_each_entry(r, &b->remotes, node) {
+			if (dl_remote_is_free(r) && dl_remote_matches(r, v->mtype)) {
+				r->ntargets++;
+				v->remote = dl_remote_get(r);
+				break;
+			}
+		}
+	}
+	if (!v->remote) {
+		mutex_unlock(&b->lock);
+		dev_err(&mdev->dev, "no available instance of %s: every device of the type is taken by an mdev of this host or borrowed\n",
+			v->mtype->type.sysfs_name);
+		ret = -ENOSPC;
+		goto err_put_vdev;
+	}
 	spin_lock_irq(&b->fire_lock);
 	list_add_tail(&v->node, &b->vdevs);
 	spin_unlock_irq(&b->fire_lock);
 	mutex_unlock(&b->lock);
+
+	dev_set_drvdata(&mdev->dev, v);
+	ret = vfio_register_emulated_iommu_dev(&v->vdev);
+	if (ret)
+		goto err_unlist;
 	return 0;
 
+err_unlist:
+	mutex_lock(&v->lock);
+	dl_mdev_retarget(v, "any");
+	mutex_unlock(&v->lock);
+	mutex_lock(&b->lock);
+	spin_lock_irq(&b->fire_lock);
+	list_del(&v->node);
+	spin_unlock_irq(&b->fire_lock);
+	mutex_unlock(&b->lock);
 err_put_vdev:
 	vfio_put_device(&v->vdev);
 	return ret;

@@ -219,16 +219,18 @@ fn second_guest_reads_same_bytes(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A guest asking for a device another guest holds fails to start, with a
-/// clear error; the holder is unaffected.
+/// One mdev per remote device on a host: while a guest holds the NVMe
+/// through an mdev, a second mdev for it is refused with a clear error,
+/// by `devlend mdev create` and by a raw write to the type's `create` (as
+/// mdevctl and libvirt do); `available_instances` says 0 meanwhile, the holder is unaffected, and
+/// once the first mdev is gone a new one is created.
 fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let images = tools::images_dir()?;
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
     let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
-    let second = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)));
     let res = (|| {
-        let second = second.as_ref().map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let holder = guest::spawn(
             b,
             &images,
@@ -243,27 +245,31 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
         let res = (|| {
             holder.wait_for(b, "holding", Duration::from_secs(240))?;
             ensure!(lending::lent_state(l, &nvme.addr)? == "borrowed");
-            // Its guest would power off at once; QEMU must fail before.
+            ensure!(lending::available_instances(b, MDEV_TYPE)? == 0);
+            // The CLI names the mdev that has the device.
             let out = b.sh(
-                &format!(
-                    "timeout 120 qemu-system-x86_64 -accel kvm -cpu host -m 128 -nodefaults -display none \
-                     -no-reboot -serial none {vfio} -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
-                     -append 'quiet devlend.cmd={cmd}'",
-                    vfio = lending::vfio_arg(second),
-                    img = devlend_cluster::host_view(&images).display(),
-                    cmd = guest::base64(b"true"),
-                ),
-                Duration::from_secs(150),
+                &format!("{cli} mdev create --device {}", remote_name(&nvme)),
+                Duration::from_secs(30),
             )?;
-            println!("  second QEMU: {}", out.stderr.trim());
+            println!("  devlend mdev create: {}", out.stderr.trim());
+            ensure!(out.exit_code == Some(4), "second mdev not refused: {out:?}");
             ensure!(
-                out.exit_code == Some(1),
-                "second QEMU did not fail: {out:?}"
-            );
-            ensure!(
-                out.stderr.to_lowercase().contains("busy"),
+                out.stderr
+                    .contains(&format!("is the target of mdev {first}")),
                 "no clear error: {}",
                 out.stderr
+            );
+            // The kernel refuses what mdevctl would write.
+            let t = lending::type_dir(b, MDEV_TYPE)?;
+            let out = b.sh(
+                &format!(
+                    "echo $(cat /proc/sys/kernel/random/uuid) > {t}/create; echo rc=$?; dmesg | tail -n 3"
+                ),
+                Duration::from_secs(30),
+            )?;
+            ensure!(
+                out.stdout.contains("rc=1") && out.stdout.contains("no available instance of nvme"),
+                "create not refused clearly: {out:?}"
             );
             ensure!(holder.running(b)?, "the holder died");
             Ok(())
@@ -272,11 +278,136 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
         res
     })();
     let _ = lending::remove_mdev(b, &first);
-    if let Ok(s) = &second {
-        let _ = lending::remove_mdev(b, s);
-    }
     res?;
     wait_available(l, &nvme)?;
+    // Back to one instance: a new mdev may take the device.
+    let again = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    lending::remove_mdev(b, &again)
+}
+
+/// mdevctl drives devlend as it drives any mdev parent: `types` shows the
+/// type with one instance; `start` creates an mdev (sysfs agrees with
+/// `list`) and a second is refused while the first holds the device;
+/// `stop` removes it; a definition with `--auto` and a `remote_device`
+/// attribute is started by `start-parent-mdevs` (what udev runs when the
+/// adapter appears) and targets the lent NVMe.
+fn mdevctl_types_start_define_list(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let b = c.agent(BORROWER)?;
+    lending::wait_until(
+        "available_instances",
+        WAIT,
+        || Ok(lending::available_instances(b, MDEV_TYPE)?.to_string()),
+        "1",
+    )?;
+    let parent = lending::adapter_dir(b)?
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let remote = remote_name(&nvme);
+    let want_target = lending::remote_devices(b)?
+        .into_iter()
+        .find(|(_, d)| d.get("name") == Some(&nvme.addr))
+        .map(|(k, _)| k)
+        .context("the NVMe is not among the borrower's remote devices")?;
+    let uuid = |a: &devlend_agent::AgentClient| -> anyhow::Result<String> {
+        Ok(sh(a, "cat /proc/sys/kernel/random/uuid")?.trim().to_owned())
+    };
+    let (u1, u2, u3) = (uuid(b)?, uuid(b)?, uuid(b)?);
+    // Definitions live in /etc/mdevctl.d, read-only in a host: a tmpfs,
+    // with the callout directories mdevctl requires.
+    sh(
+        b,
+        "mount -t tmpfs mdevctl /etc/mdevctl.d && \
+         mkdir -p /etc/mdevctl.d/scripts.d/callouts /etc/mdevctl.d/scripts.d/notifiers",
+    )?;
+    let run = |cmd: &str| b.sh(cmd, Duration::from_secs(60));
+    let res = (|| {
+        let types = sh(b, "mdevctl types")?;
+        ensure!(
+            types.contains(&parent)
+                && types.contains(MDEV_TYPE)
+                && types.contains("Available instances: 1")
+                && types.contains("Device API: vfio-pci"),
+            "mdevctl types:\n{types}"
+        );
+
+        sh(
+            b,
+            &format!("mdevctl start -u {u1} -p {parent} -t {MDEV_TYPE}"),
+        )?;
+        let list = sh(b, "mdevctl list")?;
+        ensure!(
+            list.contains(&format!("{u1} {parent} {MDEV_TYPE}")),
+            "mdevctl list after start:\n{list}"
+        );
+        let sysfs = format!("/sys/bus/mdev/devices/{u1}");
+        ensure!(
+            sh(b, &format!("readlink {sysfs}/mdev_type"))?
+                .trim()
+                .ends_with(MDEV_TYPE),
+            "sysfs type of {u1}"
+        );
+        ensure!(
+            sh(b, &format!("cat {sysfs}/remote_device"))?.trim() == want_target,
+            "mdev {u1} does not target the NVMe"
+        );
+        let out = run(&format!("mdevctl start -u {u2} -p {parent} -t {MDEV_TYPE}"))?;
+        println!("  second mdevctl start: {}", out.stderr.trim());
+        ensure!(
+            out.exit_code != Some(0) && !sh(b, "ls /sys/bus/mdev/devices")?.contains(&u2),
+            "a second mdev for the one device was started: {out:?}"
+        );
+        sh(b, &format!("mdevctl stop -u {u1}"))?;
+        ensure!(
+            !sh(b, "ls /sys/bus/mdev/devices")?.contains(&u1),
+            "{u1} still in sysfs after stop"
+        );
+        ensure!(!sh(b, "mdevctl list")?.contains(&u1), "{u1} still listed");
+
+        sh(
+            b,
+            &format!(
+                "mdevctl define -u {u3} -p {parent} -t {MDEV_TYPE} --auto && \
+                 mdevctl modify -u {u3} --addattr=remote_device --value={remote}"
+            ),
+        )?;
+        let defined = sh(b, "mdevctl list --defined")?;
+        ensure!(
+            defined.contains(&format!("{u3} {parent} {MDEV_TYPE} auto")),
+            "mdevctl list --defined:\n{defined}"
+        );
+        ensure!(
+            !sh(b, "ls /sys/bus/mdev/devices")?.contains(&u3),
+            "defined is not started"
+        );
+        sh(b, &format!("mdevctl start-parent-mdevs {parent}"))?;
+        let list = sh(b, "mdevctl list")?;
+        ensure!(
+            list.contains(&format!("{u3} {parent} {MDEV_TYPE} auto (defined)")),
+            "mdevctl list after start-parent-mdevs:\n{list}"
+        );
+        ensure!(
+            sh(b, &format!("cat /sys/bus/mdev/devices/{u3}/remote_device"))?.trim() == want_target,
+            "the started definition does not target the NVMe"
+        );
+        sh(
+            b,
+            &format!("mdevctl stop -u {u3} && mdevctl undefine -u {u3}"),
+        )?;
+        ensure!(
+            sh(b, "mdevctl list --defined")?.trim().is_empty(),
+            "definitions left"
+        );
+        Ok(())
+    })();
+    for u in [&u1, &u2, &u3] {
+        let _ = run(&format!("mdevctl stop -u {u}; mdevctl undefine -u {u}"));
+    }
+    let _ = run("umount /etc/mdevctl.d");
+    res?;
+    ensure!(lending::available_instances(b, MDEV_TYPE)? == 1);
     Ok(())
 }
 
@@ -555,6 +686,10 @@ fn main() {
         Check {
             name: "hotplug_over_qmp",
             run: hotplug_over_qmp,
+        },
+        Check {
+            name: "mdevctl_types_start_define_list",
+            run: mdevctl_types_start_define_list,
         },
         Check {
             name: "cli_end_to_end",

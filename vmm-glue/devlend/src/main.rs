@@ -474,11 +474,21 @@ fn run(cli: Cli) -> Result<()> {
                 Some(spec) => Some(sys.find_remote(spec)?),
                 None => None,
             };
-            // Several mdevs may target one remote device, and a device held
-            // by another host may be targeted now and opened later: only
-            // opening is refused while someone holds it. Say so, refuse
-            // only a device its lender no longer offers.
+            // An mdev stands for one device on this host: a device another
+            // mdev targets is refused (the kernel would refuse it too). A
+            // device held by another host may be targeted now and opened
+            // later, if the type has an instance to spare: say so.
             if let Some(r) = &remote {
+                if !r.mdevs.is_empty() {
+                    return Err(CliError::busy(
+                        format!(
+                            "remote device {} is the target of mdev {} on this host",
+                            r.id,
+                            r.mdevs.join(", ")
+                        ),
+                        "an mdev holds its device on this host: give that mdev to the VM, or remove it first (`devlend mdev remove UUID`)",
+                    ));
+                }
                 match r.state.as_str() {
                     "available" => {}
                     "borrowed" | "returning" => eprintln!(
@@ -493,13 +503,6 @@ fn run(cli: Cli) -> Result<()> {
                             "its lender no longer offers it; `devlend remote` shows what is offered",
                         ))
                     }
-                }
-                if !r.mdevs.is_empty() {
-                    eprintln!(
-                        "devlend: note: mdev {} targets {} too; only one of them can be open at a time",
-                        r.mdevs.join(", "),
-                        r.id
-                    );
                 }
             }
             let type_name = match (&mtype, &remote) {

@@ -641,9 +641,8 @@ impl Sysfs {
 
     /// Creates an mdev of `type_dir` as mdevctl does: writes the UUID to
     /// `create`, then the attributes in order, and removes the mdev again if
-    /// one of them fails. Without a remote device to pin it to, it refuses
-    /// when the type has none available; pinned, the device itself is what
-    /// counts (the type's count leaves out devices other mdevs target).
+    /// one of them fails. Like mdevctl it refuses when the type has no
+    /// instance available: every mdev takes one when it is created.
     pub fn mdev_create(
         &self,
         type_dir: &Path,
@@ -652,11 +651,14 @@ impl Sysfs {
         remote: Option<&str>,
     ) -> Result<Mdev> {
         check_uuid(uuid)?;
-        if remote.is_none() && mtype.available_instances == 0 {
-            return Err(CliError::busy(
+        let none_available = || {
+            CliError::busy(
                 format!("no {} device is available (available_instances is 0)", mtype.id),
-                "`devlend remote` shows which remote devices exist and who holds them; lend one on its host with `devlend lend`",
-            ));
+                "each mdev takes an available device of its type when it is created; `devlend mdev list` shows this host's mdevs (remove an idle one), `devlend remote` which remote devices exist and who holds them; lend one on its host with `devlend lend`",
+            )
+        };
+        if mtype.available_instances == 0 {
+            return Err(none_available());
         }
         let d = self.path(MDEV_DEVICES).join(uuid);
         if d.exists() {
@@ -669,7 +671,14 @@ impl Sysfs {
             &type_dir.join("create"),
             uuid,
             "`dmesg` says why the borrower refused",
-        )?;
+        )
+        .map_err(|e| match e {
+            // Taken since the count was read.
+            CliError::Sysfs { ref source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
+                none_available()
+            }
+            e => e,
+        })?;
         // The kernel creates the device before the write returns; allow a
         // moment for sysfs to show it.
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -689,7 +698,7 @@ impl Sysfs {
             if let Err(e) = self.write(
                 &d.join("remote_device"),
                 spec,
-                "the mdev was removed again; `devlend remote` shows whether the device is free and of this type",
+                "the mdev was removed again; `devlend remote` shows whether the device is free, of this type, and not the target of another mdev of this host (EBUSY)",
             ) {
                 let _ = self.write(&d.join("remove"), "1", "");
                 return Err(e);

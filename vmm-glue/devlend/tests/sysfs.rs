@@ -266,19 +266,12 @@ fn mdev_create_refuses_when_nothing_is_available_or_the_device_is_gone() {
 }
 
 #[test]
-fn mdev_create_for_a_held_or_targeted_device_works_and_says_what_to_expect() {
+fn mdev_create_for_a_held_device_works_and_says_what_to_expect() {
     let t = borrower();
-    t.add_mdev(UUID, "devlend-nvme", "0:1");
     let r = t.adapter().join("fabric/remote/0:1");
     fs::write(r.join("state"), "borrowed\n").unwrap();
     fs::write(r.join("borrower"), "2\n").unwrap();
-    // The type has nothing available any more: pinned creation goes ahead.
-    fs::write(
-        t.adapter()
-            .join("mdev_supported_types/devlend-nvme/available_instances"),
-        "0\n",
-    )
-    .unwrap();
+    // Another device of the type is free, so the type has an instance.
     let k = fake_kernel(&t, "devlend-nvme");
     let o = t.devlend(&["mdev", "create", "--device", "0:1"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -292,7 +285,35 @@ fn mdev_create_for_a_held_or_targeted_device_works_and_says_what_to_expect() {
         e.contains("is borrowed by host 2; a VM cannot open the mdev until it is given back"),
         "{e}"
     );
-    assert!(e.contains(&format!("mdev {UUID} targets 0:1 too")), "{e}");
+}
+
+#[test]
+fn mdev_create_refuses_a_device_another_mdev_targets_or_no_instance() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let o = t.devlend(&["mdev", "create", "--device", "0:1"]);
+    assert_eq!(o.status.code(), Some(4));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "remote device 0:1 is the target of mdev {UUID} on this host"
+        )),
+        "{e}"
+    );
+    // Nothing left of the type: refused as mdevctl refuses it.
+    fs::write(
+        t.adapter()
+            .join("mdev_supported_types/devlend-nvme/available_instances"),
+        "0\n",
+    )
+    .unwrap();
+    let o = t.devlend(&["mdev", "create", "--type", "nvme"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(
+        stderr(&o).contains("available_instances is 0"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
