@@ -209,6 +209,22 @@ static struct attribute *dl_mdev_attrs[] = {
 };
 ATTRIBUTE_GROUPS(dl_mdev);
 
+/* Gives back the mdev's device on this host and forgets the mdev. */
+static void dl_mdev_unlist(struct dl_vdev *v)
+{
+	struct dl_borrower *b = v->b;
+
+	mutex_lock(&v->lock);
+	dl_mdev_retarget(v, "any");
+	mutex_unlock(&v->lock);
+
+	mutex_lock(&b->lock);
+	spin_lock_irq(&b->fire_lock);
+	list_del(&v->node);
+	spin_unlock_irq(&b->fire_lock);
+	mutex_unlock(&b->lock);
+}
+
 static int dl_mdev_probe(struct mdev_device *mdev)
 {
 	struct dl_borrower *b;
@@ -254,14 +270,7 @@ static int dl_mdev_probe(struct mdev_device *mdev)
 	return 0;
 
 err_unlist:
-	mutex_lock(&v->lock);
-	dl_mdev_retarget(v, "any");
-	mutex_unlock(&v->lock);
-	mutex_lock(&b->lock);
-	spin_lock_irq(&b->fire_lock);
-	list_del(&v->node);
-	spin_unlock_irq(&b->fire_lock);
-	mutex_unlock(&b->lock);
+	dl_mdev_unlist(v);
 err_put_vdev:
 	vfio_put_device(&v->vdev);
 	return ret;
@@ -270,21 +279,10 @@ err_put_vdev:
 static void dl_mdev_remove(struct mdev_device *mdev)
 {
 	struct dl_vdev *v = dev_get_drvdata(&mdev->dev);
-	struct dl_borrower *b = v->b;
 
 	/* Asks the user to let go (request), waits until it has closed. */
 	vfio_unregister_group_dev(&v->vdev);
-
-	mutex_lock(&v->lock);
-	dl_mdev_retarget(v, "any");
-	mutex_unlock(&v->lock);
-
-	mutex_lock(&b->lock);
-	spin_lock_irq(&b->fire_lock);
-	list_del(&v->node);
-	spin_unlock_irq(&b->fire_lock);
-	mutex_unlock(&b->lock);
-
+	dl_mdev_unlist(v);
 	vfio_put_device(&v->vdev);
 }
 
