@@ -15,9 +15,9 @@ devlend_setup_and_build() {
 	export KVER
 	echo "kernel for the emulated hosts: $KVER"
 
-	step "building the kernel module (mdev-kmod, W=1, against $KVER)"
+	step "building the kernel modules (mdev-kmod, W=1, against $KVER)"
 	make -C "$top/mdev-kmod" KVER="$KVER" W=1 >/dev/null
-	export DEVLEND_KMOD="$top/mdev-kmod/devlend.ko"
+	export DEVLEND_KMOD_DIR="$top/mdev-kmod"
 
 	step "building host and guest images (cached by their inputs)"
 	DEVLEND_IMAGES=$(bash "$top/guest-images/build.sh" "$KVER" | tail -n 1)

@@ -33,50 +33,35 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 	mutex_unlock(&b->lock);
 }
 
+static int dl_borrower_show_ctx(struct dl_fabric *fab, void *ctx, void *arg)
+{
+	dl_borrower_show_one(arg, ctx);
+	return 0;
+}
+
 static int dl_borrower_show(struct seq_file *s, void *unused)
 {
-	struct dl_borrower *b;
-
-	mutex_lock(&dl_borrowers_lock);
-	list_for_each_entry(b, &dl_borrowers, node)
-		dl_borrower_show_one(s, b);
-	mutex_unlock(&dl_borrowers_lock);
-	return 0;
+	return dl_fabric_client_for_each(&dl_borrower_client,
+					 dl_borrower_show_ctx, s);
 }
 DEFINE_SHOW_ATTRIBUTE(dl_borrower);
 
 /**
  * dl_borrower_debugfs_add() - create devlend/borrower beside the fabric's
- *	files, unless it is there.
- *
- * Caller holds dl_borrowers_lock.
+ *	files.
  */
 void dl_borrower_debugfs_add(void)
 {
-	struct dentry *root;
-
-	lockdep_assert_held(&dl_borrowers_lock);
-
-	if (dl_borrower_debugfs)
-		return;
-	root = debugfs_lookup("devlend", NULL);
-	if (IS_ERR_OR_NULL(root))
-		return;
-	dl_borrower_debugfs = debugfs_create_file("borrower", 0400, root, NULL,
-						  &dl_borrower_fops);
-	dput(root);
+	dl_borrower_debugfs = debugfs_create_file("borrower", 0400,
+						  dl_fabric_debugfs_root(),
+						  NULL, &dl_borrower_fops);
 }
 
 /**
- * dl_borrower_debugfs_remove() - remove it, before the fabric removes
- *	its directory.
- *
- * Caller holds dl_borrowers_lock.
+ * dl_borrower_debugfs_remove() - remove it.
  */
 void dl_borrower_debugfs_remove(void)
 {
-	lockdep_assert_held(&dl_borrowers_lock);
-
 	debugfs_remove(dl_borrower_debugfs);
 	dl_borrower_debugfs = NULL;
 }

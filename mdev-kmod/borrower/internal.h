@@ -2,9 +2,9 @@
 /*
  * Borrower internals, shared by the files of borrower/ and by nothing else.
  *
- * One struct dl_borrower per fabric adapter (main.c): the mdev parent on
- * the adapter (parent.c), the table of remote devices its peers lend
- * (remote.c), and the mdevs (struct dl_vdev: vdev.c, config.c, dma.c,
+ * One struct dl_borrower per fabric (main.c), the borrower's client
+ * context for it: the mdev parent on the adapter (parent.c), the table of
+ * remote devices its peers lend (remote.c), and the mdevs (struct dl_vdev: vdev.c, config.c, dma.c,
  * irq.c) that each stand for one remote device.
  *
  * Locking, outermost first:
@@ -34,22 +34,6 @@
 
 #include "devlend_wire.h"
 #include "../fabric/fabric.h"
-
-/*
- * VFIO and mdev are modules; references to them are weak so that a plain
- * insmod of devlend.ko works without them (the borrower then stays off).
- * Load them first (modprobe vfio_iommu_type1 mdev) to borrow devices.
- */
-#pragma weak mdev_register_driver
-#pragma weak mdev_unregister_driver
-#pragma weak mdev_register_parent
-#pragma weak mdev_unregister_parent
-#pragma weak _vfio_alloc_device
-#pragma weak vfio_register_emulated_iommu_dev
-#pragma weak vfio_unregister_group_dev
-#pragma weak vfio_pin_pages
-#pragma weak vfio_unpin_pages
-#pragma weak vfio_set_irqs_validate_and_prepare
 
 /* How long the borrower waits for a lender's answer. */
 #define DL_B_TIMEOUT_MS		DL_FABRIC_REQ_TIMEOUT_MS
@@ -149,7 +133,6 @@ struct dl_mtype {
 
 /**
  * struct dl_borrower - the borrower side on one fabric adapter.
- * @node: in the list of borrowers (main.c).
  * @fab: the fabric.
  * @dev: the adapter, parent of the mdevs.
  * @host_id: this host's id.
@@ -179,7 +162,6 @@ struct dl_mtype {
  * @leases and the counters are under @lock.
  */
 struct dl_borrower {
-	struct list_head node;
 	struct dl_fabric *fab;
 	struct device *dev;
 	u32 host_id;
@@ -411,9 +393,8 @@ void dl_lease_peer_up(struct dl_borrower *b);
 void dl_lease_teardown(struct dl_borrower *b);
 void dl_lease_show(struct seq_file *s, struct dl_borrower *b);
 
-/* main.c: every borrower, under dl_borrowers_lock. */
-extern struct list_head dl_borrowers;
-extern struct mutex dl_borrowers_lock;
+/* main.c: the borrower as a fabric client; its context is a dl_borrower. */
+extern struct dl_fabric_client dl_borrower_client;
 
 /* debugfs.c */
 void dl_borrower_debugfs_add(void);

@@ -202,15 +202,18 @@ void dl_lease_put(struct dl_borrower *b, struct dl_lease *l)
  * @ret: the result of the request.
  *
  * 0: returned. -EINVAL: nobody holds it (the lender took it back);
- * -EBUSY: another host does; -ENODEV: it is no longer lent. Each time the
- * lender has reset the device and removed our mappings first. Anything
- * else (time-out, link down, no room) says nothing.
+ * -EBUSY: another host does; -ENODEV: it is no longer lent;
+ * -EOPNOTSUPP: the host runs no lender any more (its lender took every
+ * device back before it stopped answering). Each time the lender has
+ * reset the device and removed our mappings first. Anything else
+ * (time-out, link down, no room) says nothing.
  *
  * Return: true if the lease may settle.
  */
 bool dl_lease_answer_settles(int ret)
 {
-	return !ret || ret == -EINVAL || ret == -EBUSY || ret == -ENODEV;
+	return !ret || ret == -EINVAL || ret == -EBUSY || ret == -ENODEV ||
+	       ret == -EOPNOTSUPP;
 }
 
 /* Whether @l is to be tried in this pass of the release work. */

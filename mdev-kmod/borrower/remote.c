@@ -493,6 +493,11 @@ static void dl_remote_scan_peer(struct dl_borrower *b, u32 peer)
 		goto out_free;
 
 	ret = dl_remote_list(b, peer, ids, DL_REMOTE_MAX_PER_LENDER, &nr);
+	if (ret == -EOPNOTSUPP) {
+		/* The peer runs no lender (any more): it lends nothing. */
+		nr = 0;
+		ret = 0;
+	}
 	if (ret) {
 		dev_warn_ratelimited(b->dev, "cannot list the devices of peer %u (%s): %d\n",
 				     peer, pi.name, ret);

@@ -6,8 +6,10 @@
  * control area (host info slots and message rings), rings doorbells,
  * receives doorbell interrupts and knows the memory windows onto peers.
  * The core owns everything above: peers and liveness, rings, requests,
- * sysfs and debugfs. The emulated backend is ivshmem.c; a backend for real
- * NTB adapters would provide the same operations.
+ * sysfs and debugfs. A backend is a module of its own that calls the
+ * functions below (exported by devlend_fabric.ko); the emulated backend
+ * is backends/ivshmem.c, and a backend for real NTB adapters provides
+ * the same operations.
  */
 #ifndef DL_FABRIC_BACKEND_H
 #define DL_FABRIC_BACKEND_H
@@ -86,9 +88,5 @@ void dl_fabric_destroy(struct dl_fabric *fab);
 void *dl_fabric_backend_priv(struct dl_fabric *fab);
 void dl_fabric_db_event(struct dl_fabric *fab, unsigned int vector);
 void dl_fabric_window_lost(struct dl_fabric *fab, struct dl_fabric_window *win);
-
-/* The emulated backend (ivshmem.c). */
-int dl_ivshmem_init(void);
-void dl_ivshmem_exit(void);
 
 #endif /* DL_FABRIC_BACKEND_H */

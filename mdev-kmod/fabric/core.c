@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Fabric core: the life cycle of a fabric, its notifier, doorbells and the
- * accessors the rest of the module uses.
+ * Fabric core: the life cycle of a fabric, doorbells, the accessors its
+ * clients use, and the module (devlend_fabric.ko) around it all.
  *
  * A backend creates a fabric once it has mapped the control area, sets up
  * its doorbell interrupts, then starts it: this host attaches to its rings
@@ -12,58 +12,12 @@
  */
 #include <linux/device.h>
 #include <linux/minmax.h>
-#include <linux/notifier.h>
+#include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/workqueue.h>
 
 #include "internal.h"
-
-static BLOCKING_NOTIFIER_HEAD(dl_fabric_chain);
-
-/**
- * dl_fabric_register_notifier() - subscribe to fabric and peer events.
- * @nb: called with an &enum dl_fabric_event_type and a
- *	&struct dl_fabric_event; in process context, from the liveness work
- *	or the adapter's probe and remove. A callback may use the fabric API
- *	but must not wait for the liveness work.
- *
- * Return: 0 or -errno.
- */
-int dl_fabric_register_notifier(struct notifier_block *nb)
-{
-	return blocking_notifier_chain_register(&dl_fabric_chain, nb);
-}
-
-/**
- * dl_fabric_unregister_notifier() - unsubscribe from fabric events.
- * @nb: as registered.
- *
- * Return: 0 or -ENOENT.
- */
-int dl_fabric_unregister_notifier(struct notifier_block *nb)
-{
-	return blocking_notifier_chain_unregister(&dl_fabric_chain, nb);
-}
-
-/**
- * dl_fabric_notify() - tell subscribers about an event.
- * @fab: the fabric.
- * @type: the event.
- * @peer: the peer, for peer events.
- * @proto: the negotiated version, for %DL_FABRIC_EV_PEER_UP.
- */
-void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
-		      u32 peer, u16 proto)
-{
-	struct dl_fabric_event ev = {
-		.fab = fab,
-		.peer = peer,
-		.proto = proto,
-	};
-
-	blocking_notifier_call_chain(&dl_fabric_chain, type, &ev);
-}
 
 /**
  * dl_fabric_create() - validate the control area and set up a fabric.
@@ -142,6 +96,7 @@ err_free_fab:
 	kfree(fab);
 	return ERR_PTR(ret);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_create);
 
 /**
  * dl_fabric_start() - attach to the rings, publish this host, go live.
@@ -170,7 +125,7 @@ int dl_fabric_start(struct dl_fabric *fab)
 		 fab->geom.fabric_id, fab->host_id, fab->geom.max_hosts,
 		 fab->geom.ring_slots, fab->geom.slot_size, fab->ops->name);
 
-	dl_fabric_notify(fab, DL_FABRIC_EV_ADDED, 0, 0);
+	dl_clients_fabric_added(fab);
 	dl_hostinfo_beat_start(fab);
 	queue_delayed_work(fab->wq, &fab->live_work, 0);
 	return 0;
@@ -179,6 +134,7 @@ err_leave:
 	dl_hostinfo_leave(fab);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_start);
 
 /**
  * dl_fabric_stop() - take every peer down and leave the fabric.
@@ -200,9 +156,10 @@ void dl_fabric_stop(struct dl_fabric *fab)
 	dl_peers_down_all(fab);
 	dl_debugfs_remove(fab);
 	dl_sysfs_remove(fab);
-	dl_fabric_notify(fab, DL_FABRIC_EV_REMOVING, 0, 0);
+	dl_clients_fabric_removing(fab);
 	dev_info(fab->dev, "left fabric %016llx\n", fab->geom.fabric_id);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_stop);
 
 /**
  * dl_fabric_destroy() - free a fabric.
@@ -223,6 +180,7 @@ void dl_fabric_destroy(struct dl_fabric *fab)
 	kfree(fab->rx_buf);
 	kfree(fab);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_destroy);
 
 /**
  * dl_fabric_backend_priv() - the backend data given to dl_fabric_create().
@@ -234,6 +192,7 @@ void *dl_fabric_backend_priv(struct dl_fabric *fab)
 {
 	return fab->backend_priv;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_backend_priv);
 
 /**
  * dl_fabric_db_event() - a doorbell vector of this host was rung.
@@ -260,6 +219,7 @@ void dl_fabric_db_event(struct dl_fabric *fab, unsigned int vector)
 		h->fn(fab, vector, h->priv);
 	spin_unlock(&fab->db_lock);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_db_event);
 
 /**
  * dl_fabric_db_register() - be called when a peer rings a doorbell vector.
@@ -293,6 +253,7 @@ int dl_fabric_db_register(struct dl_fabric *fab, unsigned int vector,
 	spin_unlock_irqrestore(&fab->db_lock, flags);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_db_register);
 
 /**
  * dl_fabric_db_unregister() - stop being called for a doorbell vector.
@@ -312,6 +273,7 @@ void dl_fabric_db_unregister(struct dl_fabric *fab, unsigned int vector)
 	fab->db_handlers[vector].priv = NULL;
 	spin_unlock_irqrestore(&fab->db_lock, flags);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_db_unregister);
 
 /**
  * dl_fabric_peer_db_set() - ring a doorbell vector of a peer.
@@ -331,6 +293,7 @@ int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,
 	fab->ops->peer_db_set(fab, peer, vector);
 	return 0;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_peer_db_set);
 
 /**
  * dl_fabric_device() - the fabric adapter.
@@ -342,6 +305,7 @@ struct device *dl_fabric_device(struct dl_fabric *fab)
 {
 	return fab->dev;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_device);
 
 /**
  * dl_fabric_sysfs_dir() - the adapter's fabric/ directory in sysfs.
@@ -358,6 +322,7 @@ struct kobject *dl_fabric_sysfs_dir(struct dl_fabric *fab)
 {
 	return fab->sysfs_fabric;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_sysfs_dir);
 
 /**
  * dl_fabric_host_id() - this host's id on the fabric.
@@ -369,6 +334,7 @@ u32 dl_fabric_host_id(struct dl_fabric *fab)
 {
 	return fab->host_id;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_host_id);
 
 /**
  * dl_fabric_max_hosts() - how many hosts the fabric has room for.
@@ -380,6 +346,7 @@ u32 dl_fabric_max_hosts(struct dl_fabric *fab)
 {
 	return fab->geom.max_hosts;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_max_hosts);
 
 /**
  * dl_fabric_max_payload() - the largest message payload.
@@ -391,6 +358,7 @@ size_t dl_fabric_max_payload(struct dl_fabric *fab)
 {
 	return fab->geom.slot_size - DL_MSG_HDR_SIZE;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_max_payload);
 
 /**
  * dl_fabric_link_is_up() - whether a peer is up.
@@ -407,6 +375,7 @@ bool dl_fabric_link_is_up(struct dl_fabric *fab, u32 peer)
 
 	return p && dl_peer_link(p, NULL, NULL);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_link_is_up);
 
 /**
  * dl_fabric_peer_info() - what a peer published about itself.
@@ -435,6 +404,7 @@ int dl_fabric_peer_info(struct dl_fabric *fab, u32 peer,
 	spin_unlock_irqrestore(&p->link_lock, flags);
 	return 0;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_peer_info);
 
 /**
  * dl_fabric_peer_mw() - the memory window onto an up peer's RAM.
@@ -466,6 +436,7 @@ int dl_fabric_peer_mw(struct dl_fabric *fab, u32 peer,
 	spin_unlock_irqrestore(&p->link_lock, flags);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_peer_mw);
 
 /**
  * dl_fabric_peer_mw_xlate() - where a peer's RAM appears in our window.
@@ -507,34 +478,20 @@ out_unlock:
 	spin_unlock_irqrestore(&p->link_lock, flags);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_peer_mw_xlate);
 
-/**
- * dl_fabric_init() - module init of the fabric layer.
- *
- * Return: 0 or -errno.
- */
-int dl_fabric_init(void)
+static int __init dl_fabric_init(void)
 {
-	int ret;
-
-	ret = dl_debugfs_init();
-	if (ret)
-		return ret;
-	ret = dl_ivshmem_init();
-	if (ret)
-		goto err_debugfs_exit;
-	return 0;
-
-err_debugfs_exit:
-	dl_debugfs_exit();
-	return ret;
+	return dl_debugfs_init();
 }
 
-/**
- * dl_fabric_exit() - module exit of the fabric layer.
- */
-void dl_fabric_exit(void)
+static void __exit dl_fabric_exit(void)
 {
-	dl_ivshmem_exit();
 	dl_debugfs_exit();
 }
+
+module_init(dl_fabric_init);
+module_exit(dl_fabric_exit);
+
+MODULE_DESCRIPTION("devlend fabric core: peers, rings, requests and liveness over a fabric backend");
+MODULE_LICENSE("GPL");

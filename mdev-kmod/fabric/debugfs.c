@@ -10,6 +10,7 @@
  *             error if it failed); read the result of the last run
  */
 #include <linux/debugfs.h>
+#include <linux/export.h>
 #include <linux/fs.h>
 #include <linux/seq_file.h>
 #include <linux/uaccess.h>
@@ -143,9 +144,22 @@ static const struct file_operations dl_selftest_fops = {
  */
 int dl_debugfs_init(void)
 {
-	dl_debugfs_root = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	/* One directory for every devlend module's files. */
+	dl_debugfs_root = debugfs_create_dir("devlend", NULL);
 	return 0;
 }
+
+/**
+ * dl_fabric_debugfs_root() - /sys/kernel/debug/devlend/, for clients' files.
+ *
+ * Return: the directory, or an ERR_PTR() if debugfs could not make it
+ * (debugfs calls take that and do nothing).
+ */
+struct dentry *dl_fabric_debugfs_root(void)
+{
+	return dl_debugfs_root;
+}
+EXPORT_SYMBOL_GPL(dl_fabric_debugfs_root);
 
 /**
  * dl_debugfs_exit() - remove /sys/kernel/debug/devlend/.
@@ -158,7 +172,7 @@ void dl_debugfs_exit(void)
 
 /**
  * dl_debugfs_add() - create the fabric's files.
- * @fab: the fabric (one per module: the backend allows one adapter).
+ * @fab: the fabric (one per host: the ivshmem backend allows one adapter).
  */
 void dl_debugfs_add(struct dl_fabric *fab)
 {

@@ -5,7 +5,10 @@
  * The shape follows the Linux NTB API (include/linux/ntb.h), so that a
  * backend for real NTB adapters can sit beside the emulated one:
  *
- *  - links: a peer is up or down; changes are reported through a notifier
+ *  - clients: the lender and the borrower register as clients and are
+ *    told of every fabric, keeping a context for each (like ntb_client
+ *    and ntb_set_ctx());
+ *  - links: a peer is up or down; changes are reported to each client
  *    (like ntb_ctx_ops.link_event);
  *  - memory windows: each up peer has one window onto its whole RAM, with
  *    a translation from the peer's physical addresses to the window's
@@ -28,14 +31,16 @@
  * Everything a peer sends is untrusted; the fabric checks indices, lengths,
  * sources and sequence numbers, but handlers must still check payloads.
  *
- * Lock order of the whole module, outermost first (each layer's
+ * Lock order of all devlend modules, outermost first (each layer's
  * internal.h says what its locks guard):
+ *  0. dl_clients_lock (client.c): fabrics and clients come and go under
+ *     it; a client's @add and @remove run under it.
  *  1. fab->lock (the liveness work): peer events are delivered under it, so
- *     a subscriber must not block for long (the lender only marks devices
+ *     a client must not block for long (the lender only marks devices
  *     for its slow work; the heartbeat beats from a timer regardless).
- *  2. the subscribers' locks, never taken the other way round:
- *     borrower: vdev->lock > vdev->dma_lock > dl_borrowers_lock > b->lock >
- *     b->fire_lock > vdev->irq_lock;
+ *  2. the clients' locks, never taken the other way round:
+ *     borrower: vdev->lock > vdev->dma_lock > b->lock > b->fire_lock >
+ *     vdev->irq_lock;
  *     lender: the lent device's device lock > lent->lock > dl_lender.lock >
  *     lent->intx_lock.
  *  3. the fabric's leaf locks, taken by the calls below and nothing inside
@@ -44,7 +49,7 @@
  * The receive work holds handlers_lock for reading around a handler call,
  * outside the handler's own locks; (un)registering a handler takes it for
  * writing, so is never done with a lock a handler takes.
- * Calls below never take fab->lock, so a subscriber may make them with its
+ * Calls below never take fab->lock, so a client may make them with its
  * own mutexes held; requests sleep, so never with a spinlock held.
  */
 #ifndef DL_FABRIC_H
@@ -52,12 +57,13 @@
 
 #include <linux/completion.h>
 #include <linux/ktime.h>
-#include <linux/notifier.h>
+#include <linux/list.h>
 #include <linux/stddef.h>
 #include <linux/types.h>
 
 #include "devlend_wire.h"
 
+struct dentry;
 struct device;
 struct dl_fabric;
 struct kobject;
@@ -72,32 +78,45 @@ struct kobject;
 #define DL_FABRIC_URGENT_SLOTS		8
 
 /**
- * enum dl_fabric_event_type - what a fabric notifier is told about.
- * @DL_FABRIC_EV_ADDED: a fabric adapter was set up; no peer is up yet.
- * @DL_FABRIC_EV_REMOVING: the adapter is going away; every peer is
- *	already down. Drop all references to the fabric before returning.
+ * enum dl_fabric_event_type - what a client's @peer_event is told.
  * @DL_FABRIC_EV_PEER_UP: a peer became reachable: messages can be sent
  *	and its memory window is known.
  * @DL_FABRIC_EV_PEER_DOWN: a peer went away; its requests have already
  *	failed with -ENOTCONN and its window must no longer be used.
  */
 enum dl_fabric_event_type {
-	DL_FABRIC_EV_ADDED,
-	DL_FABRIC_EV_REMOVING,
 	DL_FABRIC_EV_PEER_UP,
 	DL_FABRIC_EV_PEER_DOWN,
 };
 
+/* Clients a fabric serves at once (the lender, the borrower, tests). */
+#define DL_FABRIC_MAX_CLIENTS	4
+
 /**
- * struct dl_fabric_event - the data of a fabric notifier call.
- * @fab: the fabric.
- * @peer: the peer's host id (peer events only).
- * @proto: the negotiated protocol version (%DL_FABRIC_EV_PEER_UP only).
+ * struct dl_fabric_client - a user of fabrics, after &struct ntb_client:
+ *	it is told of every fabric, those set up before it registered and
+ *	those set up later, and keeps a context of its own for each.
+ * @name: for logs.
+ * @add: a fabric is there. Set *@ctx to the client's context for it and
+ *	return 0 to serve it, or return -errno to stay away from it. Peers
+ *	already up are then reported through @peer_event. Process context,
+ *	may sleep; the fabric's liveness lock is not held.
+ * @remove: the client no longer serves @fab: the fabric is going away
+ *	(every peer is down already) or the client is (peers may be up).
+ *	Drop every reference to @fab before returning. Process context.
+ * @peer_event: a peer went up or down. Called with the fabric's liveness
+ *	lock held (see the lock order above): mark, queue, do not block.
+ * @slot: private to the core.
+ * @node: private to the core.
  */
-struct dl_fabric_event {
-	struct dl_fabric *fab;
-	u32 peer;
-	u16 proto;
+struct dl_fabric_client {
+	const char *name;
+	int (*add)(struct dl_fabric *fab, void **ctx);
+	void (*remove)(struct dl_fabric *fab, void *ctx);
+	void (*peer_event)(struct dl_fabric *fab, void *ctx,
+			   enum dl_fabric_event_type type, u32 peer, u16 proto);
+	int slot;
+	struct list_head node;
 };
 
 /**
@@ -214,16 +233,16 @@ struct dl_fabric_req {
 	struct completion completion;
 };
 
-/* Module init and exit of the fabric layer (main.c). */
-int dl_fabric_init(void);
-void dl_fabric_exit(void);
-
-/*
- * Events: called in process context; peer events with fab->lock held (see
- * the lock order above), ADDED and REMOVING without it.
- */
-int dl_fabric_register_notifier(struct notifier_block *nb);
-int dl_fabric_unregister_notifier(struct notifier_block *nb);
+/* Clients (client.c). */
+int dl_fabric_client_register(struct dl_fabric_client *client);
+void dl_fabric_client_unregister(struct dl_fabric_client *client);
+void *dl_fabric_client_ctx(struct dl_fabric *fab,
+			   const struct dl_fabric_client *client);
+int dl_fabric_client_for_each(const struct dl_fabric_client *client,
+			      int (*fn)(struct dl_fabric *fab, void *ctx,
+					void *arg),
+			      void *arg);
+struct dentry *dl_fabric_debugfs_root(void);
 
 /* The fabric and its peers. */
 struct device *dl_fabric_device(struct dl_fabric *fab);

@@ -352,8 +352,11 @@ struct dl_fabric {
 	struct dl_ram_layout layout;
 	u64 heartbeat;
 
-	struct mutex lock;	/* liveness, link changes */
+	struct mutex lock;	/* liveness, link changes, clients served */
 	bool stopping;
+	struct list_head node;	/* in client.c's list of started fabrics */
+	unsigned long clients;	/* slots of the clients served */
+	void *client_ctx[DL_FABRIC_MAX_CLIENTS];
 	struct dl_peer peers[DL_MAX_HOSTS];
 
 	struct workqueue_struct *wq;
@@ -423,6 +426,10 @@ void dl_peer_init(struct dl_fabric *fab, struct dl_peer *peer, u32 id);
 void dl_peer_live_work(struct work_struct *work);
 void dl_peers_down_all(struct dl_fabric *fab);
 bool dl_peer_link(struct dl_peer *peer, u16 *proto, u32 *epoch);
+
+/* client.c */
+void dl_clients_fabric_added(struct dl_fabric *fab);
+void dl_clients_fabric_removing(struct dl_fabric *fab);
 void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
 		      u32 peer, u16 proto);
 

@@ -179,6 +179,7 @@ int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,
 {
 	return dl_fabric_set_handler(fab, type, fn, NULL, priv);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_register_handler);
 
 /**
  * dl_fabric_register_handler_atomic() - receive posted messages of one
@@ -211,6 +212,7 @@ int dl_fabric_register_handler_atomic(struct dl_fabric *fab, u16 type,
 		return -EINVAL;
 	return dl_fabric_set_handler(fab, type, fn, atomic_fn, priv);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_register_handler_atomic);
 
 /**
  * dl_fabric_unregister_handler() - stop receiving messages of one type.
@@ -235,6 +237,7 @@ void dl_fabric_unregister_handler(struct dl_fabric *fab, u16 type)
 	spin_unlock_irqrestore(&fab->rx_lock, flags);
 	up_write(&fab->handlers_lock);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_unregister_handler);
 
 /**
  * dl_fabric_send() - send a posted message (no response expected).
@@ -264,6 +267,7 @@ int dl_fabric_send(struct dl_fabric *fab, u32 peer, u16 type,
 		return -EINVAL;
 	return dl_ring_send(fab, p, &msg, 0, DL_STATUS_OK);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_send);
 
 /**
  * dl_fabric_send_atomic() - send a posted message without waiting.
@@ -295,6 +299,7 @@ int dl_fabric_send_atomic(struct dl_fabric *fab, u32 peer, u16 type,
 		return -EINVAL;
 	return dl_ring_send_atomic(fab, p, &msg);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_send_atomic);
 
 /**
  * dl_fabric_respond() - answer a request received by a handler.
@@ -325,3 +330,4 @@ int dl_fabric_respond(struct dl_fabric *fab, const struct dl_fabric_msg *req,
 	return dl_ring_send(fab, p, &msg, DL_MSG_F_RESPONSE,
 			    dl_errno_to_status(err));
 }
+EXPORT_SYMBOL_GPL(dl_fabric_respond);

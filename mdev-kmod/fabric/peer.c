@@ -353,3 +353,4 @@ void dl_fabric_window_lost(struct dl_fabric *fab, struct dl_fabric_window *win)
 	}
 	mutex_unlock(&fab->lock);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_window_lost);

@@ -153,6 +153,7 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 		wait_for_completion(&req->completion);
 	return ret;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_req_submit);
 
 /**
  * dl_fabric_req_wait() - wait for the result of a submitted request.
@@ -181,6 +182,7 @@ int dl_fabric_req_wait(struct dl_fabric *fab, struct dl_fabric_req *req,
 	}
 	return req->status;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_req_wait);
 
 /**
  * dl_fabric_request() - send a request and wait for its response.
@@ -217,6 +219,7 @@ int dl_fabric_request(struct dl_fabric *fab, u32 peer, u16 type,
 		*resp_len = req.resp_len;
 	return ret;
 }
+EXPORT_SYMBOL_GPL(dl_fabric_request);
 
 /**
  * dl_fabric_request_urgent() - send an urgent request that expects an
@@ -246,6 +249,7 @@ int dl_fabric_request_urgent(struct dl_fabric *fab, u32 peer, u16 type,
 		return ret;
 	return dl_fabric_req_wait(fab, &req, timeout_ms);
 }
+EXPORT_SYMBOL_GPL(dl_fabric_request_urgent);
 
 /**
  * dl_req_complete() - finish the request a response answers.

@@ -129,15 +129,12 @@ DEFINE_SHOW_ATTRIBUTE(dl_lender_maps);
  */
 void dl_lender_debugfs_add(void)
 {
-	struct dentry *root = debugfs_lookup("devlend", NULL);
+	struct dentry *root = dl_fabric_debugfs_root();
 
-	if (IS_ERR_OR_NULL(root))
-		return;
 	dl_lender.debugfs = debugfs_create_file("lender", 0400, root, NULL,
 						&dl_lender_fops);
 	dl_lender.debugfs_maps = debugfs_create_file("lender_maps", 0400, root,
 						     NULL, &dl_lender_maps_fops);
-	dput(root);
 }
 
 /**

@@ -9,8 +9,9 @@
  *    function reset needs it (pci_reset_function_locked());
  *  - lent->lock (mutex): the lent device's state, borrower, DMA mappings
  *    and vectors;
- *  - dl_lender.lock (mutex): the fabric pointer; held only briefly, never
- *    while waiting for a handler (handlers take it to broadcast);
+ *  - dl_lender.lock (mutex): the list of fabrics served; held only
+ *    briefly, never while waiting for a handler (handlers take it to
+ *    broadcast);
  *  - lent->intx_lock (spinlock, inside lent->lock): INTx disable at the
  *    device and lent->intx_masked, against the INTx hard handler;
  *  - lent->fast_lock (spinlock, inside lent->lock or alone; in the doorbell
@@ -279,7 +280,7 @@ struct dl_lent {
 /**
  * struct dl_lender - the lender side of this host.
  * @lock: see the top of this file.
- * @fab: the fabric, once added (@lock).
+ * @fabs: the fabrics served, each a &struct dl_lender_fab (@lock).
  * @devs: lent devices by dev_id.
  * @next_id: the next dev_id to give (@devs' lock).
  * @rej: rejections of requests that name no device.
@@ -288,7 +289,7 @@ struct dl_lent {
  */
 struct dl_lender {
 	struct mutex lock;	/* see above */
-	struct dl_fabric *fab;
+	struct list_head fabs;
 	struct xarray devs;
 	u32 next_id;
 	atomic64_t rej[DL_REJ_NR];

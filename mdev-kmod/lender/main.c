@@ -9,20 +9,33 @@
  * borrowers ask; cfg.c, dma.c and irq.c check and carry out config writes,
  * DMA mappings and interrupt vectors. Nothing a peer sends is trusted.
  */
+#include <linux/list.h>
+#include <linux/module.h>
 #include <linux/mutex.h>
-#include <linux/notifier.h>
+#include <linux/slab.h>
 
-#include "lender.h"
 #include "internal.h"
 
 struct dl_lender dl_lender = {
 	.lock = __MUTEX_INITIALIZER(dl_lender.lock),
+	.fabs = LIST_HEAD_INIT(dl_lender.fabs),
 	.devs = XARRAY_INIT(dl_lender.devs, 0),
 	.next_id = 1,
 };
 
 /**
- * dl_lender_broadcast_changed() - tell every up peer that a device changed.
+ * struct dl_lender_fab - the lender's context for one fabric it serves.
+ * @node: in dl_lender.fabs.
+ * @fab: the fabric.
+ */
+struct dl_lender_fab {
+	struct list_head node;
+	struct dl_fabric *fab;
+};
+
+/**
+ * dl_lender_broadcast_changed() - tell every up peer, on every fabric,
+ *	that a device changed.
  * @dev_id: the device (it may be gone: peers then learn ENODEV).
  *
  * Might sleep. Must not be called with dl_lender.lock held.
@@ -30,25 +43,23 @@ struct dl_lender dl_lender = {
 void dl_lender_broadcast_changed(u32 dev_id)
 {
 	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(dev_id) };
-	struct dl_fabric *fab;
+	struct dl_lender_fab *lf;
 	u32 self, peer, n;
 
 	mutex_lock(&dl_lender.lock);
-	fab = dl_lender.fab;
-	if (!fab)
-		goto out_unlock;
-	self = dl_fabric_host_id(fab);
-	n = dl_fabric_max_hosts(fab);
-	for (peer = 0; peer < n; peer++) {
-		if (peer == self || !dl_fabric_link_is_up(fab, peer))
-			continue;
-		if (dl_fabric_send(fab, peer, DL_MSG_DEV_CHANGED, &ref,
-				   sizeof(ref)))
-			dev_dbg_ratelimited(dl_fabric_device(fab),
-					    "lender: DEV_CHANGED %u to peer %u not sent\n",
-					    dev_id, peer);
+	list_for_each_entry(lf, &dl_lender.fabs, node) {
+		self = dl_fabric_host_id(lf->fab);
+		n = dl_fabric_max_hosts(lf->fab);
+		for (peer = 0; peer < n; peer++) {
+			if (peer == self || !dl_fabric_link_is_up(lf->fab, peer))
+				continue;
+			if (dl_fabric_send(lf->fab, peer, DL_MSG_DEV_CHANGED,
+					   &ref, sizeof(ref)))
+				dev_dbg_ratelimited(dl_fabric_device(lf->fab),
+						    "lender: DEV_CHANGED %u to peer %u not sent\n",
+						    dev_id, peer);
+		}
 	}
-out_unlock:
 	mutex_unlock(&dl_lender.lock);
 }
 
@@ -80,114 +91,96 @@ void dl_lent_changed_queue(struct dl_lent *lent)
 		dl_lent_put(lent);	/* queued already, with its own */
 }
 
-static void dl_lender_fabric_added(struct dl_fabric *fab)
+static int dl_lender_fabric_add(struct dl_fabric *fab, void **ctx)
 {
+	struct dl_lender_fab *lf;
 	int ret;
 
-	mutex_lock(&dl_lender.lock);
-	if (dl_lender.fab) {
-		mutex_unlock(&dl_lender.lock);
-		dev_warn(dl_fabric_device(fab),
-			 "lender: already serving a fabric; not this one\n");
-		return;
-	}
-	mutex_unlock(&dl_lender.lock);
-
+	lf = kzalloc(sizeof(*lf), GFP_KERNEL);
+	if (!lf)
+		return -ENOMEM;
+	lf->fab = fab;
 	/* Outside dl_lender.lock: registering waits for running handlers. */
 	ret = dl_lender_register_handlers(fab);
 	if (ret) {
-		dev_err(dl_fabric_device(fab),
-			"lender: cannot register message handlers: %d\n", ret);
-		return;
+		kfree(lf);
+		return ret;
 	}
 	mutex_lock(&dl_lender.lock);
-	dl_lender.fab = fab;
+	list_add_tail(&lf->node, &dl_lender.fabs);
 	mutex_unlock(&dl_lender.lock);
-	dl_lender_debugfs_add();
+	*ctx = lf;
+	return 0;
 }
 
-static void dl_lender_fabric_removed(struct dl_fabric *fab)
+static void dl_lender_fabric_remove(struct dl_fabric *fab, void *ctx)
 {
+	struct dl_lender_fab *lf = ctx;
+
 	mutex_lock(&dl_lender.lock);
-	if (dl_lender.fab != fab) {
-		mutex_unlock(&dl_lender.lock);
-		return;
-	}
-	dl_lender.fab = NULL;
+	list_del(&lf->node);
 	mutex_unlock(&dl_lender.lock);
 
-	dl_lender_debugfs_remove();
-	/* Every peer is down already, so no device is held through @fab. */
+	/*
+	 * Nothing may be held through @fab afterwards: when the fabric goes,
+	 * its peers are down already; when the lender goes, every device
+	 * was taken back before.
+	 */
 	dl_lender_fabric_removing(fab);
 	dl_lender_unregister_handlers(fab);
 	dl_lender_flush_slow();
+	kfree(lf);
 }
 
-static int dl_lender_fabric_event(struct notifier_block *nb,
-				  unsigned long type, void *data)
+static void dl_lender_peer_event(struct dl_fabric *fab, void *ctx,
+				 enum dl_fabric_event_type type, u32 peer,
+				 u16 proto)
 {
-	struct dl_fabric_event *ev = data;
-
-	switch (type) {
-	case DL_FABRIC_EV_ADDED:
-		dl_lender_fabric_added(ev->fab);
-		break;
-	case DL_FABRIC_EV_REMOVING:
-		dl_lender_fabric_removed(ev->fab);
-		break;
-	case DL_FABRIC_EV_PEER_DOWN:
-		dl_lender_peer_down(ev->fab, ev->peer);
-		break;
-	default:
-		break;
-	}
-	return NOTIFY_OK;
+	if (type == DL_FABRIC_EV_PEER_DOWN)
+		dl_lender_peer_down(fab, peer);
 }
 
-static struct notifier_block dl_lender_nb = {
-	.notifier_call = dl_lender_fabric_event,
+static struct dl_fabric_client dl_lender_client = {
+	.name = "lender",
+	.add = dl_lender_fabric_add,
+	.remove = dl_lender_fabric_remove,
+	.peer_event = dl_lender_peer_event,
 };
 
-/**
- * dl_lender_init() - set up the lender side: the fabric notifier (message
- * handlers are registered when a fabric is added) and the PCI driver.
- *
- * Return: 0 or -errno.
+/*
+ * The lender serves every fabric of this host: the same devices are
+ * offered on each, and a device is held through one fabric at a time.
  */
-int dl_lender_init(void)
+static int __init dl_lender_init(void)
 {
 	int ret;
 
-	ret = dl_fabric_register_notifier(&dl_lender_nb);
+	dl_lender_debugfs_add();
+	ret = dl_fabric_client_register(&dl_lender_client);
 	if (ret)
-		return ret;
+		goto err_debugfs_remove;
 	ret = dl_lender_driver_init();
 	if (ret)
-		goto err_unregister_notifier;
+		goto err_unregister_client;
 	return 0;
 
-err_unregister_notifier:
-	dl_fabric_unregister_notifier(&dl_lender_nb);
+err_unregister_client:
+	dl_fabric_client_unregister(&dl_lender_client);
+err_debugfs_remove:
+	dl_lender_debugfs_remove();
 	return ret;
 }
 
-/**
- * dl_lender_exit() - tear the lender side down: every lent device is taken
- * back and returned to its own driver.
- */
-void dl_lender_exit(void)
+/* Every lent device is taken back and returned to its own driver first. */
+static void __exit dl_lender_exit(void)
 {
-	struct dl_fabric *fab;
-
 	dl_lender_driver_exit();
-
-	mutex_lock(&dl_lender.lock);
-	fab = dl_lender.fab;
-	dl_lender.fab = NULL;
-	mutex_unlock(&dl_lender.lock);
-	if (fab) {
-		dl_lender_debugfs_remove();
-		dl_lender_unregister_handlers(fab);
-	}
-	dl_fabric_unregister_notifier(&dl_lender_nb);
+	dl_fabric_client_unregister(&dl_lender_client);
+	dl_lender_debugfs_remove();
 }
+
+module_init(dl_lender_init);
+module_exit(dl_lender_exit);
+
+MODULE_DESCRIPTION("devlend lender: offers this host's PCI devices to borrowers across the fabric");
+MODULE_LICENSE("GPL");

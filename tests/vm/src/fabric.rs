@@ -10,11 +10,20 @@ use devlend_agent::AgentClient;
 
 const CMD_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The built module: `$DEVLEND_KMOD`, else `mdev-kmod/devlend.ko`.
-pub fn module_path() -> PathBuf {
-    std::env::var_os("DEVLEND_KMOD")
+/// devlend's modules, in load order: the fabric core, the emulated
+/// backend, the lender and the borrower (mdev-kmod/Kbuild).
+pub const MODULES: [&str; 4] = [
+    "devlend_fabric",
+    "devlend_ivshmem",
+    "devlend_lender",
+    "devlend_borrower",
+];
+
+/// Where the built modules are: `$DEVLEND_KMOD_DIR`, else `mdev-kmod/`.
+pub fn module_dir() -> PathBuf {
+    std::env::var_os("DEVLEND_KMOD_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| devlend_cluster::tools::repo_root().join("mdev-kmod/devlend.ko"))
+        .unwrap_or_else(|| devlend_cluster::tools::repo_root().join("mdev-kmod"))
 }
 
 /// Runs `cmd` with sh in a host; its stdout, or an error with everything.
@@ -40,23 +49,47 @@ pub fn sh_timeout(agent: &AgentClient, cmd: &str, timeout: Duration) -> anyhow::
     Ok(out.stdout)
 }
 
-/// Loads the module in a host unless it is loaded, after the modules it
-/// depends on (insmod, unlike modprobe, does not load them).
+/// Loads devlend's modules in a host, those not loaded yet, each after
+/// the kernel's modules it depends on (insmod, unlike modprobe, does not
+/// load them; ours are not in the host's module tree).
 pub fn ensure_module(agent: &AgentClient) -> anyhow::Result<()> {
-    let ko = module_path();
-    if !ko.is_file() {
-        bail!("{} is not built: run `make -C mdev-kmod`", ko.display());
+    let dir = module_dir();
+    for m in MODULES {
+        let ko = dir.join(format!("{m}.ko"));
+        if !ko.is_file() {
+            bail!("{} is not built: run `make -C mdev-kmod`", ko.display());
+        }
     }
     sh(
         agent,
         &format!(
-            "set -e; ko={}; if ! grep -q '^devlend ' /proc/modules; then \
-               deps=$(modinfo -F depends $ko | tr , ' '); \
-               if [ -n \"$deps\" ]; then modprobe -a $deps; fi; insmod $ko; fi; \
+            "set -e; d={}; for m in {}; do \
+               grep -q \"^$m \" /proc/modules && continue; \
+               for dep in $(modinfo -F depends $d/$m.ko | tr , ' '); do \
+                 case $dep in devlend_*) ;; *) modprobe $dep ;; esac; done; \
+               insmod $d/$m.ko; done; \
              mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug",
-            devlend_cluster::host_view(&ko).display()
+            devlend_cluster::host_view(&dir).display(),
+            MODULES.join(" ")
         ),
     )?;
+    Ok(())
+}
+
+/// Unloads devlend's modules in a host, clients first, and checks that
+/// none is left.
+pub fn unload_modules(agent: &AgentClient) -> anyhow::Result<()> {
+    let names: Vec<&str> = MODULES.iter().rev().copied().collect();
+    sh(agent, &format!("rmmod {}", names.join(" ")))?;
+    let loaded = sh(agent, "cat /proc/modules")?;
+    let left: Vec<&str> = loaded
+        .lines()
+        .filter_map(|l| l.split(' ').next())
+        .filter(|m| m.starts_with("devlend"))
+        .collect();
+    if !left.is_empty() {
+        bail!("still loaded after rmmod: {}", left.join(", "));
+    }
     Ok(())
 }
 

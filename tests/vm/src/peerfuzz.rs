@@ -14,7 +14,7 @@
 //! dead host (a new client of a host id gets the other hosts' eventfds).
 //!
 //! Every message written is run through [`Model`], which mirrors the
-//! receive path of `devlend.ko` (`fabric/ring.c`, `fabric/msg.c`,
+//! receive path of `devlend_fabric.ko` (`fabric/ring.c`, `fabric/msg.c`,
 //! `fabric/request.c`, `fabric/selftest.c`, `lender/msg.c`): what it must
 //! count where, and which status its response must carry. The caller
 //! compares the [`Expected`] counts with the target's debugfs counters.

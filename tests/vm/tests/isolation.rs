@@ -831,11 +831,7 @@ fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
     twohost::no_kernel_trouble(c, marks, None)?;
     for host in [BORROWER, LENDER] {
         let a = c.agent(host)?;
-        sh(a, "rmmod devlend").with_context(|| format!("rmmod devlend on the {host}"))?;
-        ensure!(
-            !sh(a, "cat /proc/modules")?.contains("devlend "),
-            "devlend still loaded on the {host}"
-        );
+        fabric::unload_modules(a).with_context(|| format!("unloading devlend on the {host}"))?;
     }
     twohost::no_kernel_trouble(c, marks, None)
 }

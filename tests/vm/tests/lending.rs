@@ -111,6 +111,12 @@ fn lend_nvme(c: &mut Cluster) -> anyhow::Result<()> {
 
 /// The borrower discovers the remote NVMe and offers an mdev type for it.
 fn borrower_lists_remote_nvme(c: &mut Cluster) -> anyhow::Result<()> {
+    remote_nvme_listed(c)
+}
+
+/// The borrower lists the remote NVMe (waiting for it) with one mdev
+/// instance available.
+fn remote_nvme_listed(c: &Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let b = c.agent(BORROWER)?;
     lending::wait_until(
@@ -657,6 +663,94 @@ fn closed_with_dma_in_flight(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The modules are layered (fabric core, backend, lender, borrower): a
+/// client unloads and loads again while the fabric and its peer stay up.
+/// A borrower loaded after the lender came up is told of it and lists its
+/// device again; a lender that unloads gives its device back in working
+/// order (the lender host's nvme driver reads it), and the borrower drops
+/// the device (the peer now answers that it lends nothing); lent again,
+/// it is listed again.
+fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = twohost::log_marks(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let (lender_id, borrower_id) = (fabric::host_id(l)?, fabric::host_id(b)?);
+    let mdev_type_exists = |b| -> anyhow::Result<bool> {
+        let t = lending::type_dir(b, MDEV_TYPE)?;
+        Ok(sh(b, &format!("test -d {t} && echo yes || echo no"))?.trim() == "yes")
+    };
+
+    sh(b, "rmmod devlend_borrower").context("unloading the borrower")?;
+    ensure!(
+        !mdev_type_exists(b)?,
+        "the mdev type is still there with the borrower unloaded"
+    );
+    ensure!(
+        fabric::peer_state(l, borrower_id)?.as_deref() == Some("up"),
+        "the lender lost the borrower host when only its borrower unloaded"
+    );
+    lending::ensure_module(b)?;
+    remote_nvme_listed(c).context("after the borrower loaded again")?;
+    println!("  borrower unloaded and loaded again: the remote NVMe is listed again");
+
+    sh(l, "rmmod devlend_lender").context("unloading the lender")?;
+    let driver = lending::driver_of(l, &nvme.addr)?;
+    ensure!(
+        driver.is_none() || driver.as_deref() == Some("nvme"),
+        "the NVMe is bound to {driver:?} after the lender unloaded"
+    );
+    // Given back in working order: the lender host's own nvme driver
+    // takes it and reads it.
+    sh(
+        l,
+        &format!(
+            "modprobe nvme; [ -e /sys/bus/pci/devices/{a}/driver ] || \
+             echo {a} > /sys/bus/pci/drivers/nvme/bind",
+            a = nvme.addr
+        ),
+    )?;
+    // Its only NVMe: the lender host's root is 9p.
+    lending::wait_until(
+        "the lender's nvme driver finding the namespace",
+        WAIT,
+        || {
+            Ok(sh(l, "ls /dev/nvme*n1 2>/dev/null | wc -l")?
+                .trim()
+                .to_owned())
+        },
+        "1",
+    )?;
+    sh(
+        l,
+        "dd if=$(ls /dev/nvme*n1) of=/dev/null bs=4096 count=16 iflag=direct",
+    )
+    .context("reading the NVMe on the lender after the lender unloaded")?;
+    lending::wait_until(
+        "the remote NVMe dropped by the borrower",
+        WAIT,
+        || {
+            let devs = lending::remote_devices(b)?;
+            Ok(devs
+                .values()
+                .any(|d| d.get("name") == Some(&nvme.addr))
+                .to_string())
+        },
+        "false",
+    )?;
+    ensure!(
+        fabric::peer_state(b, lender_id)?.as_deref() == Some("up"),
+        "the borrower lost the lender host when only its lender unloaded"
+    );
+    lending::ensure_module(l)?;
+    lending::lend(l, &nvme.addr)?;
+    remote_nvme_listed(c).context("after the lender loaded again and lent")?;
+    println!(
+        "  lender unloaded (the NVMe read by the lender's nvme driver, dropped by the borrower), \
+         loaded, lent again: listed again"
+    );
+    twohost::no_kernel_trouble(c, marks, None)
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -694,6 +788,10 @@ fn main() {
         Check {
             name: "cli_end_to_end",
             run: cli_end_to_end,
+        },
+        Check {
+            name: "clients_reload_under_a_live_peer",
+            run: clients_reload_under_a_live_peer,
         },
         Check {
             name: "userspace_driver_io_and_bad_input",

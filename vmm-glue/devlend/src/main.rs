@@ -17,7 +17,8 @@ const ABOUT: &str = "Lend PCIe devices to other hosts of the fabric, and give bo
 const LONG_ABOUT: &str = "\
 Lend PCIe devices to other hosts of the fabric, and give borrowed ones to VMs.
 
-devlend (the kernel module devlend.ko) lets a host use a PCIe device installed
+devlend (kernel modules devlend_fabric, a fabric backend such as
+devlend_ivshmem, devlend_lender and devlend_borrower) lets a host use a PCIe device installed
 in another host as if it were local. A lender host lends a device; every
 other host sees it as a remote device, and turns it into a VFIO mediated
 device (mdev) that QEMU, libvirt or cloud-hypervisor give to a guest. The
@@ -335,7 +336,9 @@ fn run(cli: Cli) -> Result<()> {
                     })
                     .collect();
                 if rows.is_empty() {
-                    println!("no peers seen yet (is devlend.ko loaded on the other hosts?)");
+                    println!(
+                        "no peers seen yet (are devlend's modules loaded on the other hosts?)"
+                    );
                 } else {
                     table(
                         &["HOST", "NAME", "LINK", "PROTO", "WINDOW", "HEARTBEAT_MS"],

@@ -19,8 +19,10 @@ pub const PCI_DEVICES: &str = "sys/bus/pci/devices";
 /// Prefix of devlend's mdev type directories.
 pub const TYPE_PREFIX: &str = "devlend-";
 
-const HINT_MODULE: &str =
-    "load the module on this host (insmod devlend.ko) and check `dmesg` for the fabric adapter";
+const HINT_MODULE: &str = "load devlend's modules on this host (modprobe devlend_ivshmem \
+     devlend_lender devlend_borrower) and check `dmesg` for the fabric adapter";
+const HINT_LENDER: &str =
+    "load the lender on this host (modprobe devlend_lender) and check `dmesg`";
 
 /// A sysfs tree rooted at `root` (`/` on a real host).
 #[derive(Clone, Debug)]
@@ -84,7 +86,8 @@ pub struct LocalDevice {
     pub lent: Option<Lent>,
 }
 
-/// The PCI driver of devlend.ko's fabric adapter and windows.
+/// The PCI driver of the emulated fabric's adapter and windows
+/// (devlend_ivshmem.ko).
 pub const FABRIC_DRIVER: &str = "devlend";
 
 /// A lent device's state (`<dev>/devlend/`).
@@ -433,7 +436,7 @@ impl Sysfs {
                     "the devlend lender is not loaded here ({} is missing)",
                     p.display()
                 ),
-                HINT_MODULE,
+                HINT_LENDER,
             ));
         }
         Ok(p)
@@ -548,7 +551,7 @@ impl Sysfs {
         let types = self.dir(&dir).map_err(|_| {
             CliError::not_found(
                 format!("the adapter {} has no mdev types", file_name(&adapter)),
-                "the borrower side of devlend.ko registers them; check `dmesg` (is the mdev module loaded?)",
+                "the borrower registers them: load it (modprobe devlend_borrower) and check `dmesg`",
             )
         })?;
         Ok(types

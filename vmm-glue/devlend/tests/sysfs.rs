@@ -44,7 +44,7 @@ fn no_adapter_is_not_found_with_a_hint() {
     assert_eq!(o.status.code(), Some(3));
     let e = stderr(&o);
     assert!(e.contains("no devlend fabric adapter"), "{e}");
-    assert!(e.contains("hint: load the module"), "{e}");
+    assert!(e.contains("hint: load devlend's modules"), "{e}");
 }
 
 #[test]

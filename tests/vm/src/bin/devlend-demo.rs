@@ -50,7 +50,7 @@ fn run() -> anyhow::Result<()> {
 
 /// The story, on a booted cluster.
 fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
-    say("loading devlend.ko on both hosts; each finds its fabric adapter and its peer");
+    say("loading devlend's modules (fabric core, ivshmem backend, lender, borrower) on both hosts; each finds its fabric adapter and its peer");
     let (l, b) = (cluster.agent("lender")?, cluster.agent("borrower")?);
     // Both first: a host sees its peer up only once the peer's module runs.
     lending::ensure_module(l)?;

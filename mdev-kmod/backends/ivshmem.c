@@ -14,6 +14,10 @@
  * The devices may probe in any order: windows wait in a list until the
  * core claims them. Only one adapter is supported.
  *
+ * This is devlend_ivshmem.ko. Its PCI driver is called "devlend": the
+ * borrower's mdev types on the adapter are named after it
+ * ("devlend-<type>"), and tools find the adapter by it.
+ *
  * Lock order: dl_ivs_adapter_lock, then the fabric's lock, then
  * dl_ivs_windows_lock.
  */
@@ -26,7 +30,11 @@
 #include <linux/pci.h>
 #include <linux/slab.h>
 
-#include "internal.h"
+#include "devlend_wire.h"
+#include "../fabric/backend.h"
+
+/* See above: tools and mdev type names depend on it. */
+#define DL_IVS_DRIVER		"devlend"
 
 #define DL_IVS_VENDOR		0x1af4
 #define DL_IVS_DEVICE		0x1110
@@ -181,7 +189,7 @@ static int dl_ivs_request_irqs(struct dl_ivs_adapter *a)
 		a->vecs[i].adapter = a;
 		a->vecs[i].vector = i;
 		ret = request_irq(pci_irq_vector(pdev, i), dl_ivs_irq, 0,
-				  KBUILD_MODNAME, &a->vecs[i]);
+				  DL_IVS_DRIVER, &a->vecs[i]);
 		if (ret) {
 			dev_err(&pdev->dev, "cannot request doorbell vector %u: %d\n",
 				i, ret);
@@ -203,10 +211,10 @@ static int dl_ivs_adapter_map(struct dl_ivs_adapter *a,
 	ret = pcim_enable_device(pdev);
 	if (ret)
 		return ret;
-	a->regs = pcim_iomap_region(pdev, DL_IVS_BAR_REGS, KBUILD_MODNAME);
+	a->regs = pcim_iomap_region(pdev, DL_IVS_BAR_REGS, DL_IVS_DRIVER);
 	if (IS_ERR(a->regs))
 		return PTR_ERR(a->regs);
-	ret = pcim_request_region(pdev, DL_IVS_BAR_SHMEM, KBUILD_MODNAME);
+	ret = pcim_request_region(pdev, DL_IVS_BAR_SHMEM, DL_IVS_DRIVER);
 	if (ret)
 		return ret;
 
@@ -317,7 +325,7 @@ static int dl_ivs_window_probe(struct pci_dev *pdev)
 	ret = pcim_enable_device(pdev);
 	if (ret)
 		return ret;
-	ret = pcim_request_region(pdev, DL_IVS_BAR_SHMEM, KBUILD_MODNAME);
+	ret = pcim_request_region(pdev, DL_IVS_BAR_SHMEM, DL_IVS_DRIVER);
 	if (ret)
 		return ret;
 	w->fw.dev = &pdev->dev;
@@ -383,26 +391,13 @@ static const struct pci_device_id dl_ivs_ids[] = {
 MODULE_DEVICE_TABLE(pci, dl_ivs_ids);
 
 static struct pci_driver dl_ivs_driver = {
-	.name = KBUILD_MODNAME,
+	.name = DL_IVS_DRIVER,
 	.id_table = dl_ivs_ids,
 	.probe = dl_ivs_probe,
 	.remove = dl_ivs_remove,
 };
 
-/**
- * dl_ivshmem_init() - register the ivshmem backend's PCI driver.
- *
- * Return: 0 or -errno.
- */
-int dl_ivshmem_init(void)
-{
-	return pci_register_driver(&dl_ivs_driver);
-}
+module_pci_driver(dl_ivs_driver);
 
-/**
- * dl_ivshmem_exit() - unregister it; removes the adapter and windows.
- */
-void dl_ivshmem_exit(void)
-{
-	pci_unregister_driver(&dl_ivs_driver);
-}
+MODULE_DESCRIPTION("devlend fabric backend: the emulated fabric of QEMU ivshmem devices");
+MODULE_LICENSE("GPL");
