@@ -20,10 +20,11 @@ cargo test --workspace --exclude devlend-vmtests
 make -C mdev-kmod unit
 
 # Each suite boots its own cluster: fabric (the foundation), lending
-# (a remote NVMe used by a KVM guest, end to end), isolation (hosts frozen
-# and killed mid-I/O: DMA never reaches memory the borrower gave back), and
-# the fuzzers: a malicious fabric peer and a malicious guest.
-VM_SUITES=(fabric lending isolation fuzz_peer fuzz_guest)
+# (a remote NVMe used by a KVM guest, end to end), ntb (Linux's NTB
+# clients over the emulated adapter), isolation (hosts frozen and killed
+# mid-I/O: DMA never reaches memory the borrower gave back), and the
+# fuzzers: a malicious fabric peer and a malicious guest.
+VM_SUITES=(fabric lending ntb isolation fuzz_peer fuzz_guest)
 for suite in "${VM_SUITES[@]}"; do
 	step "VM tests: $suite (boots the emulated cluster under TCG; a few minutes)"
 	cargo test -p devlend-vmtests --test "$suite" -- "$@"

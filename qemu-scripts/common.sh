@@ -15,8 +15,13 @@ devlend_setup_and_build() {
 	export KVER
 	echo "kernel for the emulated hosts: $KVER"
 
+	step "building Linux's NTB core and clients for $KVER (cached by their inputs)"
+	DEVLEND_NTB_DIR=$(bash "$top/qemu-scripts/build-ntb.sh" "$KVER" | tail -n 1)
+	export DEVLEND_NTB_DIR
+	echo "NTB modules: $DEVLEND_NTB_DIR"
+
 	step "building the kernel modules (mdev-kmod, W=1, against $KVER)"
-	make -C "$top/mdev-kmod" KVER="$KVER" W=1 >/dev/null
+	make -C "$top/mdev-kmod" KVER="$KVER" W=1 NTB_SYMVERS="$DEVLEND_NTB_DIR/Module.symvers" >/dev/null
 	export DEVLEND_KMOD_DIR="$top/mdev-kmod"
 
 	step "building host and guest images (cached by their inputs)"

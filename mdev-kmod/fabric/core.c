@@ -349,6 +349,18 @@ u32 dl_fabric_max_hosts(struct dl_fabric *fab)
 EXPORT_SYMBOL_GPL(dl_fabric_max_hosts);
 
 /**
+ * dl_fabric_ram_size() - bytes of this host's RAM, as peers' windows show it.
+ * @fab: the fabric.
+ *
+ * Return: bytes.
+ */
+u64 dl_fabric_ram_size(struct dl_fabric *fab)
+{
+	return fab->layout.ram_size;
+}
+EXPORT_SYMBOL_GPL(dl_fabric_ram_size);
+
+/**
  * dl_fabric_max_payload() - the largest message payload.
  * @fab: the fabric.
  *

@@ -249,6 +249,7 @@ struct device *dl_fabric_device(struct dl_fabric *fab);
 struct kobject *dl_fabric_sysfs_dir(struct dl_fabric *fab);
 u32 dl_fabric_host_id(struct dl_fabric *fab);
 u32 dl_fabric_max_hosts(struct dl_fabric *fab);
+u64 dl_fabric_ram_size(struct dl_fabric *fab);
 size_t dl_fabric_max_payload(struct dl_fabric *fab);
 bool dl_fabric_link_is_up(struct dl_fabric *fab, u32 peer);
 int dl_fabric_peer_info(struct dl_fabric *fab, u32 peer,

@@ -177,6 +177,13 @@ enum dl_msg_type {
 	DL_MSG_IRQ_FIRE = 29,	/* post, lender: dl_irq_fire */
 	DL_MSG_DEV_FAULT = 30,	/* post, lender: dl_dev_fault */
 	DL_MSG_CFG_READ_BLOCK = 31,	/* dl_cfg_block_req -> dl_cfg_block */
+	/* The emulated NTB hardware (devlend_ntb_emu), port to port. */
+	DL_MSG_NTB_HELLO = 40,	/* post: dl_ntb_hello, the sender's port */
+	DL_MSG_NTB_DB = 41,	/* post: dl_ntb_db, doorbell bits to set */
+	DL_MSG_NTB_SPAD = 42,	/* post: dl_ntb_reg, write a scratchpad */
+	DL_MSG_NTB_SPAD_READ = 43,	/* dl_ntb_reg (index) -> dl_ntb_reg */
+	DL_MSG_NTB_MSG = 44,	/* post: dl_ntb_reg, a message register */
+	DL_MSG_NTB_MW = 45,	/* post: dl_ntb_mw, an inbound translation */
 };
 
 /* struct dl_msg_hdr.flags */
@@ -497,6 +504,68 @@ struct dl_dev_fault {
 	__le64 iova;
 } __attribute__((packed));
 
+/*
+ * The emulated NTB hardware: what each host's port has. Scratchpads and
+ * message registers are 32 bits; doorbell bit i of a port is rung by
+ * whoever sets it (ntb_pingpong rings bit <port number>).
+ */
+#define DL_NTB_SPADS		16
+#define DL_NTB_MSGS		4
+#define DL_NTB_MWS		2
+#define DL_NTB_DB_BITS		16
+
+/* struct dl_ntb_hello.flags */
+#define DL_NTB_F_PRESENT	0x1	/* the port is registered */
+#define DL_NTB_F_LINK		0x2	/* its side of the link is enabled */
+#define DL_NTB_F_ASK		0x4	/* answer with a hello of yours */
+
+/**
+ * struct dl_ntb_hello - %DL_MSG_NTB_HELLO: the sender's port changed, or
+ * it wants to know the receiver's. A port absent says so (no flags).
+ * @flags: DL_NTB_F_*.
+ * @reserved: zero.
+ */
+struct dl_ntb_hello {
+	__le32 flags;
+	__le32 reserved;
+} __attribute__((packed));
+
+/**
+ * struct dl_ntb_db - %DL_MSG_NTB_DB: set these bits of the receiver's
+ * doorbell register (below %DL_NTB_DB_BITS).
+ * @bits: the bits.
+ */
+struct dl_ntb_db {
+	__le64 bits;
+} __attribute__((packed));
+
+/**
+ * struct dl_ntb_reg - a scratchpad or message register of the receiver:
+ * %DL_MSG_NTB_SPAD, %DL_MSG_NTB_MSG, %DL_MSG_NTB_SPAD_READ and its answer.
+ * @index: below %DL_NTB_SPADS or %DL_NTB_MSGS.
+ * @value: the value (ignored in a read request).
+ */
+struct dl_ntb_reg {
+	__le32 index;
+	__le32 value;
+} __attribute__((packed));
+
+/**
+ * struct dl_ntb_mw - %DL_MSG_NTB_MW: the sender's inbound memory window
+ * @index (below %DL_NTB_MWS) for the receiver now translates to the
+ * sender's physical @addr, @size bytes; @size 0: no translation.
+ * @index: the window.
+ * @reserved: zero.
+ * @addr: a physical address in the sender's RAM.
+ * @size: bytes.
+ */
+struct dl_ntb_mw {
+	__le32 index;
+	__le32 reserved;
+	__le64 addr;
+	__le64 size;
+} __attribute__((packed));
+
 #define DL_CTL_HEADER_SIZE	128
 #define DL_HOST_INFO_SIZE	256
 #define DL_RING_CTRL_SIZE	128
@@ -516,5 +585,9 @@ struct dl_dev_fault {
 #define DL_IRQ_SET_SIZE		12
 #define DL_IRQ_FIRE_SIZE	8
 #define DL_DEV_FAULT_SIZE	16
+#define DL_NTB_HELLO_SIZE	8
+#define DL_NTB_DB_SIZE		8
+#define DL_NTB_REG_SIZE		8
+#define DL_NTB_MW_SIZE		24
 
 #endif /* DEVLEND_WIRE_H */

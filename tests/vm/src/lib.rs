@@ -12,6 +12,7 @@ pub mod bench;
 pub mod fabric;
 pub mod guest;
 pub mod lending;
+pub mod ntb;
 pub mod ownership;
 pub mod peerfuzz;
 pub mod suite;

@@ -112,6 +112,10 @@ const _: () = {
     assert!(size_of::<sys::dl_irq_set>() == sys::DL_IRQ_SET_SIZE);
     assert!(size_of::<sys::dl_irq_fire>() == sys::DL_IRQ_FIRE_SIZE);
     assert!(size_of::<sys::dl_dev_fault>() == sys::DL_DEV_FAULT_SIZE);
+    assert!(size_of::<sys::dl_ntb_hello>() == sys::DL_NTB_HELLO_SIZE);
+    assert!(size_of::<sys::dl_ntb_db>() == sys::DL_NTB_DB_SIZE);
+    assert!(size_of::<sys::dl_ntb_reg>() == sys::DL_NTB_REG_SIZE);
+    assert!(size_of::<sys::dl_ntb_mw>() == sys::DL_NTB_MW_SIZE);
     // The largest fixed payload fits a slot of the default size, which is
     // what the server formats.
     assert!(DL_MSG_HDR_SIZE + sys::DL_DEV_INFO_SIZE <= DL_DEFAULT_SLOT_SIZE as usize);

@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The emulated port's ntb_dev_ops: what Linux's NTB clients call.
+ *
+ * Local registers are read and written under ne->lock. What reaches a
+ * peer is a posted message: doorbells, scratchpad and message writes go
+ * without sleeping (clients such as ntb_pingpong ring from a timer), so a
+ * full ring fails them with -EAGAIN, as a busy register would; setting a
+ * translation and enabling the link may sleep.
+ */
+#include <linux/dma-direct.h>
+#include <linux/iommu.h>
+#include <linux/pci.h>
+
+#include "internal.h"
+
+#define DL_NTBE_DB_VALID	GENMASK_ULL(DL_NTB_DB_BITS - 1, 0)
+#define DL_NTBE_MSG_INBITS	GENMASK_ULL(DL_NTB_MSGS - 1, 0)
+
+static int dl_ntbe_port_number(struct ntb_dev *ntb)
+{
+	return dl_ntbe_of(ntb)->self;
+}
+
+static int dl_ntbe_peer_port_count(struct ntb_dev *ntb)
+{
+	return dl_ntbe_of(ntb)->hosts - 1;
+}
+
+static int dl_ntbe_peer_port_number(struct ntb_dev *ntb, int pidx)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+
+	return dl_ntbe_pidx_ok(ne, pidx) ? dl_ntbe_host(ne, pidx) : -EINVAL;
+}
+
+static int dl_ntbe_peer_port_idx(struct ntb_dev *ntb, int port)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+
+	if (port < 0 || port >= ne->hosts || port == ne->self)
+		return -EINVAL;
+	return dl_ntbe_pidx(ne, port);
+}
+
+static u64 dl_ntbe_link_is_up(struct ntb_dev *ntb, enum ntb_speed *speed,
+			      enum ntb_width *width)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	unsigned long flags;
+	u64 linked;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	linked = ne->linked;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	/* Nothing is trained: report a plain link when there is one. */
+	if (speed)
+		*speed = linked ? NTB_SPEED_GEN3 : NTB_SPEED_NONE;
+	if (width)
+		*width = linked ? NTB_WIDTH_4 : NTB_WIDTH_NONE;
+	return linked;
+}
+
+/* Tell every peer whose link is up how our side of the link stands. */
+static void dl_ntbe_link_set(struct dl_ntbe *ne, bool on)
+{
+	unsigned long flags;
+	u32 host;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	ne->link_on = on;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	for (host = 0; host < ne->hosts; host++)
+		if (host != ne->self && dl_fabric_link_is_up(ne->fab, host))
+			dl_ntbe_hello(ne, host, DL_NTB_F_PRESENT |
+				      (on ? DL_NTB_F_LINK : 0), false);
+	dl_ntbe_link_update(ne);
+}
+
+static int dl_ntbe_link_enable(struct ntb_dev *ntb, enum ntb_speed max_speed,
+			       enum ntb_width max_width)
+{
+	dl_ntbe_link_set(dl_ntbe_of(ntb), true);
+	return 0;
+}
+
+static int dl_ntbe_link_disable(struct ntb_dev *ntb)
+{
+	dl_ntbe_link_set(dl_ntbe_of(ntb), false);
+	return 0;
+}
+
+static int dl_ntbe_mw_count(struct ntb_dev *ntb, int pidx)
+{
+	return dl_ntbe_pidx_ok(dl_ntbe_of(ntb), pidx) ? DL_NTB_MWS : -EINVAL;
+}
+
+static int dl_ntbe_mw_get_align(struct ntb_dev *ntb, int pidx, int widx,
+				resource_size_t *addr_align,
+				resource_size_t *size_align,
+				resource_size_t *size_max)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+
+	if (!dl_ntbe_pidx_ok(ne, pidx) || widx < 0 || widx >= DL_NTB_MWS)
+		return -EINVAL;
+	if (addr_align)
+		*addr_align = PAGE_SIZE;
+	if (size_align)
+		*size_align = PAGE_SIZE;
+	/* A peer's window shows all of this host's RAM, nothing more. */
+	if (size_max)
+		*size_max = dl_fabric_ram_size(ne->fab);
+	return 0;
+}
+
+/*
+ * Where an inbound write at bus address @addr lands in this host's RAM.
+ * A real adapter's inbound writes go through the IOMMU as the adapter's
+ * DMA; the emulated peer writes RAM directly, so the translation is done
+ * here, once, and it must give one physically contiguous run.
+ */
+static int dl_ntbe_bus_to_phys(struct dl_ntbe *ne, dma_addr_t addr, u64 size,
+			       phys_addr_t *phys)
+{
+	struct device *dev = &ne->ntb.pdev->dev;
+	struct iommu_domain *dom = iommu_get_domain_for_dev(dev);
+	phys_addr_t first, p;
+	u64 off;
+
+	if (!dom || dom->type == IOMMU_DOMAIN_IDENTITY) {
+		*phys = dma_to_phys(dev, addr);
+		return 0;
+	}
+	first = iommu_iova_to_phys(dom, addr);
+	if (!first)
+		return -EINVAL;
+	for (off = PAGE_SIZE; off < size; off += PAGE_SIZE) {
+		p = iommu_iova_to_phys(dom, addr + off);
+		if (p != first + off)
+			return -EINVAL;
+	}
+	*phys = first;
+	return 0;
+}
+
+static int dl_ntbe_mw_trans(struct dl_ntbe *ne, int pidx, int widx,
+			    u64 phys, u64 size)
+{
+	struct dl_ntb_mw m = {
+		.index = cpu_to_le32(widx),
+		.addr = cpu_to_le64(phys),
+		.size = cpu_to_le64(size),
+	};
+	u32 host = dl_ntbe_host(ne, pidx);
+	unsigned long flags;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	ne->peers[host].in[widx].addr = phys;
+	ne->peers[host].in[widx].size = size;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	/* A peer not up now learns it when it says hello. */
+	if (!dl_fabric_link_is_up(ne->fab, host))
+		return 0;
+	return dl_fabric_send(ne->fab, host, DL_MSG_NTB_MW, &m, sizeof(m));
+}
+
+static int dl_ntbe_mw_set_trans(struct ntb_dev *ntb, int pidx, int widx,
+				dma_addr_t addr, resource_size_t size)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	phys_addr_t phys;
+	int ret;
+
+	if (!dl_ntbe_pidx_ok(ne, pidx) || widx < 0 || widx >= DL_NTB_MWS)
+		return -EINVAL;
+	if (!size || !IS_ALIGNED(addr, PAGE_SIZE) ||
+	    !IS_ALIGNED(size, PAGE_SIZE) || size > dl_fabric_ram_size(ne->fab))
+		return -EINVAL;
+	ret = dl_ntbe_bus_to_phys(ne, addr, size, &phys);
+	if (ret) {
+		dev_warn(&ntb->dev,
+			 "inbound window %d: %pad is not one physically contiguous run here\n",
+			 widx, &addr);
+		return ret;
+	}
+	return dl_ntbe_mw_trans(ne, pidx, widx, phys, size);
+}
+
+static int dl_ntbe_mw_clear_trans(struct ntb_dev *ntb, int pidx, int widx)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+
+	if (!dl_ntbe_pidx_ok(ne, pidx) || widx < 0 || widx >= DL_NTB_MWS)
+		return -EINVAL;
+	return dl_ntbe_mw_trans(ne, pidx, widx, 0, 0);
+}
+
+static int dl_ntbe_peer_mw_count(struct ntb_dev *ntb)
+{
+	return (dl_ntbe_of(ntb)->hosts - 1) * DL_NTB_MWS;
+}
+
+/*
+ * Outbound window pidx * DL_NTB_MWS + w: the part of our window onto the
+ * peer's RAM that its inbound window w for us translates to. Known only
+ * once the peer has set that translation: before, there is no window.
+ */
+static int dl_ntbe_peer_mw_get_addr(struct ntb_dev *ntb, int widx,
+				    phys_addr_t *base, resource_size_t *size)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	int pidx = widx / DL_NTB_MWS;
+	struct dl_ntbe_mw mw;
+	unsigned long flags;
+	phys_addr_t at;
+	u32 host;
+	int ret;
+
+	if (widx < 0 || !dl_ntbe_pidx_ok(ne, pidx))
+		return -EINVAL;
+	host = dl_ntbe_host(ne, pidx);
+	spin_lock_irqsave(&ne->lock, flags);
+	mw = ne->peers[host].out[widx % DL_NTB_MWS];
+	spin_unlock_irqrestore(&ne->lock, flags);
+	if (!mw.size)
+		return -ENXIO;
+	ret = dl_fabric_peer_mw_xlate(ne->fab, host, mw.addr, mw.size, &at);
+	if (ret)
+		return ret;
+	if (base)
+		*base = at;
+	if (size)
+		*size = mw.size;
+	return 0;
+}
+
+static u64 dl_ntbe_db_valid_mask(struct ntb_dev *ntb)
+{
+	return DL_NTBE_DB_VALID;
+}
+
+static u64 dl_ntbe_db_read(struct ntb_dev *ntb)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	unsigned long flags;
+	u64 db;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	db = ne->db;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	return db;
+}
+
+/**
+ * dl_ntbe_db_change() - change the doorbell register or its mask, and
+ *	raise the doorbell event if unmasked bits are pending afterwards.
+ * @ne: the port.
+ * @set: bits to set in the register.
+ * @clear: bits to clear in the register.
+ * @mask_set: bits to mask.
+ * @mask_clear: bits to unmask.
+ *
+ * Any context; also the receive path of %DL_MSG_NTB_DB.
+ */
+void dl_ntbe_db_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
+		       u64 mask_clear)
+{
+	unsigned long flags;
+	bool event;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	ne->db = (ne->db | (set & DL_NTBE_DB_VALID)) & ~clear;
+	ne->db_mask = (ne->db_mask | (mask_set & DL_NTBE_DB_VALID)) &
+		      ~mask_clear;
+	/* Only what just became pending and unmasked is an interrupt. */
+	event = (set | mask_clear) & ne->db & ~ne->db_mask;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	if (event && READ_ONCE(ne->registered))
+		ntb_db_event(&ne->ntb, 0);
+}
+
+static int dl_ntbe_db_set(struct ntb_dev *ntb, u64 bits)
+{
+	dl_ntbe_db_change(dl_ntbe_of(ntb), bits, 0, 0, 0);
+	return 0;
+}
+
+static int dl_ntbe_db_clear(struct ntb_dev *ntb, u64 bits)
+{
+	dl_ntbe_db_change(dl_ntbe_of(ntb), 0, bits, 0, 0);
+	return 0;
+}
+
+static u64 dl_ntbe_db_read_mask(struct ntb_dev *ntb)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	unsigned long flags;
+	u64 mask;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	mask = ne->db_mask;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	return mask;
+}
+
+static int dl_ntbe_db_set_mask(struct ntb_dev *ntb, u64 bits)
+{
+	dl_ntbe_db_change(dl_ntbe_of(ntb), 0, 0, bits, 0);
+	return 0;
+}
+
+static int dl_ntbe_db_clear_mask(struct ntb_dev *ntb, u64 bits)
+{
+	dl_ntbe_db_change(dl_ntbe_of(ntb), 0, 0, 0, bits);
+	return 0;
+}
+
+/*
+ * With one peer every bit goes to it, as on a two-port adapter; with
+ * more, bit i rings port i, as a switch routes them (ntb_pingpong rings
+ * bit <peer port>).
+ */
+static int dl_ntbe_peer_db_set(struct ntb_dev *ntb, u64 bits)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	struct dl_ntb_db db;
+	int ret = 0, r;
+	u32 host;
+
+	if (bits & ~DL_NTBE_DB_VALID)
+		return -EINVAL;
+	for (host = 0; host < ne->hosts; host++) {
+		u64 send = ne->hosts == 2 ? bits : bits & BIT_ULL(host);
+
+		if (host == ne->self || !send)
+			continue;
+		db.bits = cpu_to_le64(send);
+		r = dl_fabric_send_atomic(ne->fab, host, DL_MSG_NTB_DB, &db,
+					  sizeof(db));
+		if (r)
+			ret = r;
+	}
+	return ret;
+}
+
+static int dl_ntbe_spad_count(struct ntb_dev *ntb)
+{
+	return DL_NTB_SPADS;
+}
+
+static u32 dl_ntbe_spad_read(struct ntb_dev *ntb, int sidx)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	unsigned long flags;
+	u32 val;
+
+	if (sidx < 0 || sidx >= DL_NTB_SPADS)
+		return 0;
+	spin_lock_irqsave(&ne->lock, flags);
+	val = ne->spad[sidx];
+	spin_unlock_irqrestore(&ne->lock, flags);
+	return val;
+}
+
+static int dl_ntbe_spad_write(struct ntb_dev *ntb, int sidx, u32 val)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	unsigned long flags;
+
+	if (sidx < 0 || sidx >= DL_NTB_SPADS)
+		return -EINVAL;
+	spin_lock_irqsave(&ne->lock, flags);
+	ne->spad[sidx] = val;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	return 0;
+}
+
+static int dl_ntbe_peer_reg_send(struct dl_ntbe *ne, int pidx, u16 type,
+				 int idx, int nr, u32 val)
+{
+	struct dl_ntb_reg r = {
+		.index = cpu_to_le32(idx),
+		.value = cpu_to_le32(val),
+	};
+
+	if (!dl_ntbe_pidx_ok(ne, pidx) || idx < 0 || idx >= nr)
+		return -EINVAL;
+	return dl_fabric_send_atomic(ne->fab, dl_ntbe_host(ne, pidx), type,
+				     &r, sizeof(r));
+}
+
+static int dl_ntbe_peer_spad_write(struct ntb_dev *ntb, int pidx, int sidx,
+				   u32 val)
+{
+	return dl_ntbe_peer_reg_send(dl_ntbe_of(ntb), pidx, DL_MSG_NTB_SPAD,
+				     sidx, DL_NTB_SPADS, val);
+}
+
+/* A round trip to the peer: process context only. ~0 when it fails. */
+static u32 dl_ntbe_peer_spad_read(struct ntb_dev *ntb, int pidx, int sidx)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	struct dl_ntb_reg req = { .index = cpu_to_le32(sidx) }, resp;
+	size_t len;
+	int ret;
+
+	might_sleep();
+	if (!dl_ntbe_pidx_ok(ne, pidx) || sidx < 0 || sidx >= DL_NTB_SPADS)
+		return ~0U;
+	ret = dl_fabric_request(ne->fab, dl_ntbe_host(ne, pidx),
+				DL_MSG_NTB_SPAD_READ, &req, sizeof(req),
+				&resp, sizeof(resp), &len,
+				DL_FABRIC_REQ_TIMEOUT_MS);
+	if (ret || len != sizeof(resp) || le32_to_cpu(resp.index) != sidx)
+		return ~0U;
+	return le32_to_cpu(resp.value);
+}
+
+static int dl_ntbe_msg_count(struct ntb_dev *ntb)
+{
+	return DL_NTB_MSGS;
+}
+
+static u64 dl_ntbe_msg_inbits(struct ntb_dev *ntb)
+{
+	return DL_NTBE_MSG_INBITS;
+}
+
+/* No outbound status: a message that finds its register full is lost. */
+static u64 dl_ntbe_msg_outbits(struct ntb_dev *ntb)
+{
+	return 0;
+}
+
+static u64 dl_ntbe_msg_read_sts(struct ntb_dev *ntb)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	unsigned long flags;
+	u64 sts;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	sts = ne->msg_sts;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	return sts;
+}
+
+/**
+ * dl_ntbe_msg_change() - change the message status or its mask, and raise
+ *	the message event if unmasked status is pending afterwards.
+ * @ne: the port.
+ * @set: status bits that just became set (a message arrived).
+ * @clear: status bits to clear.
+ * @mask_set: bits to mask.
+ * @mask_clear: bits to unmask.
+ */
+void dl_ntbe_msg_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
+			u64 mask_clear)
+{
+	unsigned long flags;
+	bool event;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	ne->msg_sts = (ne->msg_sts | set) & ~clear & DL_NTBE_MSG_INBITS;
+	ne->msg_mask = (ne->msg_mask | mask_set) & ~mask_clear;
+	event = (set | mask_clear) & ne->msg_sts & ~ne->msg_mask;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	if (event && READ_ONCE(ne->registered))
+		ntb_msg_event(&ne->ntb);
+}
+
+static int dl_ntbe_msg_clear_sts(struct ntb_dev *ntb, u64 bits)
+{
+	dl_ntbe_msg_change(dl_ntbe_of(ntb), 0, bits, 0, 0);
+	return 0;
+}
+
+static int dl_ntbe_msg_set_mask(struct ntb_dev *ntb, u64 bits)
+{
+	dl_ntbe_msg_change(dl_ntbe_of(ntb), 0, 0, bits, 0);
+	return 0;
+}
+
+static int dl_ntbe_msg_clear_mask(struct ntb_dev *ntb, u64 bits)
+{
+	dl_ntbe_msg_change(dl_ntbe_of(ntb), 0, 0, 0, bits);
+	return 0;
+}
+
+static u32 dl_ntbe_msg_read(struct ntb_dev *ntb, int *pidx, int midx)
+{
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	unsigned long flags;
+	u32 val;
+
+	if (midx < 0 || midx >= DL_NTB_MSGS)
+		return ~0U;
+	spin_lock_irqsave(&ne->lock, flags);
+	val = ne->msg[midx];
+	if (pidx)
+		*pidx = ne->msg_src[midx];
+	spin_unlock_irqrestore(&ne->lock, flags);
+	return val;
+}
+
+static int dl_ntbe_peer_msg_write(struct ntb_dev *ntb, int pidx, int midx,
+				  u32 msg)
+{
+	return dl_ntbe_peer_reg_send(dl_ntbe_of(ntb), pidx, DL_MSG_NTB_MSG,
+				     midx, DL_NTB_MSGS, msg);
+}
+
+const struct ntb_dev_ops dl_ntbe_ops = {
+	.port_number = dl_ntbe_port_number,
+	.peer_port_count = dl_ntbe_peer_port_count,
+	.peer_port_number = dl_ntbe_peer_port_number,
+	.peer_port_idx = dl_ntbe_peer_port_idx,
+	.link_is_up = dl_ntbe_link_is_up,
+	.link_enable = dl_ntbe_link_enable,
+	.link_disable = dl_ntbe_link_disable,
+	.mw_count = dl_ntbe_mw_count,
+	.mw_get_align = dl_ntbe_mw_get_align,
+	.mw_set_trans = dl_ntbe_mw_set_trans,
+	.mw_clear_trans = dl_ntbe_mw_clear_trans,
+	.peer_mw_count = dl_ntbe_peer_mw_count,
+	.peer_mw_get_addr = dl_ntbe_peer_mw_get_addr,
+	.db_valid_mask = dl_ntbe_db_valid_mask,
+	.db_read = dl_ntbe_db_read,
+	.db_set = dl_ntbe_db_set,
+	.db_clear = dl_ntbe_db_clear,
+	.db_read_mask = dl_ntbe_db_read_mask,
+	.db_set_mask = dl_ntbe_db_set_mask,
+	.db_clear_mask = dl_ntbe_db_clear_mask,
+	.peer_db_set = dl_ntbe_peer_db_set,
+	.spad_count = dl_ntbe_spad_count,
+	.spad_read = dl_ntbe_spad_read,
+	.spad_write = dl_ntbe_spad_write,
+	.peer_spad_read = dl_ntbe_peer_spad_read,
+	.peer_spad_write = dl_ntbe_peer_spad_write,
+	.msg_count = dl_ntbe_msg_count,
+	.msg_inbits = dl_ntbe_msg_inbits,
+	.msg_outbits = dl_ntbe_msg_outbits,
+	.msg_read_sts = dl_ntbe_msg_read_sts,
+	.msg_clear_sts = dl_ntbe_msg_clear_sts,
+	.msg_set_mask = dl_ntbe_msg_set_mask,
+	.msg_clear_mask = dl_ntbe_msg_clear_mask,
+	.msg_read = dl_ntbe_msg_read,
+	.peer_msg_write = dl_ntbe_peer_msg_write,
+};

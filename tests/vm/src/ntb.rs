@@ -1,0 +1,96 @@
+//! Linux's NTB stack over devlend's emulated adapter: loading `ntb.ko`
+//! (built by `qemu-scripts/build-ntb.sh`), devlend's modules and
+//! `devlend_ntb_emu.ko` in a host, and reading what ntb_tool shows.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use devlend_agent::AgentClient;
+
+use crate::fabric::{self, sh};
+
+/// Where `build-ntb.sh` put `ntb.ko` and its clients: `$DEVLEND_NTB_DIR`
+/// (set by `test.sh` and `demo.sh`).
+pub fn ntb_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::var_os("DEVLEND_NTB_DIR")
+        .map(PathBuf::from)
+        .context(
+            "DEVLEND_NTB_DIR is not set: run through ./test.sh, or set it to the directory \
+         qemu-scripts/build-ntb.sh printed",
+        )?;
+    if !dir.join("ntb.ko").is_file() {
+        bail!(
+            "{} has no ntb.ko: run qemu-scripts/build-ntb.sh",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// Loads one of Linux's NTB modules (`ntb`, `ntb_tool`, ...) unless loaded;
+/// `params` go to insmod.
+pub fn load_linux_module(agent: &AgentClient, name: &str, params: &str) -> anyhow::Result<()> {
+    let ko = devlend_cluster::host_view(&ntb_dir()?.join(format!("{name}.ko")));
+    sh(
+        agent,
+        &format!(
+            "grep -q '^{name} ' /proc/modules || insmod {} {params}",
+            ko.display()
+        ),
+    )
+    .with_context(|| format!("loading {name}"))?;
+    Ok(())
+}
+
+/// Everything for an emulated NTB port in a host: `ntb.ko`, devlend's
+/// modules, then `devlend_ntb_emu.ko`.
+///
+/// On a host with an IOMMU, the emulated adapter's devices are first put
+/// in identity domains (while no driver holds them): a peer writes this
+/// host's RAM directly, so bus addresses given to the adapter must be
+/// physical ones, as they are for an adapter that bypasses translation.
+pub fn load_emulated_port(agent: &AgentClient) -> anyhow::Result<()> {
+    sh(
+        agent,
+        "for d in /sys/bus/pci/devices/*; do \
+           [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
+           [ -e $d/driver ] && continue; [ -e $d/iommu_group/type ] || continue; \
+           [ \"$(cat $d/iommu_group/type)\" = identity ] || echo identity > $d/iommu_group/type; \
+         done",
+    )
+    .context("identity IOMMU domains for the emulated adapter")?;
+    load_linux_module(agent, "ntb", "")?;
+    fabric::ensure_module(agent)?;
+    let ko = devlend_cluster::host_view(&fabric::module_dir().join("devlend_ntb_emu.ko"));
+    sh(
+        agent,
+        &format!(
+            "grep -q '^devlend_ntb_emu ' /proc/modules || insmod {}",
+            ko.display()
+        ),
+    )
+    .context("loading devlend_ntb_emu (built when build-ntb.sh's Module.symvers is given)")?;
+    Ok(())
+}
+
+/// The one NTB device of a host (`/sys/bus/ntb/devices/<name>`).
+pub fn ntb_device(agent: &AgentClient) -> anyhow::Result<String> {
+    let out = sh(agent, "ls /sys/bus/ntb/devices")?;
+    let devs: Vec<&str> = out.split_whitespace().collect();
+    match devs.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        _ => bail!("expected one NTB device, found {devs:?}"),
+    }
+}
+
+/// The emulated port's state line from `devlend/ntb_emu`, as key=value.
+pub fn port_state(
+    agent: &AgentClient,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let text = sh(agent, "cat /sys/kernel/debug/devlend/ntb_emu")?;
+    let line = text
+        .lines()
+        .next()
+        .with_context(|| "devlend/ntb_emu is empty: no emulated port")?;
+    Ok(fabric::parse_kv(line))
+}
