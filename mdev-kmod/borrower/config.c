@@ -8,12 +8,17 @@
  * writes have side effects on this host before they may reach the
  * device. So a copy of the config space is read at open, and these
  * fields are served from it (the "virtual" bytes):
+ *   IDs         vendor, device, revision and class: from the lender's
+ *               device description (DEV_INFO), as vfio-pci virtualizes
+ *               them; writes dropped
  *   command     virtual copy; written through (the lender writes only I/O,
  *               memory and bus master; it virtualizes INTx disable), with
  *               side effects:
  *               bus master 0 -> 1 pins and maps guest memory first, then
  *               forwards; 1 -> 0 forwards first, then unmaps and unpins
- *   BAR0-5      virtual, with sizing (writable bits are the size mask)
+ *   BAR0-5      virtual, with sizing (writable bits are the size mask);
+ *               I/O BARs are not offered (no lender serves them) and
+ *               read as absent
  *   ROM BAR     reads 0, writes dropped (no ROM is offered)
  *   MSI, MSI-X  whole capability virtual: QEMU drives the vectors through
  *               SET_IRQS, never through these registers
@@ -21,7 +26,8 @@
  *               guest (and QEMU) must not count on INTx
  * A PCIe FLR written to the device control register takes the reset path.
  * Every other byte is read from and written to the device as it is; when
- * the device cannot be reached, reads return the copy.
+ * the device cannot be reached (lost, or the read fails), those bytes read
+ * all-ones, as a function that went away does on a real bus.
  *
  * Accesses are split into naturally aligned 1, 2 or 4 byte pieces; a
  * piece that mixes virtual and other bytes is read through and the
@@ -50,6 +56,7 @@ static bool dl_config_in(unsigned int off, unsigned int start,
 /* What a byte of config space belongs to, and so which filter it takes. */
 enum dl_cfg_region {
 	DL_CFG_DEV,		/* the device's own */
+	DL_CFG_ID,		/* vendor, device, revision, class */
 	DL_CFG_COMMAND,
 	DL_CFG_BAR,
 	DL_CFG_ROM,
@@ -61,6 +68,9 @@ enum dl_cfg_region {
 static enum dl_cfg_region dl_config_region(struct dl_vdev *v,
 					   unsigned int off)
 {
+	if (off < PCI_COMMAND ||
+	    (off >= PCI_CLASS_REVISION && off < PCI_CACHE_LINE_SIZE))
+		return DL_CFG_ID;
 	if (off == PCI_COMMAND || off == PCI_COMMAND + 1)
 		return DL_CFG_COMMAND;
 	if (off >= PCI_BASE_ADDRESS_0 && off < PCI_BASE_ADDRESS_5 + 4)
@@ -323,7 +333,11 @@ static void dl_config_find_caps(struct dl_vdev *v)
 	}
 }
 
-/* Sets up the virtual BARs: sizes from the lender, addresses zero. */
+/*
+ * Sets up the virtual BARs: sizes from the lender, addresses zero. I/O
+ * BARs read as absent: no lender serves them (dl_rinfo_decode() drops
+ * them too, this is in case).
+ */
 static void dl_config_init_bars(struct dl_vdev *v)
 {
 	unsigned int i;
@@ -334,24 +348,19 @@ static void dl_config_init_bars(struct dl_vdev *v)
 	for (i = 0; i < DL_NUM_BARS; i++) {
 		unsigned int off = PCI_BASE_ADDRESS_0 + i * 4;
 
-		if (!v->info.bar_size[i]) {
+		flags = v->info.bar_flags[i];
+		if (!v->info.bar_size[i] || (flags & DL_BAR_F_IO)) {
 			if (!(i && (v->info.bar_flags[i - 1] & DL_BAR_F_MEM64)))
 				dl_config_put(v, off, 4, 0);
 			continue;
 		}
-		flags = v->info.bar_flags[i];
 		mask = ~(v->info.bar_size[i] - 1);
-		if (flags & DL_BAR_F_IO) {
-			lo = PCI_BASE_ADDRESS_SPACE_IO;
-			v->bar_mask[i] = (u32)mask & PCI_BASE_ADDRESS_IO_MASK;
-		} else {
-			lo = 0;
-			if (flags & DL_BAR_F_MEM64)
-				lo |= PCI_BASE_ADDRESS_MEM_TYPE_64;
-			if (flags & DL_BAR_F_PREFETCH)
-				lo |= PCI_BASE_ADDRESS_MEM_PREFETCH;
-			v->bar_mask[i] = (u32)mask & PCI_BASE_ADDRESS_MEM_MASK;
-		}
+		lo = 0;
+		if (flags & DL_BAR_F_MEM64)
+			lo |= PCI_BASE_ADDRESS_MEM_TYPE_64;
+		if (flags & DL_BAR_F_PREFETCH)
+			lo |= PCI_BASE_ADDRESS_MEM_PREFETCH;
+		v->bar_mask[i] = (u32)mask & PCI_BASE_ADDRESS_MEM_MASK;
 		dl_config_put(v, off, 4, lo);
 		if ((flags & DL_BAR_F_MEM64) && i + 1 < DL_NUM_BARS) {
 			v->bar_mask[i + 1] = upper_32_bits(mask);
@@ -385,6 +394,10 @@ int dl_config_init(struct dl_vdev *v)
 	v->pcie_cap = 0;
 	dl_config_find_caps(v);
 	dl_config_init_bars(v);
+	/* The IDs the remote table and the mdev types go by. */
+	dl_config_put(v, PCI_VENDOR_ID, 2, v->info.vendor);
+	dl_config_put(v, PCI_DEVICE_ID, 2, v->info.device);
+	dl_config_put(v, PCI_CLASS_REVISION, 4, v->info.class_rev);
 	dl_config_put(v, PCI_INTERRUPT_PIN, 1, 0);
 	/* Whatever the lender left on, the guest starts with it off. */
 	dl_config_after_reset(v);
@@ -566,7 +579,7 @@ static int dl_config_write_virt(struct dl_vdev *v, enum dl_cfg_region region,
 		dl_config_write_msi(v, region, off, size, val);
 		return 0;
 	default:
-		/* ROM and INTx pin: dropped. */
+		/* IDs, ROM and INTx pin: dropped. */
 		return 0;
 	}
 }
@@ -599,10 +612,12 @@ static int dl_config_read_piece(struct dl_vdev *v, unsigned int off,
 	for (i = 0; i < size; i++)
 		nvirt += dl_config_virt(v, off + i);
 	*val = dl_config_get(v, off, size);
-	if (nvirt == size || READ_ONCE(v->state) == DL_VDEV_LOST)
+	if (nvirt == size)
 		return 0;
-	if (dl_config_read_dev(v, off, size, &dev))
-		return 0;	/* unreachable: the copy will do */
+	/* Unreachable: the device's bytes read as from a function gone. */
+	if (READ_ONCE(v->state) == DL_VDEV_LOST ||
+	    dl_config_read_dev(v, off, size, &dev))
+		dev = ~0U;
 	for (i = 0; i < size; i++) {
 		if (dl_config_virt(v, off + i))
 			continue;

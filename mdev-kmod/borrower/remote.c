@@ -201,10 +201,12 @@ void dl_rinfo_decode(struct dl_rinfo *ri, const struct dl_dev_info *di)
 		u64 size = le64_to_cpu(di->bars[i].size);
 		u32 flags = le32_to_cpu(di->bars[i].flags);
 
-		/* A BAR is a power of two; anything else is not offered. */
+		/*
+		 * A BAR is a power of two; anything else is not offered. Nor
+		 * are I/O BARs: no lender serves them (lender/bar.c).
+		 */
 		if (!(flags & DL_BAR_F_PRESENT) || !size ||
-		    !is_power_of_2(size) ||
-		    ((flags & DL_BAR_F_IO) && size > SZ_64K)) {
+		    !is_power_of_2(size) || (flags & DL_BAR_F_IO)) {
 			size = 0;
 			flags = 0;
 		}

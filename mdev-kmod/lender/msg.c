@@ -224,6 +224,9 @@ static void dl_lender_fill_info(struct dl_lent *lent, struct dl_dev_info *info)
 	info->msi_count = cpu_to_le16(n > 0 ? n : 0);
 	info->cfg_size = cpu_to_le32(lent->cfg_size);
 	for (i = 0; i < DL_NUM_BARS; i++) {
+		/* I/O BARs are not served (not mapped): not offered either. */
+		if (lent->bars[i].flags & DL_BAR_F_IO)
+			continue;
 		info->bars[i].size = cpu_to_le64(lent->bars[i].size);
 		info->bars[i].flags = cpu_to_le32(lent->bars[i].flags);
 	}

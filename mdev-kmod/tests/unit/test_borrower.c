@@ -49,7 +49,7 @@ struct run {
 static struct run runs[64];
 static unsigned int nruns, nmaps, nunmaps, nquarantined, nlost, nresets;
 static struct dl_dma_unmap last_unmap;
-static int map_ret, unmap_ret;
+static int map_ret, unmap_ret, cread_ret;
 static size_t max_payload;
 /* The order of events: 'M' map, 'U' unmap, 'W' config write. */
 static char events[64];
@@ -183,6 +183,8 @@ int dl_vdev_request(struct dl_vdev *vd, u16 type, const void *data,
 	}
 	case DL_MSG_CFG_READ:
 		ncreads++;
+		if (cread_ret)
+			return cread_ret;
 		if (resp_size < sizeof(*r))
 			return -EMSGSIZE;
 		*r = *acc;
@@ -297,6 +299,7 @@ static void reset_all(void)
 	nevents = 0;
 	ncwrites = 0;
 	ncreads = 0;
+	cread_ret = 0;
 	ncblocks = 0;
 	nrefused = 0;
 	blocks = BLOCKS_OK;
@@ -808,7 +811,9 @@ static void test_config_init(void)
 	for (off = 0; off < PCI_CFG_SPACE_SIZE; off++) {
 		enum dl_cfg_region want = DL_CFG_DEV;
 
-		if (off == 4 || off == 5)
+		if (off < 4 || (off >= 8 && off < 0x0c))
+			want = DL_CFG_ID;
+		else if (off == 4 || off == 5)
 			want = DL_CFG_COMMAND;
 		else if (off >= 0x10 && off < 0x28)
 			want = DL_CFG_BAR;
@@ -831,7 +836,7 @@ static void test_config_init(void)
 	CHECK_EQ(cfg_read(PCI_COMMAND, 2), PCI_COMMAND_INTX_DISABLE);
 	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_0, 4), PCI_BASE_ADDRESS_MEM_TYPE_64);
 	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_1, 4), 0);
-	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_2, 4), PCI_BASE_ADDRESS_SPACE_IO);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_2, 4), 0);	/* I/O: not offered */
 	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_4, 4), PCI_BASE_ADDRESS_MEM_PREFETCH);
 	CHECK_EQ(cfg_read(PCI_ROM_ADDRESS, 4), 0);
 	CHECK_EQ(cfg_read(0x42, 2), PCI_MSI_FLAGS_64BIT | PCI_MSI_FLAGS_MASKBIT |
@@ -876,6 +881,37 @@ static void test_config_snapshot_fallback(void)
 	CHECK_EQ(ncreads, 0);
 }
 
+/* IDs from the device description; a device out of reach reads all-ones. */
+static void test_config_ids_and_unreachable(void)
+{
+	setup_config();
+	v.info.vendor = 0x1b36;
+	v.info.device = 0x0010;
+	v.info.class_rev = 0x01080202;
+	CHECK_EQ(dl_config_init(&v), 0);
+	ncreads = 0;
+	/* The description wins over the snapshot, and is never asked for. */
+	CHECK_EQ(cfg_read(PCI_VENDOR_ID, 4), 0x00101b36);
+	CHECK_EQ(cfg_read(PCI_CLASS_REVISION, 4), 0x01080202);
+	CHECK_EQ(ncreads, 0);
+	cfg_write(PCI_VENDOR_ID, 4, 0x12345678);
+	CHECK_EQ(cfg_read(PCI_VENDOR_ID, 4), 0x00101b36);
+	CHECK_EQ(ncwrites, 0);
+	/* A failed read: the device's bytes all-ones, virtual ones kept. */
+	cread_ret = -ETIMEDOUT;
+	CHECK_EQ(cfg_read(PCI_STATUS, 2), 0xffff);
+	CHECK_EQ(cfg_read(PCI_INTERRUPT_LINE, 4), 0xffff00ff);
+	CHECK_EQ(cfg_read(PCI_COMMAND, 2), PCI_COMMAND_INTX_DISABLE);
+	/* Lost: not even asked. */
+	cread_ret = 0;
+	ncreads = 0;
+	v.state = DL_VDEV_LOST;
+	CHECK_EQ(cfg_read(0x70 + PCI_EXP_DEVCTL, 2), 0xffff);
+	CHECK_EQ(cfg_read(PCI_DEVICE_ID, 2), 0x0010);
+	CHECK_EQ(ncreads, 0);
+	dl_config_free(&v);
+}
+
 static void test_config_bars(void)
 {
 	setup_config();
@@ -889,7 +925,7 @@ static void test_config_bars(void)
 	cfg_write(PCI_ROM_ADDRESS, 4, ~0U);
 	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_0, 4), 0xffffc004);
 	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_1, 4), 0xffffffff);
-	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_2, 4), 0xffffff01);
+	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_2, 4), 0);	/* I/O: not offered */
 	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_3, 4), 0);
 	CHECK_EQ(cfg_read(PCI_BASE_ADDRESS_4, 4), 0xfff00008);
 	CHECK_EQ(cfg_read(PCI_ROM_ADDRESS, 4), 0);
@@ -1004,6 +1040,8 @@ static const struct unit_test config_tests[] = {
 	  test_config_init },
 	{ "snapshot: dwords from an older lender; a block for elsewhere fails",
 	  test_config_snapshot_fallback },
+	{ "IDs from the description; out of reach reads all-ones",
+	  test_config_ids_and_unreachable },
 	{ "BARs: sizing, addresses, ROM; nothing sent", test_config_bars },
 	{ "MSI and MSI-X: only vfio-pci's writable bits; vectors clamped",
 	  test_config_msi },
