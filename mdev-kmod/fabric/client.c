@@ -13,21 +13,49 @@
  * liveness work (which holds fab->lock) sees a client either not at all
  * or with its context set. Peers already up when a client is added are
  * reported to it under fab->lock, before any later event.
+ *
+ * A client's @add or @remove may itself start or stop a fabric: the
+ * emulated NTB port registers an ntb_dev, on which devlend's NTB backend
+ * makes a fabric of its own. So the thread that holds dl_clients_lock
+ * takes it again freely (dl_clients_get()); the walks below stay valid
+ * because a nested call only adds or removes another fabric than the one
+ * a walk stands on, and attaching skips a client already attached.
  */
 #include <linux/bitops.h>
 #include <linux/device.h>
 #include <linux/export.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
+#include <linux/sched.h>
 
 #include "internal.h"
 
 static DEFINE_MUTEX(dl_clients_lock);
+/* The task holding dl_clients_lock, for the nested calls above. */
+static struct task_struct *dl_clients_holder;
 /* Registered clients, by slot; and their list, in registration order. */
 static struct dl_fabric_client *dl_client_slots[DL_FABRIC_MAX_CLIENTS];
 static LIST_HEAD(dl_clients);
 /* Started fabrics. */
 static LIST_HEAD(dl_fabrics);
+
+/* Take dl_clients_lock unless this task holds it; whether it was taken. */
+static bool dl_clients_get(void)
+{
+	if (READ_ONCE(dl_clients_holder) == current)
+		return false;
+	mutex_lock(&dl_clients_lock);
+	WRITE_ONCE(dl_clients_holder, current);
+	return true;
+}
+
+static void dl_clients_put(bool taken)
+{
+	if (!taken)
+		return;
+	WRITE_ONCE(dl_clients_holder, NULL);
+	mutex_unlock(&dl_clients_lock);
+}
 
 static void dl_client_attach(struct dl_fabric *fab,
 			     struct dl_fabric_client *client)
@@ -38,7 +66,13 @@ static void dl_client_attach(struct dl_fabric *fab,
 
 	lockdep_assert_held(&dl_clients_lock);
 
+	if (test_bit(client->slot, &fab->clients))
+		return;
 	ret = client->add(fab, &ctx);
+	if (ret == -ENODEV) {
+		dev_dbg(fab->dev, "%s is not for this fabric\n", client->name);
+		return;
+	}
 	if (ret) {
 		dev_warn(fab->dev, "%s does not serve this fabric: %d\n",
 			 client->name, ret);
@@ -89,17 +123,18 @@ static void dl_client_detach(struct dl_fabric *fab,
 int dl_fabric_client_register(struct dl_fabric_client *client)
 {
 	struct dl_fabric *fab;
+	bool taken;
 	int slot;
 
 	if (!client->add || !client->remove || !client->peer_event)
 		return -EINVAL;
 
-	mutex_lock(&dl_clients_lock);
+	taken = dl_clients_get();
 	for (slot = 0; slot < DL_FABRIC_MAX_CLIENTS; slot++)
 		if (!dl_client_slots[slot])
 			break;
 	if (slot == DL_FABRIC_MAX_CLIENTS) {
-		mutex_unlock(&dl_clients_lock);
+		dl_clients_put(taken);
 		return -EBUSY;
 	}
 	client->slot = slot;
@@ -107,7 +142,7 @@ int dl_fabric_client_register(struct dl_fabric_client *client)
 	list_add_tail(&client->node, &dl_clients);
 	list_for_each_entry(fab, &dl_fabrics, node)
 		dl_client_attach(fab, client);
-	mutex_unlock(&dl_clients_lock);
+	dl_clients_put(taken);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(dl_fabric_client_register);
@@ -121,13 +156,14 @@ EXPORT_SYMBOL_GPL(dl_fabric_client_register);
 void dl_fabric_client_unregister(struct dl_fabric_client *client)
 {
 	struct dl_fabric *fab;
+	bool taken;
 
-	mutex_lock(&dl_clients_lock);
+	taken = dl_clients_get();
 	list_for_each_entry(fab, &dl_fabrics, node)
 		dl_client_detach(fab, client);
 	list_del(&client->node);
 	dl_client_slots[client->slot] = NULL;
-	mutex_unlock(&dl_clients_lock);
+	dl_clients_put(taken);
 }
 EXPORT_SYMBOL_GPL(dl_fabric_client_unregister);
 
@@ -164,9 +200,10 @@ int dl_fabric_client_for_each(const struct dl_fabric_client *client,
 			      void *arg)
 {
 	struct dl_fabric *fab;
+	bool taken;
 	int ret = 0;
 
-	mutex_lock(&dl_clients_lock);
+	taken = dl_clients_get();
 	list_for_each_entry(fab, &dl_fabrics, node) {
 		if (!test_bit(client->slot, &fab->clients))
 			continue;
@@ -174,7 +211,7 @@ int dl_fabric_client_for_each(const struct dl_fabric_client *client,
 		if (ret)
 			break;
 	}
-	mutex_unlock(&dl_clients_lock);
+	dl_clients_put(taken);
 	return ret;
 }
 EXPORT_SYMBOL_GPL(dl_fabric_client_for_each);
@@ -186,12 +223,13 @@ EXPORT_SYMBOL_GPL(dl_fabric_client_for_each);
 void dl_clients_fabric_added(struct dl_fabric *fab)
 {
 	struct dl_fabric_client *client;
+	bool taken;
 
-	mutex_lock(&dl_clients_lock);
+	taken = dl_clients_get();
 	list_add_tail(&fab->node, &dl_fabrics);
 	list_for_each_entry(client, &dl_clients, node)
 		dl_client_attach(fab, client);
-	mutex_unlock(&dl_clients_lock);
+	dl_clients_put(taken);
 }
 
 /**
@@ -202,12 +240,13 @@ void dl_clients_fabric_added(struct dl_fabric *fab)
 void dl_clients_fabric_removing(struct dl_fabric *fab)
 {
 	struct dl_fabric_client *client;
+	bool taken;
 
-	mutex_lock(&dl_clients_lock);
+	taken = dl_clients_get();
 	list_for_each_entry_reverse(client, &dl_clients, node)
 		dl_client_detach(fab, client);
 	list_del(&fab->node);
-	mutex_unlock(&dl_clients_lock);
+	dl_clients_put(taken);
 }
 
 /**

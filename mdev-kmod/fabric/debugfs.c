@@ -172,18 +172,30 @@ void dl_debugfs_exit(void)
 
 /**
  * dl_debugfs_add() - create the fabric's files.
- * @fab: the fabric (one per host: the ivshmem backend allows one adapter).
+ * @fab: the fabric.
+ *
+ * The first fabric's files are devlend/{peers,status,selftest}; a host
+ * with more (an NTB backend beside the emulated one) puts each further
+ * fabric's in devlend/fabric-<fabric id>/.
  */
 void dl_debugfs_add(struct dl_fabric *fab)
 {
-	fab->debugfs_files[0] = debugfs_create_file("peers", 0444,
-						    dl_debugfs_root, fab,
+	struct dentry *dir = dl_debugfs_root, *taken;
+	char name[32];
+
+	taken = debugfs_lookup("peers", dl_debugfs_root);
+	if (taken) {
+		dput(taken);
+		snprintf(name, sizeof(name), "fabric-%016llx",
+			 fab->geom.fabric_id);
+		dir = debugfs_create_dir(name, dl_debugfs_root);
+		fab->debugfs_dir = dir;
+	}
+	fab->debugfs_files[0] = debugfs_create_file("peers", 0444, dir, fab,
 						    &dl_peers_fops);
-	fab->debugfs_files[1] = debugfs_create_file("status", 0444,
-						    dl_debugfs_root, fab,
+	fab->debugfs_files[1] = debugfs_create_file("status", 0444, dir, fab,
 						    &dl_status_fops);
-	fab->debugfs_files[2] = debugfs_create_file("selftest", 0600,
-						    dl_debugfs_root, fab,
+	fab->debugfs_files[2] = debugfs_create_file("selftest", 0600, dir, fab,
 						    &dl_selftest_fops);
 }
 
@@ -201,4 +213,6 @@ void dl_debugfs_remove(struct dl_fabric *fab)
 		debugfs_remove(fab->debugfs_files[i]);
 		fab->debugfs_files[i] = NULL;
 	}
+	debugfs_remove(fab->debugfs_dir);
+	fab->debugfs_dir = NULL;
 }

@@ -380,6 +380,7 @@ struct dl_fabric {
 
 	struct kobject *sysfs_fabric;
 	struct kobject *sysfs_peers;
+	struct dentry *debugfs_dir;	/* NULL: the files are at the root */
 	struct dentry *debugfs_files[3];
 
 	struct mutex selftest_lock;	/* one run at a time */

@@ -20,6 +20,7 @@
 #include <linux/ntb.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
 #include "devlend_wire.h"
 #include "../fabric/fabric.h"
@@ -67,6 +68,10 @@ struct dl_ntbe_peer {
  * @msg_sts: bit i: message register i holds an unread message.
  * @msg_mask: masked message status bits.
  * @peers: by host id.
+ * @db_pending: by host id: doorbell bits rung while the ring to that
+ *	host was full, sent by @db_work (doorbell bits latch; none is lost).
+ * @db_work: sends @db_pending.
+ * @db_rx: doorbell messages received.
  * @rej: messages refused (malformed, out of range, unknown sender).
  * @msgs_dropped: messages that found their register full.
  */
@@ -88,6 +93,9 @@ struct dl_ntbe {
 	u64 msg_sts;
 	u64 msg_mask;
 	struct dl_ntbe_peer peers[DL_MAX_HOSTS];
+	u64 db_pending[DL_MAX_HOSTS];
+	struct delayed_work db_work;
+	u64 db_rx;
 	u64 rej;
 	u64 msgs_dropped;
 };
@@ -123,5 +131,6 @@ void dl_ntbe_db_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
 		       u64 mask_clear);
 void dl_ntbe_msg_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
 			u64 mask_clear);
+void dl_ntbe_db_work(struct work_struct *work);
 
 #endif /* DL_NTB_EMU_INTERNAL_H */

@@ -165,6 +165,7 @@ static void dl_ntbe_rx_db(struct dl_fabric *fab,
 {
 	const struct dl_ntb_db *db = msg->data;
 	struct dl_ntbe *ne = priv;
+	unsigned long flags;
 	u64 bits;
 
 	if (!dl_ntbe_msg_ok(ne, msg, sizeof(*db)))
@@ -174,6 +175,9 @@ static void dl_ntbe_rx_db(struct dl_fabric *fab,
 		dl_ntbe_reject(ne, msg);
 		return;
 	}
+	spin_lock_irqsave(&ne->lock, flags);
+	ne->db_rx++;
+	spin_unlock_irqrestore(&ne->lock, flags);
 	dl_ntbe_db_change(ne, bits, 0, 0, 0);
 }
 
@@ -314,6 +318,7 @@ static int dl_ntbe_add(struct dl_fabric *fab, void **ctx)
 	ne->self = dl_fabric_host_id(fab);
 	ne->hosts = dl_fabric_max_hosts(fab);
 	spin_lock_init(&ne->lock);
+	INIT_DELAYED_WORK(&ne->db_work, dl_ntbe_db_work);
 	/* Everything masked until a client unmasks it, as after a reset. */
 	ne->db_mask = GENMASK_ULL(DL_NTB_DB_BITS - 1, 0);
 	ne->msg_mask = GENMASK_ULL(DL_NTB_MSGS - 1, 0);
@@ -351,6 +356,7 @@ static void dl_ntbe_remove(struct dl_fabric *fab, void *ctx)
 	/* The clients go first: they may still ring and write. */
 	WRITE_ONCE(ne->registered, false);
 	ntb_unregister_device(&ne->ntb);
+	cancel_delayed_work_sync(&ne->db_work);
 	for (host = 0; host < ne->hosts; host++)
 		if (host != ne->self && dl_fabric_link_is_up(fab, host))
 			dl_ntbe_hello(ne, host, 0, false);
@@ -374,6 +380,7 @@ static void dl_ntbe_peer_event(struct dl_fabric *fab, void *ctx,
 		p->present = false;
 		p->link = false;
 		memset(p->out, 0, sizeof(p->out));
+		ne->db_pending[peer] = 0;
 	}
 	on = ne->link_on;
 	spin_unlock_irqrestore(&ne->lock, flags);
@@ -398,10 +405,10 @@ static int dl_ntbe_show_one(struct dl_fabric *fab, void *ctx, void *arg)
 	unsigned long flags;
 
 	spin_lock_irqsave(&ne->lock, flags);
-	seq_printf(s, "ntb=%s port=%u ports=%u link_on=%d linked=%#llx db=%#llx db_mask=%#llx msg_sts=%#llx rej=%llu msgs_dropped=%llu\n",
+	seq_printf(s, "ntb=%s port=%u ports=%u link_on=%d linked=%#llx db=%#llx db_mask=%#llx msg_sts=%#llx db_rx=%llu rej=%llu msgs_dropped=%llu\n",
 		   dev_name(&ne->ntb.dev), ne->self, ne->hosts, ne->link_on,
-		   ne->linked, ne->db, ne->db_mask, ne->msg_sts, ne->rej,
-		   ne->msgs_dropped);
+		   ne->linked, ne->db, ne->db_mask, ne->msg_sts, ne->db_rx,
+		   ne->rej, ne->msgs_dropped);
 	spin_unlock_irqrestore(&ne->lock, flags);
 	return 0;
 }

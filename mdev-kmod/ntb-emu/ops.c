@@ -319,13 +319,15 @@ static int dl_ntbe_db_clear_mask(struct ntb_dev *ntb, u64 bits)
 /*
  * With one peer every bit goes to it, as on a two-port adapter; with
  * more, bit i rings port i, as a switch routes them (ntb_pingpong rings
- * bit <peer port>).
+ * bit <peer port>). A ring full now does not lose a doorbell: its bits
+ * wait, merged, for dl_ntbe_db_work().
  */
 static int dl_ntbe_peer_db_set(struct ntb_dev *ntb, u64 bits)
 {
 	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+	unsigned long flags;
 	struct dl_ntb_db db;
-	int ret = 0, r;
+	bool later = false;
 	u32 host;
 
 	if (bits & ~DL_NTBE_DB_VALID)
@@ -335,13 +337,62 @@ static int dl_ntbe_peer_db_set(struct ntb_dev *ntb, u64 bits)
 
 		if (host == ne->self || !send)
 			continue;
+		spin_lock_irqsave(&ne->lock, flags);
+		if (ne->db_pending[host]) {
+			/* Behind bits that wait already: keep the order. */
+			ne->db_pending[host] |= send;
+			later = true;
+			spin_unlock_irqrestore(&ne->lock, flags);
+			continue;
+		}
+		spin_unlock_irqrestore(&ne->lock, flags);
 		db.bits = cpu_to_le64(send);
-		r = dl_fabric_send_atomic(ne->fab, host, DL_MSG_NTB_DB, &db,
-					  sizeof(db));
-		if (r)
-			ret = r;
+		if (!dl_fabric_send_atomic(ne->fab, host, DL_MSG_NTB_DB, &db,
+					   sizeof(db)))
+			continue;
+		spin_lock_irqsave(&ne->lock, flags);
+		ne->db_pending[host] |= send;
+		spin_unlock_irqrestore(&ne->lock, flags);
+		later = true;
 	}
-	return ret;
+	if (later)
+		mod_delayed_work(system_wq, &ne->db_work, 0);
+	return 0;
+}
+
+/**
+ * dl_ntbe_db_work() - send the doorbell bits that found a ring full.
+ * @work: &dl_ntbe.db_work.
+ */
+void dl_ntbe_db_work(struct work_struct *work)
+{
+	struct dl_ntbe *ne = container_of(to_delayed_work(work),
+					  struct dl_ntbe, db_work);
+	unsigned long flags;
+	struct dl_ntb_db db;
+	u64 bits;
+	u32 host;
+
+	for (host = 0; host < ne->hosts; host++) {
+		spin_lock_irqsave(&ne->lock, flags);
+		bits = ne->db_pending[host];
+		ne->db_pending[host] = 0;
+		spin_unlock_irqrestore(&ne->lock, flags);
+		if (!bits)
+			continue;
+		db.bits = cpu_to_le64(bits);
+		if (!dl_fabric_send(ne->fab, host, DL_MSG_NTB_DB, &db,
+				    sizeof(db)))
+			continue;
+		/* The peer is gone or stuck: its doorbells wait for it. */
+		if (!dl_fabric_link_is_up(ne->fab, host))
+			continue;
+		spin_lock_irqsave(&ne->lock, flags);
+		ne->db_pending[host] |= bits;
+		spin_unlock_irqrestore(&ne->lock, flags);
+		queue_delayed_work(system_wq, &ne->db_work,
+				   msecs_to_jiffies(10));
+	}
 }
 
 static int dl_ntbe_spad_count(struct ntb_dev *ntb)

@@ -11,7 +11,7 @@ use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
 use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh, sh_timeout};
-use devlend_vmtests::lending::wait_until;
+use devlend_vmtests::lending::{self, wait_until};
 use devlend_vmtests::ntb;
 use devlend_vmtests::twohost;
 use devlend_vmtests::{Check, Suite};
@@ -297,6 +297,150 @@ fn tool_checks(a: &AgentClient, ta: &str, b: &AgentClient, tb: &str) -> anyhow::
     Ok(())
 }
 
+/// devlend over its own NTB backend (`devlend_ntb.ko`) on the emulated
+/// ports: a second fabric comes up on the NTB devices, the lender serves
+/// it too, and the borrower's userspace driver does verified I/O on the
+/// lender's NVMe through an mdev of that fabric, then writes 256 KiB more
+/// that stay. Its doorbells travel as NTB doorbells (counted by the
+/// ports), and its writes reach the lender's backing file (the verified
+/// phase puts back what it found; the timed writes stay).
+fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
+    let (da, db) = ports_up(c)?;
+    let (a, b) = (c.agent(A)?, c.agent(B)?);
+    for x in [a, b] {
+        let ko = devlend_cluster::host_view(&fabric::module_dir().join("devlend_ntb.ko"));
+        sh(
+            x,
+            &format!(
+                "grep -q '^devlend_ntb ' /proc/modules || insmod {}",
+                ko.display()
+            ),
+        )
+        .context("loading devlend_ntb")?;
+    }
+    let (ia, ib) = (fabric::host_id(a)?, fabric::host_id(b)?);
+    for (x, dev, peer) in [(a, &da, ib), (b, &db, ia)] {
+        wait_until(
+            "the NTB fabric's link",
+            WAIT,
+            || {
+                let out = x.sh(
+                    &format!("cat /sys/bus/ntb/devices/{dev}/fabric/peers/{peer}/state"),
+                    Duration::from_secs(10),
+                )?;
+                Ok(out.stdout.trim().to_owned())
+            },
+            "up",
+        )?;
+    }
+    println!("  a second fabric, over the NTB ports, is up on both hosts");
+
+    lending::ensure_module(b)?;
+    let nvme = lending::find_by_class(a, lending::NVME_CLASS)?;
+    if lending::driver_of(a, &nvme.addr)?.as_deref() != Some("devlend-lender") {
+        lending::lend(a, &nvme.addr)?;
+    }
+    let fab_b = format!("/sys/bus/ntb/devices/{db}");
+    wait_until(
+        "the NVMe listed on the NTB fabric",
+        WAIT,
+        || {
+            let out = b.sh(
+                &format!("cat {fab_b}/fabric/remote/*/name 2>/dev/null"),
+                Duration::from_secs(10),
+            )?;
+            Ok(out
+                .stdout
+                .lines()
+                .any(|l| l.trim() == nvme.addr)
+                .to_string())
+        },
+        "true",
+    )?;
+    let types = sh(b, &format!("ls {fab_b}/mdev_supported_types"))?;
+    let nvme_type = types
+        .split_whitespace()
+        .find(|t| t.ends_with("-nvme"))
+        .with_context(|| format!("no nvme mdev type on the NTB fabric: {types}"))?
+        .to_owned();
+
+    let img = c.paths().nvme_file(A, "nvme0");
+    let before_file = range_sha256(&img)?;
+    let before_db = db_rx(b)?;
+    let uuid = sh(b, "cat /proc/sys/kernel/random/uuid")?.trim().to_owned();
+    sh(
+        b,
+        &format!("echo {uuid} > {fab_b}/mdev_supported_types/{nvme_type}/create"),
+    )?;
+    let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let out = b.sh(
+        &format!(
+            "{drv} --mdev {uuid} --rw write --pattern seq --lba 8192 --range-blocks 64 \
+             --ios 500 --json"
+        ),
+        Duration::from_secs(600),
+    );
+    let removed = sh(b, &format!("echo 1 > /sys/bus/mdev/devices/{uuid}/remove"));
+    let out = out?;
+    removed?;
+    ensure!(
+        out.exit_code == Some(0),
+        "devlend-nvme-test failed: {out:?}"
+    );
+    let r: serde_json::Value = serde_json::from_str(&out.stdout)
+        .with_context(|| format!("driver output: {}", out.stdout))?;
+    ensure!(r["passed"] == true, "driver: {r}");
+    let verified = r["verified_ios"].as_u64().unwrap_or(0);
+    ensure!(verified > 0, "no verified I/O: {r}");
+    let doorbells = db_rx(b)? - before_db;
+    ensure!(
+        doorbells > verified / 4,
+        "{doorbells} NTB doorbells for {verified} I/Os: not the NTB fabric"
+    );
+    ensure!(
+        range_sha256(&img)? != before_file,
+        "the written range of the lender's backing file is unchanged: {r}"
+    );
+    ensure!(
+        r["rw"] == "write" && r["timed_bytes"].as_u64().unwrap_or(0) > 0,
+        "no timed writes: {r}"
+    );
+    println!(
+        "  {verified} verified I/Os over the NTB fabric ({nvme_type}), {doorbells} NTB doorbells at the borrower, the lender's drive written"
+    );
+    wait_until(
+        "the NVMe available again",
+        WAIT,
+        || lending::lent_state(a, &nvme.addr),
+        "available",
+    )?;
+    for x in [a, b] {
+        sh(x, "rmmod devlend_ntb").context("unloading devlend_ntb")?;
+    }
+    no_refusals(c)
+}
+
+/// sha256 of the range the timed writes of `ntb_backend_lends_nvme` cover
+/// (LBA 8192, 64 I/Os of 4 KiB) in an NVMe backing file, read on the outer
+/// machine, outside every VM.
+fn range_sha256(file: &std::path::Path) -> anyhow::Result<String> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "dd if={} bs=4096 skip=1024 count=64 status=none | sha256sum",
+            file.display()
+        ))
+        .output()?;
+    ensure!(out.status.success(), "reading {}: {out:?}", file.display());
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Doorbell messages the host's emulated port received.
+fn db_rx(x: &AgentClient) -> anyhow::Result<u64> {
+    let st = ntb::port_state(x)?;
+    fabric::counter(&st, "db_rx")
+}
+
 /// Everything unloads: the emulated ports (their NTB devices leave the
 /// bus), then ntb.ko and devlend's modules; no WARN, oops or lockup on
 /// either host since the suite began.
@@ -304,7 +448,12 @@ fn ntb_unload_clean(c: &mut Cluster) -> anyhow::Result<()> {
     ports_up(c)?;
     for host in [A, B] {
         let x = c.agent(host)?;
-        sh(x, "rmmod devlend_ntb_emu ntb").with_context(|| format!("unloading on the {host}"))?;
+        sh(
+            x,
+            "if grep -q '^devlend_ntb ' /proc/modules; then rmmod devlend_ntb; fi; \
+             rmmod devlend_ntb_emu ntb",
+        )
+        .with_context(|| format!("unloading on the {host}"))?;
         let left = sh(x, "ls /sys/bus/ntb/devices 2>/dev/null | wc -l")?;
         ensure!(left.trim() == "0", "{host}: NTB devices left after unload");
         fabric::unload_modules(x).with_context(|| format!("devlend's modules on the {host}"))?;
@@ -329,6 +478,10 @@ fn main() {
         Check {
             name: "ntb_tool_registers_and_window",
             run: ntb_tool_registers_and_window,
+        },
+        Check {
+            name: "ntb_backend_lends_nvme",
+            run: ntb_backend_lends_nvme,
         },
         Check {
             name: "ntb_unload_clean",
