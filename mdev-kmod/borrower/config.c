@@ -42,6 +42,7 @@
 #include <linux/uaccess.h>
 #include <linux/unaligned.h>
 
+#include "../include/dl_pci_cfg.h"
 #include "internal.h"
 
 /* Config reads in flight while the copy is made. */
@@ -292,15 +293,6 @@ static int dl_config_snapshot(struct dl_vdev *v)
 	return dl_config_snapshot_dwords(v);
 }
 
-static u8 dl_config_msi_len(u16 flags)
-{
-	u8 len = flags & PCI_MSI_FLAGS_64BIT ? 14 : 10;
-
-	if (flags & PCI_MSI_FLAGS_MASKBIT)
-		len += 10;
-	return len;
-}
-
 /* Finds the capabilities the copy virtualizes. */
 static void dl_config_find_caps(struct dl_vdev *v)
 {
@@ -316,7 +308,7 @@ static void dl_config_find_caps(struct dl_vdev *v)
 		switch (id) {
 		case PCI_CAP_ID_MSI:
 			v->msi_cap = pos;
-			v->msi_len = dl_config_msi_len(dl_config_get(v, pos + PCI_MSI_FLAGS, 2));
+			v->msi_len = dl_msi_cap_len(dl_config_get(v, pos + PCI_MSI_FLAGS, 2));
 			if (pos + v->msi_len > PCI_CFG_SPACE_SIZE)
 				v->msi_cap = 0;
 			break;

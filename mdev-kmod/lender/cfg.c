@@ -36,6 +36,7 @@
 #include <linux/pci.h>
 #include <linux/slab.h>
 
+#include "../include/dl_pci_cfg.h"
 #include "internal.h"
 
 #define DL_CMD_WMASK	(PCI_COMMAND_IO | PCI_COMMAND_MEMORY | \
@@ -87,23 +88,11 @@ static void dl_wmask_set16(struct dl_lent *lent, unsigned int pos, u16 mask)
 	dl_wmask_set(lent, pos + 1, 1, mask >> 8);
 }
 
-static unsigned int dl_msi_cap_len(struct pci_dev *pdev, unsigned int pos)
-{
-	unsigned int len = PCI_MSI_DATA_32 + 2;
-	u16 flags;
-
-	pci_read_config_word(pdev, pos + PCI_MSI_FLAGS, &flags);
-	if (flags & PCI_MSI_FLAGS_64BIT)
-		len += 4;
-	if (flags & PCI_MSI_FLAGS_MASKBIT)
-		len += 10;
-	return len;
-}
-
 /* Bytes of a standard capability; @room (up to the next one) if unknown. */
 static unsigned int dl_std_cap_len(struct pci_dev *pdev, u8 id,
 				   unsigned int pos, unsigned int room)
 {
+	u16 flags;
 	u8 len;
 
 	switch (id) {
@@ -112,7 +101,8 @@ static unsigned int dl_std_cap_len(struct pci_dev *pdev, u8 id,
 	case PCI_CAP_ID_VPD:
 		return PCI_CAP_VPD_SIZEOF;
 	case PCI_CAP_ID_MSI:
-		return dl_msi_cap_len(pdev, pos);
+		pci_read_config_word(pdev, pos + PCI_MSI_FLAGS, &flags);
+		return dl_msi_cap_len(flags);
 	case PCI_CAP_ID_MSIX:
 		return PCI_CAP_MSIX_SIZEOF;
 	case PCI_CAP_ID_EXP:
