@@ -8,8 +8,9 @@
  *  - host ids are the NTB port numbers;
  *  - the control area (host info slots and rings, the same layout the
  *    ivshmem server formats) lives in the RAM of the lower port, the
- *    "owner", which formats it and shows it to the peer through inbound
- *    memory window 0; the peer maps it through its outbound window;
+ *    "owner", which formats it and, once the link is up, shows it to the
+ *    peer through inbound memory window 0; the peer maps it through its
+ *    outbound window;
  *  - inbound memory window 1 shows each host's RAM from bus address 0, so
  *    a peer's window offset is a physical address (the layout the core
  *    publishes); the adapter's IOMMU domain must then be identity;
@@ -185,6 +186,24 @@ static void dl_ntbb_area_free(struct dl_ntbb *nb)
 	free_pages_exact(nb->area, nb->area_size);
 }
 
+/* Whether inbound window @widx takes a translation of @size bytes. */
+static int dl_ntbb_window_fits(struct dl_ntbb *nb, int widx, u64 size,
+			       const char *what)
+{
+	resource_size_t size_max;
+	int ret;
+
+	ret = ntb_mw_get_align(nb->ntb, 0, widx, NULL, NULL, &size_max);
+	if (ret)
+		return ret;
+	if (size <= size_max)
+		return 0;
+	dev_err(&nb->ntb->dev,
+		"devlend: window %d translates at most %llu bytes; %s needs %llu\n",
+		widx, (u64)size_max, what, size);
+	return -ENOSPC;
+}
+
 static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size)
 {
 	struct dl_fabric_config cfg = {
@@ -205,6 +224,24 @@ static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size)
 	fab = dl_fabric_create(&cfg);
 	if (IS_ERR(fab))
 		return PTR_ERR(fab);
+	/* Both windows checked before either is shown. */
+	ret = dl_ntbb_window_fits(nb, DL_NTBB_MW_RAM, dl_fabric_ram_size(fab),
+				  "this host's RAM");
+	if (!ret && nb->owner)
+		ret = dl_ntbb_window_fits(nb, DL_NTBB_MW_CTL, nb->area_size,
+					  "the control area");
+	if (ret)
+		goto err_destroy;
+	if (nb->owner) {
+		ret = ntb_mw_set_trans(nb->ntb, 0, DL_NTBB_MW_CTL, nb->area_dma,
+				       nb->area_size);
+		if (ret) {
+			dev_err(&nb->ntb->dev, "cannot show the control area in window %d: %d\n",
+				DL_NTBB_MW_CTL, ret);
+			goto err_destroy;
+		}
+		nb->area_shown = true;
+	}
 	/* This host's RAM, for the peer's DMA, from bus address 0. */
 	ret = ntb_mw_set_trans(nb->ntb, 0, DL_NTBB_MW_RAM, 0,
 			       dl_fabric_ram_size(fab));
@@ -279,6 +316,12 @@ err_unmap:
 	return ret;
 }
 
+/*
+ * The fabric comes up once the link is: the windows' limits are known only
+ * then (ntb_mw_get_align() needs the link). The owner keeps its fabric
+ * when the link goes down (its area is its own RAM; liveness tells the
+ * peer gone); the other port leaves, since the owner's area may go.
+ */
 static void dl_ntbb_setup_work(struct work_struct *work)
 {
 	struct dl_ntbb *nb = container_of(to_delayed_work(work),
@@ -287,18 +330,22 @@ static void dl_ntbb_setup_work(struct work_struct *work)
 	int ret;
 
 	mutex_lock(&nb->lock);
-	if (nb->dying || nb->owner)
+	if (nb->dying)
 		goto out_unlock;
 	up = ntb_link_is_up(nb->ntb, NULL, NULL) & BIT_ULL(0);
 	if (!up) {
-		/* The owner's area may be gone: stop using it. */
-		dl_ntbb_fabric_down(nb);
+		if (!nb->owner)
+			dl_ntbb_fabric_down(nb);
 		goto out_unlock;
 	}
 	if (nb->fab)
 		goto out_unlock;
-	ret = dl_ntbb_join(nb);
-	if (ret)
+	if (nb->owner)
+		ret = dl_ntbb_fabric_up(nb, nb->area, nb->area_size);
+	else
+		ret = dl_ntbb_join(nb);
+	/* Windows too small stay so: wait for the next link event. */
+	if (ret && ret != -ENOSPC)
 		queue_delayed_work(system_wq, &nb->setup,
 				   msecs_to_jiffies(DL_NTBB_RETRY_MS));
 out_unlock:
@@ -336,26 +383,14 @@ static const struct ntb_ctx_ops dl_ntbb_ctx_ops = {
 	.db_event = dl_ntbb_db_event,
 };
 
-static int dl_ntbb_owner_up(struct dl_ntbb *nb)
+/* Withdraw the translations shown; the area itself stays if it was. */
+static void dl_ntbb_unshow(struct dl_ntbb *nb)
 {
-	int ret;
-
-	ret = dl_ntbb_area_alloc(nb, ntb_peer_port_count(nb->ntb) + 1);
-	if (ret)
-		return ret;
-	mutex_lock(&nb->lock);
-	ret = ntb_mw_set_trans(nb->ntb, 0, DL_NTBB_MW_CTL, nb->area_dma,
-			       nb->area_size);
-	if (ret) {
-		dev_err(&nb->ntb->dev, "cannot show the control area in window %d: %d\n",
-			DL_NTBB_MW_CTL, ret);
-		goto out_unlock;
-	}
-	nb->area_shown = true;
-	ret = dl_ntbb_fabric_up(nb, nb->area, nb->area_size);
-out_unlock:
-	mutex_unlock(&nb->lock);
-	return ret;
+	if (nb->ram_shown)
+		ntb_mw_clear_trans(nb->ntb, 0, DL_NTBB_MW_RAM);
+	if (nb->area_shown)
+		ntb_mw_clear_trans(nb->ntb, 0, DL_NTBB_MW_CTL);
+	nb->ram_shown = false;
 }
 
 static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
@@ -390,22 +425,18 @@ static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	ntb_db_clear(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
 	ntb_db_clear_mask(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
 	if (nb->owner) {
-		ret = dl_ntbb_owner_up(nb);
+		ret = dl_ntbb_area_alloc(nb, ntb_peer_port_count(ntb) + 1);
 		if (ret)
 			goto err_clear_ctx;
 	}
 	ret = ntb_link_enable(ntb, NTB_SPEED_AUTO, NTB_WIDTH_AUTO);
 	if (ret)
-		goto err_down;
+		goto err_clear_ctx;
 	queue_delayed_work(system_wq, &nb->setup, 0);
 	dev_info(&ntb->dev, "devlend: NTB backend on port %d (%s of the control area)\n",
 		 ntb_port_number(ntb), nb->owner ? "owner" : "user");
 	return 0;
 
-err_down:
-	mutex_lock(&nb->lock);
-	dl_ntbb_fabric_down(nb);
-	mutex_unlock(&nb->lock);
 err_clear_ctx:
 	ntb_clear_ctx(ntb);
 	dl_ntbb_area_free(nb);
@@ -427,10 +458,7 @@ static void dl_ntbb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	dl_ntbb_fabric_down(nb);
 	mutex_unlock(&nb->lock);
 	ntb_link_disable(ntb);
-	if (nb->ram_shown)
-		ntb_mw_clear_trans(ntb, 0, DL_NTBB_MW_RAM);
-	if (nb->area_shown)
-		ntb_mw_clear_trans(ntb, 0, DL_NTBB_MW_CTL);
+	dl_ntbb_unshow(nb);
 	ntb_db_set_mask(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
 	ntb_clear_ctx(ntb);
 	dl_ntbb_area_free(nb);

@@ -40,7 +40,7 @@ struct dl_ntbe_mw {
  * @present: the peer's port is registered (its last hello).
  * @link: the peer's side of the link is enabled.
  * @out: the peer's inbound windows for us: where our outbound window
- *	pidx * %DL_NTB_MWS + w lands in the peer.
+ *	pidx * mws + w lands in the peer.
  * @in: our inbound windows for the peer, as we set them.
  */
 struct dl_ntbe_peer {
@@ -56,6 +56,8 @@ struct dl_ntbe_peer {
  * @fab: the fabric.
  * @self: this host's id, the port number.
  * @hosts: hosts of the fabric; ports are 0..@hosts-1.
+ * @mws: inbound memory windows per peer (module parameter mw_count).
+ * @mw_size_max: the largest translation of one window, bytes.
  * @registered: @ntb is registered with the NTB core.
  * @lock: see the top of this file.
  * @link_on: our side of the link is enabled (ntb_link_enable()).
@@ -80,6 +82,8 @@ struct dl_ntbe {
 	struct dl_fabric *fab;
 	u32 self;
 	u32 hosts;
+	unsigned int mws;
+	u64 mw_size_max;
 	bool registered;
 
 	spinlock_t lock;	/* see above */

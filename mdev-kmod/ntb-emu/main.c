@@ -30,6 +30,17 @@ static_assert(sizeof(struct dl_ntb_mw) == DL_NTB_MW_SIZE);
 
 static struct dentry *dl_ntbe_debugfs;
 
+/*
+ * What the port offers, as a real adapter's BARs and LUTs limit it; the
+ * topology file sets them (docs/ntb.md). Read when a port is added.
+ */
+static unsigned int mw_count = DL_NTB_MWS;
+module_param(mw_count, uint, 0444);
+MODULE_PARM_DESC(mw_count, "inbound memory windows per peer (1-" __stringify(DL_NTB_MWS) ")");
+static unsigned long mw_size_max;
+module_param(mw_size_max, ulong, 0444);
+MODULE_PARM_DESC(mw_size_max, "largest translation of one window, bytes (0: the host's RAM)");
+
 /**
  * dl_ntbe_link_update() - recompute which peers the link is up to, and
  *	tell the NTB clients if that changed.
@@ -317,6 +328,12 @@ static int dl_ntbe_add(struct dl_fabric *fab, void **ctx)
 	ne->fab = fab;
 	ne->self = dl_fabric_host_id(fab);
 	ne->hosts = dl_fabric_max_hosts(fab);
+	ne->mws = clamp_t(unsigned int, mw_count, 1, DL_NTB_MWS);
+	ne->mw_size_max = dl_fabric_ram_size(fab);
+	if (mw_size_max && mw_size_max < ne->mw_size_max)
+		ne->mw_size_max = rounddown_pow_of_two(max_t(unsigned long,
+							     mw_size_max,
+							     PAGE_SIZE));
 	spin_lock_init(&ne->lock);
 	INIT_DELAYED_WORK(&ne->db_work, dl_ntbe_db_work);
 	/* Everything masked until a client unmasks it, as after a reset. */
@@ -405,8 +422,9 @@ static int dl_ntbe_show_one(struct dl_fabric *fab, void *ctx, void *arg)
 	unsigned long flags;
 
 	spin_lock_irqsave(&ne->lock, flags);
-	seq_printf(s, "ntb=%s port=%u ports=%u link_on=%d linked=%#llx db=%#llx db_mask=%#llx msg_sts=%#llx db_rx=%llu rej=%llu msgs_dropped=%llu\n",
-		   dev_name(&ne->ntb.dev), ne->self, ne->hosts, ne->link_on,
+	seq_printf(s, "ntb=%s port=%u ports=%u mws=%u mw_size_max=%llu link_on=%d linked=%#llx db=%#llx db_mask=%#llx msg_sts=%#llx db_rx=%llu rej=%llu msgs_dropped=%llu\n",
+		   dev_name(&ne->ntb.dev), ne->self, ne->hosts, ne->mws,
+		   ne->mw_size_max, ne->link_on,
 		   ne->linked, ne->db, ne->db_mask, ne->msg_sts, ne->db_rx,
 		   ne->rej, ne->msgs_dropped);
 	spin_unlock_irqrestore(&ne->lock, flags);

@@ -92,7 +92,14 @@ static int dl_ntbe_link_disable(struct ntb_dev *ntb)
 
 static int dl_ntbe_mw_count(struct ntb_dev *ntb, int pidx)
 {
-	return dl_ntbe_pidx_ok(dl_ntbe_of(ntb), pidx) ? DL_NTB_MWS : -EINVAL;
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+
+	return dl_ntbe_pidx_ok(ne, pidx) ? ne->mws : -EINVAL;
+}
+
+static bool dl_ntbe_widx_ok(const struct dl_ntbe *ne, int widx)
+{
+	return widx >= 0 && widx < ne->mws;
 }
 
 static int dl_ntbe_mw_get_align(struct ntb_dev *ntb, int pidx, int widx,
@@ -102,15 +109,15 @@ static int dl_ntbe_mw_get_align(struct ntb_dev *ntb, int pidx, int widx,
 {
 	struct dl_ntbe *ne = dl_ntbe_of(ntb);
 
-	if (!dl_ntbe_pidx_ok(ne, pidx) || widx < 0 || widx >= DL_NTB_MWS)
+	if (!dl_ntbe_pidx_ok(ne, pidx) || !dl_ntbe_widx_ok(ne, widx))
 		return -EINVAL;
 	if (addr_align)
 		*addr_align = PAGE_SIZE;
 	if (size_align)
 		*size_align = PAGE_SIZE;
-	/* A peer's window shows all of this host's RAM, nothing more. */
+	/* At most this host's RAM, which a peer's window shows. */
 	if (size_max)
-		*size_max = dl_fabric_ram_size(ne->fab);
+		*size_max = ne->mw_size_max;
 	return 0;
 }
 
@@ -172,10 +179,11 @@ static int dl_ntbe_mw_set_trans(struct ntb_dev *ntb, int pidx, int widx,
 	phys_addr_t phys;
 	int ret;
 
-	if (!dl_ntbe_pidx_ok(ne, pidx) || widx < 0 || widx >= DL_NTB_MWS)
+	if (!dl_ntbe_pidx_ok(ne, pidx) || !dl_ntbe_widx_ok(ne, widx))
 		return -EINVAL;
+	/* What a window this size could not translate, it refuses. */
 	if (!size || !IS_ALIGNED(addr, PAGE_SIZE) ||
-	    !IS_ALIGNED(size, PAGE_SIZE) || size > dl_fabric_ram_size(ne->fab))
+	    !IS_ALIGNED(size, PAGE_SIZE) || size > ne->mw_size_max)
 		return -EINVAL;
 	ret = dl_ntbe_bus_to_phys(ne, addr, size, &phys);
 	if (ret) {
@@ -191,18 +199,20 @@ static int dl_ntbe_mw_clear_trans(struct ntb_dev *ntb, int pidx, int widx)
 {
 	struct dl_ntbe *ne = dl_ntbe_of(ntb);
 
-	if (!dl_ntbe_pidx_ok(ne, pidx) || widx < 0 || widx >= DL_NTB_MWS)
+	if (!dl_ntbe_pidx_ok(ne, pidx) || !dl_ntbe_widx_ok(ne, widx))
 		return -EINVAL;
 	return dl_ntbe_mw_trans(ne, pidx, widx, 0, 0);
 }
 
 static int dl_ntbe_peer_mw_count(struct ntb_dev *ntb)
 {
-	return (dl_ntbe_of(ntb)->hosts - 1) * DL_NTB_MWS;
+	struct dl_ntbe *ne = dl_ntbe_of(ntb);
+
+	return (ne->hosts - 1) * ne->mws;
 }
 
 /*
- * Outbound window pidx * DL_NTB_MWS + w: the part of our window onto the
+ * Outbound window pidx * mws + w: the part of our window onto the
  * peer's RAM that its inbound window w for us translates to. Known only
  * once the peer has set that translation: before, there is no window.
  */
@@ -210,7 +220,7 @@ static int dl_ntbe_peer_mw_get_addr(struct ntb_dev *ntb, int widx,
 				    phys_addr_t *base, resource_size_t *size)
 {
 	struct dl_ntbe *ne = dl_ntbe_of(ntb);
-	int pidx = widx / DL_NTB_MWS;
+	int pidx = widx / ne->mws;
 	struct dl_ntbe_mw mw;
 	unsigned long flags;
 	phys_addr_t at;
@@ -221,7 +231,7 @@ static int dl_ntbe_peer_mw_get_addr(struct ntb_dev *ntb, int widx,
 		return -EINVAL;
 	host = dl_ntbe_host(ne, pidx);
 	spin_lock_irqsave(&ne->lock, flags);
-	mw = ne->peers[host].out[widx % DL_NTB_MWS];
+	mw = ne->peers[host].out[widx % ne->mws];
 	spin_unlock_irqrestore(&ne->lock, flags);
 	if (!mw.size)
 		return -ENXIO;

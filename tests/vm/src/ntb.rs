@@ -43,13 +43,14 @@ pub fn load_linux_module(agent: &AgentClient, name: &str, params: &str) -> anyho
 }
 
 /// Everything for an emulated NTB port in a host: `ntb.ko`, devlend's
-/// modules, then `devlend_ntb_emu.ko`.
+/// modules, then `devlend_ntb_emu.ko` with `params` (the topology's limits,
+/// [`devlend_cluster::topology::NtbSpec::module_params`]).
 ///
 /// On a host with an IOMMU, the emulated adapter's devices are first put
 /// in identity domains (while no driver holds them): a peer writes this
 /// host's RAM directly, so bus addresses given to the adapter must be
 /// physical ones, as they are for an adapter that bypasses translation.
-pub fn load_emulated_port(agent: &AgentClient) -> anyhow::Result<()> {
+pub fn load_emulated_port(agent: &AgentClient, params: &str) -> anyhow::Result<()> {
     sh(
         agent,
         "for d in /sys/bus/pci/devices/*; do \
@@ -65,7 +66,7 @@ pub fn load_emulated_port(agent: &AgentClient) -> anyhow::Result<()> {
     sh(
         agent,
         &format!(
-            "grep -q '^devlend_ntb_emu ' /proc/modules || insmod {}",
+            "grep -q '^devlend_ntb_emu ' /proc/modules || insmod {} {params}",
             ko.display()
         ),
     )

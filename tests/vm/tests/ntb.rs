@@ -37,8 +37,9 @@ fn ports_up(c: &Cluster) -> anyhow::Result<(String, String)> {
         }
     }
     let (a, b) = (c.agent(A)?, c.agent(B)?);
-    ntb::load_emulated_port(a).context(A)?;
-    ntb::load_emulated_port(b).context(B)?;
+    let params = c.topology().ntb.module_params();
+    ntb::load_emulated_port(a, &params).context(A)?;
+    ntb::load_emulated_port(b, &params).context(B)?;
     let (ia, ib) = (fabric::host_id(a)?, fabric::host_id(b)?);
     fabric::wait_peer_state(a, ib, "up", WAIT)?;
     fabric::wait_peer_state(b, ia, "up", WAIT)?;
@@ -420,6 +421,68 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
     no_refusals(c)
 }
 
+/// The ports refuse what an adapter with smaller windows would: loaded with
+/// 64 MiB windows (the hosts have 1 GiB of RAM), devlend's NTB backend says
+/// why and makes no fabric; loaded again with the topology's limits, the
+/// ports take them.
+fn ntb_window_limits_refused(c: &mut Cluster) -> anyhow::Result<()> {
+    let (da, db) = ports_up(c)?;
+    let (a, b) = (c.agent(A)?, c.agent(B)?);
+    let small = 64u64 << 20;
+    for x in [a, b] {
+        sh(
+            x,
+            "if grep -q '^devlend_ntb ' /proc/modules; then rmmod devlend_ntb; fi; \
+             rmmod devlend_ntb_emu",
+        )?;
+        ntb::load_emulated_port(x, &format!("mw_count=2 mw_size_max={small}"))?;
+        let st = ntb::port_state(x)?;
+        ensure!(
+            st.get("mw_size_max") == Some(&small.to_string()),
+            "port limits not taken: {st:?}"
+        );
+    }
+    let mark = devlend_vmtests::ownership::kernel_log_lines(a)?;
+    for x in [a, b] {
+        let ko = devlend_cluster::host_view(&fabric::module_dir().join("devlend_ntb.ko"));
+        sh(x, &format!("insmod {}", ko.display()))?;
+    }
+    let want = format!("window 1 translates at most {small} bytes; this host's RAM needs");
+    wait_until(
+        "the backend's refusal in the owner's log",
+        WAIT,
+        || {
+            let n = sh(
+                a,
+                &format!("dmesg | tail -n +{} | grep -c \"{want}\" || true", mark + 1),
+            )?;
+            Ok(n.trim().to_owned())
+        },
+        "1",
+    )?;
+    for (x, dev) in [(a, &da), (b, &db)] {
+        let fab = sh(
+            x,
+            &format!("test -e /sys/bus/ntb/devices/{dev}/fabric && echo yes || echo no"),
+        )?;
+        ensure!(
+            fab.trim() == "no",
+            "a fabric came up over windows too small for the RAM"
+        );
+    }
+    println!("  64 MiB windows for 1 GiB hosts: the NTB backend refused, no fabric");
+    for x in [a, b] {
+        sh(x, "rmmod devlend_ntb devlend_ntb_emu")?;
+    }
+    ports_up(c)?;
+    let st = ntb::port_state(a)?;
+    println!(
+        "  reloaded with the topology's limits: {} windows of up to {} bytes",
+        st["mws"], st["mw_size_max"]
+    );
+    Ok(())
+}
+
 /// sha256 of the range the timed writes of `ntb_backend_lends_nvme` cover
 /// (LBA 8192, 64 I/Os of 4 KiB) in an NVMe backing file, read on the outer
 /// machine, outside every VM.
@@ -482,6 +545,10 @@ fn main() {
         Check {
             name: "ntb_backend_lends_nvme",
             run: ntb_backend_lends_nvme,
+        },
+        Check {
+            name: "ntb_window_limits_refused",
+            run: ntb_window_limits_refused,
         },
         Check {
             name: "ntb_unload_clean",

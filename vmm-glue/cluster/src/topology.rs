@@ -13,6 +13,9 @@
 //! [[host]]
 //! name = "borrower"
 //! memory = "1G"
+//! [ntb]              # what the emulated NTB ports offer (optional)
+//! windows = 2        # inbound memory windows per peer
+//! window_size = "1G" # the largest translation one window takes
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -60,6 +63,51 @@ pub struct Topology {
     /// The hosts, in host id order (host `i` gets fabric id `i`).
     #[serde(rename = "host")]
     pub hosts: Vec<HostSpec>,
+    /// The limits of the emulated NTB ports, as a real adapter has them.
+    #[serde(default)]
+    pub ntb: NtbSpec,
+}
+
+/// Most inbound memory windows an emulated NTB port has per peer (the wire
+/// format's `DL_NTB_MWS`).
+pub const MAX_NTB_WINDOWS: u32 = devlend_wire::sys::DL_NTB_MWS;
+
+/// What the emulated NTB ports (`devlend_ntb_emu.ko`) offer, so that they
+/// refuse what a real adapter with these limits would (docs/ntb.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NtbSpec {
+    /// Inbound memory windows per peer, 1 to [`MAX_NTB_WINDOWS`].
+    #[serde(default = "ntb_windows")]
+    pub windows: u32,
+    /// The largest translation one window takes (a power of two, at least
+    /// 4K); none: up to the host's RAM.
+    #[serde(default)]
+    pub window_size: Option<Size>,
+}
+
+fn ntb_windows() -> u32 {
+    MAX_NTB_WINDOWS
+}
+
+impl Default for NtbSpec {
+    fn default() -> Self {
+        NtbSpec {
+            windows: MAX_NTB_WINDOWS,
+            window_size: None,
+        }
+    }
+}
+
+impl NtbSpec {
+    /// The module parameters of `devlend_ntb_emu.ko` that set these limits.
+    pub fn module_params(&self) -> String {
+        format!(
+            "mw_count={} mw_size_max={}",
+            self.windows,
+            self.window_size.map_or(0, |s| s.0)
+        )
+    }
 }
 
 /// One emulated host.
@@ -234,6 +282,19 @@ impl Topology {
                 }
             }
         }
+        if !(1..=MAX_NTB_WINDOWS).contains(&self.ntb.windows) {
+            return bad(format!(
+                "ntb.windows must be 1 to {MAX_NTB_WINDOWS}, not {}",
+                self.ntb.windows
+            ));
+        }
+        if let Some(Size(w)) = self.ntb.window_size {
+            if !w.is_power_of_two() || w < 4096 {
+                return bad(format!(
+                    "ntb.window_size must be a power of two of at least 4K, not {w}"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -276,6 +337,27 @@ mod tests {
         assert_eq!(t.hosts.len(), 2);
         assert_eq!(t.host("borrower").unwrap().0, 1);
         assert_eq!(t.hosts[0].nvme[0].size, Size(256 << 20));
+        assert_eq!(t.ntb.windows, 2);
+        assert_eq!(t.ntb.window_size, Some(Size(1 << 30)));
+        assert_eq!(t.ntb.module_params(), "mw_count=2 mw_size_max=1073741824");
+    }
+
+    #[test]
+    fn ntb_limits() {
+        let base = "name='a'\n[[host]]\nname='h'\nmemory='512M'\n";
+        let t = parse(base).unwrap();
+        assert_eq!(t.ntb.module_params(), "mw_count=2 mw_size_max=0");
+        let t = parse(&format!("{base}[ntb]\nwindows=1\nwindow_size='64M'\n")).unwrap();
+        assert_eq!(t.ntb.module_params(), "mw_count=1 mw_size_max=67108864");
+        for (bad, why) in [
+            ("[ntb]\nwindows=0\n", "ntb.windows"),
+            ("[ntb]\nwindows=3\n", "ntb.windows"),
+            ("[ntb]\nwindow_size='3M'\n", "power of two"),
+            ("[ntb]\nwindow_size='1K'\n", "power of two"),
+        ] {
+            let err = parse(&format!("{base}{bad}")).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
     }
 
     #[test]
