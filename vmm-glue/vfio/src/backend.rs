@@ -3,7 +3,7 @@
 //! [`VfioBackend`] is everything the rest of the crate asks of VFIO: region
 //! geometry and I/O, interrupt counts and eventfds, DMA map and unmap, reset.
 //! [`KernelVfio`] does it with vfio-ioctls on a container, group and device;
-//! [`crate::mock::MockVfio`] does it in memory, so unit tests need no
+//! `mock::MockVfio` (feature `mock`) does it in memory, so unit tests need no
 //! `/dev/vfio`, and can inject failures.
 
 use std::io;

@@ -7,8 +7,9 @@
 //!
 //! - [`KernelVfio`] opens the container, the IOMMU group and the device with
 //!   vfio-ioctls; every syscall the rest of the crate needs goes through the
-//!   [`VfioBackend`] trait, which [`mock::MockVfio`] implements in memory for
-//!   unit tests (no `/dev/vfio` needed, failures injectable).
+//!   [`VfioBackend`] trait, which `mock::MockVfio` (feature `mock`, a test
+//!   double) implements in memory for tests (no `/dev/vfio` needed,
+//!   failures injectable).
 //! - [`RemoteDevice`] maps a vm-memory [`vm_memory::GuestMemoryMmap`] for DMA
 //!   (IOVA = guest-physical address; it keeps the memory alive while mapped),
 //!   gives every MSI-X vector an [`EventFd`](vmm_sys_util::eventfd::EventFd)
@@ -19,9 +20,9 @@
 //!   ERR and REQ notifications (the lender took the device back or went away;
 //!   the host wants the device back), so the VMM can stop the guest or unplug
 //!   the device cleanly.
-//! - [`nvme`] is a minimal NVMe driver on top, taking completions from the
-//!   MSI-X eventfds, used by the `devlend-nvme-test` program to exercise a
-//!   remote NVMe without a guest.
+//!
+//! The userspace NVMe test driver built on it (`devlend-nvme-test`) is a
+//! crate of its own (`vmm-glue/nvme-test`), not part of this API.
 //!
 //! # Attaching an mdev to a VM
 //!
@@ -63,9 +64,9 @@
 mod backend;
 mod device;
 mod error;
+#[cfg(any(test, feature = "mock"))]
 pub mod mock;
 mod notify;
-pub mod nvme;
 pub mod pci;
 
 pub use backend::{KernelVfio, RegionInfo, VfioBackend};

@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use devlend_vfio::nvme::{Identity, Nvme, NvmeConfig, NvmeError, MAX_IO_SIZE, NVM_READ, NVM_WRITE};
+use devlend_nvme_test::{Identity, Nvme, NvmeConfig, NvmeError, MAX_IO_SIZE, NVM_READ, NVM_WRITE};
 use devlend_vfio::{mdev_path, DeviceEvent, KernelVfio, RemoteDevice, VfioBackend};
 use event_manager::{EventManager, MutEventSubscriber, SubscriberOps};
 
@@ -460,7 +460,7 @@ fn run(args: &Args, notes: &Arc<Notes>) -> Result<Report, Failure> {
     res
 }
 
-fn status_of(r: Result<devlend_vfio::nvme::Completion, NvmeError>) -> Result<String, Failure> {
+fn status_of(r: Result<devlend_nvme_test::Completion, NvmeError>) -> Result<String, Failure> {
     match r {
         Ok(_) => Ok("success".to_string()),
         Err(NvmeError::Command {

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use devlend_nvme_test::{Nvme, NvmeConfig, NvmeError, MAX_IO_SIZE, NVM_READ, NVM_WRITE};
 use devlend_vfio::mock::MockVfio;
-use devlend_vfio::nvme::{Nvme, NvmeConfig, NvmeError, MAX_IO_SIZE, NVM_READ, NVM_WRITE};
 use devlend_vfio::{
     RemoteDevice, VFIO_PCI_BAR0_REGION_INDEX as BAR0, VFIO_PCI_CONFIG_REGION_INDEX as CFG,
     VFIO_PCI_MSIX_IRQ_INDEX as MSIX,
@@ -398,7 +398,7 @@ fn open_sized(faults: Faults, io_size: u32, qd: u16) -> (Nvme<MockVfio>, Arc<Mut
 }
 
 /// Runs `cmds` at once and waits for all of them; every one must succeed.
-fn run_all(n: &mut Nvme<MockVfio>, cmds: &[devlend_vfio::nvme::Command]) {
+fn run_all(n: &mut Nvme<MockVfio>, cmds: &[devlend_nvme_test::Command]) {
     n.submit_io(cmds).unwrap();
     let mut done = 0;
     while done < cmds.len() {

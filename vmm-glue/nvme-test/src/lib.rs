@@ -1,5 +1,6 @@
-//! A minimal NVMe driver over [`RemoteDevice`], for testing a remote NVMe
-//! from userspace with no guest: admin queue, one I/O queue, Identify, read
+//! A minimal NVMe driver over devlend-vfio's [`RemoteDevice`], for testing
+//! a remote NVMe from userspace with no guest (the `devlend-nvme-test`
+//! program; not part of devlend's VMM library): admin queue, one I/O queue, Identify, read
 //! and write, completions taken from MSI-X eventfds.
 //!
 //! All queues and buffers live in one [`GuestMemoryMmap`] that is DMA-mapped
@@ -22,10 +23,9 @@ use std::time::{Duration, Instant};
 
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
-use crate::backend::VfioBackend;
-use crate::device::RemoteDevice;
-use crate::pci;
-use crate::VFIO_PCI_BAR0_REGION_INDEX as BAR0;
+use devlend_vfio::pci;
+use devlend_vfio::VFIO_PCI_BAR0_REGION_INDEX as BAR0;
+use devlend_vfio::{RemoteDevice, VfioBackend};
 
 /// The memory page size the driver gives the controller: CC.MPS = 0, so
 /// 2^(12 + 0) bytes. PRP entries, the layout and MDTS all count in it.
@@ -66,7 +66,7 @@ pub const NVM_READ: u8 = 0x02;
 pub enum NvmeError {
     /// VFIO failed.
     #[error(transparent)]
-    Vfio(#[from] crate::Error),
+    Vfio(#[from] devlend_vfio::Error),
     /// The device is not an NVMe controller.
     #[error("{path}: class {class:#08x} is not an NVMe controller (010802)")]
     NotNvme {
