@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let path = mdev_path(&uuid);
 
     // Declared before the VM, so it is dropped after it.
-    let mem = GuestMemoryMmap::from_ranges(&[
+    let mem: GuestMemoryMmap = GuestMemoryMmap::from_ranges(&[
         (GuestAddress(0), 32 << 20),
         (GuestAddress(0x1_0000_0000), 16 << 20),
     ])?;

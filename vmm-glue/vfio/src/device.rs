@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use log::warn;
+use vm_memory::bitmap::Bitmap;
 use vm_memory::{GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, MemoryRegionAddress};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
@@ -58,8 +59,9 @@ struct Irqfds {
 pub struct RemoteDevice<B: VfioBackend = KernelVfio> {
     path: PathBuf,
     backend: Arc<B>,
-    /// Guest memory kept alive while the device may DMA into it.
-    memory: Vec<GuestMemoryMmap>,
+    /// Guest memory kept alive while the device may DMA into it (clones of
+    /// what was mapped, of whichever dirty-page bitmap the VMM uses).
+    memory: Vec<Box<dyn std::any::Any + Send + Sync>>,
     mapped: Vec<(u64, u64)>,
     msix: Vec<EventFd>,
     irqfds: Option<Irqfds>,
@@ -233,7 +235,14 @@ impl<B: VfioBackend> RemoteDevice<B> {
     /// device keeps a reference to the memory until it is unmapped, so the
     /// mappings never outlive it. If one region fails, those mapped by this
     /// call are unmapped again.
-    pub fn map_guest_memory(&mut self, mem: &GuestMemoryMmap) -> Result<()> {
+    ///
+    /// Any dirty-page bitmap will do (cloud-hypervisor's
+    /// `GuestMemoryMmap<AtomicBitmap>` as well as the default): the device's
+    /// DMA writes are not tracked in it, as with any VFIO device.
+    pub fn map_guest_memory<Bm>(&mut self, mem: &GuestMemoryMmap<Bm>) -> Result<()>
+    where
+        Bm: Bitmap + Send + Sync + 'static,
+    {
         let first = self.mapped.len();
         for region in mem.iter() {
             let gpa = region.start_addr().0;
@@ -269,7 +278,7 @@ impl<B: VfioBackend> RemoteDevice<B> {
             self.mapped.push((gpa, len));
         }
         if self.mapped.len() > first {
-            self.memory.push(mem.clone());
+            self.memory.push(Box::new(mem.clone()));
         }
         Ok(())
     }

@@ -33,7 +33,7 @@
 //! use vm_memory::{GuestAddress, GuestMemoryMmap};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 512 << 20)])?;
+//! let mem: GuestMemoryMmap = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 512 << 20)])?;
 //! let vm = Arc::new(kvm_ioctls::Kvm::new()?.create_vm()?);
 //! // ... memslots, irqchip, vCPUs ...
 //! let mut cd = kvm_bindings::kvm_create_device {

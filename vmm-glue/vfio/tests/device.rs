@@ -72,6 +72,39 @@ fn guest_memory_is_mapped_at_guest_physical_addresses_and_unmapped_on_drop() {
     );
 }
 
+/// cloud-hypervisor tracks dirty pages with `GuestMemoryMmap<AtomicBitmap>`:
+/// that memory maps the same, at the host addresses of its regions, and
+/// stays alive while mapped.
+#[test]
+fn memory_with_a_dirty_bitmap_maps_too() {
+    use vm_memory::bitmap::AtomicBitmap;
+    use vm_memory::{GuestMemoryBackend, GuestMemoryRegion, MemoryRegionAddress};
+
+    let backend = Arc::new(mock());
+    let mut dev = RemoteDevice::with_backend(Path::new(PATH), backend.clone());
+    let mem: GuestMemoryMmap<AtomicBitmap> = GuestMemoryMmap::from_ranges(&[
+        (GuestAddress(0), 0x10_0000),
+        (GuestAddress(0x1_0000_0000), 0x20_0000),
+    ])
+    .unwrap();
+    let hosts: Vec<usize> = mem
+        .iter()
+        .map(|r| r.get_host_address(MemoryRegionAddress(0)).unwrap() as usize)
+        .collect();
+    dev.map_guest_memory(&mem).unwrap();
+    drop(mem);
+    let dma = backend.dma.lock().unwrap().clone();
+    assert_eq!(
+        dma.iter().map(|d| (d.0, d.1, d.2)).collect::<Vec<_>>(),
+        vec![
+            (0, 0x10_0000, hosts[0]),
+            (0x1_0000_0000, 0x20_0000, hosts[1])
+        ]
+    );
+    dev.unmap_guest_memory().unwrap();
+    assert!(backend.dma.lock().unwrap().is_empty());
+}
+
 #[test]
 fn a_failed_dma_map_undoes_the_regions_mapped_before_it() {
     let mut dev = RemoteDevice::with_backend(Path::new(PATH), mock());
