@@ -262,6 +262,20 @@ static u64 dl_ntbe_db_read(struct ntb_dev *ntb)
 	return db;
 }
 
+/*
+ * A latched register and its mask, as interrupt hardware has them: @set
+ * and @clear change the register, @mask_set and @mask_clear the mask; only
+ * bits of @valid are ever set. Returns whether bits just became pending
+ * and unmasked, an interrupt. Caller holds ne->lock.
+ */
+static bool dl_ntbe_latch(u64 *reg, u64 *mask, u64 valid, u64 set, u64 clear,
+			  u64 mask_set, u64 mask_clear)
+{
+	*reg = (*reg | (set & valid)) & ~clear;
+	*mask = (*mask | (mask_set & valid)) & ~mask_clear;
+	return (set | mask_clear) & *reg & ~*mask;
+}
+
 /**
  * dl_ntbe_db_change() - change the doorbell register or its mask, and
  *	raise the doorbell event if unmasked bits are pending afterwards.
@@ -280,11 +294,8 @@ void dl_ntbe_db_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
 	bool event;
 
 	spin_lock_irqsave(&ne->lock, flags);
-	ne->db = (ne->db | (set & DL_NTBE_DB_VALID)) & ~clear;
-	ne->db_mask = (ne->db_mask | (mask_set & DL_NTBE_DB_VALID)) &
-		      ~mask_clear;
-	/* Only what just became pending and unmasked is an interrupt. */
-	event = (set | mask_clear) & ne->db & ~ne->db_mask;
+	event = dl_ntbe_latch(&ne->db, &ne->db_mask, DL_NTBE_DB_VALID, set,
+			      clear, mask_set, mask_clear);
 	spin_unlock_irqrestore(&ne->lock, flags);
 	if (event && READ_ONCE(ne->registered))
 		ntb_db_event(&ne->ntb, 0);
@@ -522,9 +533,8 @@ void dl_ntbe_msg_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
 	bool event;
 
 	spin_lock_irqsave(&ne->lock, flags);
-	ne->msg_sts = (ne->msg_sts | set) & ~clear & DL_NTBE_MSG_INBITS;
-	ne->msg_mask = (ne->msg_mask | mask_set) & ~mask_clear;
-	event = (set | mask_clear) & ne->msg_sts & ~ne->msg_mask;
+	event = dl_ntbe_latch(&ne->msg_sts, &ne->msg_mask, DL_NTBE_MSG_INBITS,
+			      set, clear, mask_set, mask_clear);
 	spin_unlock_irqrestore(&ne->lock, flags);
 	if (event && READ_ONCE(ne->registered))
 		ntb_msg_event(&ne->ntb);

@@ -241,18 +241,15 @@ fn tool_checks(a: &AgentClient, ta: &str, b: &AgentClient, tb: &str) -> anyhow::
     // writes 64 KiB through its outbound window; the borrower reads them.
     let size = 65536;
     sh(b, &format!("echo {size} > {tb}/peer0/mw_trans0"))?;
-    wait_until(
-        "the peer's translation known",
-        WAIT,
-        || {
-            let out = a.sh(
-                &format!("cat {ta}/peer0/peer_mw_trans0"),
-                Duration::from_secs(10),
-            )?;
-            Ok((out.exit_code == Some(0)).to_string())
-        },
-        "true",
-    )?;
+    // Whether the lender's outbound window exists: its file reads.
+    let outbound = || -> anyhow::Result<String> {
+        let out = a.sh(
+            &format!("cat {ta}/peer0/peer_mw_trans0"),
+            Duration::from_secs(10),
+        )?;
+        Ok((out.exit_code == Some(0)).to_string())
+    };
+    wait_until("the peer's translation known", WAIT, outbound, "true")?;
     sh(a, &format!("echo 0:{size} > {ta}/peer0/peer_mw_trans0"))?;
     let sent = sh(
         a,
@@ -282,18 +279,7 @@ fn tool_checks(a: &AgentClient, ta: &str, b: &AgentClient, tb: &str) -> anyhow::
     // each mapped window's file in it again).
     sh(a, &format!("echo 0:0 > {ta}/peer0/peer_mw_trans0"))?;
     sh(b, &format!("echo 0 > {tb}/peer0/mw_trans0"))?;
-    wait_until(
-        "the peer's translation withdrawn",
-        WAIT,
-        || {
-            let out = a.sh(
-                &format!("cat {ta}/peer0/peer_mw_trans0"),
-                Duration::from_secs(10),
-            )?;
-            Ok((out.exit_code == Some(0)).to_string())
-        },
-        "false",
-    )?;
+    wait_until("the peer's translation withdrawn", WAIT, outbound, "false")?;
     println!("  memory window unmapped: the lender's outbound window is gone with the translation");
     Ok(())
 }
