@@ -152,6 +152,31 @@ pub fn available_instances(agent: &AgentClient, type_id: &str) -> anyhow::Result
         .with_context(|| format!("available_instances {s:?}"))
 }
 
+/// Waits until an mdev type offers `n` instances.
+pub fn wait_instances(agent: &AgentClient, type_id: &str, n: u32) -> anyhow::Result<()> {
+    wait_until(
+        "available_instances",
+        Duration::from_secs(60),
+        || Ok(available_instances(agent, type_id)?.to_string()),
+        &n.to_string(),
+    )?;
+    Ok(())
+}
+
+/// The JSON report of a `devlend-nvme-test --json` run that exited 0 and
+/// says it passed; an error with its output otherwise.
+pub fn driver_report(out: &devlend_agent::ExecOutput) -> anyhow::Result<serde_json::Value> {
+    if out.exit_code != Some(0) {
+        bail!("devlend-nvme-test failed: {out:?}");
+    }
+    let r: serde_json::Value = serde_json::from_str(&out.stdout)
+        .with_context(|| format!("driver output: {}", out.stdout))?;
+    if r["passed"] != true {
+        bail!("driver: {r}");
+    }
+    Ok(r)
+}
+
 /// Creates an mdev of a type, pinned to `remote` (`<lender>/<pci addr>`) if
 /// given, the way mdevctl does (create, then attributes); its UUID.
 pub fn create_mdev(

@@ -55,12 +55,7 @@ fn nothing_held(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
         lender_counter(l, nvme, "irq_vectors")? == 0,
         "the lender still holds vectors for the device"
     );
-    lending::wait_until(
-        "the borrower offers the device again",
-        WAIT,
-        || Ok(lending::available_instances(b, MDEV_TYPE)?.to_string()),
-        "1",
-    )?;
+    lending::wait_instances(b, MDEV_TYPE, 1).context("the borrower offers the device again")?;
     Ok(())
 }
 

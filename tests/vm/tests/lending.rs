@@ -198,12 +198,7 @@ fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     wait_available(l, &nvme)?;
-    lending::wait_until(
-        "available_instances",
-        WAIT,
-        || Ok(lending::available_instances(b, MDEV_TYPE)?.to_string()),
-        "1",
-    )?;
+    lending::wait_instances(b, MDEV_TYPE, 1)?;
     Ok(())
 }
 
@@ -300,12 +295,7 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
 fn mdevctl_types_start_define_list(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let b = c.agent(BORROWER)?;
-    lending::wait_until(
-        "available_instances",
-        WAIT,
-        || Ok(lending::available_instances(b, MDEV_TYPE)?.to_string()),
-        "1",
-    )?;
+    lending::wait_instances(b, MDEV_TYPE, 1)?;
     let parent = lending::adapter_dir(b)?
         .rsplit('/')
         .next()
@@ -578,13 +568,7 @@ fn userspace_driver_io_and_bad_input(c: &mut Cluster) -> anyhow::Result<()> {
     let removed = lending::remove_mdev(b, &uuid);
     let out = out?;
     removed?;
-    ensure!(
-        out.exit_code == Some(0),
-        "devlend-nvme-test failed: {out:?}"
-    );
-    let r: serde_json::Value = serde_json::from_str(&out.stdout)
-        .with_context(|| format!("driver output: {}", out.stdout))?;
-    ensure!(r["passed"] == true, "driver: {r}");
+    let r = lending::driver_report(&out)?;
     ensure!(
         r["bad_input"]["passed"] == true,
         "bad input: {}",

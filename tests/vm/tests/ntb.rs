@@ -370,13 +370,7 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
     let removed = sh(b, &format!("echo 1 > /sys/bus/mdev/devices/{uuid}/remove"));
     let out = out?;
     removed?;
-    ensure!(
-        out.exit_code == Some(0),
-        "devlend-nvme-test failed: {out:?}"
-    );
-    let r: serde_json::Value = serde_json::from_str(&out.stdout)
-        .with_context(|| format!("driver output: {}", out.stdout))?;
-    ensure!(r["passed"] == true, "driver: {r}");
+    let r = lending::driver_report(&out)?;
     let verified = r["verified_ios"].as_u64().unwrap_or(0);
     ensure!(verified > 0, "no verified I/O: {r}");
     let doorbells = db_rx(b)? - before_db;
