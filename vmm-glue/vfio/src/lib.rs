@@ -22,7 +22,7 @@
 //!   the device cleanly.
 //!
 //! The userspace NVMe test driver built on it (`devlend-nvme-test`) is a
-//! crate of its own (`vmm-glue/nvme-test`), not part of this API.
+//! crate of its own (`vmm-glue/testbed/nvme-test`), not part of this API.
 //!
 //! # Attaching an mdev to a VM
 //!

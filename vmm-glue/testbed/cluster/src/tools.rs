@@ -30,7 +30,7 @@ pub enum ToolsError {
 
 /// The checkout this crate was built from.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
 /// Directories where cargo put our binaries: beside the running program, or

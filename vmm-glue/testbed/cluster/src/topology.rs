@@ -332,7 +332,7 @@ mod tests {
     #[test]
     fn shipped_topology_is_valid() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../qemu-scripts/topologies/two-host.toml");
+            .join("../../../qemu-scripts/topologies/two-host.toml");
         let t = Topology::load(&path).unwrap();
         assert_eq!(t.hosts.len(), 2);
         assert_eq!(t.host("borrower").unwrap().0, 1);
