@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::mem::zeroed;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 use devlend_ivshmem_server::{parse_size, Config, PidFile, Server};
 use devlend_wire::{DL_DB_VECTORS, DL_DEFAULT_RING_SLOTS, DL_DEFAULT_SLOT_SIZE};
+use vmm_sys_util::signal::{self, block_signal, create_sigset};
 
 /// ivshmem server for the devlend fabric: host i connects to
 /// <socket-dir>/doorbell-<i>.sock and gets id i, the control area and the
@@ -57,21 +57,16 @@ struct Args {
 /// readable when one of them arrives. Called before any thread exists, so
 /// the mask covers the whole process.
 fn stop_signals() -> std::io::Result<OwnedFd> {
-    // SAFETY: sigset_t is plain data; sigemptyset initializes it below.
-    let mut set: libc::sigset_t = unsafe { zeroed() };
-    // SAFETY: `set` is a valid, exclusively borrowed sigset_t; these calls
-    // only write to it, and the signal numbers are valid.
-    unsafe {
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGHUP);
+    let stop = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+    let set = create_sigset(&stop)?;
+    for sig in stop {
+        match block_signal(sig) {
+            // Blocked already (inherited): just as good.
+            Ok(()) | Err(signal::Error::SignalAlreadyBlocked(_)) => {}
+            Err(e) => return Err(std::io::Error::other(format!("blocking signal {sig}: {e}"))),
+        }
     }
-    // SAFETY: `set` is initialized; the old mask is not asked for.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return Err(std::io::Error::from_raw_os_error(rc));
-    }
+    // vmm-sys-util has no signalfd.
     // SAFETY: -1 asks for a new signalfd for the initialized `set`.
     let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
     if fd < 0 {

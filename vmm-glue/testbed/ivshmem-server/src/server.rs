@@ -2,7 +2,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -12,7 +12,8 @@ use devlend_wire::{CtlLayout, WireError};
 
 use crate::config::{Config, MAX_VECTORS};
 use crate::ctl::{self, CtlError};
-use crate::os::{poll, send_msg, EventFd};
+use crate::os::{send_msg, wait_readable, EventFd};
+use vmm_sys_util::poll::PollToken;
 
 /// The ivshmem protocol version this server speaks.
 pub const PROTOCOL_VERSION: i64 = 0;
@@ -144,12 +145,32 @@ struct Conn {
     knows: Vec<bool>,
 }
 
-/// What a `pollfd` entry stands for.
-#[derive(Debug, Clone, Copy)]
+/// What a watched descriptor stands for. Handled in this order (see
+/// [`Server::run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Token {
     Stop,
     Peer(u32),
     Listener(u32),
+}
+
+impl PollToken for Token {
+    fn as_raw_token(&self) -> u64 {
+        match *self {
+            Token::Stop => 0,
+            Token::Peer(id) => 1 << 32 | u64::from(id),
+            Token::Listener(id) => 2 << 32 | u64::from(id),
+        }
+    }
+
+    fn from_raw_token(data: u64) -> Self {
+        let id = data as u32;
+        match data >> 32 {
+            1 => Token::Peer(id),
+            2 => Token::Listener(id),
+            _ => Token::Stop,
+        }
+    }
 }
 
 /// The ivshmem server. [`Server::new`] sets everything up; [`Server::run`]
@@ -320,53 +341,41 @@ impl Server {
     /// `poll` itself fails.
     pub fn run(&mut self, stop: BorrowedFd<'_>) -> Result<(), ServerError> {
         loop {
-            let mut fds = Vec::with_capacity(1 + 2 * self.hosts.len());
-            let mut tokens = Vec::with_capacity(fds.capacity());
-            let mut watch = |fd: BorrowedFd<'_>, token| {
-                fds.push(libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
-                tokens.push(token);
-            };
-            watch(stop, Token::Stop);
-            // Peers before listeners: a host that reconnects is seen to
-            // have gone before its new connection is looked at.
+            let mut fds = vec![(stop, Token::Stop)];
             for (id, host) in (0..).zip(&self.hosts) {
                 if let Some(conn) = &host.conn {
-                    watch(conn.stream.as_fd(), Token::Peer(id));
+                    fds.push((conn.stream.as_fd(), Token::Peer(id)));
                 }
             }
             for (id, l) in (0..).zip(&self.listeners) {
-                watch(l.sock.as_fd(), Token::Listener(id));
+                fds.push((l.sock.as_fd(), Token::Listener(id)));
             }
-
-            poll(&mut fds, -1).map_err(ServerError::Poll)?;
-
-            for (pfd, token) in fds.iter().zip(tokens) {
-                if pfd.revents == 0 {
-                    continue;
-                }
-                match token {
+            let mut ready = wait_readable(&fds, None).map_err(ServerError::Poll)?;
+            drop(fds);
+            // Peers before listeners: a host that reconnects is seen to
+            // have gone before its new connection is looked at.
+            ready.sort_by_key(|r| r.token);
+            for r in ready {
+                match r.token {
                     Token::Stop => {
                         log::info!("stopping: closing {} client(s)", self.connected().len());
                         return Ok(());
                     }
-                    Token::Peer(id) => self.peer_event(id, pfd.revents),
+                    Token::Peer(id) => self.peer_event(id, r.readable),
                     Token::Listener(id) => self.accept(id),
                 }
             }
         }
     }
 
-    /// Something happened on the connection of host `id`. Clients never
-    /// send anything, so it is a disconnect either way.
-    fn peer_event(&mut self, id: u32, revents: libc::c_short) {
+    /// Something happened on the connection of host `id` (`readable`, else
+    /// it hung up or failed). Clients never send anything, so it is a
+    /// disconnect either way.
+    fn peer_event(&mut self, id: u32, readable: bool) {
         let Some(conn) = &self.hosts[id as usize].conn else {
             return;
         };
-        let reason = if revents & libc::POLLIN != 0 {
+        let reason = if readable {
             let mut buf = [0u8; 64];
             match (&conn.stream).read(&mut buf) {
                 Ok(0) => "closed the connection".to_owned(),
@@ -386,14 +395,12 @@ impl Server {
         let Some(conn) = &self.hosts[id as usize].conn else {
             return;
         };
-        let mut fds = [libc::pollfd {
-            fd: conn.stream.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        match poll(&mut fds, 0) {
-            Ok(n) if n > 0 => self.peer_event(id, fds[0].revents),
-            Ok(_) => {}
+        match wait_readable(&[(conn.stream.as_fd(), ())], Some(Duration::ZERO)) {
+            Ok(ready) => {
+                if let Some(r) = ready.first() {
+                    self.peer_event(id, r.readable);
+                }
+            }
             Err(e) => log::warn!("host {id}: cannot poll its connection: {e}"),
         }
     }
@@ -501,7 +508,7 @@ impl Server {
     /// Steps 1 to 4 of the protocol to a new client of host `id`: version,
     /// id, shared memory, and the vectors of every other connected host.
     fn greet(&self, id: u32, conn: &mut Conn) -> io::Result<()> {
-        let sock = conn.stream.as_fd();
+        let sock = &conn.stream;
         send_msg(sock, PROTOCOL_VERSION, None)?;
         send_msg(sock, id.into(), None)?;
         send_msg(sock, SHM_MSG, Some(self.shm.as_fd()))?;
@@ -540,7 +547,7 @@ impl Server {
                 let Some(other_conn) = other.conn.as_mut().filter(|c| c.knows[idx]) else {
                     continue;
                 };
-                match send_msg(other_conn.stream.as_fd(), id.into(), None) {
+                match send_msg(&other_conn.stream, id.into(), None) {
                     Ok(()) => other_conn.knows[idx] = false,
                     Err(e) => work.push((
                         other_id as u32,
@@ -564,5 +571,5 @@ fn new_vectors(n: u32) -> io::Result<Vec<EventFd>> {
 fn send_vectors(stream: &UnixStream, id: u32, vectors: &[EventFd]) -> io::Result<()> {
     vectors
         .iter()
-        .try_for_each(|v| send_msg(stream.as_fd(), id.into(), Some(v.as_fd())))
+        .try_for_each(|v| send_msg(stream, id.into(), Some(v.as_fd())))
 }

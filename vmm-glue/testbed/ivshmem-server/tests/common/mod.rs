@@ -108,7 +108,7 @@ impl Client {
 
     /// The next message; panics on end of stream or timeout.
     pub fn recv(&self) -> Msg {
-        match recv_msg(self.stream.as_fd()) {
+        match recv_msg(&self.stream) {
             Ok(Some((value, fd))) => Msg { value, fd },
             Ok(None) => panic!("server closed the connection"),
             Err(e) => panic!("no message from the server: {e}"),
@@ -147,7 +147,7 @@ impl Client {
     /// Asserts that nothing more arrives within `wait`.
     pub fn expect_nothing(&self, wait: Duration) {
         self.stream.set_read_timeout(Some(wait)).unwrap();
-        match recv_msg(self.stream.as_fd()) {
+        match recv_msg(&self.stream) {
             Err(e)
                 if matches!(
                     e.kind(),
@@ -163,7 +163,7 @@ impl Client {
     pub fn expect_closed(&self) -> Vec<Msg> {
         let mut msgs = Vec::new();
         loop {
-            match recv_msg(self.stream.as_fd()) {
+            match recv_msg(&self.stream) {
                 Ok(Some((value, fd))) => msgs.push(Msg { value, fd }),
                 Ok(None) => return msgs,
                 Err(e) => panic!("expected the server to close the connection: {e}"),
