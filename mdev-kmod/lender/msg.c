@@ -16,7 +16,9 @@
  *  - anyone while nobody holds the device, else the holder: CFG_READ;
  *  - the holder only (host id and incarnation of the acquire): the rest.
  * A refused request is answered with an error status and counted by
- * reason (debugfs); logs about it are rate-limited.
+ * reason (debugfs); logs about it are rate-limited. One table row per
+ * message type (struct dl_lender_op) says what differs; one skeleton
+ * (dl_lender_on_dev_msg()) does the rest for all of them.
  */
 #include <linux/delay.h>
 #include <linux/io.h>
@@ -130,34 +132,6 @@ static void dl_lender_close(struct dl_lent *lent)
 	dl_lent_put(lent);
 }
 
-/* Copy a fixed-size payload; false (and counted) if the length is wrong. */
-static bool dl_lender_payload(const struct dl_fabric_msg *msg, void *buf,
-			      size_t size)
-{
-	if (msg->len != size) {
-		dl_lent_reject(NULL, DL_REJ_MALFORMED);
-		return false;
-	}
-	memcpy(buf, msg->data, size);
-	return true;
-}
-
-/*
- * Copy a struct dl_dev_ref payload; false (and counted) if its length is
- * wrong or its reserved field is set.
- */
-static bool dl_lender_ref(const struct dl_fabric_msg *msg,
-			  struct dl_dev_ref *ref)
-{
-	if (!dl_lender_payload(msg, ref, sizeof(*ref)))
-		return false;
-	if (ref->reserved) {
-		dl_lent_reject(NULL, DL_REJ_MALFORMED);
-		return false;
-	}
-	return true;
-}
-
 static void dl_lender_respond(struct dl_fabric *fab,
 			      const struct dl_fabric_msg *msg, int err,
 			      const void *data, size_t len)
@@ -170,6 +144,14 @@ static void dl_lender_respond(struct dl_fabric *fab,
 				    msg->peer);
 }
 
+/* A struct dl_dev_ref's reserved field must be zero. */
+static bool dl_ref_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_dev_ref *ref = msg->data;
+
+	return !ref->reserved;
+}
+
 static void dl_lender_on_dev_list(struct dl_fabric *fab,
 				  const struct dl_fabric_msg *msg, void *priv)
 {
@@ -179,10 +161,12 @@ static void dl_lender_on_dev_list(struct dl_fabric *fab,
 	unsigned long idx;
 	u32 total = 0, count = 0;
 
-	if (!dl_lender_ref(msg, &ref)) {
+	if (msg->len != sizeof(ref) || !dl_ref_ok(msg)) {
+		dl_lent_reject(NULL, DL_REJ_MALFORMED);
 		dl_lender_respond(fab, msg, -EINVAL, NULL, 0);
 		return;
 	}
+	memcpy(&ref, msg->data, sizeof(ref));
 	xa_lock(&dl_lender.devs);
 	xa_for_each(&dl_lender.devs, idx, lent) {
 		total++;
@@ -233,65 +217,6 @@ static void dl_lender_fill_info(struct dl_lent *lent, struct dl_dev_info *info)
 	strscpy_pad(info->name, pci_name(pdev), sizeof(info->name));
 }
 
-static void dl_lender_on_dev_info(struct dl_fabric *fab,
-				  const struct dl_fabric_msg *msg, void *priv)
-{
-	struct dl_dev_info info = {};
-	struct dl_dev_ref ref;
-	struct dl_lent *lent;
-	int err = -EINVAL;
-
-	if (!dl_lender_ref(msg, &ref))
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_ANY, &err);
-	if (!lent)
-		goto out_respond;
-	dl_lender_fill_info(lent, &info);
-	dl_lender_close(lent);
-	err = 0;
-out_respond:
-	dl_lender_respond(fab, msg, err, &info, sizeof(info));
-}
-
-static void dl_lender_on_acquire(struct dl_fabric *fab,
-				 const struct dl_fabric_msg *msg, void *priv)
-{
-	struct dl_fabric_peer_info pinfo;
-	struct dl_dev_ref ref;
-	struct dl_lent *lent;
-	int err = -EINVAL;
-
-	if (!dl_lender_ref(msg, &ref))
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_ANY, &err);
-	if (!lent)
-		goto out_respond;
-
-	if (lent->state != DL_LENT_AVAILABLE || lent->unlending) {
-		dl_lent_reject(lent, DL_REJ_BUSY);
-		dev_dbg_ratelimited(&lent->pdev->dev,
-				    "lender: host %u asked for device %u, held by host %u\n",
-				    msg->peer, lent->dev_id, lent->borrower);
-		err = -EBUSY;
-	} else if (dl_fabric_peer_info(fab, msg->peer, &pinfo) || !pinfo.up) {
-		err = -EINVAL;
-	} else {
-		lent->state = DL_LENT_BORROWED;
-		lent->borrower = msg->peer;
-		lent->borrower_inc = pinfo.incarnation;
-		lent->fab = fab;
-		dl_lent_changed_queue(lent);
-		dl_lent_count(lent, DL_LCNT_ACQUIRES);
-		pci_info_ratelimited(lent->pdev,
-				     "lender: device %u borrowed by host %u (%s)\n",
-				     lent->dev_id, msg->peer, pinfo.name);
-		err = 0;
-	}
-	dl_lender_close(lent);
-out_respond:
-	dl_lender_respond(fab, msg, err, &ref, sizeof(ref));
-}
-
 /*
  * DEV_RELEASE, DEV_RESET and a config write asking for function-level
  * reset each reset the function, which may take long (up to a minute on real
@@ -314,26 +239,6 @@ static void dl_lent_slow_take(struct dl_lent *lent, struct dl_fabric *fab,
 	lent->slow_msg.data = NULL;
 	lent->slow_msg.len = 0;
 	dl_lent_slow_queue(lent);
-}
-
-static void dl_lender_on_slow(struct dl_fabric *fab,
-			      const struct dl_fabric_msg *msg, void *priv)
-{
-	struct dl_dev_ref ref;
-	struct dl_lent *lent;
-	int err = -EINVAL;
-
-	if (!dl_lender_ref(msg, &ref))
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, ref.dev_id, DL_ACC_HOLDER, &err);
-	if (!lent)
-		goto out_respond;
-	dl_lent_slow_take(lent, fab, msg);
-	dl_lender_close(lent);
-	return;
-
-out_respond:
-	dl_lender_respond(fab, msg, err, NULL, 0);
 }
 
 /**
@@ -454,108 +359,6 @@ static bool dl_cfg_access_ok(struct dl_lent *lent,
 	return true;
 }
 
-static void dl_lender_on_cfg_read(struct dl_fabric *fab,
-				  const struct dl_fabric_msg *msg, void *priv)
-{
-	struct dl_cfg_access a;
-	struct dl_lent *lent;
-	int err = -EINVAL;
-	u32 val = ~0U;
-
-	if (!dl_lender_payload(msg, &a, sizeof(a)))
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, a.dev_id, DL_ACC_READ, &err);
-	if (!lent)
-		goto out_respond;
-	err = -EINVAL;
-	if (dl_cfg_access_ok(lent, &a)) {
-		err = dl_lent_cfg_read(lent, le16_to_cpu(a.offset), a.size,
-				       &val) ? -EIO : 0;
-		dl_lent_count(lent, DL_LCNT_CFG_READS);
-	}
-	dl_lender_close(lent);
-	a.value = cpu_to_le32(val);
-out_respond:
-	dl_lender_respond(fab, msg, err, &a, sizeof(a));
-}
-
-/*
- * A run of config space in one answer: at open the borrower copies all of
- * it, which dword by dword took a thousand round trips. Each dword is read
- * as a 4-byte DL_MSG_CFG_READ would be (virtual bits included).
- */
-static void dl_lender_on_cfg_read_block(struct dl_fabric *fab,
-					const struct dl_fabric_msg *msg,
-					void *priv)
-{
-	struct dl_cfg_block_req req;
-	struct dl_cfg_block blk = {};
-	unsigned int off, len, i;
-	struct dl_lent *lent;
-	int err = -EINVAL;
-	u32 val;
-
-	if (!dl_lender_payload(msg, &req, sizeof(req)))
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, req.dev_id, DL_ACC_READ, &err);
-	if (!lent)
-		goto out_respond;
-	off = le16_to_cpu(req.offset);
-	len = le16_to_cpu(req.len);
-	err = 0;
-	if (off % 4 || len % 4 || !len || len > DL_CFG_BLOCK_MAX ||
-	    off + len > lent->cfg_size) {
-		dl_lent_reject(lent, DL_REJ_CFG_RANGE);
-		err = -EINVAL;
-	}
-	for (i = 0; !err && i < len; i += 4) {
-		if (dl_lent_cfg_read(lent, off + i, 4, &val))
-			err = -EIO;
-		else
-			put_unaligned_le32(val, &blk.data[i]);
-	}
-	if (!err)
-		dl_lent_count(lent, DL_LCNT_CFG_READS);
-	dl_lender_close(lent);
-	blk.dev_id = req.dev_id;
-	blk.offset = req.offset;
-	blk.len = req.len;
-out_respond:
-	dl_lender_respond(fab, msg, err, &blk, sizeof(blk));
-}
-
-static void dl_lender_on_cfg_write(struct dl_fabric *fab,
-				   const struct dl_fabric_msg *msg, void *priv)
-{
-	struct dl_cfg_access a;
-	struct dl_lent *lent;
-	int err = -EINVAL, ret;
-
-	if (!dl_lender_payload(msg, &a, sizeof(a)))
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, a.dev_id, DL_ACC_HOLDER, &err);
-	if (!lent)
-		goto out_respond;
-	err = -EINVAL;
-	if (dl_cfg_access_ok(lent, &a)) {
-		dl_lent_count(lent, DL_LCNT_CFG_WRITES);
-		ret = dl_lent_cfg_write(lent, le16_to_cpu(a.offset), a.size,
-					le32_to_cpu(a.value));
-		err = ret < 0 ? -EIO : 0;
-		if (ret > 0 && (ret & DL_CFG_WRITE_FILTERED))
-			dl_lent_count(lent, DL_LCNT_CFG_FILTERED);
-		if (ret > 0 && (ret & DL_CFG_WRITE_RESET)) {
-			/* Answered by the slow work, once reset. */
-			dl_lent_slow_take(lent, fab, msg);
-			dl_lender_close(lent);
-			return;
-		}
-	}
-	dl_lender_close(lent);
-out_respond:
-	dl_lender_respond(fab, msg, err, NULL, 0);
-}
-
 /* Check a BAR access; 0 or -errno (counted). */
 static int dl_bar_access_check(struct dl_lent *lent,
 			       const struct dl_bar_access *a)
@@ -569,180 +372,378 @@ static int dl_bar_access_check(struct dl_lent *lent,
 	return err;
 }
 
-static void dl_lender_on_bar_read(struct dl_fabric *fab,
-				  const struct dl_fabric_msg *msg, void *priv)
-{
-	struct dl_bar_access a;
-	struct dl_lent *lent;
-	int err = -EINVAL;
-	u64 val = ~0ULL;
+/*
+ * Every message but DEV_LIST names a device, and is served the same way:
+ * check the payload, find and lock the device for what the sender may do
+ * (dl_lender_open()), serve, unlock, answer. struct dl_lender_op says what
+ * differs between message types; dl_lender_on_dev_msg() is the rest.
+ */
 
-	if (!dl_lender_payload(msg, &a, sizeof(a)))
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, a.dev_id, DL_ACC_HOLDER, &err);
-	if (!lent)
-		goto out_respond;
-	err = dl_bar_access_check(lent, &a);
-	if (!err) {
-		val = dl_lent_bar_read(lent, &a);
-		dl_lent_count(lent, DL_LCNT_BAR_READS);
-		dl_lent_intx_eoi(lent);
-	}
-	dl_lender_close(lent);
-	a.value = cpu_to_le64(val);
-out_respond:
-	dl_lender_respond(fab, msg, err, &a, sizeof(a));
+/* A fixed-size request, copied: the ring is the peer's to rewrite. */
+union dl_lender_req {
+	struct dl_dev_ref ref;
+	struct dl_cfg_access cfg;
+	struct dl_cfg_block_req block;
+	struct dl_bar_access bar;
+	struct dl_dma_unmap unmap;
+	struct dl_irq_set irq;
+};
+
+union dl_lender_resp {
+	struct dl_dev_ref ref;
+	struct dl_dev_info info;
+	struct dl_cfg_access cfg;
+	struct dl_cfg_block block;
+	struct dl_bar_access bar;
+};
+
+/**
+ * struct dl_lender_call - one message being served.
+ * @fab: the fabric it came on.
+ * @msg: the message; @msg->data is this host's copy of the payload.
+ * @lent: the device it names, locked.
+ * @req: the fixed-size payload, copied (variable ones: @msg->data).
+ * @resp: the answer's payload, sent when the status is 0.
+ * @resp_len: its length; 0 for a status alone.
+ */
+struct dl_lender_call {
+	struct dl_fabric *fab;
+	const struct dl_fabric_msg *msg;
+	struct dl_lent *lent;
+	union dl_lender_req req;
+	union dl_lender_resp resp;
+	size_t resp_len;
+};
+
+/* dl_lender_op.serve: the device's slow work answers (dl_lent_slow_take()). */
+#define DL_LENDER_LATER	1
+
+/**
+ * struct dl_lender_op - how the lender serves one type of message that
+ *	names a device.
+ * @type: the message type.
+ * @size: the payload's exact length; 0 if it varies (@payload_ok checks).
+ * @acc: who may send it (dl_lender_open()).
+ * @posted: the sender expects no answer; a refusal is logged instead
+ *	(rate-limited).
+ * @payload_ok: further checks of the payload before the device is looked
+ *	up (reserved fields, counts); a failure counts as malformed.
+ * @serve: the work, on the locked device: 0, -errno, or %DL_LENDER_LATER.
+ * @atomic: the handler from the doorbell interrupt, if any (bar.c).
+ *
+ * Every payload begins with the __le32 dev_id it names.
+ */
+struct dl_lender_op {
+	u16 type;
+	u16 size;
+	enum dl_access acc;
+	bool posted;
+	bool (*payload_ok)(const struct dl_fabric_msg *msg);
+	int (*serve)(struct dl_lender_call *c);
+	dl_fabric_msg_atomic_fn atomic;
+};
+
+static int dl_serve_dev_info(struct dl_lender_call *c)
+{
+	dl_lender_fill_info(c->lent, &c->resp.info);
+	c->resp_len = sizeof(c->resp.info);
+	return 0;
 }
 
-static void dl_lender_on_bar_write(struct dl_fabric *fab,
-				   const struct dl_fabric_msg *msg, void *priv)
+static int dl_serve_acquire(struct dl_lender_call *c)
 {
-	struct dl_bar_access a;
-	struct dl_lent *lent;
-	int err = -EINVAL;
+	struct dl_fabric_peer_info pinfo;
+	struct dl_lent *lent = c->lent;
+	u32 peer = c->msg->peer;
 
-	if (!dl_lender_payload(msg, &a, sizeof(a)))
-		goto out_log;
-	lent = dl_lender_open(fab, msg, a.dev_id, DL_ACC_HOLDER, &err);
-	if (!lent)
-		goto out_log;
-	err = dl_bar_access_check(lent, &a);
-	if (!err) {
-		dl_lent_bar_write(lent, &a);
-		dl_lent_count(lent, DL_LCNT_BAR_WRITES);
-		dl_lent_intx_eoi(lent);
+	if (lent->state != DL_LENT_AVAILABLE || lent->unlending) {
+		dl_lent_reject(lent, DL_REJ_BUSY);
+		dev_dbg_ratelimited(&lent->pdev->dev,
+				    "lender: host %u asked for device %u, held by host %u\n",
+				    peer, lent->dev_id, lent->borrower);
+		return -EBUSY;
 	}
-	dl_lender_close(lent);
-out_log:
+	if (dl_fabric_peer_info(c->fab, peer, &pinfo) || !pinfo.up)
+		return -EINVAL;
+	lent->state = DL_LENT_BORROWED;
+	lent->borrower = peer;
+	lent->borrower_inc = pinfo.incarnation;
+	lent->fab = c->fab;
+	dl_lent_changed_queue(lent);
+	dl_lent_count(lent, DL_LCNT_ACQUIRES);
+	pci_info_ratelimited(lent->pdev,
+			     "lender: device %u borrowed by host %u (%s)\n",
+			     lent->dev_id, peer, pinfo.name);
+	c->resp.ref = c->req.ref;
+	c->resp_len = sizeof(c->resp.ref);
+	return 0;
+}
+
+/* DEV_RELEASE and DEV_RESET: checked here, done and answered by the slow work. */
+static int dl_serve_slow(struct dl_lender_call *c)
+{
+	dl_lent_slow_take(c->lent, c->fab, c->msg);
+	return DL_LENDER_LATER;
+}
+
+static int dl_serve_cfg_read(struct dl_lender_call *c)
+{
+	struct dl_cfg_access *a = &c->req.cfg;
+	u32 val;
+
+	if (!dl_cfg_access_ok(c->lent, a))
+		return -EINVAL;
+	dl_lent_count(c->lent, DL_LCNT_CFG_READS);
+	if (dl_lent_cfg_read(c->lent, le16_to_cpu(a->offset), a->size, &val))
+		return -EIO;
+	c->resp.cfg = *a;
+	c->resp.cfg.value = cpu_to_le32(val);
+	c->resp_len = sizeof(c->resp.cfg);
+	return 0;
+}
+
+/*
+ * A run of config space in one answer: at open the borrower copies all of
+ * it, which dword by dword took a thousand round trips. Each dword is read
+ * as a 4-byte DL_MSG_CFG_READ would be (virtual bits included).
+ */
+static int dl_serve_cfg_read_block(struct dl_lender_call *c)
+{
+	const struct dl_cfg_block_req *req = &c->req.block;
+	struct dl_cfg_block *blk = &c->resp.block;
+	unsigned int off = le16_to_cpu(req->offset);
+	unsigned int len = le16_to_cpu(req->len);
+	unsigned int i;
+	u32 val;
+
+	if (off % 4 || len % 4 || !len || len > DL_CFG_BLOCK_MAX ||
+	    off + len > c->lent->cfg_size) {
+		dl_lent_reject(c->lent, DL_REJ_CFG_RANGE);
+		return -EINVAL;
+	}
+	memset(blk, 0, sizeof(*blk));
+	for (i = 0; i < len; i += 4) {
+		if (dl_lent_cfg_read(c->lent, off + i, 4, &val))
+			return -EIO;
+		put_unaligned_le32(val, &blk->data[i]);
+	}
+	dl_lent_count(c->lent, DL_LCNT_CFG_READS);
+	blk->dev_id = req->dev_id;
+	blk->offset = req->offset;
+	blk->len = req->len;
+	c->resp_len = sizeof(*blk);
+	return 0;
+}
+
+static int dl_serve_cfg_write(struct dl_lender_call *c)
+{
+	struct dl_cfg_access *a = &c->req.cfg;
+	int ret;
+
+	if (!dl_cfg_access_ok(c->lent, a))
+		return -EINVAL;
+	dl_lent_count(c->lent, DL_LCNT_CFG_WRITES);
+	ret = dl_lent_cfg_write(c->lent, le16_to_cpu(a->offset), a->size,
+				le32_to_cpu(a->value));
+	if (ret < 0)
+		return -EIO;
+	if (ret & DL_CFG_WRITE_FILTERED)
+		dl_lent_count(c->lent, DL_LCNT_CFG_FILTERED);
+	if (ret & DL_CFG_WRITE_RESET)
+		return dl_serve_slow(c);	/* answered once reset */
+	return 0;
+}
+
+static int dl_serve_bar_read(struct dl_lender_call *c)
+{
+	struct dl_bar_access *a = &c->req.bar;
+	int err;
+
+	err = dl_bar_access_check(c->lent, a);
 	if (err)
-		dev_dbg_ratelimited(dl_fabric_device(fab),
-				    "lender: BAR write from host %u dropped: %d\n",
-				    msg->peer, err);
-	/* Posted; but answer a peer that asked for an answer anyway. */
-	dl_lender_respond(fab, msg, err, NULL, 0);
+		return err;
+	c->resp.bar = *a;
+	c->resp.bar.value = cpu_to_le64(dl_lent_bar_read(c->lent, a));
+	c->resp_len = sizeof(c->resp.bar);
+	dl_lent_count(c->lent, DL_LCNT_BAR_READS);
+	dl_lent_intx_eoi(c->lent);
+	return 0;
 }
 
-static void dl_lender_on_dma_map(struct dl_fabric *fab,
-				 const struct dl_fabric_msg *msg, void *priv)
+static int dl_serve_bar_write(struct dl_lender_call *c)
+{
+	int err;
+
+	err = dl_bar_access_check(c->lent, &c->req.bar);
+	if (err)
+		return err;
+	dl_lent_bar_write(c->lent, &c->req.bar);
+	dl_lent_count(c->lent, DL_LCNT_BAR_WRITES);
+	dl_lent_intx_eoi(c->lent);
+	return 0;
+}
+
+/* A DMA_MAP's count must match its length exactly. */
+static bool dl_dma_map_ok(const struct dl_fabric_msg *msg)
 {
 	const struct dl_dma_map *req = msg->data;
-	struct dl_lent *lent;
-	int err = -EINVAL;
 	u32 count;
 
-	if (msg->len < sizeof(*req)) {
-		dl_lent_reject(NULL, DL_REJ_MALFORMED);
-		goto out_respond;
-	}
+	if (msg->len < sizeof(*req))
+		return false;
 	/* msg->data is this host's copy: reading it twice is safe. */
 	count = le32_to_cpu(req->count);
-	if (!count || count > (msg->len - sizeof(*req)) / sizeof(req->ranges[0]) ||
-	    msg->len != sizeof(*req) + count * sizeof(req->ranges[0])) {
-		dl_lent_reject(NULL, DL_REJ_MALFORMED);
-		goto out_respond;
-	}
-	lent = dl_lender_open(fab, msg, req->dev_id, DL_ACC_HOLDER, &err);
-	if (!lent)
-		goto out_respond;
-	err = dl_lent_dma_map(lent, fab, msg->peer, req->ranges, count);
+	return count &&
+	       count <= (msg->len - sizeof(*req)) / sizeof(req->ranges[0]) &&
+	       msg->len == sizeof(*req) + count * sizeof(req->ranges[0]);
+}
+
+static int dl_serve_dma_map(struct dl_lender_call *c)
+{
+	const struct dl_dma_map *req = c->msg->data;
+	int err;
+
+	err = dl_lent_dma_map(c->lent, c->fab, c->msg->peer, req->ranges,
+			      le32_to_cpu(req->count));
 	/* Overlap and budget are out-of-range requests too, on the wire. */
 	if (err == -EEXIST || err == -ENOSPC)
 		err = -EINVAL;
-	dl_lender_close(lent);
-out_respond:
-	dl_lender_respond(fab, msg, err, NULL, 0);
+	return err;
 }
 
-static void dl_lender_on_dma_unmap(struct dl_fabric *fab,
-				   const struct dl_fabric_msg *msg, void *priv)
+static int dl_serve_dma_unmap(struct dl_lender_call *c)
 {
-	struct dl_dma_unmap u;
-	struct dl_lent *lent;
-	int err = -EINVAL;
-	u64 iova, len;
-	u32 flags;
+	const struct dl_dma_unmap *u = &c->req.unmap;
+	u32 flags = le32_to_cpu(u->flags);
+	u64 iova = le64_to_cpu(u->iova);
+	u64 len = le64_to_cpu(u->len);
+	int err;
 
-	if (!dl_lender_payload(msg, &u, sizeof(u)))
-		goto out_respond;
-	lent = dl_lender_open(fab, msg, u.dev_id, DL_ACC_HOLDER, &err);
-	if (!lent)
-		goto out_respond;
-	flags = le32_to_cpu(u.flags);
-	iova = le64_to_cpu(u.iova);
-	len = le64_to_cpu(u.len);
 	if (flags & ~DL_DMA_UNMAP_F_ALL) {
-		dl_lent_reject(lent, DL_REJ_MALFORMED);
-		err = -EINVAL;
-	} else if (flags & DL_DMA_UNMAP_F_ALL) {
-		dl_lent_dma_unmap_all(lent);
+		dl_lent_reject(c->lent, DL_REJ_MALFORMED);
+		return -EINVAL;
+	}
+	if (flags & DL_DMA_UNMAP_F_ALL) {
+		dl_lent_dma_unmap_all(c->lent);
 		err = 0;
 	} else if (!len || !PAGE_ALIGNED(iova) || !PAGE_ALIGNED(len) ||
 		   iova + len - 1 < iova) {
-		dl_lent_reject(lent, DL_REJ_DMA_RANGE);
+		dl_lent_reject(c->lent, DL_REJ_DMA_RANGE);
 		err = -EINVAL;
 	} else {
-		err = dl_lent_dma_unmap(lent, iova, len);
+		err = dl_lent_dma_unmap(c->lent, iova, len);
 	}
 	if (!err)
-		dl_lent_count(lent, DL_LCNT_DMA_UNMAPS);
-	dl_lender_close(lent);
-out_respond:
-	dl_lender_respond(fab, msg, err, NULL, 0);
+		dl_lent_count(c->lent, DL_LCNT_DMA_UNMAPS);
+	return err;
 }
 
-static void dl_lender_on_irq_set(struct dl_fabric *fab,
+static bool dl_irq_set_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_irq_set *s = msg->data;
+
+	return !s->reserved;
+}
+
+static int dl_serve_irq_set(struct dl_lender_call *c)
+{
+	const struct dl_irq_set *s = &c->req.irq;
+	int err;
+
+	err = dl_lent_irq_set(c->lent, c->fab, c->msg->peer,
+			      le16_to_cpu(s->type), le32_to_cpu(s->count));
+	if (err) {
+		dl_lent_reject(c->lent, DL_REJ_IRQ);
+		pci_info_ratelimited(c->lent->pdev,
+				     "lender: %u vectors of type %u for host %u: %d\n",
+				     le32_to_cpu(s->count), le16_to_cpu(s->type),
+				     c->msg->peer, err);
+		return err;
+	}
+	dl_lent_count(c->lent, DL_LCNT_IRQ_SETS);
+	return 0;
+}
+
+static const struct dl_lender_op dl_lender_ops[] = {
+	{ DL_MSG_DEV_INFO, sizeof(struct dl_dev_ref), DL_ACC_ANY, false,
+	  dl_ref_ok, dl_serve_dev_info },
+	{ DL_MSG_DEV_ACQUIRE, sizeof(struct dl_dev_ref), DL_ACC_ANY, false,
+	  dl_ref_ok, dl_serve_acquire },
+	{ DL_MSG_DEV_RELEASE, sizeof(struct dl_dev_ref), DL_ACC_HOLDER, false,
+	  dl_ref_ok, dl_serve_slow },
+	{ DL_MSG_DEV_RESET, sizeof(struct dl_dev_ref), DL_ACC_HOLDER, false,
+	  dl_ref_ok, dl_serve_slow },
+	{ DL_MSG_CFG_READ, sizeof(struct dl_cfg_access), DL_ACC_READ, false,
+	  NULL, dl_serve_cfg_read },
+	{ DL_MSG_CFG_READ_BLOCK, sizeof(struct dl_cfg_block_req), DL_ACC_READ,
+	  false, NULL, dl_serve_cfg_read_block },
+	{ DL_MSG_CFG_WRITE, sizeof(struct dl_cfg_access), DL_ACC_HOLDER, false,
+	  NULL, dl_serve_cfg_write },
+	{ DL_MSG_BAR_READ, sizeof(struct dl_bar_access), DL_ACC_HOLDER, false,
+	  NULL, dl_serve_bar_read },
+	/* Device doorbells: in the doorbell interrupt when they can (bar.c). */
+	{ DL_MSG_BAR_WRITE, sizeof(struct dl_bar_access), DL_ACC_HOLDER, true,
+	  NULL, dl_serve_bar_write, dl_lender_on_bar_write_atomic },
+	{ DL_MSG_DMA_MAP, 0, DL_ACC_HOLDER, false,
+	  dl_dma_map_ok, dl_serve_dma_map },
+	{ DL_MSG_DMA_UNMAP, sizeof(struct dl_dma_unmap), DL_ACC_HOLDER, false,
+	  NULL, dl_serve_dma_unmap },
+	{ DL_MSG_IRQ_SET, sizeof(struct dl_irq_set), DL_ACC_HOLDER, false,
+	  dl_irq_set_ok, dl_serve_irq_set },
+};
+
+static const struct dl_lender_op *dl_lender_op_find(u16 type)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(dl_lender_ops); i++)
+		if (dl_lender_ops[i].type == type)
+			return &dl_lender_ops[i];
+	return NULL;
+}
+
+/* Every message type that names a device (struct dl_lender_op). */
+static void dl_lender_on_dev_msg(struct dl_fabric *fab,
 				 const struct dl_fabric_msg *msg, void *priv)
 {
-	struct dl_irq_set s;
-	struct dl_lent *lent;
+	const struct dl_lender_op *op = dl_lender_op_find(msg->type);
+	struct dl_lender_call c = { .fab = fab, .msg = msg };
 	int err = -EINVAL;
 
-	if (!dl_lender_payload(msg, &s, sizeof(s)))
+	/* Every payload starts with the dev_id it names. */
+	BUILD_BUG_ON(offsetof(struct dl_dev_ref, dev_id) ||
+		     offsetof(struct dl_cfg_access, dev_id) ||
+		     offsetof(struct dl_cfg_block_req, dev_id) ||
+		     offsetof(struct dl_bar_access, dev_id) ||
+		     offsetof(struct dl_dma_map, dev_id) ||
+		     offsetof(struct dl_dma_unmap, dev_id) ||
+		     offsetof(struct dl_irq_set, dev_id));
+
+	if (WARN_ON_ONCE(!op))
 		goto out_respond;
-	if (s.reserved) {
+	if ((op->size && msg->len != op->size) ||
+	    (op->payload_ok && !op->payload_ok(msg))) {
 		dl_lent_reject(NULL, DL_REJ_MALFORMED);
 		goto out_respond;
 	}
-	lent = dl_lender_open(fab, msg, s.dev_id, DL_ACC_HOLDER, &err);
-	if (!lent)
+	if (op->size)
+		memcpy(&c.req, msg->data, op->size);
+	c.lent = dl_lender_open(fab, msg, get_unaligned((__le32 *)msg->data),
+				op->acc, &err);
+	if (!c.lent)
 		goto out_respond;
-	err = dl_lent_irq_set(lent, fab, msg->peer, le16_to_cpu(s.type),
-			      le32_to_cpu(s.count));
-	if (err) {
-		dl_lent_reject(lent, DL_REJ_IRQ);
-		pci_info_ratelimited(lent->pdev,
-				     "lender: %u vectors of type %u for host %u: %d\n",
-				     le32_to_cpu(s.count), le16_to_cpu(s.type),
-				     msg->peer, err);
-	} else {
-		dl_lent_count(lent, DL_LCNT_IRQ_SETS);
-	}
-	dl_lender_close(lent);
+	err = op->serve(&c);
+	dl_lender_close(c.lent);
+	if (err == DL_LENDER_LATER)
+		return;
 out_respond:
-	dl_lender_respond(fab, msg, err, NULL, 0);
+	if (err && op && op->posted)
+		dev_dbg_ratelimited(dl_fabric_device(fab),
+				    "lender: message %u from host %u dropped: %d\n",
+				    msg->type, msg->peer, err);
+	/* Posted ones too, if the peer asked for an answer anyway. */
+	dl_lender_respond(fab, msg, err, &c.resp, c.resp_len);
 }
-
-static const struct {
-	u16 type;
-	dl_fabric_msg_fn fn;
-	dl_fabric_msg_atomic_fn atomic_fn;
-} dl_lender_handlers[] = {
-	{ DL_MSG_DEV_LIST, dl_lender_on_dev_list },
-	{ DL_MSG_DEV_INFO, dl_lender_on_dev_info },
-	{ DL_MSG_DEV_ACQUIRE, dl_lender_on_acquire },
-	{ DL_MSG_DEV_RELEASE, dl_lender_on_slow },
-	{ DL_MSG_DEV_RESET, dl_lender_on_slow },
-	{ DL_MSG_CFG_READ, dl_lender_on_cfg_read },
-	{ DL_MSG_CFG_READ_BLOCK, dl_lender_on_cfg_read_block },
-	{ DL_MSG_CFG_WRITE, dl_lender_on_cfg_write },
-	{ DL_MSG_BAR_READ, dl_lender_on_bar_read },
-	/* Device doorbells: in the doorbell interrupt when they can (bar.c). */
-	{ DL_MSG_BAR_WRITE, dl_lender_on_bar_write,
-	  dl_lender_on_bar_write_atomic },
-	{ DL_MSG_DMA_MAP, dl_lender_on_dma_map },
-	{ DL_MSG_DMA_UNMAP, dl_lender_on_dma_unmap },
-	{ DL_MSG_IRQ_SET, dl_lender_on_irq_set },
-};
 
 /**
  * dl_lender_register_handlers() - answer borrowers on a fabric.
@@ -752,19 +753,23 @@ static const struct {
  */
 int dl_lender_register_handlers(struct dl_fabric *fab)
 {
+	const struct dl_lender_op *op;
 	int i, ret;
 
-	for (i = 0; i < ARRAY_SIZE(dl_lender_handlers); i++) {
-		if (dl_lender_handlers[i].atomic_fn)
-			ret = dl_fabric_register_handler_atomic(fab,
-								dl_lender_handlers[i].type,
-								dl_lender_handlers[i].fn,
-								dl_lender_handlers[i].atomic_fn,
+	ret = dl_fabric_register_handler(fab, DL_MSG_DEV_LIST,
+					 dl_lender_on_dev_list, NULL);
+	if (ret)
+		return ret;
+	for (i = 0; i < ARRAY_SIZE(dl_lender_ops); i++) {
+		op = &dl_lender_ops[i];
+		if (op->atomic)
+			ret = dl_fabric_register_handler_atomic(fab, op->type,
+								dl_lender_on_dev_msg,
+								op->atomic,
 								NULL);
 		else
-			ret = dl_fabric_register_handler(fab,
-							 dl_lender_handlers[i].type,
-							 dl_lender_handlers[i].fn,
+			ret = dl_fabric_register_handler(fab, op->type,
+							 dl_lender_on_dev_msg,
 							 NULL);
 		if (ret)
 			goto err_unregister;
@@ -773,7 +778,8 @@ int dl_lender_register_handlers(struct dl_fabric *fab)
 
 err_unregister:
 	while (--i >= 0)
-		dl_fabric_unregister_handler(fab, dl_lender_handlers[i].type);
+		dl_fabric_unregister_handler(fab, dl_lender_ops[i].type);
+	dl_fabric_unregister_handler(fab, DL_MSG_DEV_LIST);
 	return ret;
 }
 
@@ -787,6 +793,7 @@ void dl_lender_unregister_handlers(struct dl_fabric *fab)
 {
 	int i;
 
-	for (i = 0; i < ARRAY_SIZE(dl_lender_handlers); i++)
-		dl_fabric_unregister_handler(fab, dl_lender_handlers[i].type);
+	for (i = 0; i < ARRAY_SIZE(dl_lender_ops); i++)
+		dl_fabric_unregister_handler(fab, dl_lender_ops[i].type);
+	dl_fabric_unregister_handler(fab, DL_MSG_DEV_LIST);
 }
