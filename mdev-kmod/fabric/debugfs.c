@@ -37,6 +37,8 @@ const char * const dl_peer_counter_names[DL_CNT_NR] = {
 	[DL_CNT_RX_HELD_BACK] = "rx_held_back",
 	[DL_CNT_RX_UNKNOWN] = "rx_unknown",
 	[DL_CNT_RX_IN_IRQ] = "rx_in_irq",
+	[DL_CNT_ANSWERS] = "answers",
+	[DL_CNT_ANSWER_NS] = "answer_ns",
 };
 
 static int dl_peers_show(struct seq_file *s, void *unused)

@@ -53,6 +53,8 @@ enum dl_peer_counter {
 	DL_CNT_RX_HELD_BACK,
 	DL_CNT_RX_UNKNOWN,
 	DL_CNT_RX_IN_IRQ,
+	DL_CNT_ANSWERS,		/* answers to this host's requests */
+	DL_CNT_ANSWER_NS,	/* their round trips, summed */
 	DL_CNT_NR
 };
 

@@ -276,6 +276,12 @@ void dl_req_complete(struct dl_fabric *fab, struct dl_peer *peer,
 		dl_req_put_credit(fab, req->peer);
 	}
 	xa_unlock(&fab->reqs);
+	if (req) {
+		/* Round trips, for `devlend stats` (sysfs answers, answer_ns). */
+		dl_peer_count(peer, DL_CNT_ANSWERS);
+		atomic64_add(ktime_to_ns(ktime_sub(now, req->sent)),
+			     &peer->cnt[DL_CNT_ANSWER_NS]);
+	}
 
 	if (!req) {
 		dl_peer_count(peer, DL_CNT_LATE_RESPONSES);

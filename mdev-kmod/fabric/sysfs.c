@@ -144,6 +144,25 @@ static ssize_t dl_peer_hb_age_show(struct kobject *kobj,
 	return ret;
 }
 
+/* Cumulative, so that a reader takes rates and means over its own interval. */
+static ssize_t dl_peer_answers_show(struct kobject *kobj,
+				    struct kobj_attribute *attr, char *buf)
+{
+	struct dl_peer *peer = to_dl_sysfs_node(kobj)->peer;
+
+	return sysfs_emit(buf, "%lld\n",
+			  atomic64_read(&peer->cnt[DL_CNT_ANSWERS]));
+}
+
+static ssize_t dl_peer_answer_ns_show(struct kobject *kobj,
+				      struct kobj_attribute *attr, char *buf)
+{
+	struct dl_peer *peer = to_dl_sysfs_node(kobj)->peer;
+
+	return sysfs_emit(buf, "%lld\n",
+			  atomic64_read(&peer->cnt[DL_CNT_ANSWER_NS]));
+}
+
 static struct kobj_attribute dl_attr_peer_state =
 	__ATTR(state, 0444, dl_peer_state_show, NULL);
 static struct kobj_attribute dl_attr_peer_name =
@@ -154,6 +173,10 @@ static struct kobj_attribute dl_attr_peer_window =
 	__ATTR(window, 0444, dl_peer_window_show, NULL);
 static struct kobj_attribute dl_attr_peer_hb_age =
 	__ATTR(heartbeat_age_ms, 0444, dl_peer_hb_age_show, NULL);
+static struct kobj_attribute dl_attr_peer_answers =
+	__ATTR(answers, 0444, dl_peer_answers_show, NULL);
+static struct kobj_attribute dl_attr_peer_answer_ns =
+	__ATTR(answer_ns, 0444, dl_peer_answer_ns_show, NULL);
 
 static struct attribute *dl_peer_attrs[] = {
 	&dl_attr_peer_state.attr,
@@ -161,6 +184,8 @@ static struct attribute *dl_peer_attrs[] = {
 	&dl_attr_peer_proto.attr,
 	&dl_attr_peer_window.attr,
 	&dl_attr_peer_hb_age.attr,
+	&dl_attr_peer_answers.attr,
+	&dl_attr_peer_answer_ns.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(dl_peer);

@@ -259,12 +259,22 @@ static ssize_t irq_vectors_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(irq_vectors);
 
+/* Interrupts relayed to the borrower since lent: a reader takes the rate. */
+static ssize_t irq_fires_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%lld\n",
+			  atomic64_read(&dl_lent_of(dev)->cnt[DL_LCNT_IRQ_FIRES]));
+}
+static DEVICE_ATTR_RO(irq_fires);
+
 static struct attribute *dl_lent_attrs[] = {
 	&dev_attr_dev_id.attr,
 	&dev_attr_state.attr,
 	&dev_attr_borrower.attr,
 	&dev_attr_dma_mapped_bytes.attr,
 	&dev_attr_irq_vectors.attr,
+	&dev_attr_irq_fires.attr,
 	NULL
 };
 

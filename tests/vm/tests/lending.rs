@@ -11,6 +11,7 @@ use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
+use devlend_vmtests::ownership;
 use devlend_vmtests::twohost;
 use devlend_vmtests::{Check, Suite};
 
@@ -547,6 +548,72 @@ fn cli_end_to_end(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `devlend stats` while the userspace driver reads from the borrower:
+/// the lender shows its device borrowed with DMA mapped and interrupts
+/// flowing, the borrower a round trip to the lender, and the Prometheus
+/// text counts the relayed interrupts.
+fn stats_during_driver_io(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let stats = |a: &devlend_agent::AgentClient, secs: u32| -> anyhow::Result<serde_json::Value> {
+        let out = sh(a, &format!("{cli} stats --json --interval {secs}"))?;
+        serde_json::from_str(&out).with_context(|| format!("devlend stats: {out}"))
+    };
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let log = "/tmp/stats-driver.log";
+    let res = (|| {
+        let pid = ownership::spawn_bg(
+            b,
+            &format!("{drv} --mdev {uuid} --blocks 64 --ios 100000000 --queue-depth 8"),
+            log,
+        )?;
+        let res = (|| {
+            lending::wait_until(
+                "the driver borrowing the device",
+                WAIT,
+                || lending::lent_state(l, &nvme.addr),
+                "borrowed",
+            )?;
+            let s = stats(l, 3)?;
+            let d = &s["lent"][0];
+            println!("  lender: {d}");
+            ensure!(d["state"] == "borrowed", "lender's stats: {s}");
+            ensure!(
+                d["dma_mapped_bytes"].as_u64() > Some(0),
+                "lender's stats: {s}"
+            );
+            ensure!(d["irqs_per_s"].as_f64() > Some(0.0), "lender's stats: {s}");
+            let s = stats(b, 1)?;
+            let p = &s["peers"][0];
+            println!("  borrower's peer: {p}");
+            ensure!(
+                p["name"] == LENDER && p["link"] == "up",
+                "borrower's stats: {s}"
+            );
+            ensure!(
+                p["round_trip_us_since_load"].as_f64() > Some(0.0),
+                "borrower's stats: {s}"
+            );
+            let prom = sh(l, &format!("{cli} stats --prometheus"))?;
+            let irqs = prom
+                .lines()
+                .find(|line| line.starts_with("devlend_lent_irqs_total{"))
+                .and_then(|line| line.rsplit(' ').next()?.parse::<f64>().ok());
+            ensure!(irqs > Some(0.0), "Prometheus text:\n{prom}");
+            Ok(())
+        })();
+        // The driver is the only child of the shell that records its exit.
+        sh(b, &format!("pkill -TERM -P {pid}; true"))?;
+        ownership::wait_bg(b, log, WAIT)?;
+        res
+    })();
+    let removed = lending::remove_mdev(b, &uuid);
+    res?;
+    removed
+}
+
 /// The userspace NVMe driver from the borrower, no guest: Identify,
 /// verified I/O with completions signalled by MSI-X eventfds; then bad
 /// input: out-of-range reads, BAR overruns, and DMA to an IOVA nobody
@@ -776,6 +843,10 @@ fn main() {
         Check {
             name: "clients_reload_under_a_live_peer",
             run: clients_reload_under_a_live_peer,
+        },
+        Check {
+            name: "stats_during_driver_io",
+            run: stats_during_driver_io,
         },
         Check {
             name: "userspace_driver_io_and_bad_input",

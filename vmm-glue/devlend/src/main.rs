@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use devlend::qmp::{self, Qmp};
+use devlend::stats::{self, Reading};
 use devlend::sysfs::{self, Sysfs};
 use devlend::vmmargs;
 use devlend::{CliError, Result};
@@ -106,6 +107,22 @@ enum Cmd {
     },
     /// Devices other hosts lend: lender, state, borrower, and local mdevs using them.
     Remote,
+    /// What the fabric and the lent devices are doing: rates and round trips.
+    #[command(long_about = "What the fabric and the lent devices are doing.\n\n\
+        Reads the kernel's counters twice, --interval apart, and prints per peer the \
+        link, heartbeat age, answers per second to this host's requests and their mean \
+        round trip (in the interval, and since the module loaded); per lent device its \
+        state, borrower, DMA bytes mapped, vectors and interrupts per second; and this \
+        host's mdevs. --prometheus prints one reading in Prometheus' text format instead \
+        (counters, for a scraper or node_exporter's textfile collector).")]
+    Stats {
+        /// Seconds between the two readings.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// One reading in Prometheus' text exposition format.
+        #[arg(long)]
+        prometheus: bool,
+    },
     /// Create, list and remove the mdevs that stand for remote devices.
     #[command(subcommand)]
     Mdev(MdevCmd),
@@ -278,6 +295,110 @@ fn table(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+fn print_stats(sys: &Sysfs, interval: f64, prometheus: bool, json: bool) -> Result<()> {
+    if prometheus {
+        if json {
+            return Err(CliError::usage(
+                "--prometheus and --json exclude each other",
+            ));
+        }
+        print!("{}", stats::prometheus(&Reading::take(sys)?));
+        return Ok(());
+    }
+    if !(interval > 0.0 && interval <= 3600.0) {
+        return Err(CliError::usage(format!(
+            "--interval {interval}: give seconds, more than 0 and at most 3600"
+        )));
+    }
+    let before = Reading::take(sys)?;
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(interval));
+    let after = Reading::take(sys)?;
+    let s = stats::compare(&before, &after, t0.elapsed().as_secs_f64());
+    if json {
+        print_json(&s);
+        return Ok(());
+    }
+    let name = if s.hostname.is_empty() {
+        "?"
+    } else {
+        &s.hostname
+    };
+    println!(
+        "this host: {name} (host id {}); rates over {:.1} s",
+        s.host_id, s.interval_s
+    );
+    let f1 = |v: &Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
+    let peers: Vec<Vec<String>> = s
+        .peers
+        .iter()
+        .map(|p| {
+            vec![
+                p.host_id.to_string(),
+                p.name.clone(),
+                p.link.clone(),
+                or_dash(&p.heartbeat_age_ms),
+                f1(&p.answers_per_s),
+                f1(&p.round_trip_us),
+                f1(&p.round_trip_us_since_load),
+            ]
+        })
+        .collect();
+    println!();
+    table(
+        &[
+            "HOST",
+            "NAME",
+            "LINK",
+            "HEARTBEAT_MS",
+            "ANSWERS/S",
+            "RTT_US",
+            "RTT_US_SINCE_LOAD",
+        ],
+        &peers,
+    );
+    if !s.lent.is_empty() {
+        let lent: Vec<Vec<String>> = s
+            .lent
+            .iter()
+            .map(|d| {
+                vec![
+                    d.address.clone(),
+                    d.dev_id.to_string(),
+                    d.state.clone(),
+                    or_dash(&d.borrower),
+                    d.dma_mapped_bytes.to_string(),
+                    d.irq_vectors.to_string(),
+                    f1(&d.irqs_per_s),
+                ]
+            })
+            .collect();
+        println!();
+        table(
+            &[
+                "LENT",
+                "DEV_ID",
+                "STATE",
+                "BORROWER",
+                "DMA_BYTES",
+                "VECTORS",
+                "IRQS/S",
+            ],
+            &lent,
+        );
+    }
+    if !s.mdevs.is_empty() {
+        let mdevs: Vec<Vec<String>> = s
+            .mdevs
+            .iter()
+            .map(|m| vec![m.uuid.clone(), or_dash(&m.remote_device), or_dash(&m.state)])
+            .collect();
+        println!();
+        table(&["MDEV", "REMOTE", "STATE"], &mdevs);
+    }
+    Ok(())
+}
+
 fn or_dash<T: ToString>(v: &Option<T>) -> String {
     v.as_ref().map_or("-".into(), |x| x.to_string())
 }
@@ -407,6 +528,10 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
         }
+        Cmd::Stats {
+            interval,
+            prometheus,
+        } => print_stats(&sys, interval, prometheus, json)?,
         Cmd::Remote => {
             let r = sys.remotes()?;
             if json {

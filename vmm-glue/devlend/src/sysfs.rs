@@ -62,6 +62,11 @@ pub struct Peer {
     pub window: Option<String>,
     /// Milliseconds since its heartbeat moved, if watched.
     pub heartbeat_age_ms: Option<u64>,
+    /// Answers to this host's requests it sent (cumulative), if the
+    /// module tells.
+    pub answers: Option<u64>,
+    /// Their round trips, summed in nanoseconds (cumulative).
+    pub answer_ns: Option<u64>,
 }
 
 /// A local PCI function and its lending state.
@@ -103,6 +108,8 @@ pub struct Lent {
     pub dma_mapped_bytes: u64,
     /// Interrupt vectors allocated.
     pub irq_vectors: u32,
+    /// Interrupts relayed since lent (cumulative), if the module tells.
+    pub irq_fires: Option<u64>,
 }
 
 /// A device another host lends, as this host sees it.
@@ -280,6 +287,10 @@ impl Sysfs {
         fs::read_to_string(path).ok().and_then(opt)
     }
 
+    fn read_num(&self, path: &Path) -> Option<u64> {
+        self.read_opt(path).and_then(|s| parse_num(&s))
+    }
+
     /// Writes `value` to an attribute, as `echo` would (one write).
     pub fn write(&self, path: &Path, value: &str, hint: &str) -> Result<()> {
         let res = fs::OpenOptions::new()
@@ -340,6 +351,8 @@ impl Sysfs {
                 heartbeat_age_ms: self
                     .read_opt(&p.join("heartbeat_age_ms"))
                     .and_then(|s| parse_num(&s)),
+                answers: self.read_num(&p.join("answers")),
+                answer_ns: self.read_num(&p.join("answer_ns")),
             });
         }
         peers.sort_by_key(|p| p.host_id);
@@ -379,6 +392,7 @@ impl Sysfs {
                 .read_opt(&d.join("irq_vectors"))
                 .and_then(|s| parse_num(&s))
                 .unwrap_or(0) as u32,
+            irq_fires: self.read_num(&d.join("irq_fires")),
         })
     }
 

@@ -482,3 +482,58 @@ fn help_teaches_the_workflow_and_exit_codes() {
     let o = t.devlend(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn stats_reports_counters_as_text_json_and_prometheus() {
+    let t = borrower();
+    let o = t.devlend(&["stats", "--interval", "0.05"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("host id 1"), "{out}");
+    // 400 answers in 100 ms since load: 250 us each; none in the interval.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("0") && l.contains("lender") && l.contains("250.0")),
+        "{out}"
+    );
+    let v = json(&t.devlend(&["stats", "--json", "--interval", "0.05"]));
+    assert_eq!(v["peers"][0]["link"], "up");
+    assert_eq!(v["peers"][0]["answers_per_s"], 0.0);
+    assert_eq!(v["peers"][0]["round_trip_us"], Value::Null);
+    assert_eq!(v["peers"][0]["round_trip_us_since_load"], 250.0);
+
+    let l = lender();
+    mark_lent(&l, "borrowed", "1");
+    write(&l.adapter().join("fabric/peers/1/state"), "up\n");
+    let v = json(&l.devlend(&["stats", "--json", "--interval", "0.05"]));
+    assert_eq!(v["lent"][0]["address"], "0000:01:00.0");
+    assert_eq!(v["lent"][0]["borrower"], 1);
+    assert_eq!(v["lent"][0]["dma_mapped_bytes"], 1_048_576);
+    assert_eq!(v["lent"][0]["irqs_per_s"], 0.0);
+    let p = stdout(&l.devlend(&["stats", "--prometheus"]));
+    assert!(
+        p.contains(
+            "devlend_lent_irqs_total{host_id=\"0\",device=\"0000:01:00.0\",dev_id=\"1\"} 1000\n"
+        ),
+        "{p}"
+    );
+    assert!(
+        p.contains("devlend_peer_up{host_id=\"0\",peer=\"1\""),
+        "{p}"
+    );
+}
+
+#[test]
+fn stats_refuses_bad_intervals_and_mixed_formats() {
+    let t = borrower();
+    for args in [
+        &["stats", "--interval", "0"][..],
+        &["stats", "--interval", "-1"],
+        &["stats", "--interval", "nan"],
+        &["stats", "--prometheus", "--json"],
+    ] {
+        let o = t.devlend(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).is_empty());
+    }
+}

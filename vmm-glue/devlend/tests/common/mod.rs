@@ -93,6 +93,8 @@ pub fn borrower() -> Tree {
     write(&f.join("peers/0/proto"), "1\n");
     write(&f.join("peers/0/window"), "0000:00:04.0\n");
     write(&f.join("peers/0/heartbeat_age_ms"), "120\n");
+    write(&f.join("peers/0/answers"), "400\n");
+    write(&f.join("peers/0/answer_ns"), "100000000\n");
     let r = f.join("remote/0:1");
     write(&r.join("lender"), "lender\n");
     write(&r.join("name"), "0000:01:00.0\n");
@@ -148,6 +150,7 @@ pub fn mark_lent(t: &Tree, state: &str, borrower: &str) {
     write(&d.join("borrower"), &format!("{borrower}\n"));
     write(&d.join("dma_mapped_bytes"), "1048576\n");
     write(&d.join("irq_vectors"), "2\n");
+    write(&d.join("irq_fires"), "1000\n");
 }
 
 pub fn stdout(o: &Output) -> String {
