@@ -15,8 +15,13 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 make -C mdev-kmod KVER="$KVER" checkpatch
 
+step "installing devlend's modules through DKMS for $HOST_KVER (the dkms check loads them; the hosts boot from this machine's root)"
+make -C mdev-kmod dkms-install KVER="$HOST_KVER" >/dev/null
+
 step "unit tests (hermetic, no VMs)"
 cargo test --workspace --exclude devlend-vmtests
+# The VM harness's own pure helpers (no VM is booted).
+cargo test -p devlend-vmtests --lib
 make -C mdev-kmod unit
 
 # Each suite boots its own cluster: fabric (the foundation), lending

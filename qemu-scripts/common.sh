@@ -13,6 +13,8 @@ devlend_setup_and_build() {
 	step "installing packages (QEMU 10, kernel 6.12 image and headers, tools)"
 	KVER=$(bash "$top/qemu-scripts/setup-host.sh" | tail -n 1)
 	export KVER
+	# The kernel the hosts run: KVER, or the debug kernel's release.
+	export HOST_KVER=$KVER
 	echo "kernel for the emulated hosts: $KVER"
 
 	step "building Linux's NTB core and clients for $KVER (cached by their inputs)"

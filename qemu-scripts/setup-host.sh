@@ -78,7 +78,7 @@ main() {
 
 	local base=(build-essential kmod busybox-static cpio xz-utils zstd
 		socat python3 jq libvirt-clients libxml2-utils nvme-cli fio pciutils
-		mdevctl util-linux e2fsprogs libclang-dev)
+		mdevctl util-linux e2fsprogs libclang-dev dkms)
 	local missing=()
 	for p in "${base[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -802,6 +802,86 @@ fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
     twohost::no_kernel_trouble(c, marks, None)
 }
 
+/// The modules as DKMS built and installed them: test.sh runs `make -C
+/// mdev-kmod dkms-install` for the hosts' kernel before the VM suites, and
+/// the hosts boot with the outer machine's root as theirs, so that is their
+/// module tree. Loaded by `modprobe` alone (dependencies from depmod), they
+/// lend, list and serve the NVMe with verified I/O; afterwards the
+/// checkout's modules are loaded again.
+fn dkms_modules_lend_and_serve(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let marks = twohost::log_marks(c)?;
+    let res = (|| {
+        for a in [b, l] {
+            fabric::unload_modules(a)?;
+        }
+        for a in [l, b] {
+            let path = sh(a, "modinfo -n devlend_fabric")?;
+            ensure!(
+                path.contains("/updates/dkms/"),
+                "modprobe would load {}, not DKMS's build (did test.sh run `make -C mdev-kmod dkms-install`?)",
+                path.trim()
+            );
+        }
+        println!(
+            "  modprobe finds DKMS's build: {}",
+            sh(l, "modinfo -n devlend_fabric")?.trim()
+        );
+        sh(l, "modprobe devlend_ivshmem && modprobe devlend_lender")?;
+        sh(b, "modprobe devlend_ivshmem && modprobe devlend_borrower")?;
+        // What runs is DKMS's file: the same GNU build id.
+        for a in [l, b] {
+            let running = sh(
+                a,
+                "tail -c 20 /sys/module/devlend_fabric/notes/.note.gnu.build-id | \
+                 od -An -tx1 | tr -d ' \\n'",
+            )?;
+            let installed = sh(
+                a,
+                "f=$(modinfo -n devlend_fabric); case $f in *.xz) xz -dc $f;; *) cat $f;; esac \
+                 >/tmp/dkms-fabric.ko && readelf -n /tmp/dkms-fabric.ko | \
+                 sed -n 's/.*Build ID: *//p'",
+            )?;
+            ensure!(
+                !running.trim().is_empty() && running.trim() == installed.trim(),
+                "loaded devlend_fabric (build id {running:?}) is not DKMS's ({installed:?})"
+            );
+        }
+        lending::lend(l, &nvme.addr)?;
+        remote_nvme_listed(c).context("with DKMS's modules")?;
+        let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+        let out = b.sh(
+            &format!("{drv} --mdev {uuid} --blocks 16 --ios 0 --json"),
+            Duration::from_secs(300),
+        );
+        let removed = lending::remove_mdev(b, &uuid);
+        let r = lending::driver_report(&out?)?;
+        removed?;
+        ensure!(
+            r["verified_ios"].as_u64() > Some(0),
+            "no verified I/O with DKMS's modules: {r}"
+        );
+        println!(
+            "  {} verified I/Os through DKMS's modules",
+            r["verified_ios"]
+        );
+        wait_available(l, &nvme)
+    })();
+    // The checkout's modules again, whatever happened.
+    for a in [b, l] {
+        let _ = fabric::unload_modules(a);
+    }
+    lending::ensure_module(l)?;
+    lending::ensure_module(b)?;
+    let relend = lending::lend(l, &nvme.addr);
+    res?;
+    relend?;
+    remote_nvme_listed(c).context("with the checkout's modules again")?;
+    twohost::no_kernel_trouble(c, marks, None)
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -847,6 +927,10 @@ fn main() {
         Check {
             name: "stats_during_driver_io",
             run: stats_during_driver_io,
+        },
+        Check {
+            name: "dkms_modules_lend_and_serve",
+            run: dkms_modules_lend_and_serve,
         },
         Check {
             name: "userspace_driver_io_and_bad_input",
