@@ -33,6 +33,7 @@ const char * const dl_lender_reject_names[DL_REJ_NR] = {
 	[DL_REJ_DMA_MAPS] = "dma_maps",
 	[DL_REJ_DMA_ALIAS] = "dma_alias",
 	[DL_REJ_IRQ] = "irq",
+	[DL_REJ_NOT_ALLOWED] = "not_allowed",
 };
 
 const char * const dl_lender_counter_names[DL_LCNT_NR] = {

@@ -268,6 +268,54 @@ static ssize_t irq_fires_show(struct device *dev,
 }
 static DEVICE_ATTR_RO(irq_fires);
 
+/*
+ * The hosts the device is lent to: "all", or host ids separated by
+ * commas. Others no longer see it (DEV_CHANGED makes them ask again); a
+ * holder keeps it until it returns it.
+ */
+static ssize_t allowed_hosts_show(struct device *dev,
+				  struct device_attribute *attr, char *buf)
+{
+	unsigned long allowed = READ_ONCE(dl_lent_of(dev)->allowed);
+	ssize_t len = 0;
+	unsigned int h;
+
+	if (allowed == DL_ALL_HOSTS)
+		return sysfs_emit(buf, "all\n");
+	for_each_set_bit(h, &allowed, DL_MAX_HOSTS)
+		len += sysfs_emit_at(buf, len, "%s%u", len ? "," : "", h);
+	return len + sysfs_emit_at(buf, len, "\n");
+}
+
+static ssize_t allowed_hosts_store(struct device *dev,
+				   struct device_attribute *attr,
+				   const char *buf, size_t count)
+{
+	struct dl_lent *lent = dl_lent_of(dev);
+	unsigned long allowed = 0;
+	char list[64], *p, *tok;
+	unsigned int h;
+
+	if (strscpy(list, buf, sizeof(list)) < 0)
+		return -EINVAL;
+	p = strim(list);
+	if (!strcmp(p, "all")) {
+		allowed = DL_ALL_HOSTS;
+	} else {
+		while ((tok = strsep(&p, ",")) != NULL) {
+			if (kstrtouint(strim(tok), 10, &h) || h >= DL_MAX_HOSTS)
+				return -EINVAL;
+			allowed |= BIT(h);
+		}
+	}
+	WRITE_ONCE(lent->allowed, allowed);
+	dl_lent_changed_queue(lent);
+	pci_info(lent->pdev, "lender: device %u lent to hosts %*pbl\n",
+		 lent->dev_id, DL_MAX_HOSTS, &allowed);
+	return count;
+}
+static DEVICE_ATTR_RW(allowed_hosts);
+
 static struct attribute *dl_lent_attrs[] = {
 	&dev_attr_dev_id.attr,
 	&dev_attr_state.attr,
@@ -275,6 +323,7 @@ static struct attribute *dl_lent_attrs[] = {
 	&dev_attr_dma_mapped_bytes.attr,
 	&dev_attr_irq_vectors.attr,
 	&dev_attr_irq_fires.attr,
+	&dev_attr_allowed_hosts.attr,
 	NULL
 };
 
@@ -635,6 +684,7 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	spin_lock_init(&lent->fast_lock);
 	lent->state = DL_LENT_AVAILABLE;
 	lent->borrower = DL_NO_HOST;
+	lent->allowed = DL_ALL_HOSTS;
 	INIT_LIST_HEAD(&lent->resv);
 	INIT_WORK(&lent->fault_work, dl_lent_fault_work);
 	INIT_WORK(&lent->slow_work, dl_lent_slow_work);

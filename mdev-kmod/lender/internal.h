@@ -65,6 +65,7 @@ enum dl_lender_reject {
 	DL_REJ_DMA_MAPS,	/* too many mappings, of the device or its holder */
 	DL_REJ_DMA_ALIAS,	/* a borrower page mapped already */
 	DL_REJ_IRQ,		/* vector type or count */
+	DL_REJ_NOT_ALLOWED,	/* a host the device is not lent to */
 	DL_REJ_NR
 };
 
@@ -207,6 +208,9 @@ struct dl_lent_dma {
  * @fast_peer: the holder, while @fast_open (@fast_lock).
  * @fast_epoch: the low 32 bits of the holder's incarnation, while
  *	@fast_open (@fast_lock).
+ * @allowed: bitmap of the host ids the device is lent to (all at first;
+ *	sysfs allowed_hosts). Other hosts are told it does not exist; a
+ *	holder keeps it until it returns it.
  * @cnt: &enum dl_lender_counter counters.
  * @rej: &enum dl_lender_reject counters.
  * @rcu: frees the device after the doorbell interrupt's lookups.
@@ -223,6 +227,7 @@ struct dl_lent {
 	u32 borrower;
 	u64 borrower_inc;
 	struct dl_fabric *fab;
+	unsigned long allowed;
 
 	struct iommu_domain *domain;
 	struct list_head resv;
@@ -346,6 +351,15 @@ bool dl_lender_on_bar_write_atomic(struct dl_fabric *fab,
 void dl_lender_broadcast_changed(u32 dev_id);
 void dl_lent_changed_work(struct work_struct *work);
 void dl_lent_changed_queue(struct dl_lent *lent);
+
+/* Every host id: a device is lent to all hosts unless told otherwise. */
+#define DL_ALL_HOSTS	GENMASK(DL_MAX_HOSTS - 1, 0)
+
+/* Whether @host may see and borrow @lent (see &dl_lent.allowed). */
+static inline bool dl_lent_allows(const struct dl_lent *lent, u32 host)
+{
+	return host < DL_MAX_HOSTS && (READ_ONCE(lent->allowed) & BIT(host));
+}
 
 /* driver.c */
 int dl_lender_driver_init(void);

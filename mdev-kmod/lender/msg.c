@@ -97,6 +97,16 @@ static struct dl_lent *dl_lender_open(struct dl_fabric *fab,
 		*err = -ENODEV;
 		goto err_unlock;
 	}
+	/*
+	 * A host the device is not lent to is told it does not exist; one
+	 * that holds it keeps it until it returns it.
+	 */
+	if (!dl_lent_allows(lent, msg->peer) &&
+	    !dl_lent_is_holder(lent, fab, msg->peer)) {
+		dl_lent_reject(lent, DL_REJ_NOT_ALLOWED);
+		*err = -ENODEV;
+		goto err_unlock;
+	}
 	if (acc == DL_ACC_ANY)
 		return lent;
 	if (dl_lent_is_holder(lent, fab, msg->peer)) {
@@ -169,6 +179,8 @@ static void dl_lender_on_dev_list(struct dl_fabric *fab,
 	memcpy(&ref, msg->data, sizeof(ref));
 	xa_lock(&dl_lender.devs);
 	xa_for_each(&dl_lender.devs, idx, lent) {
+		if (!dl_lent_allows(lent, msg->peer))
+			continue;
 		total++;
 		if (idx >= le32_to_cpu(ref.dev_id) && count < DL_DEV_LIST_MAX)
 			list.ids[count++] = cpu_to_le32(idx);

@@ -882,6 +882,97 @@ fn dkms_modules_lend_and_serve(c: &mut Cluster) -> anyhow::Result<()> {
     twohost::no_kernel_trouble(c, marks, None)
 }
 
+/// Lending that survives a reboot, and lending to some hosts only. The
+/// lender's configuration (`devlend apply`'s file, kept where the reboot
+/// does not lose it) names the NVMe `to=` the borrower; the lender host
+/// reboots; what its boot does (the modules, then `devlend apply`, as
+/// devlend-lend.service runs it) lends it again and the borrower finds it
+/// and reads it. Lent to another host only, it is gone from the borrower
+/// (listing and `available_instances`); lent to all again, it is back.
+fn lending_survives_lender_reboot(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let bid = fabric::host_id(c.agent(BORROWER)?)?;
+    // On the share (the outer machine's disk, kept over the reboot),
+    // written by the lender itself: its 9p mount caches what it read.
+    // The host mounts the share at the outer machine's path of it.
+    let conf = c.paths().share.join("lend.conf").display().to_string();
+    let write_conf = |c: &Cluster, text: &str| -> anyhow::Result<()> {
+        sh(c.agent(LENDER)?, &format!("printf '{text}' > {conf}")).map(drop)
+    };
+    let apply = |c: &Cluster| -> anyhow::Result<String> {
+        sh(c.agent(LENDER)?, &format!("{cli} apply --config {conf}"))
+    };
+    write_conf(c, &format!("# lent at boot\\n{} to={bid}\\n", nvme.addr))?;
+
+    c.restart_host(LENDER)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    lending::ensure_module(l)?;
+    let lid = fabric::host_id(l)?;
+    fabric::wait_peer_state(b, lid, "up", WAIT).context("the borrower's view of the lender")?;
+    let out = apply(c)?;
+    println!("  after the reboot: {}", out.trim());
+    ensure!(
+        lending::lent_state(l, &nvme.addr)? == "available",
+        "the NVMe is not lent after `devlend apply`"
+    );
+    let to = sh(
+        l,
+        &format!(
+            "cat /sys/bus/pci/devices/{}/devlend/allowed_hosts",
+            nvme.addr
+        ),
+    )?;
+    ensure!(
+        to.trim() == bid.to_string(),
+        "lent to {to:?}, not to host {bid}"
+    );
+    remote_nvme_listed(c).context("after the lender rebooted")?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let out = b.sh(
+        &format!("{drv} --mdev {uuid} --blocks 16 --ios 0 --json"),
+        Duration::from_secs(300),
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let r = lending::driver_report(&out?)?;
+    removed?;
+    ensure!(r["verified_ios"].as_u64() > Some(0), "no verified I/O: {r}");
+    println!(
+        "  {} verified I/Os from the borrower after the lender's reboot",
+        r["verified_ios"]
+    );
+    wait_available(l, &nvme)?;
+
+    // Lent to another host only: the borrower no longer sees it.
+    let other = (0..8)
+        .find(|h| *h != bid && *h != lid)
+        .expect("a free host id");
+    write_conf(c, &format!("{} to={other}\\n", nvme.addr))?;
+    apply(c)?;
+    lending::wait_until(
+        "the NVMe gone from the borrower",
+        WAIT,
+        || {
+            let devs = lending::remote_devices(b)?;
+            Ok(devs
+                .values()
+                .any(|d| d.get("name") == Some(&nvme.addr))
+                .to_string())
+        },
+        "false",
+    )?;
+    let avail = lending::available_instances(b, MDEV_TYPE)?;
+    ensure!(
+        avail == 0,
+        "{avail} {MDEV_TYPE} instances for a device not lent to us"
+    );
+    println!("  lent to host {other} only: the borrower lists nothing, 0 instances");
+    sh(l, &format!("{cli} lend {} --to all", nvme.addr))?;
+    remote_nvme_listed(c).context("lent to all hosts again")?;
+    Ok(())
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -939,6 +1030,11 @@ fn main() {
         Check {
             name: "closed_with_dma_in_flight",
             run: closed_with_dma_in_flight,
+        },
+        // Last: it reboots the lender host.
+        Check {
+            name: "lending_survives_lender_reboot",
+            run: lending_survives_lender_reboot,
         },
     ];
     Suite::new("lending", checks).run(boot)

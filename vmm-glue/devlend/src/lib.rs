@@ -1,10 +1,12 @@
 //! The devlend command's library: the sysfs model of lender and borrower
 //! (under a root directory, so tests use a fake tree), the argument
 //! generators for QEMU, libvirt and cloud-hypervisor, a QMP client for
-//! hot-plug, and the rates and Prometheus text of `devlend stats`. The command itself is `src/main.rs`; its manual is
+//! hot-plug, the rates and Prometheus text of `devlend stats`, and the
+//! lender's configuration that `devlend apply` lends at boot. The command itself is `src/main.rs`; its manual is
 //! `docs/devlend-cli.md`.
 
 pub mod error;
+pub mod lendconf;
 pub mod qmp;
 pub mod stats;
 pub mod sysfs;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
+use devlend::lendconf::{self, Hosts};
 use devlend::qmp::{self, Qmp};
 use devlend::stats::{self, Reading};
 use devlend::sysfs::{self, Sysfs};
@@ -96,6 +97,22 @@ enum Cmd {
     Lend {
         /// PCI address, like 0000:01:00.0.
         address: String,
+        /// Lend it only to these host ids (comma-separated), or `all`.
+        #[arg(long, value_name = "HOSTS")]
+        to: Option<String>,
+    },
+    /// Lend the devices of the lender's configuration (at boot: devlend-lend.service).
+    #[command(long_about = "Lend the devices of the lender's configuration.\n\n\
+        Each line of the file is a PCI address, optionally followed by to=HOSTS (host ids \
+        separated by commas, or all; the default); # starts a comment. Devices not yet lent \
+        are lent, and every listed device is lent to the hosts its line names. Devices lent \
+        but not listed are left as they are. Every line is tried; the exit status is that of \
+        the first failure. systemd's devlend-lend.service runs this at boot, once the modules \
+        are loaded.")]
+    Apply {
+        /// The configuration file.
+        #[arg(long, default_value = lendconf::DEFAULT_PATH)]
+        config: PathBuf,
     },
     /// Take a lent device back and give it to its own driver again.
     Unlend {
@@ -293,6 +310,53 @@ fn table(headers: &[&str], rows: &[Vec<String>]) {
     for r in rows {
         line(r.iter().map(String::as_str).collect());
     }
+}
+
+/// `devlend apply`: every line is tried; the first failure is the result.
+fn apply(sys: &Sysfs, config: &std::path::Path, json: bool) -> Result<()> {
+    let text = std::fs::read_to_string(config).map_err(|source| CliError::Sysfs {
+        action: "reading".into(),
+        path: config.to_path_buf(),
+        source,
+        hint: "write the devices to lend there, one PCI address per line (`devlend apply --help`)"
+            .into(),
+    })?;
+    let entries = lendconf::parse(&text, config)?;
+    let mut first_err = None;
+    let mut done = Vec::new();
+    for e in entries {
+        let lent = sys
+            .local_devices(true)?
+            .into_iter()
+            .any(|d| d.address == e.address && d.lent.is_some());
+        let res = if lent {
+            Ok(())
+        } else {
+            sys.lend(&e.address).map(drop)
+        }
+        .and_then(|()| sys.set_allowed_hosts(&e.address, &e.to));
+        match res {
+            Ok(d) => {
+                if !json {
+                    println!(
+                        "{} {} to hosts {}",
+                        d.address,
+                        if lent { "stays lent" } else { "lent" },
+                        e.to.to_sysfs()
+                    );
+                }
+                done.push(d);
+            }
+            Err(err) => {
+                eprintln!("devlend apply: {}: {err}", e.address);
+                first_err.get_or_insert(err);
+            }
+        }
+    }
+    if json {
+        print_json(&done);
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 fn print_stats(sys: &Sysfs, interval: f64, prometheus: bool, json: bool) -> Result<()> {
@@ -494,19 +558,35 @@ fn run(cli: Cli) -> Result<()> {
                             d.lent.as_ref().map_or("-".into(), |l| l.dev_id.to_string()),
                             state,
                             borrower,
+                            d.lent
+                                .as_ref()
+                                .map_or("-".into(), |l| or_dash(&l.allowed_hosts)),
                         ]
                     })
                     .collect();
                 table(
                     &[
                         "ADDRESS", "ID", "CLASS", "DRIVER", "IOMMU", "DEV_ID", "STATE", "BORROWER",
+                        "LENT_TO",
                     ],
                     &rows,
                 );
             }
         }
-        Cmd::Lend { address } => {
-            let d = sys.lend(&address)?;
+        Cmd::Lend { address, to } => {
+            let to = to.as_deref().map(Hosts::parse).transpose()?;
+            // With --to, a device lent already is only given its hosts.
+            let lent_already = sys
+                .local_devices(true)?
+                .into_iter()
+                .find(|d| d.address == address && d.lent.is_some());
+            let mut d = match lent_already {
+                Some(d) if to.is_some() => d,
+                _ => sys.lend(&address)?,
+            };
+            if let Some(to) = &to {
+                d = sys.set_allowed_hosts(&address, to)?;
+            }
             if json {
                 print_json(&d);
             } else {
@@ -516,6 +596,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
+        Cmd::Apply { config } => apply(&sys, &config, json)?,
         Cmd::Unlend { address, force } => {
             let d = sys.unlend(&address, force)?;
             if json {

@@ -338,6 +338,7 @@ mod tests {
                     dma_mapped_bytes: 4096,
                     irq_vectors: 2,
                     irq_fires: Some(irq_fires),
+                    allowed_hosts: Some("all".into()),
                 }),
             }],
             mdevs: vec![],

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::{CliError, Result};
+use crate::lendconf::Hosts;
 
 /// Where the lender driver's control files are.
 pub const LENDER_DRIVER: &str = "sys/bus/pci/drivers/devlend-lender";
@@ -110,6 +111,8 @@ pub struct Lent {
     pub irq_vectors: u32,
     /// Interrupts relayed since lent (cumulative), if the module tells.
     pub irq_fires: Option<u64>,
+    /// The hosts it is lent to: `all` or host ids, if the module tells.
+    pub allowed_hosts: Option<String>,
 }
 
 /// A device another host lends, as this host sees it.
@@ -393,6 +396,7 @@ impl Sysfs {
                 .and_then(|s| parse_num(&s))
                 .unwrap_or(0) as u32,
             irq_fires: self.read_num(&d.join("irq_fires")),
+            allowed_hosts: self.read_opt(&d.join("allowed_hosts")),
         })
     }
 
@@ -476,6 +480,30 @@ impl Sysfs {
             bdf,
             "the lender needs the device alone in its IOMMU group behind an IOMMU (intel_iommu=on); `dmesg | grep devlend` says why it refused",
         )?;
+        Ok(self.local_device(&d))
+    }
+
+    /// Sets the hosts a lent device is lent to; others stop seeing it (a
+    /// holder keeps it until it returns it).
+    pub fn set_allowed_hosts(&self, bdf: &str, hosts: &Hosts) -> Result<LocalDevice> {
+        let d = self.pci_device(bdf)?;
+        if self.lent(&d).is_none() {
+            return Err(CliError::not_found(
+                format!("{bdf} is not lent"),
+                "lend it first: `devlend lend`",
+            ));
+        }
+        let f = d.join("devlend/allowed_hosts");
+        if !f.exists() {
+            return Err(CliError::not_found(
+                format!(
+                    "the loaded lender cannot restrict borrowers ({} is missing)",
+                    f.display()
+                ),
+                "load the devlend_lender of this version",
+            ));
+        }
+        self.write(&f, &hosts.to_sysfs(), "host ids are 0 to 7")?;
         Ok(self.local_device(&d))
     }
 

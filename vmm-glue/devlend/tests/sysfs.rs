@@ -537,3 +537,61 @@ fn stats_refuses_bad_intervals_and_mixed_formats() {
         assert!(!stderr(&o).is_empty());
     }
 }
+
+#[test]
+fn apply_lends_to_the_configured_hosts_and_tries_every_line() {
+    let t = lender();
+    mark_lent(&t, "available", "");
+    let allowed = t.p("sys/devices/pci0000:00/0000:01:00.0/devlend/allowed_hosts");
+    let conf = t.p("lend.conf");
+    write(&conf, "# boot\n0000:01:00.0 to=1\n");
+    let o = t.devlend(&["apply", "--config", conf.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(&allowed).unwrap(), "1");
+    assert!(
+        stdout(&o).contains("0000:01:00.0 stays lent to hosts 1"),
+        "{}",
+        stdout(&o)
+    );
+
+    // A device not there fails its line; the others are still applied.
+    write(&conf, "0000:07:00.0\n0000:01:00.0 to=all\n");
+    let o = t.devlend(&["apply", "--config", conf.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("0000:07:00.0"), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(&allowed).unwrap(), "all");
+
+    // A bad line stops before anything is done, naming the line.
+    write(&conf, "0000:01:00.0 to=3\n0000:01:00.0 to=9\n");
+    let o = t.devlend(&["apply", "--config", conf.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("lend.conf:2: host id 9"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(fs::read_to_string(&allowed).unwrap(), "all");
+
+    let o = t.devlend(&["apply", "--config", "/nonexistent/lend.conf"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("/nonexistent/lend.conf"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn lend_to_sets_the_hosts_of_a_lent_device() {
+    let t = lender();
+    mark_lent(&t, "available", "");
+    let o = t.devlend(&["lend", "0000:01:00.0", "--to", "2,1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let allowed = t.p("sys/devices/pci0000:00/0000:01:00.0/devlend/allowed_hosts");
+    assert_eq!(fs::read_to_string(&allowed).unwrap(), "1,2");
+    let o = t.devlend(&["lend", "0000:01:00.0", "--to", "eight"]);
+    assert_eq!(o.status.code(), Some(2));
+    // Without --to, lending a lent device is still refused as busy.
+    let o = t.devlend(&["lend", "0000:01:00.0"]);
+    assert_eq!(o.status.code(), Some(4));
+}

@@ -151,6 +151,7 @@ pub fn mark_lent(t: &Tree, state: &str, borrower: &str) {
     write(&d.join("dma_mapped_bytes"), "1048576\n");
     write(&d.join("irq_vectors"), "2\n");
     write(&d.join("irq_fires"), "1000\n");
+    write(&d.join("allowed_hosts"), "all\n");
 }
 
 pub fn stdout(o: &Output) -> String {
