@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use devlend::lendconf::{self, Hosts};
+use devlend::progress::with_progress;
 use devlend::qmp::{self, Qmp};
 use devlend::stats::{self, Reading};
 use devlend::sysfs::{self, Sysfs};
@@ -332,7 +333,10 @@ fn apply(sys: &Sysfs, config: &std::path::Path, json: bool) -> Result<()> {
         let res = if lent {
             Ok(())
         } else {
-            sys.lend(&e.address).map(drop)
+            with_progress(
+                &format!("lending {} (the lender resets it)", e.address),
+                || sys.lend(&e.address).map(drop),
+            )
         }
         .and_then(|()| sys.set_allowed_hosts(&e.address, &e.to));
         match res {
@@ -582,7 +586,9 @@ fn run(cli: Cli) -> Result<()> {
                 .find(|d| d.address == address && d.lent.is_some());
             let mut d = match lent_already {
                 Some(d) if to.is_some() => d,
-                _ => sys.lend(&address)?,
+                _ => with_progress(&format!("lending {address} (the lender resets it)"), || {
+                    sys.lend(&address)
+                })?,
             };
             if let Some(to) = &to {
                 d = sys.set_allowed_hosts(&address, to)?;
@@ -598,7 +604,10 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Apply { config } => apply(&sys, &config, json)?,
         Cmd::Unlend { address, force } => {
-            let d = sys.unlend(&address, force)?;
+            let d = with_progress(
+                &format!("taking {address} back (the lender resets it)"),
+                || sys.unlend(&address, force),
+            )?;
             if json {
                 print_json(&d);
             } else {
@@ -832,12 +841,17 @@ fn run(cli: Cli) -> Result<()> {
             check_id(&id)?;
             let timeout = Duration::from_secs(a.timeout);
             let mut q = Qmp::connect(&a.qmp, timeout)?;
-            qmp::device_add(
-                &mut q,
-                &vmmargs::mdev_sysfs(&uuid),
-                &id,
-                a.bus.as_deref(),
-                timeout,
+            with_progress(
+                &format!("attaching mdev {uuid} (QEMU borrows the device)"),
+                || {
+                    qmp::device_add(
+                        &mut q,
+                        &vmmargs::mdev_sysfs(&uuid),
+                        &id,
+                        a.bus.as_deref(),
+                        timeout,
+                    )
+                },
             )?;
             if json {
                 print_json(&serde_json::json!({ "attached": uuid, "id": id }));
@@ -854,7 +868,9 @@ fn run(cli: Cli) -> Result<()> {
             check_id(&id)?;
             let timeout = Duration::from_secs(a.timeout);
             let mut q = Qmp::connect(&a.qmp, timeout)?;
-            qmp::device_del(&mut q, &id, timeout)?;
+            with_progress(&format!("waiting for the guest to release {id}"), || {
+                qmp::device_del(&mut q, &id, timeout)
+            })?;
             if json {
                 print_json(&serde_json::json!({ "detached": id }));
             } else {
