@@ -802,6 +802,24 @@ fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
     twohost::no_kernel_trouble(c, marks, None)
 }
 
+/// A short verified run of the userspace driver from the borrower, on an
+/// mdev made for it and removed afterwards: the I/Os it verified (> 0).
+fn verified_driver_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<u64> {
+    let b = c.agent(BORROWER)?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
+    let out = b.sh(
+        &format!("{drv} --mdev {uuid} --blocks 16 --ios 0 --json"),
+        Duration::from_secs(300),
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let r = lending::driver_report(&out?)?;
+    removed?;
+    let n = r["verified_ios"].as_u64().unwrap_or(0);
+    ensure!(n > 0, "no verified I/O: {r}");
+    Ok(n)
+}
+
 /// The modules as DKMS built and installed them: test.sh runs `make -C
 /// mdev-kmod dkms-install` for the hosts' kernel before the VM suites, and
 /// the hosts boot with the outer machine's root as theirs, so that is their
@@ -850,23 +868,8 @@ fn dkms_modules_lend_and_serve(c: &mut Cluster) -> anyhow::Result<()> {
         }
         lending::lend(l, &nvme.addr)?;
         remote_nvme_listed(c).context("with DKMS's modules")?;
-        let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
-        let out = b.sh(
-            &format!("{drv} --mdev {uuid} --blocks 16 --ios 0 --json"),
-            Duration::from_secs(300),
-        );
-        let removed = lending::remove_mdev(b, &uuid);
-        let r = lending::driver_report(&out?)?;
-        removed?;
-        ensure!(
-            r["verified_ios"].as_u64() > Some(0),
-            "no verified I/O with DKMS's modules: {r}"
-        );
-        println!(
-            "  {} verified I/Os through DKMS's modules",
-            r["verified_ios"]
-        );
+        let n = verified_driver_run(c, &nvme).context("with DKMS's modules")?;
+        println!("  {n} verified I/Os through DKMS's modules");
         wait_available(l, &nvme)
     })();
     // The checkout's modules again, whatever happened.
@@ -928,20 +931,8 @@ fn lending_survives_lender_reboot(c: &mut Cluster) -> anyhow::Result<()> {
         "lent to {to:?}, not to host {bid}"
     );
     remote_nvme_listed(c).context("after the lender rebooted")?;
-    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
-    let out = b.sh(
-        &format!("{drv} --mdev {uuid} --blocks 16 --ios 0 --json"),
-        Duration::from_secs(300),
-    );
-    let removed = lending::remove_mdev(b, &uuid);
-    let r = lending::driver_report(&out?)?;
-    removed?;
-    ensure!(r["verified_ios"].as_u64() > Some(0), "no verified I/O: {r}");
-    println!(
-        "  {} verified I/Os from the borrower after the lender's reboot",
-        r["verified_ios"]
-    );
+    let n = verified_driver_run(c, &nvme).context("after the lender rebooted")?;
+    println!("  {n} verified I/Os from the borrower after the lender's reboot");
     wait_available(l, &nvme)?;
 
     // Lent to another host only: the borrower no longer sees it.

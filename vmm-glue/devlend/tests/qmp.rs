@@ -176,8 +176,14 @@ fn detach_times_out_when_the_guest_does_not_cooperate() {
         "{e}"
     );
     // A wait past a second is told (stderr is not a terminal: once).
-    assert!(e.contains("waiting for the guest to release nvme1...\n"), "{e}");
-    assert!(e.contains("waiting for the guest to release nvme1: 2."), "{e}");
+    assert!(
+        e.contains("waiting for the guest to release nvme1...\n"),
+        "{e}"
+    );
+    assert!(
+        e.contains("waiting for the guest to release nvme1: 2."),
+        "{e}"
+    );
     assert!(e.contains("hot-plug"), "{e}");
 }
 
