@@ -8,6 +8,9 @@
 # into ${DEVLEND_CACHE:-/var/cache/devlend}/images/<sha256 of the inputs>/.
 #
 # Usage: guest-images/build.sh [KVER]
+#   DEVLEND_KERNEL_DIR=<dir> guest-images/build.sh <release>
+#     with a kernel of no package: <dir>/vmlinuz, modules in
+#     /lib/modules/<release> (the debug kernel, docs/testing.md)
 #   IMAGES=$(guest-images/build.sh | tail -1)
 # Progress goes to stderr; the output directory is the last line of stdout.
 # The build is reproducible: the same inputs give the same bytes.
@@ -64,14 +67,24 @@ need_cmd zstd zstd
 need_cmd xz xz-utils
 need_cmd sha256sum coreutils
 
-VMLINUZ=/boot/vmlinuz-$KVER
 MODDIR=/lib/modules/$KVER
-[ -f "$VMLINUZ" ] || die "$VMLINUZ is missing; install package linux-image-$KVER"
-[ -f "$MODDIR/modules.dep" ] || die "$MODDIR/modules.dep is missing; install package linux-image-$KVER"
-KPKG=$(dpkg-query -S "$VMLINUZ" 2>/dev/null | head -n 1 | cut -d: -f1) ||
-	die "$VMLINUZ belongs to no package; install package linux-image-$KVER"
-[ -n "$KPKG" ] || die "$VMLINUZ belongs to no package; install package linux-image-$KVER"
-KPKG_VER=$(need_pkg "$KPKG" "kernel image")
+if [ -n "${DEVLEND_KERNEL_DIR:-}" ]; then
+	# A kernel of no package: the debug kernel that
+	# qemu-scripts/build-debug-kernel.sh built, KVER its release.
+	VMLINUZ=$DEVLEND_KERNEL_DIR/vmlinuz
+	[ -f "$VMLINUZ" ] || die "$VMLINUZ is missing (DEVLEND_KERNEL_DIR=$DEVLEND_KERNEL_DIR)"
+	[ -f "$MODDIR/modules.dep" ] || die "$MODDIR/modules.dep is missing; run qemu-scripts/build-debug-kernel.sh"
+	KPKG=local
+	KPKG_VER=$DEVLEND_KERNEL_DIR
+else
+	VMLINUZ=/boot/vmlinuz-$KVER
+	[ -f "$VMLINUZ" ] || die "$VMLINUZ is missing; install package linux-image-$KVER"
+	[ -f "$MODDIR/modules.dep" ] || die "$MODDIR/modules.dep is missing; install package linux-image-$KVER"
+	KPKG=$(dpkg-query -S "$VMLINUZ" 2>/dev/null | head -n 1 | cut -d: -f1) ||
+		die "$VMLINUZ belongs to no package; install package linux-image-$KVER"
+	[ -n "$KPKG" ] || die "$VMLINUZ belongs to no package; install package linux-image-$KVER"
+	KPKG_VER=$(need_pkg "$KPKG" "kernel image")
+fi
 BB_VER=$(need_pkg busybox-static "a static busybox for the initramfs")
 [ -x "$BUSYBOX" ] || die "$BUSYBOX is missing; reinstall package busybox-static"
 CPIO_VER=$(need_pkg cpio)

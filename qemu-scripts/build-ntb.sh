@@ -25,20 +25,10 @@ KVER=${1:-}
 KDIR=/lib/modules/$KVER/build
 [ -d "$KDIR" ] || die "no kernel build tree at $KDIR: install linux-headers-$KVER"
 
-# The source of the very version the headers are (Debian keeps one
-# linux-source-6.12 package, whatever its version).
-hdr_ver=$(dpkg-query -W -f='${Version}' "linux-headers-$KVER")
-srcpkg="linux-source-$(echo "$KVER" | cut -d. -f1-2)"
-src_ver=$(dpkg-query -W -f='${Version}' "$srcpkg" 2>/dev/null || true)
-if [ "$src_ver" != "$hdr_ver" ]; then
-	step "installing $srcpkg $hdr_ver (the NTB sources of the hosts' kernel, ~150 MB)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-		"$srcpkg=$hdr_ver" >/dev/null ||
-		die "cannot install $srcpkg=$hdr_ver"
-	src_ver=$hdr_ver
-fi
-tarball=/usr/src/$srcpkg.tar.xz
-[ -f "$tarball" ] || die "$tarball is missing"
+. "$(dirname "${BASH_SOURCE[0]}")/kernel-source.sh"
+kernel_source "$KVER"
+src_ver=$SRC_VER
+tarball=$SRC_TARBALL
 
 CACHE=${DEVLEND_CACHE:-/var/cache/devlend}
 key=$( { echo "$KVER $src_ver"; cat "$0"; } | sha256sum | cut -c1-16)
@@ -49,7 +39,7 @@ if [ -f "$OUT/Module.symvers" ] && [ -f "$OUT/ntb.ko" ]; then
 	exit 0
 fi
 
-step "building Linux's NTB core and clients for $KVER from $srcpkg $src_ver"
+step "building Linux's NTB core and clients for $KVER from $(basename "$tarball") $src_ver"
 mkdir -p "$CACHE/ntb" || die "cannot create $CACHE/ntb (set DEVLEND_CACHE)"
 work=$(mktemp -d "$CACHE/ntb/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT

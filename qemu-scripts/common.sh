@@ -28,9 +28,42 @@ devlend_setup_and_build() {
 
 	step "building host and guest images (cached by their inputs)"
 	DEVLEND_IMAGES=$(bash "$top/guest-images/build.sh" "$KVER" | tail -n 1)
+	if [ "${DEVLEND_DEBUG_KERNEL:-0}" = 1 ]; then
+		# Nested guests keep Debian's kernel: a KASAN guest under nested
+		# KVM in TCG is too slow.
+		export DEVLEND_GUEST_IMAGES=$DEVLEND_IMAGES
+		devlend_use_debug_kernel "$top"
+	fi
 	export DEVLEND_IMAGES
 	echo "images: $DEVLEND_IMAGES"
 
 	step "building the Rust workspace"
 	(cd "$top" && cargo build --workspace --all-targets --quiet)
+}
+
+# DEVLEND_DEBUG_KERNEL=1: the hosts (and their guests) boot a debug kernel
+# of the same version (KASAN, lockdep, kmemleak; build-debug-kernel.sh),
+# with Linux's NTB modules and devlend's modules built against it. The
+# style gates and unit tests still use Debian's headers (KVER).
+devlend_use_debug_kernel() {
+	local top=$1 dk rel
+	step "building the debug kernel for the hosts (cached by its inputs; about an hour the first time)"
+	dk=$(bash "$top/qemu-scripts/build-debug-kernel.sh" "$KVER" | tail -n 1)
+	rel=$(cat "$dk/release")
+	echo "debug kernel: $rel in $dk"
+	export HOST_KVER=$rel
+	export DEVLEND_NTB_DIR=$dk/ntb
+
+	# The module sources are built in a copy, so the checkout's own
+	# modules (for Debian's kernel) stay as they are.
+	step "building the kernel modules (mdev-kmod, W=1, against $rel)"
+	export DEVLEND_KMOD_DIR=$dk/devlend-kmod
+	mkdir -p "$DEVLEND_KMOD_DIR"
+	(cd "$top/mdev-kmod" && git ls-files -z -- . 2>/dev/null || find . -type f -print0) |
+		(cd "$top/mdev-kmod" && xargs -0 cp -p --parents -t "$DEVLEND_KMOD_DIR")
+	# Its ntb.ko is in tree: its symbols are in the kernel's Module.symvers.
+	make -C "$DEVLEND_KMOD_DIR" KDIR="$dk/build" W=1 NTB_IN_TREE=1 >/dev/null
+
+	step "building host and guest images for $rel (cached by their inputs)"
+	DEVLEND_IMAGES=$(DEVLEND_KERNEL_DIR=$dk bash "$top/guest-images/build.sh" "$rel" | tail -n 1)
 }

@@ -11,6 +11,7 @@
 pub mod bench;
 pub mod fabric;
 pub mod guest;
+pub mod kmemleak;
 pub mod lending;
 pub mod ntb;
 pub mod ownership;

@@ -121,7 +121,7 @@ fn nested_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     fabric::sh(b, "modprobe kvm_amd && test -c /dev/kvm")
         .context("KVM in the borrower (needs -cpu max under TCG for SVM)")?;
     let cmd = "echo guest-says-$((6*7)); dmesg | grep -o 'Hypervisor detected: KVM'";
-    let run = guest::run(b, &tools::images_dir()?, cmd, "")?;
+    let run = guest::run(b, &tools::guest_images_dir()?, cmd, "")?;
     println!("  nested guest ran in {:.1} s", run.elapsed.as_secs_f64());
     ensure!(run.rc == 0, "guest command failed: {run:?}");
     ensure!(

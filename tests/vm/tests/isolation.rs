@@ -22,6 +22,7 @@ use devlend::qmp::Qmp;
 use devlend_agent::AgentClient;
 use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::kmemleak;
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::ownership::{self, Marker};
 use devlend_vmtests::twohost;
@@ -476,7 +477,7 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote))?;
     let g = devlend_vmtests::guest::spawn(
         b,
-        &tools::images_dir()?,
+        &tools::guest_images_dir()?,
         GUEST_LOSES_DEVICE,
         &devlend_vmtests::guest::GuestOpts {
             mem_mib: 256,
@@ -570,7 +571,7 @@ fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
     let run = devlend_vmtests::guest::run_with(
         b,
-        &tools::images_dir()?,
+        &tools::guest_images_dir()?,
         &lending::nvme_guest_script(lending::WRITE_AND_READ),
         &devlend_vmtests::guest::GuestOpts {
             mem_mib: 256,
@@ -606,7 +607,7 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     devlend_vmtests::guest::spawn(
         b,
-        &tools::images_dir()?,
+        &tools::guest_images_dir()?,
         &lending::nvme_guest_script(
             "echo io-running; while dd if=/dev/urandom of=/dev/nvme0n1 bs=64k count=16 \
              seek=256 oflag=direct 2>/dev/null; do :; done",
@@ -639,7 +640,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let g = devlend_vmtests::guest::spawn(
         b,
-        &tools::images_dir()?,
+        &tools::guest_images_dir()?,
         GUEST_LOSES_DEVICE,
         &devlend_vmtests::guest::GuestOpts {
             mem_mib: 256,
@@ -779,6 +780,7 @@ fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
     let n = cycle_count();
     let (before, slab_before) = held_counts(c, &nvme)?;
     let before_pages = ownership::borrower_pages(c.agent(BORROWER)?)?;
+    let leak_check = kmemleak_start(c)?;
     let b = c.agent(BORROWER)?;
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
@@ -828,12 +830,47 @@ fn cycles_borrow_return_leak_nothing(c: &mut Cluster) -> anyhow::Result<()> {
         returned == u64::from(n),
         "{returned} returns counted for {n} cycles"
     );
+    if leak_check {
+        for host in [LENDER, BORROWER] {
+            // Every check fails on a lockdep report in its own window;
+            // this says whether anything since boot turned lockdep off.
+            println!(
+                "  lockdep on the {host}: {}",
+                match kmemleak::lockdep_on(c.agent(host)?)? {
+                    Some(true) => "validating, nothing reported since boot",
+                    Some(false) => "turned off by a report (see the host's dmesg)",
+                    None => "not in this kernel",
+                }
+            );
+            let leaks = kmemleak::devlend_leaks(c.agent(host)?)?;
+            println!(
+                "  kmemleak on the {host}: {} devlend objects leaked",
+                leaks.len()
+            );
+            ensure!(leaks.is_empty(), "{host} leaked:\n{}", leaks.join("\n"));
+        }
+    }
     twohost::no_kernel_trouble(c, marks, None)?;
     for host in [BORROWER, LENDER] {
         let a = c.agent(host)?;
         fabric::unload_modules(a).with_context(|| format!("unloading devlend on the {host}"))?;
     }
     twohost::no_kernel_trouble(c, marks, None)
+}
+
+/// Starts kmemleak's count on both hosts when their kernel has it (the
+/// debug kernel); says so when it has not.
+fn kmemleak_start(c: &Cluster) -> anyhow::Result<bool> {
+    for host in [LENDER, BORROWER] {
+        if !kmemleak::available(c.agent(host)?)? {
+            println!("  no kmemleak in the {host}'s kernel: leaks are judged by the counters");
+            return Ok(false);
+        }
+    }
+    for host in [LENDER, BORROWER] {
+        kmemleak::clear(c.agent(host)?)?;
+    }
+    Ok(true)
 }
 
 fn main() {

@@ -78,7 +78,7 @@ fn guest_with_mdev(
     let uuid = lending::create_mdev(b, MDEV_TYPE, remote)?;
     let run = guest::run_with(
         b,
-        &tools::images_dir()?,
+        &tools::guest_images_dir()?,
         &lending::nvme_guest_script(script),
         &GuestOpts {
             mem_mib: GUEST_MIB,
@@ -229,7 +229,7 @@ fn second_guest_reads_same_bytes(c: &mut Cluster) -> anyhow::Result<()> {
 fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let images = tools::images_dir()?;
+    let images = tools::guest_images_dir()?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
     let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let res = (|| {
@@ -433,7 +433,7 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
         echo hp-removed";
     let g = guest::spawn(
         b,
-        &tools::images_dir()?,
+        &tools::guest_images_dir()?,
         script,
         &GuestOpts {
             mem_mib: GUEST_MIB,

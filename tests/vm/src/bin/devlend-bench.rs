@@ -218,7 +218,7 @@ fn guest_start(
     runs: &mut Runs,
 ) -> anyhow::Result<()> {
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let images = tools::images_dir()?;
+    let images = tools::guest_images_dir()?;
     let lender_peer = fabric::host_id(l)?;
     let before = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
     let opts = GuestOpts {
@@ -254,7 +254,7 @@ fn guest_side(
     runs: &mut Runs,
 ) -> anyhow::Result<()> {
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let images = tools::images_dir()?;
+    let images = tools::guest_images_dir()?;
     let (host, agent) = match side {
         Side::Devlend => (BORROWER, b),
         Side::Local | Side::Trapped => (LENDER, l),

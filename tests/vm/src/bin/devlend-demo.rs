@@ -126,7 +126,7 @@ fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
     fabric::sh(b, "modprobe kvm_amd")?;
     let run = guest::run_with(
         b,
-        &tools::images_dir()?,
+        &tools::guest_images_dir()?,
         &lending::nvme_guest_script(lending::WRITE_AND_READ),
         &guest::GuestOpts {
             mem_mib: 512,

@@ -71,6 +71,17 @@ pub fn our_binary(name: &str, env: &str) -> Result<PathBuf, ToolsError> {
         })
 }
 
+/// The images nested guests boot (`vmlinuz`, `guest-initrd.img`):
+/// `$DEVLEND_GUEST_IMAGES` if set (under the debug kernel the guests keep
+/// Debian's: a KASAN guest under nested KVM in TCG is too slow), else
+/// [`images_dir`].
+pub fn guest_images_dir() -> Result<PathBuf, ToolsError> {
+    match std::env::var_os("DEVLEND_GUEST_IMAGES") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => images_dir(),
+    }
+}
+
 /// The boot images: `$DEVLEND_IMAGES` if set, else built (or found in the
 /// cache) by `guest-images/build.sh`.
 pub fn images_dir() -> Result<PathBuf, ToolsError> {

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Build a debug kernel for the emulated hosts: Debian's kernel of the hosts'
+# version, from its linux-source package and Debian's own configuration,
+# trimmed to the modules the hosts load (debug-kernel/modules, by make
+# localmodconfig) and with KASAN, lockdep (PROVE_LOCKING), kmemleak and
+# Linux's NTB stack turned on (debug-kernel/debug.config).
+#
+#   build-debug-kernel.sh <kver>   prints, last, the output directory:
+#     vmlinuz     the kernel image
+#     release     its release (uname -r), e.g. 6.12.117-dldebug
+#     build/      the configured, built tree (out-of-tree modules build
+#                 against it)
+#     modules/    modules_install output; /lib/modules/<release> links
+#                 to modules/lib/modules/<release>, because the hosts
+#                 boot with the outer machine's / as their root
+#
+# Cached in ${DEVLEND_CACHE:-/var/cache/devlend}/debug-kernel/<key>/, the
+# key a hash of what makes the kernel: the kernel version, the source
+# version, Debian's config, the compiler and the files in debug-kernel/
+# (LAYOUT below changes when this script builds differently). The first
+# build takes about an hour on two cores. Needs root (apt-get,
+# /lib/modules).
+#     ntb/        Linux's NTB modules of this kernel, with a Module.symvers
+#                 of their symbols only, laid out as build-ntb.sh lays
+#                 them out
+set -euo pipefail
+
+step() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'build-debug-kernel: %s\n' "$*" >&2; exit 2; }
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+KVER=${1:-}
+[ -n "$KVER" ] || die "usage: $0 <kernel version, e.g. 6.12.117+deb12-amd64>"
+BASE_CONFIG=/boot/config-$KVER
+[ -f "$BASE_CONFIG" ] || die "$BASE_CONFIG is missing: install linux-image-$KVER"
+
+missing=()
+for p in flex bison libelf-dev libssl-dev bc kmod cpio; do
+	dpkg-query -W -f='${db:Status-Abbrev}\n' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	step "installing the kernel's build tools: ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		"${missing[@]}" >/dev/null || die "cannot install ${missing[*]}"
+fi
+
+. "$HERE/kernel-source.sh"
+kernel_source "$KVER"
+
+LAYOUT=1
+CACHE=${DEVLEND_CACHE:-/var/cache/devlend}
+key=$({
+	echo "layout $LAYOUT $KVER $SRC_VER"
+	sha256sum <"$BASE_CONFIG"
+	gcc --version | head -n 1
+	cat "$HERE/debug-kernel/modules" "$HERE/debug-kernel/debug.config"
+} | sha256sum | cut -c1-16)
+OUT=$CACHE/debug-kernel/$key
+
+# The hosts see the outer machine's / as theirs, so modprobe in a host
+# finds the debug kernel's modules through this link. Linux's NTB modules
+# are also laid out as build-ntb.sh lays them out, for the ntb checks and
+# for building devlend's NTB modules against them.
+install_outputs() {
+	local rel ntb
+	rel=$(cat "$OUT/release")
+	ln -sfn "$OUT/modules/lib/modules/$rel" "/lib/modules/$rel" ||
+		die "cannot link /lib/modules/$rel (needs root)"
+	ntb=$OUT/ntb
+	[ -f "$ntb/Module.symvers" ] && return 0
+	rm -rf "$ntb.new"
+	mkdir -p "$ntb.new"
+	find "$OUT/modules/lib/modules/$rel/kernel/drivers/ntb" -name '*.ko' -exec cp {} "$ntb.new/" \;
+	grep -P '\tdrivers/ntb/' "$OUT/build/Module.symvers" >"$ntb.new/Module.symvers" ||
+		die "no NTB symbols in $OUT/build/Module.symvers"
+	mv "$ntb.new" "$ntb"
+}
+
+if [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/release" ]; then
+	step "reusing the debug kernel $(cat "$OUT/release") in $OUT"
+	install_outputs
+	echo "$OUT"
+	exit 0
+fi
+
+mkdir -p "$CACHE/debug-kernel" || die "cannot create $CACHE/debug-kernel (set DEVLEND_CACHE)"
+work=$CACHE/debug-kernel/$key.build
+if [ ! -f "$work/.devlend-configured" ]; then
+	rm -rf "$work"
+	mkdir -p "$work"
+	step "unpacking $(basename "$SRC_TARBALL") $SRC_VER"
+	tar -xJf "$SRC_TARBALL" -C "$work" --strip-components=1
+	cp "$BASE_CONFIG" "$work/.config"
+	# Debian's config, then only the modules the hosts use, then debug.
+	sed '/^#/d; /^$/d; s/$/ 0 0/' "$HERE/debug-kernel/modules" >"$work/lsmod"
+	make -s -C "$work" olddefconfig >&2
+	make -s -C "$work" LSMOD="$work/lsmod" localmodconfig </dev/null >&2 2>/dev/null
+	"$work/scripts/kconfig/merge_config.sh" -m -O "$work" "$work/.config" \
+		"$HERE/debug-kernel/debug.config" >/dev/null
+	make -s -C "$work" olddefconfig >&2
+	# Every option asked for must have survived the dependency resolution.
+	while IFS= read -r line; do
+		case "$line" in
+		CONFIG_*=*) grep -qxF "$line" "$work/.config" || die "debug.config: '$line' did not take" ;;
+		"# CONFIG_"*" is not set")
+			opt=${line#\# }
+			opt=${opt%% *}
+			! grep -q "^$opt=" "$work/.config" || die "debug.config: $opt is still set" ;;
+		esac
+	done <"$HERE/debug-kernel/debug.config"
+	touch "$work/.devlend-configured"
+fi
+
+step "building the debug kernel (KASAN, lockdep, kmemleak; about an hour on two cores)"
+nice make -s -C "$work" -j"$(nproc)" bzImage modules >&2
+rel=$(make -s -C "$work" kernelrelease)
+
+rm -rf "$OUT.new"
+mkdir -p "$OUT.new/modules"
+make -s -C "$work" INSTALL_MOD_PATH="$OUT.new/modules" INSTALL_MOD_STRIP=1 \
+	DEPMOD=/sbin/depmod modules_install >&2
+# modules_install links build to the tree; the tree moves into $OUT.
+ln -sfn "$OUT/build" "$OUT.new/modules/lib/modules/$rel/build"
+rm -f "$OUT.new/modules/lib/modules/$rel/source"
+cp "$work/arch/x86/boot/bzImage" "$OUT.new/vmlinuz"
+echo "$rel" >"$OUT.new/release"
+mv "$work" "$OUT.new/build"
+rm -rf "$OUT"
+mv "$OUT.new" "$OUT"
+install_outputs
+step "debug kernel $rel ready in $OUT"
+echo "$OUT"
