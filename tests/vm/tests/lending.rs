@@ -117,6 +117,24 @@ fn borrower_lists_remote_nvme(c: &mut Cluster) -> anyhow::Result<()> {
 
 /// The borrower lists the remote NVMe (waiting for it) with one mdev
 /// instance available.
+/// Waits until the borrower no longer lists the lender's NVMe.
+fn remote_nvme_dropped(c: &Cluster, nvme: &PciDev, what: &str) -> anyhow::Result<()> {
+    let b = c.agent(BORROWER)?;
+    lending::wait_until(
+        what,
+        WAIT,
+        || {
+            let devs = lending::remote_devices(b)?;
+            Ok(devs
+                .values()
+                .any(|d| d.get("name") == Some(&nvme.addr))
+                .to_string())
+        },
+        "false",
+    )?;
+    Ok(())
+}
+
 fn remote_nvme_listed(c: &Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let b = c.agent(BORROWER)?;
@@ -776,18 +794,7 @@ fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
         "dd if=$(ls /dev/nvme*n1) of=/dev/null bs=4096 count=16 iflag=direct",
     )
     .context("reading the NVMe on the lender after the lender unloaded")?;
-    lending::wait_until(
-        "the remote NVMe dropped by the borrower",
-        WAIT,
-        || {
-            let devs = lending::remote_devices(b)?;
-            Ok(devs
-                .values()
-                .any(|d| d.get("name") == Some(&nvme.addr))
-                .to_string())
-        },
-        "false",
-    )?;
+    remote_nvme_dropped(c, &nvme, "the remote NVMe dropped by the borrower")?;
     ensure!(
         fabric::peer_state(b, lender_id)?.as_deref() == Some("up"),
         "the borrower lost the lender host when only its lender unloaded"
@@ -941,18 +948,7 @@ fn lending_survives_lender_reboot(c: &mut Cluster) -> anyhow::Result<()> {
         .expect("a free host id");
     write_conf(c, &format!("{} to={other}\\n", nvme.addr))?;
     apply(c)?;
-    lending::wait_until(
-        "the NVMe gone from the borrower",
-        WAIT,
-        || {
-            let devs = lending::remote_devices(b)?;
-            Ok(devs
-                .values()
-                .any(|d| d.get("name") == Some(&nvme.addr))
-                .to_string())
-        },
-        "false",
-    )?;
+    remote_nvme_dropped(c, &nvme, "the NVMe gone from the borrower")?;
     let avail = lending::available_instances(b, MDEV_TYPE)?;
     ensure!(
         avail == 0,
