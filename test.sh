@@ -24,6 +24,10 @@ cargo test --workspace --exclude devlend-vmtests
 cargo test -p devlend-vmtests --lib
 make -C mdev-kmod unit
 
+step "building the Debian package of the tools (cargo-deb, installed once; the lending check installs it on the hosts)"
+DEVLEND_DEB=$(vmm-glue/devlend/package/build-deb.sh | tail -n 1)
+export DEVLEND_DEB
+
 # Each suite boots its own cluster: fabric (the foundation), lending
 # (a remote NVMe used by a KVM guest, end to end), ntb (Linux's NTB
 # clients over the emulated adapter), isolation (hosts frozen and killed

@@ -78,7 +78,8 @@ main() {
 
 	local base=(build-essential kmod busybox-static cpio xz-utils zstd
 		socat python3 jq libvirt-clients libxml2-utils nvme-cli fio pciutils
-		mdevctl util-linux e2fsprogs libclang-dev dkms)
+		mdevctl util-linux e2fsprogs libclang-dev dkms
+		libvirt-daemon libvirt-daemon-driver-qemu udev)
 	local missing=()
 	for p in "${base[@]}"; do
 		dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

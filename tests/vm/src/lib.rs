@@ -13,9 +13,11 @@ pub mod fabric;
 pub mod guest;
 pub mod kmemleak;
 pub mod lending;
+pub mod libvirt;
 pub mod ntb;
 pub mod ownership;
 pub mod peerfuzz;
+pub mod rwroot;
 pub mod suite;
 pub mod twohost;
 

@@ -11,7 +11,9 @@ use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
+use devlend_vmtests::libvirt;
 use devlend_vmtests::ownership;
+use devlend_vmtests::rwroot;
 use devlend_vmtests::twohost;
 use devlend_vmtests::{Check, Suite};
 
@@ -566,6 +568,180 @@ fn cli_end_to_end(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The mdev that libvirt defines and starts in [`libvirt_domain_borrows_and_hotplugs`].
+const LIBVIRT_MDEV: &str = "5e1b0a4d-6c2f-4e8a-9d3b-0c1e2f3a4b5c";
+
+/// libvirt as operators drive it, on the borrower: Debian's `libvirtd`
+/// lists the adapter's mdev types as node devices; a node device from
+/// `devlend libvirt-xml --nodedev --device` is defined and started (libvirt
+/// runs mdevctl); a domain from `devlend libvirt-xml --domain` is defined
+/// and started, and its guest writes and reads the NVMe (bytes checked in
+/// the lender's file); `virsh detach-device --live` and `attach-device
+/// --live` unplug and plug the device again (the guest reads the same
+/// bytes); when the guest powers off, the device goes back to the pool.
+fn libvirt_domain_borrows_and_hotplugs(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    // The writable root sees the outer root unmasked: outer paths as they are.
+    let cli = tools::our_binary("devlend", "DEVLEND_CLI")?
+        .display()
+        .to_string();
+    let images = tools::guest_images_dir()?;
+    let lv = libvirt::Libvirt::start(b)?;
+    let res = (|| {
+        let parent = format!(
+            "pci_{}",
+            sh(
+                b,
+                "basename $(dirname $(dirname $(ls -d /sys/bus/pci/devices/*/fabric/host_id)))"
+            )?
+            .trim()
+            .replace([':', '.'], "_")
+        );
+        let types = lv.virsh(b, "nodedev-list --cap mdev_types")?;
+        ensure!(
+            types.contains(&parent),
+            "nodedev-list --cap mdev_types: {types}"
+        );
+        let xml = lv.virsh(b, &format!("nodedev-dumpxml {parent}"))?;
+        ensure!(
+            xml.contains(&format!("<type id='{MDEV_TYPE}'>")),
+            "the adapter's node device lacks {MDEV_TYPE}:\n{xml}"
+        );
+        println!("  libvirt lists {parent} with the devlend mdev types");
+
+        let nd = lv.rw.sh(
+            b,
+            &format!(
+                "{cli} libvirt-xml --nodedev --device {} {LIBVIRT_MDEV} >/tmp/nd.xml && \
+                 virsh -c qemu:///system nodedev-define /tmp/nd.xml >/dev/null && \
+                 sed -n 's|.*<name>\\(.*\\)</name>.*|\\1|p' /tmp/nd.xml",
+                remote_name(&nvme)
+            ),
+        )?;
+        let nd = nd.trim();
+        lv.virsh(b, &format!("nodedev-start {nd}"))?;
+        let target = sh(
+            b,
+            &format!(
+                "r=$(cat /sys/bus/mdev/devices/{LIBVIRT_MDEV}/remote_device) && \
+                 cat /sys/bus/pci/devices/*/fabric/remote/$r/name"
+            ),
+        )?;
+        ensure!(
+            target.trim() == nvme.addr,
+            "the mdev libvirt started targets {target:?}, not {}",
+            nvme.addr
+        );
+        let listed = lv.rw.sh(b, "mdevctl list")?;
+        ensure!(listed.contains(LIBVIRT_MDEV), "mdevctl list: {listed}");
+        println!("  node device {nd} defined and started (mdevctl lists it)");
+
+        let script = lending::nvme_guest_script(&format!(
+            "{}
+echo cold-done
+for i in $(seq 1500); do [ -e $p ] || break; sleep 0.2; done
+[ -e $p ] && {{ echo never-unplugged; exit 4; }}
+echo unplugged
+q=
+for i in $(seq 1500); do
+    for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/class 2>/dev/null)\" = {} ] && q=$d; done
+    [ -n \"$q\" ] && break; sleep 0.2
+done
+[ -n \"$q\" ] || {{ echo never-replugged; exit 3; }}
+for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
+echo \"reread $(sha256sum /tmp/back | cut -d' ' -f1)\"",
+            lending::WRITE_AND_READ,
+            lending::NVME_CLASS
+        ));
+        let console = "/tmp/dl-libvirt.console";
+        let dom = lv.rw.sh(
+            b,
+            &format!("{cli} libvirt-xml --domain dl-libvirt --memory {GUEST_MIB} --alias ua-dl0 {LIBVIRT_MDEV}"),
+        )?;
+        let dom = libvirt::boot_guest_domain(&dom, &images, &script, console);
+        lv.rw.sh(
+            b,
+            &format!(
+                "echo {} | base64 -d >/tmp/dom.xml && \
+                 {cli} libvirt-xml --alias ua-dl0 {LIBVIRT_MDEV} >/tmp/hostdev.xml",
+                guest::base64(dom.as_bytes())
+            ),
+        )?;
+        lv.virsh(b, "define /tmp/dom.xml")?;
+        lv.virsh(b, "start dl-libvirt")?;
+        let console_has = |what: &str| -> anyhow::Result<String> {
+            lending::wait_until(
+                &format!("the guest printing {what}"),
+                Duration::from_secs(300),
+                || {
+                    let out = sh(
+                        b,
+                        &format!("cat {} 2>/dev/null || true", lv.rw.path(console)),
+                    )?;
+                    Ok(if out.contains(what) || out.contains("DEVLEND-CMD-END") {
+                        "seen".to_owned()
+                    } else {
+                        "not yet".to_owned()
+                    })
+                },
+                "seen",
+            )?;
+            let out = sh(b, &format!("cat {}", lv.rw.path(console)))?;
+            ensure!(out.contains(what), "the guest ended early:\n{out}");
+            Ok(out)
+        };
+        let out = console_has("cold-done")?;
+        ensure!(
+            lending::output_field(&out, "pci")?
+                == format!("{} {} driver=nvme", nvme.vendor, nvme.device),
+            "guest: {out}"
+        );
+        let written = lending::output_field(&out, "written")?.to_owned();
+        ensure!(
+            lending::output_field(&out, "read")? == written,
+            "read back differs:\n{out}"
+        );
+        ensure!(lending::lent_state(l, &nvme.addr)? == "borrowed");
+        println!("  domain started; its guest wrote and read 64 MiB through the borrowed NVMe");
+
+        lv.virsh(b, "detach-device dl-libvirt /tmp/hostdev.xml --live")?;
+        console_has("unplugged")?;
+        lv.virsh(b, "attach-device dl-libvirt /tmp/hostdev.xml --live")?;
+        let out = console_has("DEVLEND-CMD-END")?;
+        ensure!(
+            lending::output_field(&out, "reread")? == written,
+            "after detach and attach the guest read other bytes:\n{out}"
+        );
+        println!("  virsh detach-device --live and attach-device --live: same bytes read again");
+        lending::wait_until(
+            "the domain shutting off",
+            Duration::from_secs(120),
+            || Ok(lv.virsh(b, "domstate dl-libvirt")?.trim().to_owned()),
+            "shut off",
+        )?;
+        ensure!(
+            lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == written,
+            "lender's backing file does not hold the guest's bytes"
+        );
+        wait_available(l, &nvme)?;
+        println!("  guest powered off: the device is back in the pool");
+        lv.virsh(b, "undefine dl-libvirt")?;
+        lv.virsh(b, &format!("nodedev-destroy {nd}"))?;
+        lv.virsh(b, &format!("nodedev-undefine {nd}"))?;
+        ensure!(
+            !sh(b, "ls /sys/bus/mdev/devices")?.contains(LIBVIRT_MDEV),
+            "nodedev-destroy left the mdev"
+        );
+        Ok(())
+    })();
+    let stopped = lv.stop(b);
+    let _ = lending::remove_mdev(b, LIBVIRT_MDEV);
+    res?;
+    stopped
+}
+
 /// `devlend stats` while the userspace driver reads from the borrower:
 /// the lender shows its device borrowed with DMA mapped and interrupts
 /// flowing, the borrower a round trip to the lender, and the Prometheus
@@ -813,18 +989,134 @@ fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
 /// mdev made for it and removed afterwards: the I/Os it verified (> 0).
 fn verified_driver_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<u64> {
     let b = c.agent(BORROWER)?;
-    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
-    let out = b.sh(
+    let n = verified_driver_run_on(c, &uuid);
+    let removed = lending::remove_mdev(b, &uuid);
+    let n = n?;
+    removed?;
+    Ok(n)
+}
+
+/// A short verified run of the userspace driver on the borrower's mdev
+/// `uuid`: the I/Os it verified (> 0).
+fn verified_driver_run_on(c: &Cluster, uuid: &str) -> anyhow::Result<u64> {
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let out = c.agent(BORROWER)?.sh(
         &format!("{drv} --mdev {uuid} --blocks 16 --ios 0 --json"),
         Duration::from_secs(300),
     );
-    let removed = lending::remove_mdev(b, &uuid);
     let r = lending::driver_report(&out?)?;
-    removed?;
     let n = r["verified_ios"].as_u64().unwrap_or(0);
     ensure!(n > 0, "no verified I/O: {r}");
     Ok(n)
+}
+
+/// The Debian package of the tools (`vmm-glue/devlend/package/build-deb.sh`;
+/// test.sh builds it and sets `DEVLEND_DEB`), installed with dpkg on both
+/// hosts (each in a writable root) and used instead of the checkout: the
+/// lender's boot unit, run as systemd would run its `ExecStart`, lends the
+/// NVMe of `/etc/devlend/lend.conf` with the packaged `devlend`; the
+/// borrower's packaged `devlend` makes the mdev the userspace driver
+/// verifies I/O on. Manual pages and the enabled unit are where Debian
+/// puts them, and `dpkg -r` takes it all out again.
+fn debian_package_lends_and_serves(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let deb = std::env::var("DEVLEND_DEB").context(
+        "DEVLEND_DEB is not set: test.sh builds the package (vmm-glue/devlend/package/build-deb.sh) and sets it",
+    )?;
+    ensure!(
+        std::path::Path::new(&deb).is_file(),
+        "DEVLEND_DEB={deb} is not a file"
+    );
+    let install = |a: &devlend_agent::AgentClient, host: &str| -> anyhow::Result<rwroot::RwRoot> {
+        let rw = rwroot::RwRoot::mount(a)?;
+        // dpkg reads its whole database over 9p under TCG: minutes, not
+        // seconds. man-db's trigger would reindex every manual page too;
+        // its switch off is the file Debian documents for that.
+        let checked = rw.sh_timeout(
+            a,
+            &format!(
+                "set -e
+                 rm -f /var/lib/man-db/auto-update
+                 dpkg -i {deb} >/dev/null
+                 dpkg-query -W -f '${{Status}} ${{Version}}\n' devlend
+                 test \"$(dpkg -S /usr/sbin/devlend)\" = 'devlend: /usr/sbin/devlend'
+                 zcat /usr/share/man/man1/devlend-mdev-create.1.gz | grep -q '^.TH devlend-mdev-create 1'
+                 test -L /etc/systemd/system/multi-user.target.wants/devlend-lend.service
+                 /usr/sbin/devlend --version"
+            ),
+            Duration::from_secs(600),
+        );
+        match checked {
+            Ok(out) => {
+                println!("  {host}: {}", out.trim().replace('\n', "; "));
+                Ok(rw)
+            }
+            Err(e) => {
+                let _ = rw.take_down(a);
+                Err(e)
+            }
+        }
+    };
+    let lrw = install(l, LENDER)?;
+    let res = (|| {
+        let brw = install(b, BORROWER)?;
+        let res = (|| {
+            // The boot unit's own command, resolved as systemd does
+            // (/usr/local/sbin, then /usr/sbin: the package's).
+            let unit = "/usr/lib/systemd/system/devlend-lend.service";
+            lrw.sh(
+                l,
+                &format!(
+                    "set -e
+                     devlend unlend {addr}
+                     mkdir -p /etc/devlend
+                     printf '%s\\n' '{addr}' >/etc/devlend/lend.conf
+                     cmd=$(sed -n 's/^ExecStart=//p' {unit})
+                     test \"$(command -v ${{cmd%% *}})\" = /usr/sbin/devlend
+                     $cmd",
+                    addr = nvme.addr
+                ),
+            )?;
+            ensure!(lending::lent_state(l, &nvme.addr)? == "available");
+            println!(
+                "  the package's devlend-lend.service command lent {} again",
+                nvme.addr
+            );
+            remote_nvme_listed(c)?;
+            let uuid = brw
+                .sh(
+                    b,
+                    &format!(
+                        "/usr/sbin/devlend mdev create --device {}",
+                        remote_name(&nvme)
+                    ),
+                )?
+                .trim()
+                .to_owned();
+            let n = verified_driver_run_on(c, &uuid);
+            let removed = brw.sh(b, &format!("/usr/sbin/devlend mdev remove {uuid}"));
+            let n = n?;
+            removed?;
+            println!("  {n} verified I/Os on the mdev the package's devlend made");
+            brw.sh_timeout(
+                b,
+                "set -e; dpkg -r devlend >/dev/null 2>&1
+                 ! test -e /usr/sbin/devlend
+                 ! test -e /etc/systemd/system/multi-user.target.wants/devlend-lend.service",
+                Duration::from_secs(600),
+            )?;
+            println!("  dpkg -r devlend removed the command and the unit's link");
+            Ok(())
+        })();
+        let down = brw.take_down(b);
+        res?;
+        down
+    })();
+    let down = lrw.take_down(l);
+    res?;
+    down
 }
 
 /// The modules as DKMS built and installed them: test.sh runs `make -C
@@ -999,6 +1291,10 @@ fn main() {
             run: cli_end_to_end,
         },
         Check {
+            name: "libvirt_domain_borrows_and_hotplugs",
+            run: libvirt_domain_borrows_and_hotplugs,
+        },
+        Check {
             name: "clients_reload_under_a_live_peer",
             run: clients_reload_under_a_live_peer,
         },
@@ -1009,6 +1305,10 @@ fn main() {
         Check {
             name: "dkms_modules_lend_and_serve",
             run: dkms_modules_lend_and_serve,
+        },
+        Check {
+            name: "debian_package_lends_and_serves",
+            run: debian_package_lends_and_serves,
         },
         Check {
             name: "userspace_driver_io_and_bad_input",

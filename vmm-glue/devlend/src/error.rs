@@ -59,6 +59,16 @@ pub enum CliError {
         /// What to do.
         hint: String,
     },
+    /// Reading or writing an ordinary file failed.
+    #[error("{action} {}: {source}", path.display())]
+    File {
+        /// "reading" or "writing".
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The system error.
+        source: io::Error,
+    },
     /// A wait ran out.
     #[error("{msg}")]
     Timeout {
@@ -99,6 +109,15 @@ impl CliError {
         }
     }
 
+    /// A file error.
+    pub fn file(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        CliError::File {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
     /// A QMP/VMM error with a hint.
     pub fn vmm(msg: impl Into<String>, hint: impl Into<String>) -> Self {
         CliError::Vmm {
@@ -110,7 +129,7 @@ impl CliError {
     /// What to do about it, if there is advice.
     pub fn hint(&self) -> Option<&str> {
         match self {
-            CliError::Usage { .. } => None,
+            CliError::Usage { .. } | CliError::File { .. } => None,
             CliError::NotFound { hint, .. }
             | CliError::Busy { hint, .. }
             | CliError::Sysfs { hint, .. }
@@ -123,6 +142,7 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage { .. } => exit::USAGE,
+            CliError::File { .. } => exit::FAILURE,
             CliError::NotFound { .. } => exit::NOT_FOUND,
             CliError::Busy { .. } => exit::BUSY,
             CliError::Timeout { .. } => exit::TIMEOUT,

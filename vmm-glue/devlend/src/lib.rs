@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod lendconf;
+pub mod man;
 pub mod progress;
 pub mod qmp;
 pub mod stats;

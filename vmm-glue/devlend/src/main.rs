@@ -161,6 +161,12 @@ enum Cmd {
         cloud-hypervisor ignores the ERR and REQ notifications."
     )]
     ChArgs(ChArgs),
+    /// Write the manual pages (devlend.1, devlend-<command>.1) into DIR.
+    #[command(hide = true)]
+    Man {
+        /// Where to write them.
+        dir: PathBuf,
+    },
     /// Hot-plug an mdev into a running QEMU over QMP (device_add).
     Attach(AttachArgs),
     /// Hot-unplug a device from a running QEMU over QMP (device_del, then wait for DEVICE_DELETED).
@@ -221,8 +227,9 @@ struct VmmArgs {
 
 #[derive(Args, Debug)]
 struct LibvirtArgs {
-    /// The mdev's UUID.
-    uuid: String,
+    /// The mdev's UUID (with --nodedev --device: the new mdev's; made up if left out).
+    #[arg(required_unless_present = "device")]
+    uuid: Option<String>,
     /// Wrap the hostdev in a minimal domain of this name.
     #[arg(long, conflicts_with = "nodedev")]
     domain: Option<String>,
@@ -232,9 +239,12 @@ struct LibvirtArgs {
     /// Device alias (libvirt wants user aliases to start with "ua-").
     #[arg(long)]
     alias: Option<String>,
-    /// Print the node device definition instead (needs the mdev to exist).
+    /// Print the node device definition instead (of an existing mdev, or with --device of a new one).
     #[arg(long)]
     nodedev: bool,
+    /// With --nodedev: define a new mdev for this remote device (`<host-id>:<dev_id>` or `<lender>/<pci-address>`).
+    #[arg(long, requires = "nodedev")]
+    device: Option<String>,
     /// Do not check that the mdev exists on this host.
     #[arg(long, conflicts_with = "nodedev")]
     no_check: bool,
@@ -725,11 +735,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             let type_name = match (&mtype, &remote) {
                 (Some(t), _) => t.clone(),
-                (None, Some(r)) => {
-                    let class =
-                        u32::from_str_radix(r.class.trim_start_matches("0x"), 16).unwrap_or(0);
-                    sysfs::type_for_class(class).to_string()
-                }
+                (None, Some(r)) => r.default_type().to_string(),
                 (None, None) => "devlend-any".to_string(),
             };
             let (dir, t) = sys.find_type(&type_name)?;
@@ -804,6 +810,12 @@ fn run(cli: Cli) -> Result<()> {
                 println!("{}", vmmargs::shell_join(&args));
             }
         }
+        Cmd::Man { dir } => {
+            use clap::CommandFactory;
+            for f in devlend::man::write_pages(Cli::command(), &dir)? {
+                println!("{f}");
+            }
+        }
         Cmd::LibvirtXml(a) => {
             if let Some(al) = &a.alias {
                 if !al.starts_with("ua-") {
@@ -812,8 +824,25 @@ fn run(cli: Cli) -> Result<()> {
                     )));
                 }
             }
-            let xml = if a.nodedev {
-                let m = sys.find_mdev(&a.uuid)?;
+            let xml = if let Some(spec) = &a.device {
+                // A definition for libvirt to create (through mdevctl):
+                // the adapter is the parent, the type follows the class.
+                let uuid = match &a.uuid {
+                    Some(u) => {
+                        sysfs::check_uuid(u)?;
+                        u.to_ascii_lowercase()
+                    }
+                    None => sysfs::new_uuid(),
+                };
+                let r = sys.find_remote(spec)?;
+                let adapter = sys.adapter()?;
+                let parent = adapter
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                vmmargs::libvirt_nodedev(&uuid, &parent, r.default_type(), Some(&r.id))
+            } else if a.nodedev {
+                let m = sys.find_mdev(a.uuid.as_deref().unwrap_or_default())?;
                 let parent = m.parent.clone().ok_or_else(|| {
                     CliError::not_found(format!("mdev {} has no parent device", m.uuid), "")
                 })?;
@@ -821,7 +850,7 @@ fn run(cli: Cli) -> Result<()> {
                 let remote = m.remote_device.as_deref().filter(|r| *r != "any");
                 vmmargs::libvirt_nodedev(&m.uuid, &parent, &t, remote)
             } else {
-                let uuid = mdev_uuid(&sys, &a.uuid, a.no_check)?;
+                let uuid = mdev_uuid(&sys, a.uuid.as_deref().unwrap_or_default(), a.no_check)?;
                 match &a.domain {
                     Some(name) => {
                         vmmargs::libvirt_domain(&uuid, name, a.memory, a.alias.as_deref())
@@ -923,6 +952,15 @@ mod tests {
             "--qmp is required"
         );
         assert!(Cli::try_parse_from(["devlend", "libvirt-xml", "u", "--memory", "5"]).is_err());
+        // A node device for a new mdev needs no UUID; --device only with --nodedev.
+        let c = Cli::try_parse_from(["devlend", "libvirt-xml", "--nodedev", "--device", "0:1"])
+            .unwrap();
+        assert!(matches!(
+            c.cmd,
+            Cmd::LibvirtXml(LibvirtArgs { uuid: None, .. })
+        ));
+        assert!(Cli::try_parse_from(["devlend", "libvirt-xml", "--device", "0:1"]).is_err());
+        assert!(Cli::try_parse_from(["devlend", "libvirt-xml", "--nodedev"]).is_err());
         assert!(
             Cli::try_parse_from(["devlend", "libvirt-xml", "u", "--nodedev", "--domain", "x"])
                 .is_err()

@@ -138,6 +138,14 @@ pub struct Remote {
     pub mdevs: Vec<String>,
 }
 
+impl Remote {
+    /// The mdev type that stands for this device by default.
+    pub fn default_type(&self) -> &'static str {
+        let class = u32::from_str_radix(self.class.trim_start_matches("0x"), 16).unwrap_or(0);
+        type_for_class(class)
+    }
+}
+
 /// An mdev type of the adapter.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct MdevType {

@@ -396,6 +396,38 @@ fn vmm_arguments_for_an_existing_mdev() {
 }
 
 #[test]
+fn nodedev_for_a_new_mdev_names_adapter_type_and_device() {
+    let t = borrower();
+    let o = t.devlend(&[
+        "libvirt-xml",
+        "--nodedev",
+        "--device",
+        "lender/0000:01:00.0",
+        UUID,
+    ]);
+    let x = stdout(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(x.contains("<parent>pci_0000_00_03_0</parent>"), "{x}");
+    assert!(x.contains("<type id='devlend-nvme'/>"), "{x}");
+    assert!(x.contains(&format!("<uuid>{UUID}</uuid>")), "{x}");
+    assert!(
+        x.contains("<attr name='remote_device' value='0:1'/>"),
+        "{x}"
+    );
+    // No mdev was created, and a UUID is made up when none is given.
+    assert!(!t.p("sys/bus/mdev/devices").join(UUID).exists());
+    let x = stdout(&t.devlend(&["libvirt-xml", "--nodedev", "--device", "0:1"]));
+    assert!(x.contains("<uuid>") && !x.contains(UUID), "{x}");
+    let o = t.devlend(&[
+        "libvirt-xml",
+        "--nodedev",
+        "--device",
+        "lender/0000:09:00.0",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+}
+
+#[test]
 fn vmm_arguments_check_the_mdev_unless_told_not_to() {
     let t = borrower();
     let o = t.devlend(&["qemu-args", UUID]);
