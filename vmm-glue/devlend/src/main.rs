@@ -691,13 +691,7 @@ fn run(cli: Cli) -> Result<()> {
             device,
             uuid,
         }) => {
-            let uuid = match uuid {
-                Some(u) => {
-                    sysfs::check_uuid(&u)?;
-                    u.to_ascii_lowercase()
-                }
-                None => sysfs::new_uuid(),
-            };
+            let uuid = sysfs::given_or_new_uuid(uuid.as_deref())?;
             let remote = match &device {
                 Some(spec) => Some(sys.find_remote(spec)?),
                 None => None,
@@ -827,13 +821,7 @@ fn run(cli: Cli) -> Result<()> {
             let xml = if let Some(spec) = &a.device {
                 // A definition for libvirt to create (through mdevctl):
                 // the adapter is the parent, the type follows the class.
-                let uuid = match &a.uuid {
-                    Some(u) => {
-                        sysfs::check_uuid(u)?;
-                        u.to_ascii_lowercase()
-                    }
-                    None => sysfs::new_uuid(),
-                };
+                let uuid = sysfs::given_or_new_uuid(a.uuid.as_deref())?;
                 let r = sys.find_remote(spec)?;
                 let adapter = sys.adapter()?;
                 let parent = adapter

@@ -216,6 +216,17 @@ pub fn check_uuid(s: &str) -> Result<()> {
     }
 }
 
+/// The UUID given (checked, lower-cased), or a new one.
+pub fn given_or_new_uuid(given: Option<&str>) -> Result<String> {
+    match given {
+        Some(u) => {
+            check_uuid(u)?;
+            Ok(u.to_ascii_lowercase())
+        }
+        None => Ok(new_uuid()),
+    }
+}
+
 /// A new random (version 4) UUID.
 pub fn new_uuid() -> String {
     let mut b = [0u8; 16];
