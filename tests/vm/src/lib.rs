@@ -14,6 +14,7 @@ pub mod guest;
 pub mod kmemleak;
 pub mod lending;
 pub mod libvirt;
+pub mod lockdep;
 pub mod ntb;
 pub mod ownership;
 pub mod peerfuzz;

@@ -53,8 +53,14 @@ fn throttle(c: &Cluster, iops: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits until the lender has relayed more interrupts than `from`.
-fn wait_io_flowing(l: &AgentClient, nvme: &PciDev, from: u64) -> anyhow::Result<u64> {
+/// Waits up to `timeout` until the lender has relayed more interrupts than
+/// `from`.
+fn wait_io_flowing(
+    l: &AgentClient,
+    nvme: &PciDev,
+    from: u64,
+    timeout: Duration,
+) -> anyhow::Result<u64> {
     let t0 = Instant::now();
     loop {
         let n = lender_counter(l, nvme, "irq_fires")?;
@@ -62,18 +68,20 @@ fn wait_io_flowing(l: &AgentClient, nvme: &PciDev, from: u64) -> anyhow::Result<
             return Ok(n);
         }
         ensure!(
-            t0.elapsed() < WAIT,
-            "no interrupt relayed for {WAIT:?}: no I/O in flight"
+            t0.elapsed() < timeout,
+            "no interrupt relayed for {timeout:?}: no I/O in flight"
         );
         std::thread::sleep(Duration::from_millis(300));
     }
 }
 
 /// Proof that I/O is in flight: the lender's count of relayed interrupts
-/// climbs, twice; the two counts it passed.
-fn io_in_flight(l: &AgentClient, nvme: &PciDev) -> anyhow::Result<(u64, u64)> {
-    let fires = wait_io_flowing(l, nvme, 0)?;
-    Ok((fires, wait_io_flowing(l, nvme, fires)?))
+/// climbs, twice; the two counts it passed. The first may take up to
+/// `first` (a KVM guest's driver probes the device first), the second up
+/// to [`WAIT`].
+fn io_in_flight(l: &AgentClient, nvme: &PciDev, first: Duration) -> anyhow::Result<(u64, u64)> {
+    let fires = wait_io_flowing(l, nvme, 0, first)?;
+    Ok((fires, wait_io_flowing(l, nvme, fires, WAIT)?))
 }
 
 /// Waits until the lender says the device is borrowed.
@@ -126,7 +134,7 @@ fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let res = (|| -> anyhow::Result<()> {
         let l = c.agent(LENDER)?;
         wait_borrowed(l, &nvme, WAIT)?;
-        io_in_flight(l, &nvme)?;
+        io_in_flight(l, &nvme, WAIT)?;
         queue_reads_at_drive(c)?;
         let mapped = ownership::lender_mapped_pages(l)?;
         ensure!(
@@ -242,7 +250,7 @@ fn stall_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> 
     let res = (|| -> anyhow::Result<()> {
         let l = c.agent(LENDER)?;
         wait_borrowed(l, &nvme, WAIT)?;
-        io_in_flight(l, &nvme)?;
+        io_in_flight(l, &nvme, WAIT)?;
         queue_reads_at_drive(c)?;
 
         c.pause_host(BORROWER)?;
@@ -310,6 +318,10 @@ fn stall_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> 
 /// How soon after a host dies its peer must have noticed and cleaned up:
 /// the peer timeout (8 s) plus time to reset the device, under TCG.
 const RECLAIM_BOUND: Duration = Duration::from_secs(30);
+/// How long a KVM guest on the borrower may take to boot and start its
+/// I/O: about 20 s on Debian's kernel, minutes on the debug kernel (whose
+/// KVM runs with KASAN and lockdep, under TCG).
+const GUEST_BOOT_BOUND: Duration = Duration::from_secs(600);
 
 /// The lender's host dies (its QEMU killed) while the driver reads. The
 /// borrower declares it down, the driver stops with an error, and every
@@ -325,7 +337,7 @@ fn kill_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let res = (|| -> anyhow::Result<()> {
         let l = c.agent(LENDER)?;
         wait_borrowed(l, &nvme, WAIT)?;
-        let (fires, fires2) = io_in_flight(l, &nvme)?;
+        let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
         let mapped = ownership::lender_mapped_pages(l)?;
         println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
         c.kill_host(LENDER)?;
@@ -407,7 +419,7 @@ fn kill_borrower_mid_io(
 ) -> anyhow::Result<()> {
     let l = c.agent(LENDER)?;
     wait_borrowed(l, nvme, borrow_wait)?;
-    let (fires, fires2) = io_in_flight(l, nvme)?;
+    let (fires, fires2) = io_in_flight(l, nvme, borrow_wait)?;
     println!("  {what} in flight: {fires} -> {fires2} interrupts relayed; killing the borrower");
     c.kill_host(BORROWER)?;
 
@@ -491,11 +503,11 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         let b = c.agent(BORROWER)?;
         let devlend =
             |args: &str| fabric::sh_timeout(b, &format!("{cli} {args}"), Duration::from_secs(240));
-        g.wait_for(b, "DEVLEND-CMD-BEGIN", Duration::from_secs(240))?;
+        g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
         devlend(&format!("attach --qmp /tmp/loss.qmp --id d0 {first}"))?;
-        g.wait_for(b, "io-running", Duration::from_secs(240))?;
+        g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
         let l = c.agent(LENDER)?;
-        let (fires, fires2) = io_in_flight(l, &nvme)?;
+        let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
         println!(
             "  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender"
         );
@@ -605,7 +617,7 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let b = c.agent(BORROWER)?;
     fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
-    devlend_vmtests::guest::spawn(
+    let g = devlend_vmtests::guest::spawn(
         b,
         &tools::guest_images_dir()?,
         &lending::nvme_guest_script(
@@ -619,7 +631,20 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/killb.console",
     )?;
-    kill_borrower_mid_io(c, &nvme, marks, Duration::from_secs(240), "guest I/O")?;
+    // The guest says io-running once its driver has the namespace: it may
+    // take minutes to boot on a debug kernel's KVM.
+    let running = g.wait_for(b, "io-running", GUEST_BOOT_BOUND);
+    if let Err(e) = running
+        .and_then(|_| kill_borrower_mid_io(c, &nvme, marks, Duration::from_secs(240), "guest I/O"))
+    {
+        // Failed before the kill: the guest still holds the device, which
+        // the checks after this one need.
+        if let Ok(b) = c.agent(BORROWER) {
+            let _ = g.kill(b);
+            let _ = lending::remove_mdev(b, &uuid);
+        }
+        return Err(e);
+    }
     let nvme = lent_nvme(c)?;
     verified_guest_io(c, &nvme)
 }
@@ -652,15 +677,15 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let mut paused = false;
     let res = (|| -> anyhow::Result<()> {
         let b = c.agent(BORROWER)?;
-        g.wait_for(b, "DEVLEND-CMD-BEGIN", Duration::from_secs(240))?;
+        g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
         fabric::sh_timeout(
             b,
             &format!("{cli} attach --qmp /tmp/stall.qmp --id s0 {uuid}"),
             Duration::from_secs(240),
         )?;
-        g.wait_for(b, "io-running", Duration::from_secs(240))?;
+        g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
         let l = c.agent(LENDER)?;
-        io_in_flight(l, &nvme)?;
+        io_in_flight(l, &nvme, WAIT)?;
         queue_reads_at_drive(c)?;
         let mapped = ownership::lender_mapped_pages(c.agent(LENDER)?)?;
         ensure!(
