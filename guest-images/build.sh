@@ -24,6 +24,9 @@ HOST_MODULES=(netfs 9pnet 9pnet_virtio 9p)
 # 9p: a guest can mount the outer machine (through its host) to run tools
 # such as fio from there (bench.sh).
 GUEST_MODULES=(nvme_core nvme netfs 9pnet 9pnet_virtio 9p)
+# Loaded by a guest only when it has a SATA controller (class 0x0106) at
+# boot: the MSI check lends an AHCI controller (docs/testing.md).
+GUEST_SATA_MODULES=(ahci sd_mod)
 # Fixed timestamp for every file in the archives (reproducibility).
 SOURCE_DATE_EPOCH=0
 export SOURCE_DATE_EPOCH
@@ -130,6 +133,8 @@ HOST_KOS=$(resolve_modules "${HOST_MODULES[@]}") ||
 	die "a host module is missing from $MODDIR (package $KPKG)"
 GUEST_KOS=$(resolve_modules "${GUEST_MODULES[@]}") ||
 	die "a guest module is missing from $MODDIR (package $KPKG)"
+GUEST_SATA_KOS=$(resolve_modules "${GUEST_SATA_MODULES[@]}") ||
+	die "a guest SATA module is missing from $MODDIR (package $KPKG)"
 
 inputs() {
 	echo "devlend-images format 1"
@@ -144,6 +149,7 @@ inputs() {
 	local ko
 	for ko in $HOST_KOS; do echo "host-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
 	for ko in $GUEST_KOS; do echo "guest-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
+	for ko in $GUEST_SATA_KOS; do echo "guest-sata-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
 	# Every script and init file here (not the docs, not the self-test).
 	local f
 	while IFS= read -r f; do
@@ -175,21 +181,10 @@ trap 'rm -rf "$TMP"' EXIT
 step "building images for $KVER ($KPKG $KPKG_VER, busybox-static $BB_VER) in $OUT"
 
 # --- initramfs trees ------------------------------------------------------------
-populate() { # dir init-script module-list
-	local dir=$1 init=$2 kos=$3 applet ko dst
-	mkdir -p "$dir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,etc/devlend,root} "$dir/lib/modules/$KVER"
-	mkdir -m 1777 "$dir/tmp"
-	chmod 700 "$dir/root"
-	install -m 0755 "$BUSYBOX" "$dir/bin/busybox"
-	while IFS= read -r applet; do
-		case "$applet" in
-		bin/busybox | linuxrc | sbin/init | '') continue ;;
-		esac
-		mkdir -p "$dir/$(dirname "$applet")"
-		ln -s /bin/busybox "$dir/$applet"
-	done < <("$BUSYBOX" --list-full | sort)
-	install -m 0755 "$init" "$dir/init"
-	: >"$dir/etc/devlend/modules"
+# Copies modules into the tree and lists them, in load order, in a file.
+add_modules() { # dir kos list-file
+	local dir=$1 kos=$2 list=$3 ko dst
+	: >"$dir/$list"
 	for ko in $kos; do
 		dst=${ko%.xz}
 		dst=${dst%.zst}
@@ -203,8 +198,26 @@ populate() { # dir init-script module-list
 		*) die "unexpected module file $ko" ;;
 		esac
 		chmod 0644 "$dir/lib/modules/$KVER/$dst"
-		echo "/lib/modules/$KVER/$dst" >>"$dir/etc/devlend/modules"
+		echo "/lib/modules/$KVER/$dst" >>"$dir/$list"
 	done
+}
+
+populate() { # dir init-script module-list [sata-module-list]
+	local dir=$1 init=$2 kos=$3 sata_kos=${4:-} applet
+	mkdir -p "$dir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,etc/devlend,root} "$dir/lib/modules/$KVER"
+	mkdir -m 1777 "$dir/tmp"
+	chmod 700 "$dir/root"
+	install -m 0755 "$BUSYBOX" "$dir/bin/busybox"
+	while IFS= read -r applet; do
+		case "$applet" in
+		bin/busybox | linuxrc | sbin/init | '') continue ;;
+		esac
+		mkdir -p "$dir/$(dirname "$applet")"
+		ln -s /bin/busybox "$dir/$applet"
+	done < <("$BUSYBOX" --list-full | sort)
+	install -m 0755 "$init" "$dir/init"
+	add_modules "$dir" "$kos" etc/devlend/modules
+	add_modules "$dir" "$sata_kos" etc/devlend/modules.sata
 	echo "$KVER" >"$dir/etc/devlend/kver"
 }
 
@@ -220,7 +233,7 @@ step "host initramfs: busybox, host-init.sh, modules: $(echo "$HOST_KOS" | sed '
 populate "$TMP/host" "$HERE/host-init.sh" "$HOST_KOS"
 mkdir -p "$TMP/host/hostroot"
 step "guest initramfs: busybox, guest-init.sh, modules: $(echo "$GUEST_KOS" | sed 's|.*/||' | tr '\n' ' ')"
-populate "$TMP/guest" "$HERE/guest-init.sh" "$GUEST_KOS"
+populate "$TMP/guest" "$HERE/guest-init.sh" "$GUEST_KOS" "$GUEST_SATA_KOS"
 
 mkdir "$TMP/out"
 step "packing host-initrd.img"

@@ -67,10 +67,22 @@ for arg in $(cat /proc/cmdline); do
 done
 set +f
 
-while read -r ko; do
-	[ -n "$ko" ] || continue
-	insmod "$ko" || log "warning: insmod $ko failed"
-done </etc/devlend/modules
+load_modules() { # list file
+	while read -r ko; do
+		[ -n "$ko" ] || continue
+		insmod "$ko" || log "warning: insmod $ko failed"
+	done <"$1"
+}
+load_modules /etc/devlend/modules
+# SATA's modules only for a guest given a SATA controller (class 0x0106).
+for c in /sys/bus/pci/devices/*/class; do
+	[ -r "$c" ] || continue
+	case "$(cat "$c")" in 0x0106*)
+		load_modules /etc/devlend/modules.sata
+		break
+		;;
+	esac
+done
 
 # NVMe functions (class 0x0108xx) present on the PCI bus.
 nvme_pci=0

@@ -55,6 +55,26 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_FAULTS] = "faults",
 };
 
+/*
+ * The kind of vectors the holder has taken ("-" for none), read without
+ * the device's lock: a snapshot for people and tests.
+ */
+static const char *dl_lent_irq_type_name(struct dl_lent *lent)
+{
+	if (!READ_ONCE(lent->nvecs))
+		return "-";
+	switch (READ_ONCE(lent->vec_type)) {
+	case DL_IRQ_INTX:
+		return "intx";
+	case DL_IRQ_MSI:
+		return "msi";
+	case DL_IRQ_MSIX:
+		return "msix";
+	default:
+		return "?";
+	}
+}
+
 static int dl_lender_show(struct seq_file *s, void *unused)
 {
 	struct dl_lent *lent;
@@ -79,9 +99,10 @@ static int dl_lender_show(struct seq_file *s, void *unused)
 			seq_puts(s, " borrower=-");
 		else
 			seq_printf(s, " borrower=%u", b);
-		seq_printf(s, " dma_bytes=%llu dma_maps=%llu irq_vectors=%u",
+		seq_printf(s, " dma_bytes=%llu dma_maps=%llu irq_vectors=%u irq_type=%s",
 			   READ_ONCE(lent->dma_bytes),
-			   READ_ONCE(lent->dma_count), READ_ONCE(lent->nvecs));
+			   READ_ONCE(lent->dma_count), READ_ONCE(lent->nvecs),
+			   dl_lent_irq_type_name(lent));
 		for (i = 0; i < DL_LCNT_NR; i++)
 			seq_printf(s, " %s=%lld", dl_lender_counter_names[i],
 				   atomic64_read(&lent->cnt[i]));

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{bail, ensure, Context};
 use devlend_agent::AgentClient;
 
 use crate::fabric::{self, sh};
@@ -34,8 +34,8 @@ pub fn ensure_module(agent: &AgentClient) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The first device of a PCI class (e.g. "0x010802" for NVMe).
-pub fn find_by_class(agent: &AgentClient, class: &str) -> anyhow::Result<PciDev> {
+/// The devices of a PCI class (e.g. "0x010802" for NVMe), in address order.
+pub fn find_all_by_class(agent: &AgentClient, class: &str) -> anyhow::Result<Vec<PciDev>> {
     let out = sh(
         agent,
         &format!(
@@ -44,16 +44,25 @@ pub fn find_by_class(agent: &AgentClient, class: &str) -> anyhow::Result<PciDev>
                  echo \"$(basename $d) $(cat $d/vendor) $(cat $d/device)\"; fi; done"
         ),
     )?;
-    let line = out
-        .lines()
+    out.lines()
+        .map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            ensure!(f.len() == 3, "PCI device line {line:?}");
+            Ok(PciDev {
+                addr: f[0].to_owned(),
+                vendor: f[1].to_owned(),
+                device: f[2].to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// The first device of a PCI class (e.g. "0x010802" for NVMe).
+pub fn find_by_class(agent: &AgentClient, class: &str) -> anyhow::Result<PciDev> {
+    find_all_by_class(agent, class)?
+        .into_iter()
         .next()
-        .with_context(|| format!("no PCI device of class {class}"))?;
-    let f: Vec<&str> = line.split_whitespace().collect();
-    Ok(PciDev {
-        addr: f[0].to_owned(),
-        vendor: f[1].to_owned(),
-        device: f[2].to_owned(),
-    })
+        .with_context(|| format!("no PCI device of class {class}"))
 }
 
 /// The driver a PCI device is bound to, if any.

@@ -6,9 +6,9 @@
 //! `device_list_lock` held and expects the driver to call
 //! `vfio_unpin_pages()` in it, which takes `iommu->lock`; opening a device
 //! (`vfio_iommu_type1_register_device`) takes the two the other way round.
-//! Every mdev driver that pins pages closes that cycle (kvmgt and vfio-ap
-//! also pin under a lock of their own that their `dma_unmap` takes, as
-//! devlend's borrower does with its `dma_lock`). docs/testing.md, "The
+//! Every mdev driver that pins pages closes that cycle (i915's kvmgt also
+//! pins under a lock of its own that its `dma_unmap` takes, as devlend's
+//! borrower does with its `dma_lock`). docs/testing.md, "The
 //! debug kernel", says why devlend cannot break it and why its own lock adds
 //! no deadlock the cycle does not already have.
 

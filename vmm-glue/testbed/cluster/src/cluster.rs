@@ -178,8 +178,9 @@ impl Cluster {
             watched,
         ));
         for spec in &self.cfg.topology.hosts {
-            for d in &spec.nvme {
-                create_sparse(&self.paths.nvme_file(&spec.name, &d.id), d.size.0)?;
+            let disks = spec.nvme.iter().map(|d| (&d.id, d.size));
+            for (id, size) in disks.chain(spec.ahci.iter().map(|d| (&d.id, d.size))) {
+                create_sparse(&self.paths.disk_file(&spec.name, id), size.0)?;
             }
         }
         // Start every QEMU first, then wait: the hosts boot in parallel.

@@ -59,9 +59,13 @@ impl RunPaths {
     pub fn ctl_file(&self) -> PathBuf {
         self.state.join("fabric.ctl")
     }
+    /// The backing file of a disk: an NVMe drive or an AHCI controller's.
+    pub fn disk_file(&self, host: &str, id: &str) -> PathBuf {
+        self.state.join(format!("{host}-{id}.img"))
+    }
     /// The backing file of an NVMe drive.
     pub fn nvme_file(&self, host: &str, id: &str) -> PathBuf {
-        self.state.join(format!("{host}-{id}.img"))
+        self.disk_file(host, id)
     }
 }
 
@@ -74,6 +78,8 @@ pub struct BootFiles {
     pub initrd: PathBuf,
     /// The agent binary, run inside the host from the outer machine's root.
     pub agent: PathBuf,
+    /// More kernel arguments for every host ("" for none).
+    pub append: String,
 }
 
 /// Doorbell vectors of the fabric adapter.
@@ -142,6 +148,10 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
     );
     if host.iommu {
         cmdline.push_str(" intel_iommu=on");
+    }
+    if !boot.append.is_empty() {
+        cmdline.push(' ');
+        cmdline.push_str(&boot.append);
     }
     push(
         &mut a,
@@ -233,7 +243,25 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
             ],
         )
     });
-    for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(igb)) {
+    let ahci = host.ahci.iter().map(|d| {
+        let file = path_str(&paths.disk_file(&host.name, &d.id));
+        let id = &d.id;
+        (
+            id.clone(),
+            vec![
+                "-drive".to_owned(),
+                format!("if=none,id=drv-{id},file={file},format=raw,cache=none,aio=threads"),
+                "-device".to_owned(),
+                format!("ich9-ahci,id={id},bus=rp-{id}"),
+                "-device".to_owned(),
+                format!(
+                    "ide-hd,drive=drv-{id},bus={id}.0,serial=devlend-{}-{id}",
+                    host.name
+                ),
+            ],
+        )
+    });
+    for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(igb).chain(ahci)) {
         push(
             &mut a,
             &[
@@ -254,6 +282,7 @@ mod tests {
         let t: Topology = toml::from_str(
             "name='t'\n[[host]]\nname='lender'\nmemory='1G'\niommu=true\n\
              [[host.nvme]]\nid='nvme0'\nsize='64M'\n[[host.igb]]\nid='igb0'\n\
+             [[host.ahci]]\nid='sata0'\nsize='16M'\n\
              [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n",
         )
         .unwrap();
@@ -274,6 +303,7 @@ mod tests {
             kernel: "/img/vmlinuz".into(),
             initrd: "/img/host-initrd.img".into(),
             agent: "/bin/devlend-agent".into(),
+            append: String::new(),
         }
     }
 
@@ -350,7 +380,15 @@ mod tests {
             value_after(&a, "-netdev", "igb0"),
             ["hubport,id=net-igb0,hubid=1"]
         );
-        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 2);
+        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 3);
+        assert_eq!(
+            value_after(&a, "-device", "sata0"),
+            [
+                "pcie-root-port,id=rp-sata0,chassis=3,slot=3",
+                "ich9-ahci,id=sata0,bus=rp-sata0",
+                "ide-hd,drive=drv-sata0,bus=sata0.0,serial=devlend-lender-sata0"
+            ]
+        );
         let b = args(1);
         assert!(!b.iter().any(|s| s == "intel-iommu"));
         assert!(!b.iter().any(|s| s.starts_with("nvme,")));

@@ -116,5 +116,7 @@ pub fn boot_files() -> Result<BootFiles, ToolsError> {
         kernel: images.join("vmlinuz"),
         initrd: images.join("host-initrd.img"),
         agent: our_binary("devlend-agent", "DEVLEND_AGENT")?,
+        // The debug kernel's setup asks for some (qemu-scripts/common.sh).
+        append: std::env::var("DEVLEND_HOST_APPEND").unwrap_or_default(),
     })
 }

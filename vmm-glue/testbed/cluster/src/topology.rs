@@ -132,6 +132,21 @@ pub struct HostSpec {
     /// Intel 82576 (igb) NICs this host carries; each has SR-IOV (7 VFs).
     #[serde(default)]
     pub igb: Vec<IgbSpec>,
+    /// ICH9 AHCI (SATA) controllers this host carries, each with one disk:
+    /// a device with MSI and no MSI-X.
+    #[serde(default)]
+    pub ahci: Vec<AhciSpec>,
+}
+
+/// An emulated ICH9 AHCI controller with one SATA disk on its first port,
+/// backed by a file on the outer machine.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AhciSpec {
+    /// Device id, unique in the host; `[a-z0-9-]`.
+    pub id: String,
+    /// Size of the disk's backing file created for this run.
+    pub size: Size,
 }
 
 /// An emulated igb NIC. Its network is an isolated QEMU hub: nothing it
@@ -256,7 +271,7 @@ impl Topology {
             if h.cpus == 0 || h.cpus > 8 {
                 return bad(format!("host {}: cpus must be 1 to 8", h.name));
             }
-            if (!h.nvme.is_empty() || !h.igb.is_empty()) && !h.iommu {
+            if (!h.nvme.is_empty() || !h.igb.is_empty() || !h.ahci.is_empty()) && !h.iommu {
                 return bad(format!(
                     "host {}: a host that lends devices needs `iommu = true` to isolate them",
                     h.name
@@ -267,17 +282,23 @@ impl Topology {
                 .iter()
                 .map(|d| d.id.as_str())
                 .chain(h.igb.iter().map(|d| d.id.as_str()))
+                .chain(h.ahci.iter().map(|d| d.id.as_str()))
                 .collect();
             for (j, id) in ids.iter().enumerate() {
                 if !is_name(id) || ids[..j].contains(id) {
                     return bad(format!("host {}: device id {id:?} bad or repeated", h.name));
                 }
             }
-            for d in &h.nvme {
-                if d.size.0 < 1 << 20 || d.size.0 % 4096 != 0 {
+            let disks = h
+                .nvme
+                .iter()
+                .map(|d| ("nvme", &d.id, d.size))
+                .chain(h.ahci.iter().map(|d| ("ahci", &d.id, d.size)));
+            for (kind, id, size) in disks {
+                if size.0 < 1 << 20 || size.0 % 4096 != 0 {
                     return bad(format!(
-                        "host {}: nvme {} size must be a multiple of 4K, at least 1M",
-                        h.name, d.id
+                        "host {}: {kind} {id} size must be a multiple of 4K, at least 1M",
+                        h.name
                     ));
                 }
             }
