@@ -53,6 +53,14 @@ devlend_use_debug_kernel() {
 	echo "debug kernel: $rel in $dk"
 	export HOST_KVER=$rel
 	export DEVLEND_NTB_DIR=$dk/ntb
+	# With 5-level paging (TCG's `-cpu max` has LA57), the lender's first
+	# interrupt, during CPU identification, trips KASAN's shadow of the
+	# direct map ("wild-memory-access in do_raw_spin_lock"); that report
+	# turned lockdep off for the whole run. Four levels avoid it.
+	export DEVLEND_HOST_APPEND=no5lvl
+	# Pinning a guest's memory on the debug kernel takes about a minute:
+	# guests wait that long for their NVMe (guest-init.sh).
+	export DEVLEND_GUEST_NVME_WAIT=300
 
 	# The module sources are built in a copy, so the checkout's own
 	# modules (for Debian's kernel) stay as they are.

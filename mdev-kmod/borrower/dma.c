@@ -48,6 +48,12 @@
 /* How often, and how far apart, a failed re-pin is tried again. */
 #define DL_REPIN_TRIES		10
 #define DL_REPIN_RETRY_MS	500
+/*
+ * How long the re-pin waits for QEMU to map again what it unmapped from
+ * under the pins: mapping a large guest's RAM into VFIO pins all of it and
+ * takes seconds (minutes on a debug kernel under TCG).
+ */
+#define DL_REPIN_WAIT_S		120
 
 /**
  * struct dl_pin_extent - pages pinned at consecutive IOVAs.
@@ -396,6 +402,67 @@ static struct dl_dma_span *dl_dma_spans(struct dl_vdev *v, unsigned int *nr)
 }
 
 /*
+ * Notes that QEMU unmapped [@start, @end), which was pinned: the re-pin
+ * waits for it to be mapped again. Past DL_DMA_HOLES ranges, all of them
+ * become the one range that spans them.
+ */
+static void dl_dma_hole_add(struct dl_vdev *v, u64 start, u64 end)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (v->nholes < DL_DMA_HOLES) {
+		v->holes[v->nholes].start = start;
+		v->holes[v->nholes].end = end;
+		v->nholes++;
+		return;
+	}
+	for (i = 0; i < v->nholes; i++) {
+		start = min(start, v->holes[i].start);
+		end = max(end, v->holes[i].end);
+	}
+	v->holes[0].start = start;
+	v->holes[0].end = end;
+	v->nholes = 1;
+}
+
+/*
+ * Bytes of the holes that lie in the guest's writable memory and are not
+ * pinned again yet. Memory the guest no longer has as RAM (a memslot gone
+ * or made read-only) is not waited for. Without KVM (a userspace driver
+ * unmaps its own buffers, for good) nothing is.
+ */
+static u64 dl_dma_holes_left(struct dl_vdev *v)
+{
+	struct dl_dma_span *spans;
+	unsigned int nr, i, j;
+	u64 left = 0, a, z, p, gap_end;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (!v->nholes || !v->vdev.kvm)
+		return 0;
+	spans = dl_dma_spans(v, &nr);
+	if (!spans)
+		return 0;
+	for (i = 0; i < v->nholes; i++) {
+		for (j = 0; j < nr; j++) {
+			a = max(v->holes[i].start, spans[j].iova);
+			z = min(v->holes[i].end,
+				spans[j].iova + (spans[j].npages << PAGE_SHIFT));
+			for (p = a; p < z; p = gap_end) {
+				p = dl_dma_next_gap(v, p, z, &gap_end);
+				if (p < z)
+					left += gap_end - p;
+			}
+		}
+	}
+	kvfree(spans);
+	return left;
+}
+
+/*
  * Whether the lender may map pages of this mdev: it was sent mappings and
  * has not said since that it holds none.
  */
@@ -608,6 +675,7 @@ int dl_dma_enable(struct dl_vdev *v)
 		/* Still mapped from before (BME never cleared): start over. */
 		dl_dma_release(v, 0, U64_MAX, true);
 	}
+	v->nholes = 0;
 	ret = dl_dma_fill(v, true);
 	v->dma_on = !ret;
 	mutex_unlock(&v->dma_lock);
@@ -636,6 +704,32 @@ static void dl_dma_window_closed(struct dl_vdev *v)
 			     ms, v->windows, v->window_ms);
 }
 
+/*
+ * A re-pin went through. If QEMU has not mapped all it unmapped again yet,
+ * looks again shortly (the window stays open); it gives up waiting after
+ * DL_REPIN_WAIT_S and says how much stays unmapped.
+ */
+static void dl_dma_repin_settle(struct dl_vdev *v)
+{
+	u64 left = dl_dma_holes_left(v);
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (left && v->window_start &&
+	    time_before(jiffies, v->window_start +
+				 (unsigned long)DL_REPIN_WAIT_S * HZ)) {
+		mod_delayed_work(system_unbound_wq, &v->repin_work,
+				 msecs_to_jiffies(DL_REPIN_RETRY_MS));
+		return;
+	}
+	if (left)
+		dev_warn_ratelimited(dl_vdev_dev(v),
+				     "%llu KiB of guest memory that QEMU unmapped were not mapped again within %u s; the device's DMA there faults\n",
+				     left >> 10, DL_REPIN_WAIT_S);
+	v->nholes = 0;
+	dl_dma_window_closed(v);
+}
+
 /**
  * dl_dma_repin_work() - pin and map again what VFIO's dma_unmap() took
  *	away while bus mastering stays on.
@@ -654,11 +748,13 @@ void dl_dma_repin_work(struct work_struct *work)
 
 	mutex_lock(&v->lock);
 	mutex_lock(&v->dma_lock);
-	if (v->open && v->dma_on && READ_ONCE(v->state) == DL_VDEV_BORROWED) {
+	if (!v->open || !v->dma_on || READ_ONCE(v->state) != DL_VDEV_BORROWED) {
+		v->nholes = 0;
+	} else {
 		ret = dl_dma_fill(v, false);
 		if (!ret) {
 			v->repin_tries = 0;
-			dl_dma_window_closed(v);
+			dl_dma_repin_settle(v);
 		} else if (++v->repin_tries < DL_REPIN_TRIES) {
 			dev_warn_ratelimited(dl_vdev_dev(v),
 					     "cannot map guest memory again: %d; retrying\n",
@@ -688,6 +784,7 @@ void dl_dma_disable(struct dl_vdev *v)
 
 	mutex_lock(&v->dma_lock);
 	v->dma_on = false;
+	v->nholes = 0;
 	if (v->dma_mapped || !list_empty(&v->pinned))
 		dl_dma_release(v, 0, U64_MAX, true);
 	mutex_unlock(&v->dma_lock);
@@ -705,19 +802,24 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 	struct dl_pin_extent *e;
 	u64 s = ALIGN_DOWN(iova, PAGE_SIZE);
 	u64 t = len > U64_MAX - iova ? U64_MAX : iova + len;
+	u64 hole_start = U64_MAX, hole_end = 0;
 	bool hit = false;
 
 	mutex_lock(&v->dma_lock);
 	list_for_each_entry(e, &v->pinned, node) {
-		if (e->iova < t && s < e->iova + (e->npages << PAGE_SHIFT)) {
+		u64 e_end = e->iova + (e->npages << PAGE_SHIFT);
+
+		if (e->iova < t && s < e_end) {
+			hole_start = min(hole_start, max(e->iova, s));
+			hole_end = max(hole_end, min(e_end, t));
 			hit = true;
-			break;
 		}
 	}
 	if (hit) {
 		dl_dma_release(v, s, t - s, false);
 		/* Pushed back by every unmap: QEMU maps again after the last. */
 		if (v->dma_on) {
+			dl_dma_hole_add(v, hole_start, hole_end);
 			if (!v->window_start)
 				v->window_start = jiffies ?: 1;
 			v->windows++;

@@ -245,6 +245,20 @@ struct dl_irq_ctx {
 	u32 lender_count;
 };
 
+/* Ranges of guest memory the re-pin waits for, before they are merged. */
+#define DL_DMA_HOLES	8
+
+/**
+ * struct dl_dma_hole - guest memory [@start, @end) that QEMU unmapped
+ *	from under the borrower's pins.
+ * @start: first IOVA.
+ * @end: IOVA after the last.
+ */
+struct dl_dma_hole {
+	u64 start;
+	u64 end;
+};
+
 /**
  * struct dl_vdev - one mdev: a VFIO PCI device that stands for a remote
  * device.
@@ -280,6 +294,10 @@ struct dl_irq_ctx {
  *	was on, 0 while nothing waits to be mapped again (@dma_lock).
  * @windows: unmaps while bus mastering was on (@dma_lock).
  * @window_ms: time DMA to unmapped guest memory was blocked (@dma_lock).
+ * @holes: ranges that were pinned when QEMU unmapped them while bus
+ *	mastering was on; the re-pin waits for QEMU to map them again
+ *	(@dma_lock).
+ * @nholes: how many of @holes are used (@dma_lock).
  * @irq_lock: the eventfds.
  * @irqs: INTx, MSI and MSI-X eventfds.
  * @err_trigger: the ERR eventfd.
@@ -315,6 +333,8 @@ struct dl_vdev {
 	unsigned long window_start;
 	unsigned int windows;
 	u64 window_ms;
+	struct dl_dma_hole holes[DL_DMA_HOLES];
+	unsigned int nholes;
 	spinlock_t irq_lock;		/* the eventfds */
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
 	struct eventfd_ctx *err_trigger;

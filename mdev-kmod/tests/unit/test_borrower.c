@@ -683,6 +683,52 @@ static void test_repin_failure(void)
 	xa_destroy(&v.pin_pages);
 }
 
+static void test_repin_waits(void)
+{
+	struct gmap saved;
+
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	v.open = true;
+
+	/* QEMU unmaps [1 MiB, 3 MiB) and has not mapped it again yet. */
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	CHECK_EQ(v.nholes, 1);
+	saved = gmaps[2];
+	CHECK_EQ(saved.iova, 1 * MiB);
+	gmaps[2].len = 0;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(v.npinned, 1183 - 512);
+	/* Not a failure: the window stays open and the re-pin looks again. */
+	CHECK(v.window_start != 0);
+	CHECK_EQ(v.repin_tries, 0);
+	CHECK_EQ(v.repin_work.delay, DL_REPIN_RETRY_MS);
+	CHECK_EQ(v.nholes, 1);
+
+	/* Mapped again: the next look pins it and the window closes. */
+	gmaps[2] = saved;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(v.npinned, 1183);
+	check_pins(1 * MiB, 4 * MiB, 1);
+	CHECK_EQ(v.window_start, 0);
+	CHECK_EQ(v.nholes, 0);
+
+	/* Gone for good: past DL_REPIN_WAIT_S the re-pin stops waiting. */
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	gmaps[2].len = 0;
+	jiffies += DL_REPIN_WAIT_S * HZ;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(v.window_start, 0);
+	CHECK_EQ(v.nholes, 0);
+	CHECK_EQ(v.npinned, 1183 - 512);
+	CHECK_EQ(v.windows, 2);
+
+	gmaps[2] = saved;
+	dl_dma_disable(&v);
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
+}
+
 static void test_probe(void)
 {
 	static const u64 ext[] = { 0, 512, 6 * MiB, 2 };
@@ -722,6 +768,8 @@ static const struct unit_test dma_tests[] = {
 	  test_enable_failures },
 	{ "re-pin: a failed map leaves no page pinned but unsent; retried",
 	  test_repin_failure },
+	{ "re-pin: waits for what QEMU has not mapped again, then gives up",
+	  test_repin_waits },
 	{ "enable without KVM: probing 2 MiB blocks", test_probe },
 };
 

@@ -44,6 +44,18 @@ impl Default for GuestOpts<'_> {
 }
 
 /// The QEMU command line of a nested guest running `cmd`.
+/// How long a guest's init waits for its NVMe namespaces (guest-init.sh's
+/// `devlend.nvme_wait`): `DEVLEND_GUEST_NVME_WAIT` seconds when set (the
+/// debug kernel's runs, where pinning a guest's memory takes a minute),
+/// else the init's own 10 s.
+fn nvme_wait() -> String {
+    std::env::var("DEVLEND_GUEST_NVME_WAIT")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map(|s| format!("devlend.nvme_wait={s} "))
+        .unwrap_or_default()
+}
+
 fn qemu_cmdline(images: &Path, cmd: &str, opts: &GuestOpts<'_>) -> String {
     let qmp = opts
         .qmp
@@ -53,9 +65,10 @@ fn qemu_cmdline(images: &Path, cmd: &str, opts: &GuestOpts<'_>) -> String {
         "qemu-system-x86_64 -accel kvm -cpu host -m {mem} -smp 1 -nodefaults \
          -display none -no-reboot -serial stdio {qmp} \
          -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
-         -append 'console=ttyS0 quiet panic=-1 devlend.cmd={b64}' {extra}",
+         -append 'console=ttyS0 quiet panic=-1 {wait}devlend.cmd={b64}' {extra}",
         mem = opts.mem_mib,
         img = devlend_cluster::host_view(images).display(),
+        wait = nvme_wait(),
         b64 = base64(cmd.as_bytes()),
         extra = opts.extra_qemu_args,
     )

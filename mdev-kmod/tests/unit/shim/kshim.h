@@ -242,6 +242,7 @@ extern unsigned long jiffies;
 #define msecs_to_jiffies(ms)	((unsigned long)(ms))
 #define jiffies_to_msecs(j)	((unsigned int)(j))
 #define time_after(a, b)	((long)((b) - (a)) < 0)
+#define time_before(a, b)	time_after(b, a)
 static inline void usleep_range(unsigned long lo, unsigned long hi)
 {
 	(void)hi;

@@ -6,7 +6,9 @@
 //! (threads, registers, local APICs, the end of the console) into the run
 //! directory and says so on stderr, so that a freeze explains itself
 //! rather than showing only as a test that timed out (docs/testing.md,
-//! "If a host freezes"). It only looks: it never wakes or signals a host.
+//! "If a host freezes"). After the first report it sends the host one
+//! interrupt (a key press), which ends a freeze caused by QEMU's lost
+//! wake-up of a halted vCPU; it never does anything else to a host.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -245,7 +247,10 @@ fn watch(
                     .map_or(0, |d| d.as_secs());
                 dir.join(format!("freeze-{}-{t}.log", h.name))
             });
-            let text = describe(h, pid, beat.1, silent);
+            let mut text = describe(h, pid, beat.1, silent);
+            if b.reports == 1 {
+                text.push_str(&kick(&h.qmp));
+            }
             append(file, &text);
             if let Ok(mut r) = reports.lock() {
                 if !r.contains(file) {
@@ -272,6 +277,22 @@ fn append(file: &Path, text: &str) {
         .and_then(|mut f| f.write_all(text.as_bytes()));
     if let Err(e) = r {
         log::warn!("watchdog: cannot write {}: {e}", file.display());
+    }
+}
+
+/// Sends a silent host an interrupt: a key press on its PS/2 keyboard
+/// (nothing reads it; the host's console is serial). QEMU 10.0's TCG can
+/// leave a halted vCPU asleep with an APIC timer interrupt pending
+/// (docs/testing.md, "If a host freezes"); any interrupt delivered to it
+/// wakes it, before the peers' timeout declares it down. A host that is
+/// stuck for another reason stays silent, and the second report says so.
+fn kick(qmp: &Path) -> String {
+    let keys = serde_json::json!({ "keys": [{ "type": "qcode", "data": "shift" }] });
+    let r = devlend::qmp::Qmp::connect(qmp, QMP_TIMEOUT)
+        .and_then(|mut q| q.execute("send-key", Some(keys), QMP_TIMEOUT));
+    match r {
+        Ok(_) => "-- kicked: a key press sent (an interrupt, for a lost wake-up)\n".to_owned(),
+        Err(e) => format!("-- kick (send-key) failed: {e}\n"),
     }
 }
 
