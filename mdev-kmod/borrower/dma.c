@@ -362,10 +362,12 @@ static int dl_dma_pin_span(struct dl_dma_batch *bt, const struct dl_dma_span *s)
 }
 
 /*
- * The memslots of the guest (every one), or the probe range without KVM,
- * in a new array; *@nr set to their count.
+ * The guest's writable memslots (every one), or the probe range without
+ * KVM; with @readonly its read-only memslots instead. In a new array;
+ * *@nr set to their count.
  */
-static struct dl_dma_span *dl_dma_spans(struct dl_vdev *v, unsigned int *nr)
+static struct dl_dma_span *dl_dma_slots(struct dl_vdev *v, bool readonly,
+					unsigned int *nr)
 {
 	struct kvm *kvm = v->vdev.kvm;
 	struct kvm_memory_slot *slot;
@@ -377,7 +379,7 @@ static struct dl_dma_span *dl_dma_spans(struct dl_vdev *v, unsigned int *nr)
 	*nr = 0;
 	if (!kvm) {
 		spans = kzalloc(sizeof(*spans), GFP_KERNEL);
-		if (spans) {
+		if (spans && !readonly) {
 			spans->npages = SZ_4G >> PAGE_SHIFT;
 			*nr = 1;
 		}
@@ -390,7 +392,8 @@ static struct dl_dma_span *dl_dma_spans(struct dl_vdev *v, unsigned int *nr)
 	spans = kvcalloc(max ?: 1, sizeof(*spans), GFP_KERNEL);
 	if (spans) {
 		kvm_for_each_memslot(slot, bkt, slots) {
-			if (slot->flags & KVM_MEM_READONLY || !slot->npages)
+			if (!!(slot->flags & KVM_MEM_READONLY) != readonly ||
+			    !slot->npages)
 				continue;
 			spans[*nr].iova = (u64)slot->base_gfn << PAGE_SHIFT;
 			spans[*nr].npages = slot->npages;
@@ -399,6 +402,12 @@ static struct dl_dma_span *dl_dma_spans(struct dl_vdev *v, unsigned int *nr)
 	}
 	srcu_read_unlock(&kvm->srcu, idx);
 	return spans;
+}
+
+/* The memory to pin: the guest's writable memslots, or the probe range. */
+static struct dl_dma_span *dl_dma_spans(struct dl_vdev *v, unsigned int *nr)
+{
+	return dl_dma_slots(v, false, nr);
 }
 
 /*
@@ -427,38 +436,53 @@ static void dl_dma_hole_add(struct dl_vdev *v, u64 start, u64 end)
 	v->nholes = 1;
 }
 
+/* Bytes of [@a, @z) in @ro, the read-only memslots. */
+static u64 dl_dma_in_slots(const struct dl_dma_span *ro, unsigned int nr,
+			   u64 a, u64 z)
+{
+	u64 in = 0, s, t;
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		s = max(a, ro[i].iova);
+		t = min(z, ro[i].iova + (ro[i].npages << PAGE_SHIFT));
+		if (s < t)
+			in += t - s;
+	}
+	return in;
+}
+
 /*
- * Bytes of the holes that lie in the guest's writable memory and are not
- * pinned again yet. Memory the guest no longer has as RAM (a memslot gone
- * or made read-only) is not waited for. Without KVM (a userspace driver
- * unmaps its own buffers, for good) nothing is.
+ * Bytes of the holes that are not pinned again yet, less what the guest
+ * now has as read-only memory (the BIOS write-protects its shadow area:
+ * VFIO maps that read-only, and it is never pinned again). Memory with no
+ * memslot is waited for: QEMU may add the memslot only after VFIO's map.
+ * Without KVM (a userspace driver unmaps its own buffers, for good)
+ * nothing is waited for.
  */
 static u64 dl_dma_holes_left(struct dl_vdev *v)
 {
-	struct dl_dma_span *spans;
-	unsigned int nr, i, j;
-	u64 left = 0, a, z, p, gap_end;
+	struct dl_dma_span *ro;
+	unsigned int nr, i;
+	u64 left = 0, p, end, gap_end;
 
 	lockdep_assert_held(&v->dma_lock);
 
 	if (!v->nholes || !v->vdev.kvm)
 		return 0;
-	spans = dl_dma_spans(v, &nr);
-	if (!spans)
+	ro = dl_dma_slots(v, true, &nr);
+	if (!ro)
 		return 0;
 	for (i = 0; i < v->nholes; i++) {
-		for (j = 0; j < nr; j++) {
-			a = max(v->holes[i].start, spans[j].iova);
-			z = min(v->holes[i].end,
-				spans[j].iova + (spans[j].npages << PAGE_SHIFT));
-			for (p = a; p < z; p = gap_end) {
-				p = dl_dma_next_gap(v, p, z, &gap_end);
-				if (p < z)
-					left += gap_end - p;
-			}
+		end = v->holes[i].end;
+		for (p = v->holes[i].start; p < end; p = gap_end) {
+			p = dl_dma_next_gap(v, p, end, &gap_end);
+			if (p < end)
+				left += gap_end - p -
+					dl_dma_in_slots(ro, nr, p, gap_end);
 		}
 	}
-	kvfree(spans);
+	kvfree(ro);
 	return left;
 }
 

@@ -705,6 +705,13 @@ static void test_repin_waits(void)
 	CHECK_EQ(v.repin_work.delay, DL_REPIN_RETRY_MS);
 	CHECK_EQ(v.nholes, 1);
 
+	/* Its memslot gone too (QEMU adds it back after VFIO's map): waited. */
+	slots[2].npages = 0;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK(v.window_start != 0);
+	CHECK_EQ(v.nholes, 1);
+	slots[2].npages = 4 * MiB / PAGE_SIZE;
+
 	/* Mapped again: the next look pins it and the window closes. */
 	gmaps[2] = saved;
 	dl_dma_repin_work(&v.repin_work.work);
@@ -723,7 +730,17 @@ static void test_repin_waits(void)
 	CHECK_EQ(v.npinned, 1183 - 512);
 	CHECK_EQ(v.windows, 2);
 
+	/* Read-only now (the BIOS's shadow area): not waited for. */
 	gmaps[2] = saved;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(v.npinned, 1183);
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	slots[2].flags = KVM_MEM_READONLY;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(v.window_start, 0);
+	CHECK_EQ(v.nholes, 0);
+	slots[2].flags = 0;
+
 	dl_dma_disable(&v);
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
@@ -768,7 +785,7 @@ static const struct unit_test dma_tests[] = {
 	  test_enable_failures },
 	{ "re-pin: a failed map leaves no page pinned but unsent; retried",
 	  test_repin_failure },
-	{ "re-pin: waits for what QEMU has not mapped again, then gives up",
+	{ "re-pin: waits for what QEMU has not mapped again (not read-only), then gives up",
 	  test_repin_waits },
 	{ "enable without KVM: probing 2 MiB blocks", test_probe },
 };
