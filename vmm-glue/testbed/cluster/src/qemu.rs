@@ -93,6 +93,17 @@ fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// A raw disk image `file` as the drive `drv-<id>`, for a device to use.
+fn drive_args(id: &str, file: &Path) -> Vec<String> {
+    vec![
+        "-drive".to_owned(),
+        format!(
+            "if=none,id=drv-{id},file={},format=raw,cache=none,aio=threads",
+            path_str(file)
+        ),
+    ]
+}
+
 /// The arguments (without the program) of QEMU for host `id`.
 pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles) -> Vec<OsString> {
     let host: &HostSpec = &topo.hosts[id];
@@ -219,17 +230,13 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
             .serial
             .clone()
             .unwrap_or_else(|| format!("devlend-{}-{}", host.name, d.id));
-        let file = path_str(&paths.nvme_file(&host.name, &d.id));
         let id = &d.id;
-        (
-            id.clone(),
-            vec![
-                "-drive".to_owned(),
-                format!("if=none,id=drv-{id},file={file},format=raw,cache=none,aio=threads"),
-                "-device".to_owned(),
-                format!("nvme,id={id},drive=drv-{id},serial={serial},bus=rp-{id}"),
-            ],
-        )
+        let mut args = drive_args(id, &paths.nvme_file(&host.name, id));
+        args.extend([
+            "-device".to_owned(),
+            format!("nvme,id={id},drive=drv-{id},serial={serial},bus=rp-{id}"),
+        ]);
+        (id.clone(), args)
     });
     let igb = host.igb.iter().enumerate().map(|(n, d)| {
         let id = &d.id;
@@ -244,22 +251,18 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         )
     });
     let ahci = host.ahci.iter().map(|d| {
-        let file = path_str(&paths.disk_file(&host.name, &d.id));
         let id = &d.id;
-        (
-            id.clone(),
-            vec![
-                "-drive".to_owned(),
-                format!("if=none,id=drv-{id},file={file},format=raw,cache=none,aio=threads"),
-                "-device".to_owned(),
-                format!("ich9-ahci,id={id},bus=rp-{id}"),
-                "-device".to_owned(),
-                format!(
-                    "ide-hd,drive=drv-{id},bus={id}.0,serial=devlend-{}-{id}",
-                    host.name
-                ),
-            ],
-        )
+        let mut args = drive_args(id, &paths.disk_file(&host.name, id));
+        args.extend([
+            "-device".to_owned(),
+            format!("ich9-ahci,id={id},bus=rp-{id}"),
+            "-device".to_owned(),
+            format!(
+                "ide-hd,drive=drv-{id},bus={id}.0,serial=devlend-{}-{id}",
+                host.name
+            ),
+        ]);
+        (id.clone(), args)
     });
     for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(igb).chain(ahci)) {
         push(
