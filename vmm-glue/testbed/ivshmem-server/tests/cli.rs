@@ -11,6 +11,15 @@ use devlend_wire::ControlArea;
 
 const BIN: &str = env!("CARGO_BIN_EXE_devlend-ivshmem-server");
 
+/// These tests run one at a time. Run in parallel threads, the SIGINT test
+/// saw its server close the first connection once in about 40 runs (none
+/// in 80 runs one at a time, none alone); the cause is not established.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn wait_for(path: &Path) {
     let start = Instant::now();
     while !path.exists() {
@@ -70,6 +79,7 @@ fn kill(child: &Child, sig: libc::c_int) {
 }
 
 fn stop_with(sig: libc::c_int, sig_name: &str) {
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let server = spawn(
         dir.path(),
@@ -149,6 +159,7 @@ fn sigint_stops_it_cleanly() {
 
 #[test]
 fn bad_arguments_fail_with_a_message() {
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let cases: &[(&[&str], &str)] = &[
         (&["--hosts", "9"], "max_hosts"),
