@@ -92,6 +92,23 @@ pub fn lent_state(agent: &AgentClient, addr: &str) -> anyhow::Result<String> {
     .to_owned())
 }
 
+/// Waits until the borrower lists a remote device whose name (its PCI
+/// address on the lender) is `addr`; `what` names it in the error.
+pub fn wait_remote_listed(borrower: &AgentClient, addr: &str, what: &str) -> anyhow::Result<()> {
+    wait_until(
+        what,
+        crate::twohost::WAIT,
+        || {
+            Ok(remote_devices(borrower)?
+                .values()
+                .any(|d| d.get("name").map(String::as_str) == Some(addr))
+                .to_string())
+        },
+        "true",
+    )?;
+    Ok(())
+}
+
 /// Waits until `probe` returns `want`.
 pub fn wait_until(
     what: &str,

@@ -37,17 +37,7 @@ pub fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
     if lending::driver_of(l, &nvme.addr)?.as_deref() != Some("devlend-lender") {
         lending::lend(l, &nvme.addr)?;
     }
-    lending::wait_until(
-        "remote NVMe on the borrower",
-        WAIT,
-        || {
-            Ok(lending::remote_devices(b)?
-                .values()
-                .any(|d| d.get("name") == Some(&nvme.addr))
-                .to_string())
-        },
-        "true",
-    )?;
+    lending::wait_remote_listed(b, &nvme.addr, "remote NVMe on the borrower")?;
     Ok(nvme)
 }
 

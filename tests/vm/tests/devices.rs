@@ -72,17 +72,7 @@ fn msi_ahci_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
         .context("no AHCI controller behind a root port on the lender")?;
     lending::lend(l, &ahci.addr)?;
     let remote = format!("{LENDER}/{}", ahci.addr);
-    lending::wait_until(
-        "remote AHCI controller on the borrower",
-        WAIT,
-        || {
-            Ok(lending::remote_devices(b)?
-                .values()
-                .any(|d| d.get("name") == Some(&ahci.addr))
-                .to_string())
-        },
-        "true",
-    )?;
+    lending::wait_remote_listed(b, &ahci.addr, "remote AHCI controller on the borrower")?;
     let fires_before = twohost::lender_counter(l, &ahci, "irq_fires")?;
     sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let uuid = lending::create_mdev(b, ANY_TYPE, Some(&remote))?;
