@@ -363,6 +363,25 @@ static void dl_config_init_bars(struct dl_vdev *v)
 	dl_config_put(v, PCI_ROM_ADDRESS, 4, 0);
 }
 
+/*
+ * INTx is offered (the device's pin kept) only where the lender can mask
+ * it at the device (PCI 2.3): a level interrupt it cannot mask would keep
+ * firing while the guest has not served it, or be lost.
+ */
+static void dl_config_init_intx_pin(struct dl_vdev *v)
+{
+	u8 pin = v->vconfig[PCI_INTERRUPT_PIN];
+
+	if (pin > 4)
+		pin = 0;
+	if (pin && !(v->info.flags & DL_DEV_F_INTX)) {
+		dev_info(dl_vdev_dev(v),
+			 "INTx not offered: the lender cannot mask this device's INTx (no PCI 2.3 INTx disable)\n");
+		pin = 0;
+	}
+	dl_config_put(v, PCI_INTERRUPT_PIN, 1, pin);
+}
+
 /**
  * dl_config_init() - read the remote device's config space at open.
  * @v: the mdev; caller holds v->lock.
@@ -390,7 +409,7 @@ int dl_config_init(struct dl_vdev *v)
 	dl_config_put(v, PCI_VENDOR_ID, 2, v->info.vendor);
 	dl_config_put(v, PCI_DEVICE_ID, 2, v->info.device);
 	dl_config_put(v, PCI_CLASS_REVISION, 4, v->info.class_rev);
-	dl_config_put(v, PCI_INTERRUPT_PIN, 1, 0);
+	dl_config_init_intx_pin(v);
 	/* Whatever the lender left on, the guest starts with it off. */
 	dl_config_after_reset(v);
 	return 0;

@@ -300,6 +300,10 @@ struct dl_dma_hole {
  * @nholes: how many of @holes are used (@dma_lock).
  * @irq_lock: the eventfds.
  * @irqs: INTx, MSI and MSI-X eventfds.
+ * @intx_unmask_msg: the lender took INTx with %DL_IRQ_SET_F_UNMASK_MSG:
+ *	VFIO's mask and unmask go to it as %DL_MSG_IRQ_MASK (@lock).
+ * @intx_unmask: the virqfd that unmasks INTx when its eventfd (KVM's
+ *	resampler, at the guest's EOI) is signalled, or NULL (@lock).
  * @err_trigger: the ERR eventfd.
  * @req_trigger: the REQ eventfd.
  */
@@ -337,6 +341,8 @@ struct dl_vdev {
 	unsigned int nholes;
 	spinlock_t irq_lock;		/* the eventfds */
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
+	bool intx_unmask_msg;
+	struct virqfd *intx_unmask;
 	struct eventfd_ctx *err_trigger;
 	struct eventfd_ctx *req_trigger;
 };

@@ -10,6 +10,14 @@
  * always sees a whole count. DL_MSG_IRQ_FIRE from the lender signals the
  * vector's eventfd (KVM's irqfd then injects it into the guest).
  *
+ * INTx is level triggered and AUTOMASKED, as vfio-pci's: the lender masks
+ * it at the device when it fires, and VFIO's unmask ends it (SET_IRQS
+ * UNMASK, by a VMM at a BAR access, or from an unmask eventfd, which KVM's
+ * resampler signals at the guest's EOI); each mask and unmask is a posted
+ * DL_MSG_IRQ_MASK, in ring order after the BAR accesses before it. A
+ * lender that does not know DL_IRQ_SET_F_UNMASK_MSG ends INTx at the next
+ * BAR access itself, and then mask and unmask are no-ops here.
+ *
  * ERR (count 1) is signalled when the mdev loses its remote device, REQ
  * (count 1) from VFIO's request op.
  *
@@ -76,6 +84,7 @@ static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 		.type = cpu_to_le16(dl_irq_wire_type[index]),
 		.count = cpu_to_le32(count),
 	};
+	bool intx = index == VFIO_PCI_INTX_IRQ_INDEX && count;
 	int ret;
 
 	lockdep_assert_held(&v->lock);
@@ -87,7 +96,18 @@ static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 	} else if (READ_ONCE(v->state) != DL_VDEV_BORROWED) {
 		return 0;
 	}
+	if (intx)
+		set.flags = cpu_to_le16(DL_IRQ_SET_F_UNMASK_MSG);
 	ret = dl_vdev_request(v, DL_MSG_IRQ_SET, &set, sizeof(set), NULL, 0);
+	if (intx) {
+		v->intx_unmask_msg = !ret;
+		if (ret == -EINVAL) {
+			/* A lender without the flag: it ends INTx itself. */
+			set.flags = 0;
+			ret = dl_vdev_request(v, DL_MSG_IRQ_SET, &set,
+					      sizeof(set), NULL, 0);
+		}
+	}
 	if (ret)
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "the lender refused %u vectors of type %u: %d\n",
@@ -104,6 +124,11 @@ static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
 
 	lockdep_assert_held(&v->lock);
 
+	if (index == VFIO_PCI_INTX_IRQ_INDEX) {
+		/* No unmask is sent once this returns. */
+		vfio_virqfd_disable(&v->intx_unmask);
+		v->intx_unmask_msg = false;
+	}
 	if (ctx->lender_count) {
 		dl_irq_lender_set(v, index, 0);
 		ctx->lender_count = 0;
@@ -228,6 +253,85 @@ static int dl_irq_set_vectors(struct dl_vdev *v, struct vfio_irq_set *hdr,
 	return 0;
 }
 
+static void dl_intx_mask_msg(struct dl_vdev *v, bool mask,
+			     struct dl_irq_mask *m)
+{
+	*m = (struct dl_irq_mask){
+		.dev_id = cpu_to_le32(READ_ONCE(v->dev_id)),
+		.type = cpu_to_le16(DL_IRQ_INTX),
+		.mask = mask,
+	};
+}
+
+/* Masks or unmasks INTx at the lender; may sleep while its ring is full. */
+static int dl_intx_send_mask(struct dl_vdev *v, bool mask)
+{
+	struct dl_irq_mask m;
+
+	dl_intx_mask_msg(v, mask, &m);
+	return dl_fabric_send(v->b->fab, READ_ONCE(v->host), DL_MSG_IRQ_MASK,
+			      &m, sizeof(m));
+}
+
+/*
+ * The unmask eventfd was signalled (vfio_virqfd, in the eventfd's wake-up,
+ * which must not sleep): unmask from here when the ring has room, else
+ * from dl_intx_unmask_thread(). Neither takes @v->lock, which is held
+ * while the virqfd is torn down (vfio_virqfd_disable() waits for them).
+ */
+static int dl_intx_unmask_handler(void *opaque, void *unused)
+{
+	struct dl_vdev *v = opaque;
+	struct dl_irq_mask m;
+
+	dl_intx_mask_msg(v, false, &m);
+	return dl_fabric_send_atomic(v->b->fab, READ_ONCE(v->host),
+				     DL_MSG_IRQ_MASK, &m, sizeof(m)) == -EAGAIN;
+}
+
+static void dl_intx_unmask_thread(void *opaque, void *unused)
+{
+	struct dl_vdev *v = opaque;
+
+	if (dl_intx_send_mask(v, false))
+		dev_dbg_ratelimited(dl_vdev_dev(v), "INTx unmask not sent\n");
+}
+
+/*
+ * SET_IRQS ACTION_MASK and ACTION_UNMASK on INTx, after vfio-pci's
+ * vfio_pci_set_intx_mask() and vfio_pci_set_intx_unmask().
+ */
+static int dl_irq_set_intx_mask(struct dl_vdev *v, struct vfio_irq_set *hdr,
+				void *data)
+{
+	bool mask = (hdr->flags & VFIO_IRQ_SET_ACTION_TYPE_MASK) ==
+		    VFIO_IRQ_SET_ACTION_MASK;
+	s32 fd;
+
+	if (!v->irqs[VFIO_PCI_INTX_IRQ_INDEX].count || hdr->start ||
+	    hdr->count != 1)
+		return -EINVAL;
+	if (hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD) {
+		if (mask)
+			return -ENOTTY;	/* as vfio-pci */
+		fd = *(s32 *)data;
+		if (fd < 0) {
+			vfio_virqfd_disable(&v->intx_unmask);
+			return 0;
+		}
+		if (!v->intx_unmask_msg)
+			return 0;	/* the lender ends INTx itself */
+		return vfio_virqfd_enable(v, dl_intx_unmask_handler,
+					  dl_intx_unmask_thread, NULL,
+					  &v->intx_unmask, fd);
+	}
+	if (hdr->flags & VFIO_IRQ_SET_DATA_BOOL && !*(u8 *)data)
+		return 0;
+	if (!v->intx_unmask_msg)
+		return 0;
+	return dl_intx_send_mask(v, mask);
+}
+
 /* SET_IRQS ACTION_TRIGGER on ERR or REQ. */
 static int dl_irq_set_notifier(struct dl_vdev *v, struct eventfd_ctx **slot,
 			       struct vfio_irq_set *hdr, void *data)
@@ -265,12 +369,8 @@ int dl_irq_set(struct dl_vdev *v, struct vfio_irq_set *hdr, void *data)
 	switch (hdr->index) {
 	case VFIO_PCI_INTX_IRQ_INDEX:
 		if (action == VFIO_IRQ_SET_ACTION_MASK ||
-		    action == VFIO_IRQ_SET_ACTION_UNMASK) {
-			/* The lender masks and unmasks the line itself. */
-			if (hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD)
-				return -EINVAL;
-			return 0;
-		}
+		    action == VFIO_IRQ_SET_ACTION_UNMASK)
+			return dl_irq_set_intx_mask(v, hdr, data);
 		fallthrough;
 	case VFIO_PCI_MSI_IRQ_INDEX:
 	case VFIO_PCI_MSIX_IRQ_INDEX:

@@ -163,7 +163,7 @@ void dl_lent_fast_update(struct dl_lent *lent)
 			  lent->fab && !READ_ONCE(lent->slow_busy) &&
 			  !atomic_read(&lent->slow_holds) &&
 			  (lent->cmd & PCI_COMMAND_MEMORY) &&
-			  !dl_lent_intx_relayed(lent);
+			  !dl_lent_intx_ends_on_access(lent);
 	lent->fast_fab = lent->fab;
 	lent->fast_peer = lent->borrower;
 	lent->fast_epoch = lower_32_bits(lent->borrower_inc);

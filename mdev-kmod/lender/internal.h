@@ -82,6 +82,8 @@ enum dl_lender_counter {
 	DL_LCNT_IRQ_SETS,
 	DL_LCNT_IRQ_FIRES,
 	DL_LCNT_IRQ_FIRE_ERRORS,
+	DL_LCNT_INTX_MASKS,	/* masks asked by the holder */
+	DL_LCNT_INTX_UNMASKS,	/* unmasks (ends of INTx) asked by the holder */
 	DL_LCNT_ACQUIRES,
 	DL_LCNT_RELEASES,
 	DL_LCNT_RECLAIMS,	/* taken back without a release */
@@ -182,8 +184,11 @@ struct dl_lent_dma {
  * @intx_ok: the device has INTx and can mask it (PCI 2.3).
  * @intx_lock: see the top of this file.
  * @intx_masked: the lender set INTx disable at the device: INTx fired and
- *	waits for the holder's next BAR access, or the borrower disabled it,
- *	or the relay is not set up (@intx_lock).
+ *	waits for its end (the holder's unmask, or with
+ *	!@intx_unmask_msg its next BAR access), or the borrower disabled or
+ *	masked it, or the relay is not set up (@intx_lock).
+ * @intx_unmask_msg: the holder ends each INTx with a %DL_MSG_IRQ_MASK
+ *	(%DL_IRQ_SET_F_UNMASK_MSG), not by a BAR access (@lock).
  * @intx_vdis: the borrower's INTx disable bit, virtual (@lock).
  * @slow_work: does what may block off the fabric's receive and liveness
  *	works: a request (DEV_RESET, DEV_RELEASE), which it then answers, and
@@ -258,6 +263,7 @@ struct dl_lent {
 	bool intx_ok;
 	spinlock_t intx_lock;	/* see above */
 	bool intx_masked;
+	bool intx_unmask_msg;
 	bool intx_vdis;
 
 	struct work_struct slow_work;
@@ -336,6 +342,15 @@ static inline bool dl_lent_intx_relayed(struct dl_lent *lent)
 	return lent->vecs && lent->vec_type == DL_IRQ_INTX;
 }
 
+/*
+ * Whether the holder's BAR accesses end a relayed INTx (a holder that does
+ * not send unmasks); @lent->lock held.
+ */
+static inline bool dl_lent_intx_ends_on_access(struct dl_lent *lent)
+{
+	return dl_lent_intx_relayed(lent) && !lent->intx_unmask_msg;
+}
+
 /* bar.c */
 int dl_lent_bar_verdict(struct dl_lent *lent, const struct dl_bar_access *a,
 			enum dl_lender_reject *why);
@@ -411,10 +426,12 @@ void dl_lent_fault_work(struct work_struct *work);
 
 /* irq.c */
 int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
-		    u16 type, u32 count);
+		    u16 type, u32 count, u16 set_flags);
 void dl_lent_irq_release(struct dl_lent *lent);
 void dl_lent_intx_mask(struct dl_lent *lent);
 void dl_lent_intx_eoi(struct dl_lent *lent);
+void dl_lent_intx_bar_access(struct dl_lent *lent);
+int dl_lent_intx_set_masked(struct dl_lent *lent, bool mask);
 void dl_lent_intx_vdisable(struct dl_lent *lent, bool disable);
 
 /* debugfs.c */

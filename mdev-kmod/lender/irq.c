@@ -6,10 +6,12 @@
  * The MSI-X table stays the lender's (BAR accesses never reach it; the
  * borrower's VMM emulates the guest's view). INTx is level triggered: the
  * hard handler masks it at the device (DisINTx, PCI 2.3 masking, as
- * vfio-pci does) and the next BAR access of the holder, which is how the
- * guest's handler serves the device, unmasks it again, the way QEMU's
- * vfio-pci ends an INTx without a KVM resampler. If the device still
- * asserts it then, it stays masked and fires again.
+ * vfio-pci does) and it stays masked until the holder ends it: with
+ * DL_MSG_IRQ_MASK's unmask, which the borrower sends for VFIO's unmask (at
+ * the guest's EOI, through KVM's resampler, or at a BAR access in a VMM
+ * without one), or, for a borrower that does not send unmasks, at its next
+ * BAR access, which is how the guest's handler serves the device. If the
+ * device still asserts it then, it stays masked and fires again.
  *
  * INTx disable at the device is the lender's alone: it is clear only while
  * the relay's handler is registered, has not fired since the holder's last
@@ -135,6 +137,17 @@ void dl_lent_intx_eoi(struct dl_lent *lent)
 }
 
 /**
+ * dl_lent_intx_bar_access() - the holder read or wrote a BAR: the end of a
+ *	relayed INTx for a holder that does not send unmasks.
+ * @lent: the device; @lent->lock held.
+ */
+void dl_lent_intx_bar_access(struct dl_lent *lent)
+{
+	if (dl_lent_intx_ends_on_access(lent))
+		dl_lent_intx_eoi(lent);
+}
+
+/**
  * dl_lent_intx_vdisable() - the borrower wrote its INTx disable bit.
  * @lent: the device; @lent->lock held.
  * @disable: the bit's new value.
@@ -158,7 +171,7 @@ void dl_lent_intx_vdisable(struct dl_lent *lent, bool disable)
 }
 
 static int dl_lent_intx_set(struct dl_lent *lent, struct dl_fabric *fab,
-			    u32 peer)
+			    u32 peer, u16 flags)
 {
 	struct pci_dev *pdev = lent->pdev;
 	struct dl_lent_vec *vec;
@@ -190,6 +203,7 @@ static int dl_lent_intx_set(struct dl_lent *lent, struct dl_fabric *fab,
 	}
 	lent->vecs = vec;
 	lent->vec_type = DL_IRQ_INTX;
+	lent->intx_unmask_msg = flags & DL_IRQ_SET_F_UNMASK_MSG;
 	WRITE_ONCE(lent->nvecs, 1);
 	dl_lent_intx_eoi(lent);
 	return 0;
@@ -222,7 +236,32 @@ void dl_lent_irq_release(struct dl_lent *lent)
 	}
 	kfree(lent->vecs);
 	lent->vecs = NULL;
+	lent->intx_unmask_msg = false;
 	WRITE_ONCE(lent->nvecs, 0);
+}
+
+/**
+ * dl_lent_intx_set_masked() - the holder masks or unmasks its relayed INTx
+ *	(%DL_MSG_IRQ_MASK).
+ * @lent: the device; @lent->lock held, the requester checked as holder.
+ * @mask: mask, else unmask (the end of an INTx).
+ *
+ * Return: 0, or -EINVAL unless the holder set INTx up to send these.
+ */
+int dl_lent_intx_set_masked(struct dl_lent *lent, bool mask)
+{
+	lockdep_assert_held(&lent->lock);
+
+	if (!dl_lent_intx_relayed(lent) || !lent->intx_unmask_msg)
+		return -EINVAL;
+	if (mask) {
+		dl_lent_intx_mask(lent);
+		dl_lent_count(lent, DL_LCNT_INTX_MASKS);
+	} else {
+		dl_lent_intx_eoi(lent);
+		dl_lent_count(lent, DL_LCNT_INTX_UNMASKS);
+	}
+	return 0;
 }
 
 /**
@@ -232,6 +271,7 @@ void dl_lent_irq_release(struct dl_lent *lent)
  * @peer: the holder.
  * @type: an &enum dl_irq_type, from the peer.
  * @count: vectors, from the peer.
+ * @set_flags: DL_IRQ_SET_F_*, from the peer (checked: only with INTx).
  *
  * Vectors taken before (of any type) are released first, as VFIO does
  * when a VMM switches interrupt modes.
@@ -241,10 +281,10 @@ void dl_lent_irq_release(struct dl_lent *lent)
  * of allocating or requesting them (then none is held).
  */
 int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
-		    u16 type, u32 count)
+		    u16 type, u32 count, u16 set_flags)
 {
 	struct pci_dev *pdev = lent->pdev;
-	unsigned int flags;
+	unsigned int irq_flags;
 	int max, ret, i;
 
 	lockdep_assert_held(&lent->lock);
@@ -252,15 +292,15 @@ int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 	switch (type) {
 	case DL_IRQ_MSIX:
 		max = pci_msix_vec_count(pdev);
-		flags = PCI_IRQ_MSIX;
+		irq_flags = PCI_IRQ_MSIX;
 		break;
 	case DL_IRQ_MSI:
 		max = pci_msi_vec_count(pdev);
-		flags = PCI_IRQ_MSI;
+		irq_flags = PCI_IRQ_MSI;
 		break;
 	case DL_IRQ_INTX:
 		max = 1;
-		flags = 0;
+		irq_flags = 0;
 		break;
 	default:
 		return -EINVAL;
@@ -276,12 +316,12 @@ int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 
 	dl_lent_irq_release(lent);
 	if (type == DL_IRQ_INTX)
-		return dl_lent_intx_set(lent, fab, peer);
+		return dl_lent_intx_set(lent, fab, peer, set_flags);
 
 	lent->vecs = kcalloc(count, sizeof(*lent->vecs), GFP_KERNEL);
 	if (!lent->vecs)
 		return -ENOMEM;
-	ret = pci_alloc_irq_vectors(pdev, count, count, flags);
+	ret = pci_alloc_irq_vectors(pdev, count, count, irq_flags);
 	if (ret < 0)
 		goto err_free_vecs;
 

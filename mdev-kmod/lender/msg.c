@@ -399,6 +399,7 @@ union dl_lender_req {
 	struct dl_bar_access bar;
 	struct dl_dma_unmap unmap;
 	struct dl_irq_set irq;
+	struct dl_irq_mask irq_mask;
 };
 
 union dl_lender_resp {
@@ -578,7 +579,7 @@ static int dl_serve_bar_read(struct dl_lender_call *c)
 	c->resp.bar.value = cpu_to_le64(dl_lent_bar_read(c->lent, a));
 	c->resp_len = sizeof(c->resp.bar);
 	dl_lent_count(c->lent, DL_LCNT_BAR_READS);
-	dl_lent_intx_eoi(c->lent);
+	dl_lent_intx_bar_access(c->lent);
 	return 0;
 }
 
@@ -591,7 +592,7 @@ static int dl_serve_bar_write(struct dl_lender_call *c)
 		return err;
 	dl_lent_bar_write(c->lent, &c->req.bar);
 	dl_lent_count(c->lent, DL_LCNT_BAR_WRITES);
-	dl_lent_intx_eoi(c->lent);
+	dl_lent_intx_bar_access(c->lent);
 	return 0;
 }
 
@@ -653,8 +654,12 @@ static int dl_serve_dma_unmap(struct dl_lender_call *c)
 static bool dl_irq_set_ok(const struct dl_fabric_msg *msg)
 {
 	const struct dl_irq_set *s = msg->data;
+	u16 flags = le16_to_cpu(s->flags);
 
-	return !s->reserved;
+	if (!flags)
+		return true;
+	return !(flags & ~DL_IRQ_SET_F_UNMASK_MSG) &&
+	       le16_to_cpu(s->type) == DL_IRQ_INTX;
 }
 
 static int dl_serve_irq_set(struct dl_lender_call *c)
@@ -663,7 +668,8 @@ static int dl_serve_irq_set(struct dl_lender_call *c)
 	int err;
 
 	err = dl_lent_irq_set(c->lent, c->fab, c->msg->peer,
-			      le16_to_cpu(s->type), le32_to_cpu(s->count));
+			      le16_to_cpu(s->type), le32_to_cpu(s->count),
+			      le16_to_cpu(s->flags));
 	if (err) {
 		dl_lent_reject(c->lent, DL_REJ_IRQ);
 		pci_info_ratelimited(c->lent->pdev,
@@ -674,6 +680,25 @@ static int dl_serve_irq_set(struct dl_lender_call *c)
 	}
 	dl_lent_count(c->lent, DL_LCNT_IRQ_SETS);
 	return 0;
+}
+
+/* Only INTx is masked by the holder, and it has one vector. */
+static bool dl_irq_mask_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_irq_mask *m = msg->data;
+
+	return le16_to_cpu(m->type) == DL_IRQ_INTX && !m->vector &&
+	       m->mask <= 1 && !memchr_inv(m->reserved, 0, sizeof(m->reserved));
+}
+
+static int dl_serve_irq_mask(struct dl_lender_call *c)
+{
+	int err;
+
+	err = dl_lent_intx_set_masked(c->lent, c->req.irq_mask.mask);
+	if (err)
+		dl_lent_reject(c->lent, DL_REJ_IRQ);
+	return err;
 }
 
 static const struct dl_lender_op dl_lender_ops[] = {
@@ -702,6 +727,8 @@ static const struct dl_lender_op dl_lender_ops[] = {
 	  NULL, dl_serve_dma_unmap },
 	{ DL_MSG_IRQ_SET, sizeof(struct dl_irq_set), DL_ACC_HOLDER, false,
 	  dl_irq_set_ok, dl_serve_irq_set },
+	{ DL_MSG_IRQ_MASK, sizeof(struct dl_irq_mask), DL_ACC_HOLDER, true,
+	  dl_irq_mask_ok, dl_serve_irq_mask },
 };
 
 static const struct dl_lender_op *dl_lender_op_find(u16 type)
@@ -729,7 +756,8 @@ static void dl_lender_on_dev_msg(struct dl_fabric *fab,
 		     offsetof(struct dl_bar_access, dev_id) ||
 		     offsetof(struct dl_dma_map, dev_id) ||
 		     offsetof(struct dl_dma_unmap, dev_id) ||
-		     offsetof(struct dl_irq_set, dev_id));
+		     offsetof(struct dl_irq_set, dev_id) ||
+		     offsetof(struct dl_irq_mask, dev_id));
 
 	if (WARN_ON_ONCE(!op))
 		goto out_respond;

@@ -177,6 +177,7 @@ enum dl_msg_type {
 	DL_MSG_IRQ_FIRE = 29,	/* post, lender: dl_irq_fire */
 	DL_MSG_DEV_FAULT = 30,	/* post, lender: dl_dev_fault */
 	DL_MSG_CFG_READ_BLOCK = 31,	/* dl_cfg_block_req -> dl_cfg_block */
+	DL_MSG_IRQ_MASK = 32,	/* post, borrower: dl_irq_mask */
 	/* The emulated NTB hardware (devlend_ntb_emu), port to port. */
 	DL_MSG_NTB_HELLO = 40,	/* post: dl_ntb_hello, the sender's port */
 	DL_MSG_NTB_DB = 41,	/* post: dl_ntb_db, doorbell bits to set */
@@ -463,20 +464,49 @@ enum dl_irq_type {
 	DL_IRQ_MSIX = 2,
 };
 
+/*
+ * struct dl_irq_set.flags: with %DL_IRQ_INTX only. The borrower ends each
+ * relayed INTx itself, with a %DL_MSG_IRQ_MASK that unmasks it (VFIO's
+ * unmask, which a VMM sends at the guest's EOI). Without it the lender
+ * ends an INTx at the holder's next BAR access, as a lender that does not
+ * know the flag does (it refuses the request as malformed).
+ */
+#define DL_IRQ_SET_F_UNMASK_MSG	0x0001
+
 /**
  * struct dl_irq_set - %DL_MSG_IRQ_SET: have the lender take (@count > 0)
  * or release (@count == 0) the device's vectors of @type. Vectors the
  * lender takes fire %DL_MSG_IRQ_FIRE to the borrower.
  * @dev_id: the device.
  * @type: an &enum dl_irq_type.
- * @reserved: zero.
+ * @flags: DL_IRQ_SET_F_*, zero unless @type is %DL_IRQ_INTX.
  * @count: vectors, 0 to release all of @type.
  */
 struct dl_irq_set {
 	__le32 dev_id;
 	__le16 type;
-	__le16 reserved;
+	__le16 flags;
 	__le32 count;
+} __attribute__((packed));
+
+/**
+ * struct dl_irq_mask - %DL_MSG_IRQ_MASK, borrower to lender, posted: mask
+ * or unmask a relayed INTx at the device (VFIO's SET_IRQS MASK and UNMASK
+ * of the INTx index). The lender masks INTx itself when it fires; an
+ * unmask ends it, and if the device still asserts it, it fires again.
+ * Only while the holder has INTx set up with %DL_IRQ_SET_F_UNMASK_MSG.
+ * @dev_id: the device.
+ * @type: %DL_IRQ_INTX (the only maskable type).
+ * @vector: 0.
+ * @mask: 1 to mask, 0 to unmask.
+ * @reserved: zero.
+ */
+struct dl_irq_mask {
+	__le32 dev_id;
+	__le16 type;
+	__le16 vector;
+	__u8 mask;
+	__u8 reserved[3];
 } __attribute__((packed));
 
 /**
@@ -584,6 +614,7 @@ struct dl_ntb_mw {
 #define DL_DMA_UNMAP_SIZE	24
 #define DL_IRQ_SET_SIZE		12
 #define DL_IRQ_FIRE_SIZE	8
+#define DL_IRQ_MASK_SIZE	12
 #define DL_DEV_FAULT_SIZE	16
 #define DL_NTB_HELLO_SIZE	8
 #define DL_NTB_DB_SIZE		8

@@ -1100,6 +1100,34 @@ static void test_config_flr(void)
 	dl_config_free(&v);
 }
 
+/* INTx: the device's pin only where the lender can mask INTx. */
+static void test_config_intx_pin(void)
+{
+	setup_config();
+	CHECK_EQ(dl_config_init(&v), 0);
+	CHECK_EQ(cfg_read(PCI_INTERRUPT_PIN, 1), 0);
+	dl_config_free(&v);
+
+	setup_config();
+	v.info.flags |= DL_DEV_F_INTX;
+	CHECK_EQ(dl_config_init(&v), 0);
+	ncreads = 0;
+	CHECK_EQ(cfg_read(PCI_INTERRUPT_PIN, 1), 1);
+	CHECK_EQ(ncreads, 0);
+	cfg_write(PCI_INTERRUPT_PIN, 1, 3);	/* read-only */
+	CHECK_EQ(cfg_read(PCI_INTERRUPT_PIN, 1), 1);
+	CHECK_EQ(ncwrites, 0);
+	dl_config_free(&v);
+
+	/* A pin no PCI device has: none. */
+	setup_config();
+	v.info.flags |= DL_DEV_F_INTX;
+	rcfg[PCI_INTERRUPT_PIN] = 9;
+	CHECK_EQ(dl_config_init(&v), 0);
+	CHECK_EQ(cfg_read(PCI_INTERRUPT_PIN, 1), 0);
+	dl_config_free(&v);
+}
+
 static const struct unit_test config_tests[] = {
 	{ "init: capabilities found, regions, the guest's starting view",
 	  test_config_init },
@@ -1114,6 +1142,8 @@ static const struct unit_test config_tests[] = {
 	  test_config_command },
 	{ "PCIe FLR is a reset; writes split at region ends",
 	  test_config_flr },
+	{ "INTx pin offered only where the lender masks INTx",
+	  test_config_intx_pin },
 };
 
 UNIT_SUITE(borrower_config_suite, "borrower/config.c: virtual config space",

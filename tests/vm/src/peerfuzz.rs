@@ -451,6 +451,9 @@ const T_IRQ_SET: u16 = sys::DL_MSG_IRQ_SET as u16;
 const T_IRQ_FIRE: u16 = sys::DL_MSG_IRQ_FIRE as u16;
 const T_DEV_FAULT: u16 = sys::DL_MSG_DEV_FAULT as u16;
 const T_CFG_READ_BLOCK: u16 = sys::DL_MSG_CFG_READ_BLOCK as u16;
+const T_IRQ_MASK: u16 = sys::DL_MSG_IRQ_MASK as u16;
+/// The last lending type a lender knows.
+const T_LAST_KNOWN: u16 = T_IRQ_MASK;
 
 const S_OK: u32 = sys::DL_STATUS_OK;
 const S_EINVAL: u32 = sys::DL_STATUS_EINVAL;
@@ -480,6 +483,7 @@ fn fixed_size(t: u16) -> Option<usize> {
         T_BAR_READ | T_BAR_WRITE => sys::DL_BAR_ACCESS_SIZE,
         T_DMA_UNMAP => sys::DL_DMA_UNMAP_SIZE,
         T_IRQ_SET => sys::DL_IRQ_SET_SIZE,
+        T_IRQ_MASK => sys::DL_IRQ_MASK_SIZE,
         _ => return None,
     })
 }
@@ -572,7 +576,9 @@ impl Model {
             }
             // The borrower's handlers: they never answer.
             T_DEV_CHANGED | T_IRQ_FIRE | T_DEV_FAULT => None,
-            T_DEV_LIST..=T_IRQ_SET | T_CFG_READ_BLOCK => self.lending(msg_type, payload, req_id),
+            T_DEV_LIST..=T_IRQ_SET | T_CFG_READ_BLOCK | T_IRQ_MASK => {
+                self.lending(msg_type, payload, req_id)
+            }
             _ if req_id != 0 => {
                 self.exp.rx_unknown += 1;
                 pending(Want::Exact(S_ENOTSUPP), false)
@@ -606,11 +612,22 @@ impl Model {
             }
             _ => Some(p.len()) != fixed_size(t),
         };
-        // Reserved fields checked before the device is looked up.
+        // Reserved fields and flags checked before the device is looked up.
         let reserved = !malformed
             && match t {
                 T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET => le32(p, 4) != 0,
-                T_IRQ_SET => le16(p, 6) != 0,
+                T_IRQ_SET => {
+                    let flags = le16(p, 6);
+                    flags != 0
+                        && (flags & !(sys::DL_IRQ_SET_F_UNMASK_MSG as u16) != 0
+                            || u32::from(le16(p, 4)) != sys::DL_IRQ_INTX)
+                }
+                T_IRQ_MASK => {
+                    u32::from(le16(p, 4)) != sys::DL_IRQ_INTX
+                        || le16(p, 6) != 0
+                        || p[8] > 1
+                        || p[9..12] != [0, 0, 0]
+                }
                 _ => false,
             };
         if malformed || reserved {
@@ -908,10 +925,19 @@ impl Gen {
                     2 => r.random_range(0..100),
                     _ => r.random_range(1..4),
                 };
+                // INTx ended by unmask messages, as the borrower asks.
+                let flags = u16::from(ty == sys::DL_IRQ_INTX as u16 && r.random_ratio(1, 2));
                 p.extend_from_slice(&dev.to_le_bytes());
                 p.extend_from_slice(&ty.to_le_bytes());
-                p.extend_from_slice(&0u16.to_le_bytes());
+                p.extend_from_slice(&flags.to_le_bytes());
                 p.extend_from_slice(&count.to_le_bytes());
+            }
+            T_IRQ_MASK => {
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&(sys::DL_IRQ_INTX as u16).to_le_bytes());
+                p.extend_from_slice(&0u16.to_le_bytes());
+                p.push(u8::from(r.random_ratio(1, 2)));
+                p.extend_from_slice(&[0; 3]);
             }
             _ => {}
         }
@@ -925,7 +951,8 @@ impl Gen {
         match x {
             0..2500 => T_CFG_READ,
             2500..3000 => T_CFG_READ_BLOCK,
-            3000..4000 => T_CFG_WRITE,
+            3000..3950 => T_CFG_WRITE,
+            3950..4000 => T_IRQ_MASK,
             4000..6500 => T_BAR_READ,
             6500..8000 => T_BAR_WRITE,
             8000..8900 => T_DMA_MAP,
@@ -1029,7 +1056,7 @@ impl Gen {
                 let t = match self.rng.random_range(0..4) {
                     0 => 0,
                     1 => self.rng.random_range(2..16),
-                    2 => self.rng.random_range(T_CFG_READ_BLOCK + 1..64),
+                    2 => self.rng.random_range(T_LAST_KNOWN + 1..64),
                     _ => self.rng.random_range(64..=u16::MAX),
                 };
                 let id = if self.rng.random_ratio(1, 2) {
@@ -1063,9 +1090,10 @@ impl Gen {
                 }
             }
             "lending_malformed" => {
-                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 1) {
+                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 2) {
                     T_DEV_CHANGED => T_DEV_LIST,
-                    t if t > T_IRQ_SET => T_CFG_READ_BLOCK,
+                    t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
+                    t if t > T_IRQ_SET => T_IRQ_MASK,
                     t => t,
                 };
                 let dev = if self.rng.random_ratio(1, 2) {
@@ -1084,7 +1112,11 @@ impl Gen {
                     T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET | T_IRQ_SET
                 );
                 if has_reserved && self.rng.random_ratio(1, 3) {
+                    // IRQ_SET's flags: bit 0 is valid, with INTx.
                     let at = if t == T_IRQ_SET { 6 } else { 4 };
+                    p[at] = self.rng.random_range(1..=255);
+                } else if t == T_IRQ_MASK && self.rng.random_ratio(1, 2) {
+                    let at = self.rng.random_range(4..sys::DL_IRQ_MASK_SIZE);
                     p[at] = self.rng.random_range(1..=255);
                 } else if t == T_DMA_MAP && self.rng.random_ratio(1, 2) {
                     // A count that disagrees with the length.
@@ -1109,9 +1141,10 @@ impl Gen {
                 slot[32..32 + len].copy_from_slice(&p[..len]);
             }
             "lending_nodev" => {
-                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 1) {
+                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 2) {
                     T_DEV_CHANGED => T_CFG_READ,
-                    t if t > T_IRQ_SET => T_CFG_READ_BLOCK,
+                    t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
+                    t if t > T_IRQ_SET => T_IRQ_MASK,
                     t => t,
                 };
                 let dev = self.dev_id_bogus();

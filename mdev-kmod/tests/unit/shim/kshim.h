@@ -328,6 +328,7 @@ void kshim_log(const char *level, const char *fmt, ...) __printf(2, 3);
 #define dev_warn_ratelimited(d, ...)	((void)(d), kshim_log("warn", __VA_ARGS__))
 #define dev_info_ratelimited(d, ...)	((void)(d), kshim_log("info", __VA_ARGS__))
 #define dev_warn(d, ...)		((void)(d), kshim_log("warn", __VA_ARGS__))
+#define dev_info(d, ...)		((void)(d), kshim_log("info", __VA_ARGS__))
 #define WARN_ON_ONCE(c) \
 	({ bool _c = (c); if (_c) kshim_log("WARN", "%s:%d\n", __FILE__, __LINE__); _c; })
 
