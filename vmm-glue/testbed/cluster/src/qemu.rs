@@ -94,6 +94,12 @@ fn path_str(p: &Path) -> String {
 }
 
 /// A raw disk image `file` as the drive `drv-<id>`, for a device to use.
+/// A locally administered MAC for NIC `nic` of host `host`: unique in the
+/// cluster (each QEMU would otherwise start from the same default).
+fn nic_mac(host: usize, nic: usize) -> String {
+    format!("52:54:00:d1:{:02x}:{:02x}", host & 0xff, nic & 0xff)
+}
+
 fn drive_args(id: &str, file: &Path) -> Vec<String> {
     vec![
         "-drive".to_owned(),
@@ -238,17 +244,32 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         ]);
         (id.clone(), args)
     });
-    let igb = host.igb.iter().enumerate().map(|(n, d)| {
+    // MACs unique in the cluster: host index, then NIC.
+    let host_id = id;
+    let nics = host.nics().enumerate().map(|(n, (model, d))| {
         let id = &d.id;
-        (
-            id.clone(),
-            vec![
+        let hub = n + 1;
+        let mut args = vec![
+            "-netdev".to_owned(),
+            format!("hubport,id=net-{id},hubid={hub}"),
+            "-device".to_owned(),
+            format!(
+                "{model},id={id},netdev=net-{id},bus=rp-{id},mac={}",
+                nic_mac(host_id, 2 * n)
+            ),
+        ];
+        if d.peer {
+            args.extend([
                 "-netdev".to_owned(),
-                format!("hubport,id=net-{id},hubid={}", n + 1),
+                format!("hubport,id=peer-{id},hubid={hub}"),
                 "-device".to_owned(),
-                format!("igb,id={id},netdev=net-{id},bus=rp-{id}"),
-            ],
-        )
+                format!(
+                    "virtio-net-pci,id=peer-{id},netdev=peer-{id},mac={}",
+                    nic_mac(host_id, 2 * n + 1)
+                ),
+            ]);
+        }
+        (id.clone(), args)
     });
     let ahci = host.ahci.iter().map(|d| {
         let id = &d.id;
@@ -264,7 +285,7 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         ]);
         (id.clone(), args)
     });
-    for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(igb).chain(ahci)) {
+    for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(nics).chain(ahci)) {
         push(
             &mut a,
             &[
@@ -284,8 +305,8 @@ mod tests {
     fn topo() -> Topology {
         let t: Topology = toml::from_str(
             "name='t'\n[[host]]\nname='lender'\nmemory='1G'\niommu=true\n\
-             [[host.nvme]]\nid='nvme0'\nsize='64M'\n[[host.igb]]\nid='igb0'\n\
-             [[host.ahci]]\nid='sata0'\nsize='16M'\n\
+             [[host.nvme]]\nid='nvme0'\nsize='64M'\n[[host.igb]]\nid='igb0'\npeer=true\n\
+             [[host.ahci]]\nid='sata0'\nsize='16M'\n[[host.e1000]]\nid='nic1'\npeer=true\n\
              [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n",
         )
         .unwrap();
@@ -377,19 +398,43 @@ mod tests {
         assert!(value_after(&a, "-append", "intel_iommu=on").len() == 1);
         assert_eq!(
             value_after(&a, "-device", "igb,"),
-            ["igb,id=igb0,netdev=net-igb0,bus=rp-igb0"]
+            ["igb,id=igb0,netdev=net-igb0,bus=rp-igb0,mac=52:54:00:d1:00:00"]
         );
+        // The host's own NIC on the igb's hub.
         assert_eq!(
             value_after(&a, "-netdev", "igb0"),
-            ["hubport,id=net-igb0,hubid=1"]
+            [
+                "hubport,id=net-igb0,hubid=1",
+                "hubport,id=peer-igb0,hubid=1"
+            ]
         );
-        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 3);
+        assert_eq!(
+            value_after(&a, "-device", "peer-igb0"),
+            ["virtio-net-pci,id=peer-igb0,netdev=peer-igb0,mac=52:54:00:d1:00:01"]
+        );
+        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 4);
         assert_eq!(
             value_after(&a, "-device", "sata0"),
             [
-                "pcie-root-port,id=rp-sata0,chassis=3,slot=3",
+                "pcie-root-port,id=rp-sata0,chassis=4,slot=4",
                 "ich9-ahci,id=sata0,bus=rp-sata0",
                 "ide-hd,drive=drv-sata0,bus=sata0.0,serial=devlend-lender-sata0"
+            ]
+        );
+        // Each NIC on a hub of its own with its peer; MACs unique.
+        assert_eq!(
+            value_after(&a, "-device", "nic1"),
+            [
+                "pcie-root-port,id=rp-nic1,chassis=3,slot=3",
+                "e1000,id=nic1,netdev=net-nic1,bus=rp-nic1,mac=52:54:00:d1:00:02",
+                "virtio-net-pci,id=peer-nic1,netdev=peer-nic1,mac=52:54:00:d1:00:03"
+            ]
+        );
+        assert_eq!(
+            value_after(&a, "-netdev", "nic1"),
+            [
+                "hubport,id=net-nic1,hubid=2",
+                "hubport,id=peer-nic1,hubid=2"
             ]
         );
         let b = args(1);

@@ -129,33 +129,58 @@ pub struct HostSpec {
     /// NVMe drives this host carries.
     #[serde(default)]
     pub nvme: Vec<NvmeSpec>,
-    /// Intel 82576 (igb) NICs this host carries; each has SR-IOV (7 VFs).
+    /// Intel 82576 (igb) NICs this host carries; each has SR-IOV (7 VFs)
+    /// and MSI-X.
     #[serde(default)]
-    pub igb: Vec<IgbSpec>,
+    pub igb: Vec<NicSpec>,
+    /// Intel 82540EM (e1000) NICs this host carries: conventional PCI,
+    /// INTx only.
+    #[serde(default)]
+    pub e1000: Vec<NicSpec>,
     /// ICH9 AHCI (SATA) controllers this host carries, each with one disk:
     /// a device with MSI and no MSI-X.
     #[serde(default)]
-    pub ahci: Vec<AhciSpec>,
+    pub ahci: Vec<DiskControllerSpec>,
 }
 
-/// An emulated ICH9 AHCI controller with one SATA disk on its first port,
-/// backed by a file on the outer machine.
+impl HostSpec {
+    /// The host's disk controllers other than NVMe, each with its one disk.
+    pub fn disk_controllers(&self) -> impl Iterator<Item = &DiskControllerSpec> {
+        self.ahci.iter()
+    }
+}
+
+/// An emulated disk controller (AHCI) with one disk, backed by a file on
+/// the outer machine.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AhciSpec {
+pub struct DiskControllerSpec {
     /// Device id, unique in the host; `[a-z0-9-]`.
     pub id: String,
     /// Size of the disk's backing file created for this run.
     pub size: Size,
 }
 
-/// An emulated igb NIC. Its network is an isolated QEMU hub: nothing it
-/// sends leaves the host.
+/// An emulated NIC (igb or e1000). Its network is an isolated QEMU hub:
+/// nothing it sends leaves the host's QEMU.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IgbSpec {
+pub struct NicSpec {
     /// Device id, unique in the host; `[a-z0-9-]`.
     pub id: String,
+    /// Also give the host its own NIC (virtio-net, not lendable: no root
+    /// port of its own) on this NIC's network: the peer a guest that
+    /// borrows the NIC exchanges traffic with.
+    #[serde(default)]
+    pub peer: bool,
+}
+
+impl HostSpec {
+    /// The host's NICs with their QEMU device models.
+    pub fn nics(&self) -> impl Iterator<Item = (&'static str, &NicSpec)> {
+        let igb = self.igb.iter().map(|n| ("igb", n));
+        igb.chain(self.e1000.iter().map(|n| ("e1000", n)))
+    }
 }
 
 fn one() -> u32 {
@@ -271,7 +296,8 @@ impl Topology {
             if h.cpus == 0 || h.cpus > 8 {
                 return bad(format!("host {}: cpus must be 1 to 8", h.name));
             }
-            if (!h.nvme.is_empty() || !h.igb.is_empty() || !h.ahci.is_empty()) && !h.iommu {
+            let lends = !h.nvme.is_empty() || h.nics().next().is_some();
+            if (lends || h.disk_controllers().next().is_some()) && !h.iommu {
                 return bad(format!(
                     "host {}: a host that lends devices needs `iommu = true` to isolate them",
                     h.name
@@ -281,8 +307,8 @@ impl Topology {
                 .nvme
                 .iter()
                 .map(|d| d.id.as_str())
-                .chain(h.igb.iter().map(|d| d.id.as_str()))
-                .chain(h.ahci.iter().map(|d| d.id.as_str()))
+                .chain(h.nics().map(|(_, d)| d.id.as_str()))
+                .chain(h.disk_controllers().map(|d| d.id.as_str()))
                 .collect();
             for (j, id) in ids.iter().enumerate() {
                 if !is_name(id) || ids[..j].contains(id) {
