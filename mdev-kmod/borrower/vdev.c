@@ -367,7 +367,8 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	if (ret) {
 		dev_err(dl_vdev_dev(v), "cannot reach remote device %u:%u: %d\n",
 			v->host, v->dev_id, ret);
-		goto err_unchoose;
+		/* Else every later open finds the device held by this mdev. */
+		goto err_disown;
 	}
 	dl_rinfo_decode(&v->info, &di);
 	if (v->info.borrower != DL_NO_HOST && v->info.borrower != b->host_id) {
