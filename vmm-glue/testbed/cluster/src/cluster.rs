@@ -179,7 +179,7 @@ impl Cluster {
         ));
         for spec in &self.cfg.topology.hosts {
             let disks = spec.nvme.iter().map(|d| (&d.id, d.size));
-            for (id, size) in disks.chain(spec.disk_controllers().map(|d| (&d.id, d.size))) {
+            for (id, size) in disks.chain(spec.ahci.iter().map(|d| (&d.id, d.size))) {
                 create_sparse(&self.paths.disk_file(&spec.name, id), size.0)?;
             }
         }

@@ -143,13 +143,6 @@ pub struct HostSpec {
     pub ahci: Vec<DiskControllerSpec>,
 }
 
-impl HostSpec {
-    /// The host's disk controllers other than NVMe, each with its one disk.
-    pub fn disk_controllers(&self) -> impl Iterator<Item = &DiskControllerSpec> {
-        self.ahci.iter()
-    }
-}
-
 /// An emulated disk controller (AHCI) with one disk, backed by a file on
 /// the outer machine.
 #[derive(Debug, Clone, Deserialize)]
@@ -296,8 +289,8 @@ impl Topology {
             if h.cpus == 0 || h.cpus > 8 {
                 return bad(format!("host {}: cpus must be 1 to 8", h.name));
             }
-            let lends = !h.nvme.is_empty() || h.nics().next().is_some();
-            if (lends || h.disk_controllers().next().is_some()) && !h.iommu {
+            let lends = !h.nvme.is_empty() || h.nics().next().is_some() || !h.ahci.is_empty();
+            if lends && !h.iommu {
                 return bad(format!(
                     "host {}: a host that lends devices needs `iommu = true` to isolate them",
                     h.name
@@ -308,7 +301,7 @@ impl Topology {
                 .iter()
                 .map(|d| d.id.as_str())
                 .chain(h.nics().map(|(_, d)| d.id.as_str()))
-                .chain(h.disk_controllers().map(|d| d.id.as_str()))
+                .chain(h.ahci.iter().map(|d| d.id.as_str()))
                 .collect();
             for (j, id) in ids.iter().enumerate() {
                 if !is_name(id) || ids[..j].contains(id) {
