@@ -28,8 +28,9 @@ GUEST_MODULES=(nvme_core nvme netfs 9pnet 9pnet_virtio 9p)
 # boot: the MSI check lends an AHCI controller (docs/testing.md).
 GUEST_SATA_MODULES=(ahci sd_mod)
 # Loaded only with an Ethernet controller (class 0x0200): the NIC check
-# lends an igb (82576), the INTx check an e1000 (82540EM).
-GUEST_NET_MODULES=(igb e1000)
+# lends an igb (82576), the SR-IOV check its VFs (igbvf), the INTx check an
+# e1000 (82540EM).
+GUEST_NET_MODULES=(igb igbvf e1000)
 # Fixed timestamp for every file in the archives (reproducibility).
 SOURCE_DATE_EPOCH=0
 export SOURCE_DATE_EPOCH

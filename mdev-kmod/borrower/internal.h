@@ -67,6 +67,8 @@ struct dl_vdev;
  * @bar_size: size of each BAR, 0 if absent.
  * @bar_flags: DL_BAR_F_* of each BAR.
  * @name: its PCI address on the lender, printable.
+ * @pf_name: for a virtual function (%DL_DEV_F_VF), its PF's PCI address on
+ *	the lender, printable; empty if not a VF or the lender did not say.
  */
 struct dl_rinfo {
 	u16 vendor;
@@ -81,6 +83,7 @@ struct dl_rinfo {
 	u64 bar_size[DL_NUM_BARS];
 	u32 bar_flags[DL_NUM_BARS];
 	char name[sizeof_field(struct dl_dev_info, name) + 1];
+	char pf_name[sizeof_field(struct dl_dev_info_ext, pf_name) + 1];
 };
 
 /**

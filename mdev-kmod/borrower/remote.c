@@ -88,6 +88,7 @@ enum dl_remote_attr_id {
 	DL_RA_CLASS,
 	DL_RA_STATE,
 	DL_RA_BORROWER,
+	DL_RA_PF,
 };
 
 struct dl_remote_attr {
@@ -130,6 +131,9 @@ static ssize_t dl_remote_show(struct kobject *kobj, struct kobj_attribute *attr,
 		else
 			ret = sysfs_emit(buf, "%u\n", r->info.borrower);
 		break;
+	case DL_RA_PF:
+		ret = sysfs_emit(buf, "%s\n", r->info.pf_name);
+		break;
 	}
 	mutex_unlock(&b->lock);
 	return ret;
@@ -148,6 +152,8 @@ DL_REMOTE_ATTR(device, DL_RA_DEVICE);
 DL_REMOTE_ATTR(class, DL_RA_CLASS);
 DL_REMOTE_ATTR(state, DL_RA_STATE);
 DL_REMOTE_ATTR(borrower, DL_RA_BORROWER);
+/* A virtual function's PF on the lender; empty for other devices. */
+DL_REMOTE_ATTR(pf, DL_RA_PF);
 
 static struct attribute *dl_remote_attrs[] = {
 	&dl_remote_attr_lender.attr.attr,
@@ -157,6 +163,7 @@ static struct attribute *dl_remote_attrs[] = {
 	&dl_remote_attr_class.attr.attr,
 	&dl_remote_attr_state.attr.attr,
 	&dl_remote_attr_borrower.attr.attr,
+	&dl_remote_attr_pf.attr.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(dl_remote);
@@ -215,6 +222,7 @@ void dl_rinfo_decode(struct dl_rinfo *ri, const struct dl_dev_info *di)
 	}
 	dl_remote_copy_name(ri->name, sizeof(ri->name), di->name,
 			    sizeof(di->name));
+	ri->pf_name[0] = '\0';
 }
 
 /**
@@ -353,22 +361,45 @@ out_free:
 	return ret;
 }
 
+/* DEV_INFO's answer with the extension, which older lenders do not send. */
+struct dl_dev_info_full {
+	struct dl_dev_info info;
+	struct dl_dev_info_ext ext;
+} __packed;
+
+/*
+ * Asks for the extension first; a lender without it refuses the flag
+ * (-EINVAL) and is asked again without: its devices have no PF name.
+ */
 static int dl_remote_info(struct dl_borrower *b, u32 peer, u32 dev_id,
 			  struct dl_rinfo *ri)
 {
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(dev_id) };
-	struct dl_dev_info di;
+	struct dl_dev_ref ref = {
+		.dev_id = cpu_to_le32(dev_id),
+		.flags = cpu_to_le32(DL_DEV_REF_F_INFO_EXT),
+	};
+	struct dl_dev_info_full di = {};
 	size_t len;
 	int ret;
 
 	ret = dl_fabric_request(b->fab, peer, DL_MSG_DEV_INFO, &ref,
 				sizeof(ref), &di, sizeof(di), &len,
 				DL_B_TIMEOUT_MS);
+	if (ret == -EINVAL) {
+		ref.flags = 0;
+		ret = dl_fabric_request(b->fab, peer, DL_MSG_DEV_INFO, &ref,
+					sizeof(ref), &di.info, sizeof(di.info),
+					&len, DL_B_TIMEOUT_MS);
+	}
 	if (ret)
 		return ret;
-	if (len < sizeof(di) || le32_to_cpu(di.dev_id) != dev_id)
+	if (len < sizeof(di.info) || le32_to_cpu(di.info.dev_id) != dev_id)
 		return -EPROTO;
-	dl_rinfo_decode(ri, &di);
+	dl_rinfo_decode(ri, &di.info);
+	/* Absent (old lender) or zero: no PF name. */
+	if (len >= sizeof(di) && (ri->flags & DL_DEV_F_VF))
+		dl_remote_copy_name(ri->pf_name, sizeof(ri->pf_name),
+				    di.ext.pf_name, sizeof(di.ext.pf_name));
 	return 0;
 }
 

@@ -359,7 +359,7 @@ static int dl_vdev_open(struct vfio_device *vdev)
 		goto err_unchoose;
 
 	ref.dev_id = cpu_to_le32(v->dev_id);
-	ref.reserved = 0;
+	ref.flags = 0;
 	ret = dl_vdev_request(v, DL_MSG_DEV_INFO, &ref, sizeof(ref), &di,
 			      sizeof(di));
 	if (!ret && le32_to_cpu(di.dev_id) != v->dev_id)

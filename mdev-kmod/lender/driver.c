@@ -106,6 +106,8 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	lent->borrower_inc = 0;
 	lent->fab = NULL;
 	lent->state = DL_LENT_AVAILABLE;
+	if (pdev->is_virtfn)
+		pci_clear_dev_assigned(pdev);
 	atomic_dec(&lent->slow_holds);
 }
 
@@ -366,6 +368,22 @@ static struct pci_dev *dl_lender_parse(const char *buf, const char *flag_word,
 	return to_pci_dev(dev);
 }
 
+/*
+ * A PF with VFs enabled is not lent: its driver manages the VFs (and its
+ * reset would reset them all under their holders). Its VFs are lent one
+ * by one instead, and the PF stays with its driver.
+ */
+static int dl_lender_vfs_check(struct pci_dev *pdev)
+{
+	int n = pci_num_vf(pdev);
+
+	if (n <= 0)
+		return 0;
+	pci_err(pdev, "lender: the device has %d SR-IOV virtual function(s) enabled; lend them one by one (the PF stays with its driver), or disable them first (sriov_numvfs 0)\n",
+		n);
+	return -EBUSY;
+}
+
 static ssize_t lend_store(struct device_driver *drv, const char *buf,
 			  size_t count)
 {
@@ -382,6 +400,9 @@ static ssize_t lend_store(struct device_driver *drv, const char *buf,
 		ret = -EINVAL;
 		goto out_put;
 	}
+	ret = dl_lender_vfs_check(pdev);
+	if (ret)
+		goto out_put;
 	device_lock(&pdev->dev);
 	if (pdev->dev.driver == drv) {
 		ret = -EALREADY;
@@ -673,6 +694,9 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		pci_err(pdev, "lender: only endpoints (header type 0) can be lent\n");
 		return -EINVAL;
 	}
+	ret = dl_lender_vfs_check(pdev);
+	if (ret)
+		return ret;
 
 	lent = kzalloc(sizeof(*lent), GFP_KERNEL);
 	if (!lent)
@@ -725,8 +749,10 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_free_saved;
 
-	pci_info(pdev, "lender: lent as device %u (%04x:%04x class %06x), in an IOMMU domain of its own\n",
-		 lent->dev_id, pdev->vendor, pdev->device, pdev->class);
+	pci_info(pdev, "lender: lent as device %u (%04x:%04x class %06x%s%s), in an IOMMU domain of its own\n",
+		 lent->dev_id, pdev->vendor, pdev->device, pdev->class,
+		 pdev->is_virtfn ? ", a VF of " : "",
+		 pdev->is_virtfn ? pci_name(pci_physfn(pdev)) : "");
 	dl_lender_broadcast_changed(lent->dev_id);
 	return 0;
 

@@ -154,12 +154,20 @@ static void dl_lender_respond(struct dl_fabric *fab,
 				    msg->peer);
 }
 
-/* A struct dl_dev_ref's reserved field must be zero. */
+/* A struct dl_dev_ref's flags must be zero ... */
 static bool dl_ref_ok(const struct dl_fabric_msg *msg)
 {
 	const struct dl_dev_ref *ref = msg->data;
 
-	return !ref->reserved;
+	return !ref->flags;
+}
+
+/* ... but DEV_INFO's may ask for the extension. */
+static bool dl_info_ref_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_dev_ref *ref = msg->data;
+
+	return !(le32_to_cpu(ref->flags) & ~DL_DEV_REF_F_INFO_EXT);
 }
 
 static void dl_lender_on_dev_list(struct dl_fabric *fab,
@@ -213,6 +221,8 @@ static void dl_lender_fill_info(struct dl_lent *lent, struct dl_dev_info *info)
 		flags |= DL_DEV_F_INTX;
 	if (pci_is_pcie(pdev))
 		flags |= DL_DEV_F_PCIE;
+	if (pdev->is_virtfn)
+		flags |= DL_DEV_F_VF;
 	info->flags = cpu_to_le32(flags);
 	n = pci_msix_vec_count(pdev);
 	info->msix_count = cpu_to_le16(n > 0 ? n : 0);
@@ -402,9 +412,16 @@ union dl_lender_req {
 	struct dl_irq_mask irq_mask;
 };
 
+/* DEV_INFO's answer with the extension (DL_DEV_REF_F_INFO_EXT). */
+struct dl_dev_info_full {
+	struct dl_dev_info info;
+	struct dl_dev_info_ext ext;
+} __packed;
+
 union dl_lender_resp {
 	struct dl_dev_ref ref;
 	struct dl_dev_info info;
+	struct dl_dev_info_full full;
 	struct dl_cfg_access cfg;
 	struct dl_cfg_block block;
 	struct dl_bar_access bar;
@@ -458,8 +475,18 @@ struct dl_lender_op {
 
 static int dl_serve_dev_info(struct dl_lender_call *c)
 {
+	struct pci_dev *pdev = c->lent->pdev;
+	struct dl_dev_info_ext *ext = &c->resp.full.ext;
+
 	dl_lender_fill_info(c->lent, &c->resp.info);
 	c->resp_len = sizeof(c->resp.info);
+	if (!(le32_to_cpu(c->req.ref.flags) & DL_DEV_REF_F_INFO_EXT))
+		return 0;
+	memset(ext, 0, sizeof(*ext));
+	if (pdev->is_virtfn)
+		strscpy_pad(ext->pf_name, pci_name(pci_physfn(pdev)),
+			    sizeof(ext->pf_name));
+	c->resp_len = sizeof(c->resp.full);
 	return 0;
 }
 
@@ -479,6 +506,13 @@ static int dl_serve_acquire(struct dl_lender_call *c)
 	if (dl_fabric_peer_info(c->fab, peer, &pinfo) || !pinfo.up)
 		return -EINVAL;
 	lent->state = DL_LENT_BORROWED;
+	/*
+	 * A borrowed VF is assigned, as KVM's and Xen's device assignment
+	 * mark theirs: PF drivers (igb, ixgbe, i40e, ...) then refuse to
+	 * remove their VFs (sriov_numvfs, unbind) until it is back.
+	 */
+	if (lent->pdev->is_virtfn)
+		pci_set_dev_assigned(lent->pdev);
 	lent->borrower = peer;
 	lent->borrower_inc = pinfo.incarnation;
 	lent->fab = c->fab;
@@ -703,7 +737,7 @@ static int dl_serve_irq_mask(struct dl_lender_call *c)
 
 static const struct dl_lender_op dl_lender_ops[] = {
 	{ DL_MSG_DEV_INFO, sizeof(struct dl_dev_ref), DL_ACC_ANY, false,
-	  dl_ref_ok, dl_serve_dev_info },
+	  dl_info_ref_ok, dl_serve_dev_info },
 	{ DL_MSG_DEV_ACQUIRE, sizeof(struct dl_dev_ref), DL_ACC_ANY, false,
 	  dl_ref_ok, dl_serve_acquire },
 	{ DL_MSG_DEV_RELEASE, sizeof(struct dl_dev_ref), DL_ACC_HOLDER, false,

@@ -162,7 +162,7 @@ enum dl_msg_type {
 	DL_MSG_PING = 1,	/* echo request: struct dl_ping payload */
 	/* Device lending; payloads below, "post" = posted, no response. */
 	DL_MSG_DEV_LIST = 16,	/* dl_dev_ref (start id) -> dl_dev_list */
-	DL_MSG_DEV_INFO = 17,	/* dl_dev_ref -> dl_dev_info */
+	DL_MSG_DEV_INFO = 17,	/* dl_dev_ref -> dl_dev_info [+ dl_dev_info_ext] */
 	DL_MSG_DEV_CHANGED = 18,	/* post, lender: dl_dev_ref, re-read it */
 	DL_MSG_DEV_ACQUIRE = 19,	/* dl_dev_ref -> dl_dev_ref; EBUSY if held */
 	DL_MSG_DEV_RELEASE = 20,	/* dl_dev_ref -> empty: reset, offer again */
@@ -264,6 +264,8 @@ enum dl_lent_state {
 #define DL_DEV_F_MSI		0x0002
 #define DL_DEV_F_INTX		0x0004
 #define DL_DEV_F_PCIE		0x0008
+/* An SR-IOV virtual function; its physical function stays with the lender. */
+#define DL_DEV_F_VF		0x0010
 
 /* struct dl_bar_desc.flags */
 #define DL_BAR_F_PRESENT	0x0001
@@ -322,14 +324,31 @@ struct dl_dev_info {
 } __attribute__((packed));
 
 /**
+ * struct dl_dev_info_ext - what a lender adds to &struct dl_dev_info when
+ * asked with %DL_DEV_REF_F_INFO_EXT (protocol 1 addition).
+ * @pf_name: for a virtual function (%DL_DEV_F_VF), the PCI address on the
+ *	lender of its physical function, NUL-padded, for humans; else zero.
+ * @reserved: zero.
+ */
+struct dl_dev_info_ext {
+	char pf_name[16];
+	__le32 reserved[4];
+} __attribute__((packed));
+
+/* struct dl_dev_ref.flags, in %DL_MSG_DEV_INFO only: answer with the ext. */
+#define DL_DEV_REF_F_INFO_EXT	0x0001
+
+/**
  * struct dl_dev_ref - names one device (payload of requests that need
  * nothing else, and of %DL_MSG_DEV_CHANGED).
  * @dev_id: the lender's handle.
- * @reserved: zero.
+ * @flags: zero, but in %DL_MSG_DEV_INFO, where %DL_DEV_REF_F_INFO_EXT
+ *	asks for &struct dl_dev_info_ext after &struct dl_dev_info (a lender
+ *	without it refuses the request as malformed; ask again without).
  */
 struct dl_dev_ref {
 	__le32 dev_id;
-	__le32 reserved;
+	__le32 flags;
 } __attribute__((packed));
 
 #define DL_DEV_LIST_MAX		32
@@ -603,6 +622,7 @@ struct dl_ntb_mw {
 #define DL_PING_SIZE		16
 #define DL_BAR_DESC_SIZE	16
 #define DL_DEV_INFO_SIZE	144
+#define DL_DEV_INFO_EXT_SIZE	32
 #define DL_DEV_REF_SIZE		8
 #define DL_DEV_LIST_SIZE	136
 #define DL_CFG_ACCESS_SIZE	12

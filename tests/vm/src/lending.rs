@@ -82,6 +82,12 @@ pub fn lend(agent: &AgentClient, addr: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Takes a lent device back (it must be available).
+pub fn unlend(agent: &AgentClient, addr: &str) -> anyhow::Result<()> {
+    sh(agent, &format!("echo {addr} > {LENDER_DRIVER}/unlend"))?;
+    Ok(())
+}
+
 /// A lent device's state on its lender ("available", "borrowed", ...).
 pub fn lent_state(agent: &AgentClient, addr: &str) -> anyhow::Result<String> {
     Ok(sh(
@@ -148,7 +154,7 @@ pub fn remote_devices(
         &format!(
             "for r in {adapter}/fabric/remote/*; do [ -d \"$r\" ] || continue; \
                printf '%s' \"$(basename $r)\"; \
-               for a in lender name vendor device class state borrower; do \
+               for a in lender name vendor device class state borrower pf; do \
                  printf ' %s=%s' $a \"$(cat $r/$a 2>/dev/null | tr ' ' '_')\"; done; echo; done"
         ),
     )?;

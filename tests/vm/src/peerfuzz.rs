@@ -615,7 +615,9 @@ impl Model {
         // Reserved fields and flags checked before the device is looked up.
         let reserved = !malformed
             && match t {
-                T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET => le32(p, 4) != 0,
+                T_DEV_LIST | T_ACQUIRE | T_RELEASE | T_RESET => le32(p, 4) != 0,
+                // DEV_INFO's flags may ask for the extension.
+                T_DEV_INFO => le32(p, 4) & !sys::DL_DEV_REF_F_INFO_EXT != 0,
                 T_IRQ_SET => {
                     let flags = le16(p, 6);
                     flags != 0
@@ -1112,7 +1114,8 @@ impl Gen {
                     T_DEV_LIST | T_DEV_INFO | T_ACQUIRE | T_RELEASE | T_RESET | T_IRQ_SET
                 );
                 if has_reserved && self.rng.random_ratio(1, 3) {
-                    // IRQ_SET's flags: bit 0 is valid, with INTx.
+                    // IRQ_SET's flags: bit 0 is valid, with INTx;
+                    // DEV_INFO's: bit 0 asks for the extension.
                     let at = if t == T_IRQ_SET { 6 } else { 4 };
                     p[at] = self.rng.random_range(1..=255);
                 } else if t == T_IRQ_MASK && self.rng.random_ratio(1, 2) {
@@ -1237,7 +1240,9 @@ impl Gen {
         let max = self.slot_size - DL_MSG_HDR_SIZE;
         let len = match msg_type {
             T_DEV_LIST if self.rng.random_ratio(1, 2) => sys::DL_DEV_LIST_SIZE,
-            T_DEV_INFO if self.rng.random_ratio(1, 2) => sys::DL_DEV_INFO_SIZE,
+            T_DEV_INFO if self.rng.random_ratio(1, 2) => {
+                sys::DL_DEV_INFO_SIZE + sys::DL_DEV_INFO_EXT_SIZE * self.rng.random_range(0..=1)
+            }
             _ => self.rng.random_range(0..=max),
         };
         self.hdr(slot, msg_type, len, RESP, req_id);

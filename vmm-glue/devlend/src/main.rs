@@ -575,13 +575,14 @@ fn run(cli: Cli) -> Result<()> {
                             d.lent
                                 .as_ref()
                                 .map_or("-".into(), |l| or_dash(&l.allowed_hosts)),
+                            d.sriov(),
                         ]
                     })
                     .collect();
                 table(
                     &[
                         "ADDRESS", "ID", "CLASS", "DRIVER", "IOMMU", "DEV_ID", "STATE", "BORROWER",
-                        "LENT_TO",
+                        "LENT_TO", "SRIOV",
                     ],
                     &rows,
                 );
@@ -658,11 +659,15 @@ fn run(cli: Cli) -> Result<()> {
                             } else {
                                 x.mdevs.join(",")
                             },
+                            x.pf.as_ref()
+                                .map_or("-".into(), |pf| format!("vf:{}/{pf}", x.lender)),
                         ]
                     })
                     .collect();
                 table(
-                    &["ID", "DEVICE", "IDS", "CLASS", "STATE", "BORROWER", "MDEVS"],
+                    &[
+                        "ID", "DEVICE", "IDS", "CLASS", "STATE", "BORROWER", "MDEVS", "SRIOV",
+                    ],
                     &rows,
                 );
             }

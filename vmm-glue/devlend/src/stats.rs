@@ -340,6 +340,8 @@ mod tests {
                     irq_fires: Some(irq_fires),
                     allowed_hosts: Some("all".into()),
                 }),
+                physfn: None,
+                sriov_numvfs: None,
             }],
             mdevs: vec![],
         }

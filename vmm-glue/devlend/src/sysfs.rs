@@ -90,6 +90,22 @@ pub struct LocalDevice {
     pub fabric: bool,
     /// Lending state when lent: available, borrowed, returning.
     pub lent: Option<Lent>,
+    /// For an SR-IOV virtual function: its physical function's address.
+    pub physfn: Option<String>,
+    /// For an SR-IOV physical function: the VFs it has enabled.
+    pub sriov_numvfs: Option<u32>,
+}
+
+impl LocalDevice {
+    /// Its SR-IOV role for a table: `vf:<pf address>`, `pf:<enabled VFs>`
+    /// or `-`.
+    pub fn sriov(&self) -> String {
+        match (&self.physfn, self.sriov_numvfs) {
+            (Some(pf), _) => format!("vf:{pf}"),
+            (None, Some(n)) => format!("pf:{n}"),
+            (None, None) => "-".into(),
+        }
+    }
 }
 
 /// The PCI driver of the emulated fabric's adapter and windows
@@ -136,6 +152,9 @@ pub struct Remote {
     pub borrower: Option<u32>,
     /// mdevs of this host that target it.
     pub mdevs: Vec<String>,
+    /// For an SR-IOV virtual function: its physical function's address on
+    /// the lender (which keeps it), if the lender says.
+    pub pf: Option<String>,
 }
 
 impl Remote {
@@ -431,6 +450,8 @@ impl Sysfs {
             driver,
             iommu_group: link_name("iommu_group").and_then(|g| g.parse().ok()),
             lent: self.lent(d),
+            physfn: link_name("physfn"),
+            sriov_numvfs: self.read_num(&d.join("sriov_numvfs")).map(|n| n as u32),
         }
     }
 
@@ -491,6 +512,12 @@ impl Sysfs {
             return Err(CliError::busy(
                 format!("{bdf} is already lent (dev_id {}, {})", l.dev_id, l.state),
                 "nothing to do; `devlend unlend` takes it back",
+            ));
+        }
+        if let Some(n @ 1..) = self.read_num(&d.join("sriov_numvfs")) {
+            return Err(CliError::busy(
+                format!("{bdf} is an SR-IOV physical function with {n} VFs enabled"),
+                "lend its VFs one by one (`devlend devices` lists them as vf:<pf>); the PF stays with its driver. To lend the PF whole, disable its VFs first (echo 0 > sriov_numvfs)",
             ));
         }
         let f = self.lender_file("lend")?;
@@ -580,6 +607,7 @@ impl Sysfs {
                     .filter(|m| m.remote_device.as_deref() == Some(id.as_str()))
                     .map(|m| m.uuid.clone())
                     .collect(),
+                pf: self.read_opt(&r.join("pf")),
                 id,
             });
         }

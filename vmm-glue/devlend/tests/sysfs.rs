@@ -627,3 +627,72 @@ fn lend_to_sets_the_hosts_of_a_lent_device() {
     let o = t.devlend(&["lend", "0000:01:00.0"]);
     assert_eq!(o.status.code(), Some(4));
 }
+
+#[test]
+fn sriov_vfs_are_shown_with_their_pf_and_a_pf_with_vfs_is_not_lent() {
+    let t = lender();
+    let pf = t.p("sys/devices/pci0000:00/0000:01:00.0");
+    write(&pf.join("sriov_numvfs"), "2\n");
+    for (i, vf) in ["0000:01:10.0", "0000:01:10.2"].into_iter().enumerate() {
+        let d = t.p(&format!("sys/devices/pci0000:00/{vf}"));
+        write(&d.join("vendor"), "0x8086\n");
+        write(&d.join("device"), "0x10ca\n");
+        write(&d.join("class"), "0x020000\n");
+        std::os::unix::fs::symlink("../0000:01:00.0", d.join("physfn")).unwrap();
+        std::os::unix::fs::symlink(format!("../{vf}"), pf.join(format!("virtfn{i}"))).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../../devices/pci0000:00/{vf}"),
+            t.p(&format!("sys/bus/pci/devices/{vf}")),
+        )
+        .unwrap();
+    }
+    let v = json(&t.devlend(&["devices", "--json"]));
+    let dev = |a: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["address"] == a)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(dev("0000:01:00.0")["sriov_numvfs"], 2);
+    assert!(dev("0000:01:00.0")["physfn"].is_null());
+    assert_eq!(dev("0000:01:10.2")["physfn"], "0000:01:00.0");
+    let out = stdout(&t.devlend(&["devices"]));
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("0000:01:10.0") && l.ends_with("vf:0000:01:00.0")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("0000:01:00.0") && l.ends_with("pf:2")),
+        "{out}"
+    );
+    // The PF is refused before the lender is asked.
+    let o = t.devlend(&["lend", "0000:01:00.0"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("2 VFs enabled"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("lend its VFs one by one"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        fs::read_to_string(t.p("sys/bus/pci/drivers/devlend-lender/lend")).unwrap(),
+        ""
+    );
+
+    let b = borrower();
+    let r = b.p(&format!(
+        "sys/devices/pci0000:00/{ADAPTER}/fabric/remote/0:1/pf"
+    ));
+    write(&r, "0000:01:00.0\n");
+    let v = json(&b.devlend(&["remote", "--json"]));
+    assert_eq!(v[0]["pf"], "0000:01:00.0");
+    let out = stdout(&b.devlend(&["remote"]));
+    assert!(out.contains("vf:lender/0000:01:00.0"), "{out}");
+    // A lender that does not say (older module, or not a VF).
+    write(&r, "\n");
+    assert!(json(&b.devlend(&["remote", "--json"]))[0]["pf"].is_null());
+}
