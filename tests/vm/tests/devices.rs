@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use anyhow::{ensure, Context};
+use anyhow::{bail, ensure, Context};
 use devlend_agent::AgentClient;
 use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
@@ -489,9 +489,9 @@ mkdir -p /tmp/www; head -c {NET_BYTES} /dev/urandom > /tmp/www/up
 echo \"up $(sha256sum /tmp/www/up | cut -d' ' -f1)\"
 httpd -p {me}:{HTTP_PORT} -h /tmp/www
 for i in $(seq 90); do ping -c 1 -W 1 {SRIOV_PF_IP} >/dev/null 2>&1 && break; done
-echo \"ping-pf $(ping -c 3 -W 2 {SRIOV_PF_IP} | grep 'packets')\"
+echo \"ping-pf $(ping -c 3 -W 10 {SRIOV_PF_IP} | grep 'packets')\"
 for i in $(seq 180); do ping -c 1 -W 1 {other} >/dev/null 2>&1 && break; done
-echo \"ping-other $(ping -c 3 -W 2 {other} | grep 'packets')\"
+echo \"ping-other $(ping -c 3 -W 10 {other} | grep 'packets')\"
 for i in $(seq 60); do wget -q -O /tmp/down http://{other}:{HTTP_PORT}/up && break; sleep 1; done
 echo \"down $(sha256sum /tmp/down | cut -d' ' -f1)\"
 echo \"irqs $(grep -c eth0 /proc/interrupts) $(grep eth0 /proc/interrupts | awk '{{for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i}} END {{print s + 0}}')\"
@@ -600,7 +600,7 @@ impl VfGuest {
 /// checksums compared at both ends. Meanwhile the PF cannot be lent nor
 /// its VFs removed. Then one VF goes back and is unlent while the other
 /// guest still runs, which the lender then reaches through its PF; once
-/// both are back, the VFs can be removed.
+/// both are back, the VFs can be removed, the one still lent with them.
 fn sriov_igb_vfs_lent_to_two_borrowers_at_once(c: &mut Cluster) -> anyhow::Result<()> {
     let l = c.agent(LENDER)?;
     for h in [LENDER, BORROWER, BORROWER2] {
@@ -770,7 +770,25 @@ fn sriov_run(
         "available",
     )?;
     guests.clear();
-    lending::unlend(l, &vfs[1])?;
+    // The second VF, lent but not borrowed, goes with the others: the
+    // lender lets it go and the borrowers stop listing it.
+    if let Some(e) = sysfs_write(l, &format!("{pf_dir}/sriov_numvfs"), "0")? {
+        bail!("the VFs could not be removed once back: {e}");
+    }
+    for host in [BORROWER, BORROWER2] {
+        let b = c.agent(host)?;
+        lending::wait_until(
+            &format!("{} gone from {host}'s remote devices", vfs[1]),
+            WAIT,
+            || {
+                Ok(lending::remote_devices(b)?
+                    .values()
+                    .any(|r| r.get("name") == Some(&vfs[1]))
+                    .to_string())
+            },
+            "false",
+        )?;
+    }
     Ok(())
 }
 

@@ -168,6 +168,15 @@ fn tool_checks(a: &AgentClient, ta: &str, b: &AgentClient, tb: &str) -> anyhow::
     }
     println!("  link up on both ports once both enabled it");
 
+    // Doorbells are the port's state, not the client's: a bit ntb_pingpong
+    // (the check before) rang as it was unloaded may still be set. A new
+    // client clears them, as ntb_transport does at init.
+    for (x, t) in [(a, ta), (b, tb)] {
+        sh(x, &format!("echo 'c 0xffff' > {t}/db"))?;
+        let left = read(x, &format!("{t}/db"))?;
+        ensure!(is_zero(&left), "doorbells not cleared at start: {left}");
+    }
+
     // Doorbells: rung on one side, read and cleared on the other.
     sh(a, &format!("echo 's 0x5' > {ta}/peer_db"))?;
     wait_until(
