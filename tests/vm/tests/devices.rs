@@ -732,10 +732,9 @@ fn sriov_run(
         removed.is_some() && numvfs.trim() == "2",
         "the VFs of {pf} could be removed while borrowed ({numvfs:?})"
     );
-    println!(
-        "  removing the VFs while borrowed: refused ({})",
-        removed.unwrap_or_default()
-    );
+    // The PF's driver says why (igb: "... while they are assigned ...").
+    let why = sh(l, "dmesg | grep -i 'assigned' | tail -n 1")?;
+    println!("  removing the VFs while borrowed: refused; {}", why.trim());
 
     // The first VF back and unlent; the second guest runs on, and the
     // lender reaches it through the PF.
