@@ -19,6 +19,7 @@ pub mod ntb;
 pub mod ownership;
 pub mod peerfuzz;
 pub mod rwroot;
+pub mod sriov;
 pub mod suite;
 pub mod twohost;
 

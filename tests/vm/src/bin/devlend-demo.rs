@@ -1,12 +1,14 @@
-//! `devlend-demo`: the story of devlend on the emulated two-host cluster,
-//! told step by step. Run by `./demo.sh`.
+//! `devlend-demo`: the story of devlend on the emulated cluster, told step
+//! by step. Run by `./demo.sh`: a remote NVMe used by a KVM guest on the
+//! two-host cluster; with `--sriov`, two guests on two hosts sharing one
+//! NIC through its SR-IOV virtual functions (`devices.toml`).
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use devlend_cluster::{tools, Topology};
-use devlend_vmtests::{fabric, guest, lending};
+use devlend_vmtests::{fabric, guest, lending, sriov};
 
 fn say(step: &str) {
     println!("\n==> {step}");
@@ -169,9 +171,67 @@ fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The second story: the lender's igb keeps its PF and lends two VFs, one
+/// to a guest on each borrower; the guests talk through the lender's NIC.
+fn run_sriov() -> anyhow::Result<()> {
+    let topo = Topology::load(&tools::repo_root().join("qemu-scripts/topologies/devices.toml"))?;
+    say("booting the emulated cluster: three QEMU hosts whose RAM files are shared");
+    for (id, h) in topo.hosts.iter().enumerate() {
+        println!(
+            "  host {id} {:<9} {} MiB RAM{}{}",
+            h.name,
+            h.memory.mib(),
+            if h.iommu {
+                ", behind an emulated Intel IOMMU"
+            } else {
+                ""
+            },
+            h.igb
+                .iter()
+                .map(|n| format!(", an igb NIC (82576, SR-IOV) {}", n.id))
+                .collect::<String>()
+        );
+    }
+    let t0 = Instant::now();
+    let mut cluster = devlend_vmtests::boot_topology("devices")?;
+    println!(
+        "  the hosts answer after {:.0} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let res = (|| -> anyhow::Result<()> {
+        say("loading devlend's modules on the three hosts; the lender finds its igb");
+        let l = cluster.agent("lender")?;
+        lending::ensure_module(l)?;
+        let pf = lending::find_all_by_class(l, "0x020000")?
+            .into_iter()
+            .find(|d| d.device == "0x10c9")
+            .context("no igb on the lender")?
+            .addr;
+        sriov::two_guests_share_a_nic(&cluster, &pf, &say)
+    })();
+    if let Err(e) = res {
+        devlend_vmtests::suite::collect_failure(&cluster, "demo", "sriov");
+        cluster.keep_logs(true);
+        return Err(e);
+    }
+    say("tearing the cluster down");
+    cluster.shutdown();
+    println!("\ndemo complete: two KVM guests on two hosts shared the lender's NIC through its virtual functions, with their own igbvf driver; the PF stayed with the lender");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    match run() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let res = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        [] => run(),
+        ["--sriov"] => run_sriov(),
+        _ => {
+            eprintln!("usage: devlend-demo [--sriov]\n  (none)   a remote NVMe used by a KVM guest (two hosts)\n  --sriov  two guests on two hosts share one NIC through its VFs (three hosts)");
+            return ExitCode::from(2);
+        }
+    };
+    match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("\ndemo FAILED: {e:#}");
