@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use devlend_cluster::topology::HostSpec;
 use devlend_cluster::{tools, Topology};
 use devlend_vmtests::{fabric, guest, lending, sriov};
 
@@ -14,9 +15,18 @@ fn say(step: &str) {
     println!("\n==> {step}");
 }
 
-fn run() -> anyhow::Result<()> {
-    let topo = Topology::load(&tools::repo_root().join("qemu-scripts/topologies/two-host.toml"))?;
-    say("booting the emulated cluster: two QEMU hosts whose RAM files are shared");
+/// Boots topology `name`, saying what each host has (`devices`: the
+/// devices of a host the story is about).
+fn boot(
+    name: &str,
+    devices: impl Fn(&HostSpec) -> String,
+) -> anyhow::Result<devlend_cluster::Cluster> {
+    let topo =
+        Topology::load(&tools::repo_root().join(format!("qemu-scripts/topologies/{name}.toml")))?;
+    say(&format!(
+        "booting the emulated cluster: {} QEMU hosts whose RAM files are shared",
+        topo.hosts.len()
+    ));
     for (id, h) in topo.hosts.iter().enumerate() {
         println!(
             "  host {id} {:<9} {} MiB RAM{}{}",
@@ -27,18 +37,25 @@ fn run() -> anyhow::Result<()> {
             } else {
                 ""
             },
-            h.nvme
-                .iter()
-                .map(|d| format!(", NVMe {} ({} MiB)", d.id, d.size.mib()))
-                .collect::<String>()
+            devices(h)
         );
     }
     let t0 = Instant::now();
-    let mut cluster = devlend_vmtests::boot_topology("two-host")?;
+    let cluster = devlend_vmtests::boot_topology(name)?;
     println!(
-        "  both hosts answer after {:.0} s",
+        "  the hosts answer after {:.0} s",
         t0.elapsed().as_secs_f64()
     );
+    Ok(cluster)
+}
+
+fn run() -> anyhow::Result<()> {
+    let mut cluster = boot("two-host", |h| {
+        h.nvme
+            .iter()
+            .map(|d| format!(", NVMe {} ({} MiB)", d.id, d.size.mib()))
+            .collect()
+    })?;
     if let Err(e) = tell(&mut cluster) {
         devlend_vmtests::suite::collect_failure(&cluster, "demo", "demo");
         cluster.keep_logs(true);
@@ -174,30 +191,12 @@ fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
 /// The second story: the lender's igb keeps its PF and lends two VFs, one
 /// to a guest on each borrower; the guests talk through the lender's NIC.
 fn run_sriov() -> anyhow::Result<()> {
-    let topo = Topology::load(&tools::repo_root().join("qemu-scripts/topologies/devices.toml"))?;
-    say("booting the emulated cluster: three QEMU hosts whose RAM files are shared");
-    for (id, h) in topo.hosts.iter().enumerate() {
-        println!(
-            "  host {id} {:<9} {} MiB RAM{}{}",
-            h.name,
-            h.memory.mib(),
-            if h.iommu {
-                ", behind an emulated Intel IOMMU"
-            } else {
-                ""
-            },
-            h.igb
-                .iter()
-                .map(|n| format!(", an igb NIC (82576, SR-IOV) {}", n.id))
-                .collect::<String>()
-        );
-    }
-    let t0 = Instant::now();
-    let mut cluster = devlend_vmtests::boot_topology("devices")?;
-    println!(
-        "  the hosts answer after {:.0} s",
-        t0.elapsed().as_secs_f64()
-    );
+    let mut cluster = boot("devices", |h| {
+        h.igb
+            .iter()
+            .map(|n| format!(", an igb NIC (82576, SR-IOV) {}", n.id))
+            .collect()
+    })?;
     let res = (|| -> anyhow::Result<()> {
         say("loading devlend's modules on the three hosts; the lender finds its igb");
         let l = cluster.agent("lender")?;
