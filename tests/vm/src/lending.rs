@@ -267,14 +267,24 @@ pub const IO_OFFSET_MIB: u64 = 16;
 /// See [`IO_OFFSET_MIB`].
 pub const IO_SIZE_MIB: u64 = 64;
 
-/// Guest script body: random data written with O_DIRECT and read back;
-/// prints `written <sha256>` and `read <sha256>`.
-pub const WRITE_AND_READ: &str = "head -c $((64 << 20)) /dev/urandom > /tmp/data
+/// Guest script body: `mib` MiB of random data written with O_DIRECT to
+/// block device `dev` at [`IO_OFFSET_MIB`] MiB and read back; prints
+/// `written <sha256>` and `read <sha256>`.
+pub fn write_and_read(dev: &str, mib: u64) -> String {
+    format!(
+        "head -c $(({mib} << 20)) /dev/urandom > /tmp/data
 echo \"written $(sha256sum /tmp/data | cut -d' ' -f1)\"
-dd if=/tmp/data of=/dev/nvme0n1 bs=1M seek=16 oflag=direct conv=fsync 2>/dev/null
+dd if=/tmp/data of={dev} bs=1M seek={IO_OFFSET_MIB} oflag=direct conv=fsync 2>/dev/null
 rm /tmp/data
-dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
-echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
+dd if={dev} of=/tmp/back bs=1M skip={IO_OFFSET_MIB} count={mib} iflag=direct 2>/dev/null
+echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\""
+    )
+}
+
+/// [`write_and_read`] of [`IO_SIZE_MIB`] MiB on the guest's NVMe.
+pub fn nvme_write_and_read() -> String {
+    write_and_read("/dev/nvme0n1", IO_SIZE_MIB)
+}
 
 /// Guest script body: the same range read back; prints `read <sha256>`.
 pub const READ_ONLY: &str =
@@ -291,10 +301,15 @@ pub fn output_field<'a>(out: &'a str, key: &str) -> anyhow::Result<&'a str> {
 /// sha256 of the range of a file (an NVMe backing file on the outer
 /// machine, outside every VM) that the guest scripts use.
 pub fn file_sha256(file: &std::path::Path) -> anyhow::Result<String> {
+    file_sha256_mib(file, IO_SIZE_MIB)
+}
+
+/// The sha256 of `mib` MiB at [`IO_OFFSET_MIB`] MiB of a backing file.
+pub fn file_sha256_mib(file: &std::path::Path, mib: u64) -> anyhow::Result<String> {
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "dd if={} bs=1M skip={IO_OFFSET_MIB} count={IO_SIZE_MIB} status=none | sha256sum",
+            "dd if={} bs=1M skip={IO_OFFSET_MIB} count={mib} status=none | sha256sum",
             file.display()
         ))
         .output()?;

@@ -584,7 +584,7 @@ fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
     let run = devlend_vmtests::guest::run_with(
         b,
         &tools::guest_images_dir()?,
-        &lending::nvme_guest_script(lending::WRITE_AND_READ),
+        &lending::nvme_guest_script(&lending::nvme_write_and_read()),
         &devlend_vmtests::guest::GuestOpts {
             mem_mib: 256,
             extra_qemu_args: &lending::vfio_arg(&uuid),

@@ -177,7 +177,11 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     };
     let in_irq_before = in_irq(c)?;
     let bar_in_irq_before = bar_in_irq(c)?;
-    let run = guest_with_mdev(c, Some(&remote_name(&nvme)), lending::WRITE_AND_READ)?;
+    let run = guest_with_mdev(
+        c,
+        Some(&remote_name(&nvme)),
+        &lending::nvme_write_and_read(),
+    )?;
     println!("  guest ran in {:.1} s", run.elapsed.as_secs_f64());
     ensure!(run.rc == 0, "guest failed:\n{}", run.console);
     let ids = lending::output_field(&run.output, "pci")?;
@@ -652,7 +656,7 @@ done
 for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
 dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
 echo \"reread $(sha256sum /tmp/back | cut -d' ' -f1)\"",
-            lending::WRITE_AND_READ,
+            lending::nvme_write_and_read(),
             lending::NVME_CLASS
         ));
         let console = "/tmp/dl-libvirt.console";

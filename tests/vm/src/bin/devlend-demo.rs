@@ -146,7 +146,7 @@ fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
     let run = guest::run_with(
         b,
         &tools::guest_images_dir()?,
-        &lending::nvme_guest_script(lending::WRITE_AND_READ),
+        &lending::nvme_guest_script(&lending::nvme_write_and_read()),
         &guest::GuestOpts {
             mem_mib: 512,
             extra_qemu_args: &lending::vfio_arg(&uuid),
