@@ -42,14 +42,18 @@ fn pf_with_vfs(l: &AgentClient, pf: &str, n: u32) -> anyhow::Result<Vec<String>>
         &format!(
             "set -e; d=/sys/bus/pci/devices/{pf}
 modprobe igb
-[ \"$(basename $(readlink $d/driver) 2>/dev/null)\" = igb ] || echo {pf} > /sys/bus/pci/drivers/igb/bind
+drv() {{ basename \"$(readlink $d/driver)\" 2>/dev/null; }}
+# Lent whole by an earlier check: taken back (then igb takes it).
+[ \"$(drv)\" != devlend-lender ] || echo {pf} > {lender}/unlend
+[ \"$(drv)\" = igb ] || echo {pf} > /sys/bus/pci/drivers/igb/bind
 for i in $(seq 100); do n=$(ls $d/net 2>/dev/null) && [ -n \"$n\" ] && break; sleep 0.1; done
 [ -n \"$n\" ] || {{ echo the PF has no interface >&2; exit 1; }}
 sysctl -q -w net.ipv6.conf.$n.disable_ipv6=1
 ip addr flush dev $n; ip addr add {SRIOV_PF_IP}/24 dev $n; ip link set $n up
 echo 0 > $d/sriov_drivers_autoprobe
 echo {n} > $d/sriov_numvfs
-for i in $(seq 0 $(({n} - 1))); do basename $(readlink $d/virtfn$i); done"
+for i in $(seq 0 $(({n} - 1))); do basename $(readlink $d/virtfn$i); done",
+            lender = lending::LENDER_DRIVER
         ),
     )
     .context("the igb PF with its VFs on the lender")?;
