@@ -361,12 +361,6 @@ out_free:
 	return ret;
 }
 
-/* DEV_INFO's answer with the extension, which older lenders do not send. */
-struct dl_dev_info_full {
-	struct dl_dev_info info;
-	struct dl_dev_info_ext ext;
-} __packed;
-
 /*
  * Asks for the extension first; a lender without it refuses the flag
  * (-EINVAL) and is asked again without: its devices have no PF name.

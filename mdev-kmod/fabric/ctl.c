@@ -26,6 +26,8 @@ static_assert(sizeof(struct dl_msg_hdr) == DL_MSG_HDR_SIZE);
 static_assert(sizeof(struct dl_ping) == DL_PING_SIZE);
 static_assert(sizeof(struct dl_bar_desc) == DL_BAR_DESC_SIZE);
 static_assert(sizeof(struct dl_dev_info) == DL_DEV_INFO_SIZE);
+static_assert(sizeof(struct dl_dev_info_ext) == DL_DEV_INFO_EXT_SIZE);
+static_assert(sizeof(struct dl_dev_info_full) == DL_DEV_INFO_FULL_SIZE);
 static_assert(sizeof(struct dl_dev_ref) == DL_DEV_REF_SIZE);
 static_assert(sizeof(struct dl_dev_list) == DL_DEV_LIST_SIZE);
 static_assert(sizeof(struct dl_cfg_access) == DL_CFG_ACCESS_SIZE);

@@ -412,12 +412,6 @@ union dl_lender_req {
 	struct dl_irq_mask irq_mask;
 };
 
-/* DEV_INFO's answer with the extension (DL_DEV_REF_F_INFO_EXT). */
-struct dl_dev_info_full {
-	struct dl_dev_info info;
-	struct dl_dev_info_ext ext;
-} __packed;
-
 union dl_lender_resp {
 	struct dl_dev_ref ref;
 	struct dl_dev_info info;

@@ -335,6 +335,17 @@ struct dl_dev_info_ext {
 	__le32 reserved[4];
 } __attribute__((packed));
 
+/**
+ * struct dl_dev_info_full - the answer to %DL_MSG_DEV_INFO asked with
+ * %DL_DEV_REF_F_INFO_EXT.
+ * @info: as without the flag.
+ * @ext: what the flag adds.
+ */
+struct dl_dev_info_full {
+	struct dl_dev_info info;
+	struct dl_dev_info_ext ext;
+} __attribute__((packed));
+
 /* struct dl_dev_ref.flags, in %DL_MSG_DEV_INFO only: answer with the ext. */
 #define DL_DEV_REF_F_INFO_EXT	0x0001
 
@@ -623,6 +634,7 @@ struct dl_ntb_mw {
 #define DL_BAR_DESC_SIZE	16
 #define DL_DEV_INFO_SIZE	144
 #define DL_DEV_INFO_EXT_SIZE	32
+#define DL_DEV_INFO_FULL_SIZE	176
 #define DL_DEV_REF_SIZE		8
 #define DL_DEV_LIST_SIZE	136
 #define DL_CFG_ACCESS_SIZE	12

@@ -1241,7 +1241,7 @@ impl Gen {
         let len = match msg_type {
             T_DEV_LIST if self.rng.random_ratio(1, 2) => sys::DL_DEV_LIST_SIZE,
             T_DEV_INFO if self.rng.random_ratio(1, 2) => {
-                sys::DL_DEV_INFO_SIZE + sys::DL_DEV_INFO_EXT_SIZE * self.rng.random_range(0..=1)
+                [sys::DL_DEV_INFO_SIZE, sys::DL_DEV_INFO_FULL_SIZE][self.rng.random_range(0..2)]
             }
             _ => self.rng.random_range(0..=max),
         };

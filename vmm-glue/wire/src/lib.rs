@@ -100,6 +100,7 @@ const _: () = {
     assert!(size_of::<sys::dl_bar_desc>() == sys::DL_BAR_DESC_SIZE);
     assert!(size_of::<sys::dl_dev_info>() == sys::DL_DEV_INFO_SIZE);
     assert!(size_of::<sys::dl_dev_info_ext>() == sys::DL_DEV_INFO_EXT_SIZE);
+    assert!(size_of::<sys::dl_dev_info_full>() == sys::DL_DEV_INFO_FULL_SIZE);
     assert!(size_of::<sys::dl_dev_ref>() == sys::DL_DEV_REF_SIZE);
     assert!(size_of::<sys::dl_dev_list>() == sys::DL_DEV_LIST_SIZE);
     assert!(size_of::<sys::dl_cfg_access>() == sys::DL_CFG_ACCESS_SIZE);
@@ -120,10 +121,7 @@ const _: () = {
     assert!(size_of::<sys::dl_ntb_mw>() == sys::DL_NTB_MW_SIZE);
     // The largest fixed payload fits a slot of the default size, which is
     // what the server formats.
-    assert!(
-        DL_MSG_HDR_SIZE + sys::DL_DEV_INFO_SIZE + sys::DL_DEV_INFO_EXT_SIZE
-            <= DL_DEFAULT_SLOT_SIZE as usize
-    );
+    assert!(DL_MSG_HDR_SIZE + sys::DL_DEV_INFO_FULL_SIZE <= DL_DEFAULT_SLOT_SIZE as usize);
     // Layout v1 puts the host slots at one page and strides them by one
     // host info; the ring control block is what precedes a ring's slots.
     assert!(HOST_STRIDE as usize == DL_HOST_INFO_SIZE);
