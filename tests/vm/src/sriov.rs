@@ -223,6 +223,7 @@ pub fn two_guests_share_a_nic(c: &Cluster, pf: &str, step: &dyn Fn(&str)) -> any
         &format!(
             "d=/sys/bus/pci/devices/{pf}
 for v in $d/virtfn*; do
+  [ -e \"$v\" ] || continue
   a=$(basename $(readlink $v))
   [ -e {drv}/$a ] && echo \"$a force\" > {drv}/unlend
 done
