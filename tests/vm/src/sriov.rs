@@ -260,7 +260,7 @@ fn sriov_run(
     for vf in vfs {
         lending::lend(l, vf)?;
     }
-    let devlend = twohost::host_bin("devlend", "DEVLEND_BIN")?;
+    let devlend = twohost::host_bin("devlend", "DEVLEND_CLI")?;
     vf_listed_with_its_pf(c, pf, vfs, &devlend)?;
     step(&format!(
         "both borrowers list the VFs with their PF ({LENDER}/{pf}), as does `devlend remote`"
