@@ -18,17 +18,27 @@ static struct dentry *dl_borrower_debugfs;
  */
 static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 {
+	u64 same, moved, dropped;
 	struct dl_vdev *v;
 
 	mutex_lock(&b->lock);
-	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu returned_late=%llu returned=%llu lost=%llu\n",
+	same = b->kept_same;
+	moved = b->kept_moved;
+	dropped = b->kept_dropped;
+	list_for_each_entry(v, &b->vdevs, node) {
+		same += READ_ONCE(v->kept_same);
+		moved += READ_ONCE(v->kept_moved);
+		dropped += READ_ONCE(v->kept_dropped);
+	}
+	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu\n",
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
-		   b->returned_late, b->returned, b->lost);
+		   b->returned_late, b->returned, b->lost, same, moved,
+		   dropped);
 	list_for_each_entry(v, &b->vdevs, node)
-		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu\n",
+		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->state),
 			   READ_ONCE(v->npinned), READ_ONCE(v->windows),
-			   READ_ONCE(v->window_ms));
+			   READ_ONCE(v->window_ms), READ_ONCE(v->nkept));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

@@ -18,9 +18,18 @@
  * lender unmaps (so the device can no longer reach the pages), then the
  * pages are unpinned. VFIO waits for dma_unmap() to unpin everything in
  * the range, so it unpins even when the lender cannot be reached (and the
- * device is then given up). While bus mastering stays on, what a
- * dma_unmap() took away is pinned and mapped again a moment later, when
- * QEMU has mapped the memory anew (it never tells mdevs of a map).
+ * device is then given up).
+ *
+ * While bus mastering stays on, a dma_unmap() is QEMU changing the
+ * guest's memory layout (it unmaps and maps the same RAM again, e.g. when
+ * the BIOS write-protects its shadow area), and it never tells mdevs of
+ * the map. So the pages are unpinned for VFIO but "kept": held by a
+ * reference of ours and left mapped by the lender, and pinned again a
+ * moment later. Where the re-pin finds the same page at the IOVA, nothing
+ * is sent and the device never lost it; a page that moved is unmapped
+ * before the new one is mapped; what never comes back is unmapped when
+ * the re-pin stops waiting. The lender can only ever reach pages we hold,
+ * so the DMA ownership rule (lease.c) is kept.
  * Every failure on the way unwinds through the same teardown, which is
  * idempotent (CVE-2022-3707 was a double free on such a path).
  */
@@ -220,6 +229,166 @@ static int dl_dma_record(struct dl_vdev *v, u64 iova, u64 npages)
 	return 0;
 }
 
+/*
+ * Whether the lender may map pages of this mdev: it was sent mappings and
+ * has not said since that it holds none.
+ */
+static bool dl_dma_lender_may_map(struct dl_vdev *v)
+{
+	return v->dma_mapped && !(v->lease && v->lease->settled);
+}
+
+/*
+ * DMA_UNMAP, asked again while the lender answers EIO: a lender refuses
+ * requests for a device while it resets it (VFIO's dma_unmap() does not
+ * wait for the mdev's own reset), and a refusal here would give the device
+ * up. Bounded: past it the pages are quarantined as for any other failure.
+ */
+static int dl_dma_unmap_request(struct dl_vdev *v,
+				const struct dl_dma_unmap *um)
+{
+	unsigned int tries = 0;
+	int ret;
+
+	for (;;) {
+		ret = dl_fabric_request_urgent(v->b->fab, v->host,
+					       DL_MSG_DMA_UNMAP, um, sizeof(*um),
+					       DL_B_TIMEOUT_MS);
+		if (ret != -EIO || ++tries > DL_B_BUSY_TRIES)
+			return ret;
+		msleep(DL_B_BUSY_MS);
+	}
+}
+
+/*
+ * Has the lender unmap [@iova, @iova + @len) (everything with @all).
+ * Return: 0 once it has, or when it holds nothing of ours; -errno when it
+ * did not acknowledge, and then the device is given up.
+ */
+static int dl_dma_lender_unmap(struct dl_vdev *v, u64 iova, u64 len,
+			       bool all)
+{
+	struct dl_dma_unmap um = {
+		.dev_id = cpu_to_le32(v->dev_id),
+		.flags = cpu_to_le32(all ? DL_DMA_UNMAP_F_ALL : 0),
+		.iova = cpu_to_le64(iova),
+		.len = cpu_to_le64(len),
+	};
+	int ret = -ENOTCONN;
+
+	if (!dl_dma_lender_may_map(v))
+		return 0;
+	if (READ_ONCE(v->state) == DL_VDEV_BORROWED)
+		ret = dl_dma_unmap_request(v, &um);
+	if (ret) {
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "the lender did not unmap 0x%llx+0x%llx: %d; quarantining its pages, giving the device up\n",
+				    iova, len, ret);
+		mutex_lock(&v->b->lock);
+		dl_vdev_lost(v, "DMA unmap failed");
+		mutex_unlock(&v->b->lock);
+	}
+	return ret;
+}
+
+/*
+ * Lets go of the kept pages in [@s, @t): the lender no longer maps them
+ * (@acked), or may still, and then they are quarantined as in
+ * dl_dma_unpin(). Return: how many.
+ */
+static unsigned long dl_dma_kept_let_go(struct dl_vdev *v, u64 s, u64 t,
+					bool acked)
+{
+	struct dl_borrower *b = v->b;
+	unsigned long idx, n = 0;
+	struct page *page;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (!v->nkept || s >= t)
+		return 0;
+	mutex_lock(&b->lock);
+	/* The release work may have settled the lease meanwhile. */
+	if (v->lease && v->lease->settled)
+		acked = true;
+	xa_for_each_range(&v->kept, idx, page, s >> PAGE_SHIFT,
+			  (t - 1) >> PAGE_SHIFT) {
+		xa_erase(&v->kept, idx);
+		v->nkept--;
+		n++;
+		if (!acked) {
+			if (WARN_ON_ONCE(!v->lease))
+				continue;	/* nobody to hold it: leak it */
+			dl_lease_quarantine(b, v->lease, page);
+		}
+		put_page(page);
+	}
+	mutex_unlock(&b->lock);
+	return n;
+}
+
+/*
+ * Has the lender unmap the kept pages in [@s, @t), one message per run of
+ * consecutive IOVAs, and lets go of them. Return: how many.
+ */
+static unsigned long dl_dma_drop_kept(struct dl_vdev *v, u64 s, u64 t)
+{
+	unsigned long first = s >> PAGE_SHIFT, last = (t - 1) >> PAGE_SHIFT;
+	unsigned long end, n = 0;
+	int ret;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	while (v->nkept && s < t && first <= last &&
+	       xa_find(&v->kept, &first, last, XA_PRESENT)) {
+		for (end = first + 1; end <= last && xa_load(&v->kept, end);
+		     end++)
+			;
+		ret = dl_dma_lender_unmap(v, (u64)first << PAGE_SHIFT,
+					  (u64)(end - first) << PAGE_SHIFT,
+					  false);
+		n += dl_dma_kept_let_go(v, (u64)first << PAGE_SHIFT,
+					(u64)end << PAGE_SHIFT, !ret);
+		first = end;
+	}
+	return n;
+}
+
+/*
+ * The re-pin pinned @n pages at @iova. Those it found kept on the same
+ * page the lender maps already: their entry in @pages is cleared, and no
+ * run is sent. Kept pages whose IOVA is another page now are unmapped
+ * before the new page is mapped.
+ * Return: 0, or -errno if the lender did not unmap.
+ */
+static int dl_dma_kept_found(struct dl_vdev *v, u64 iova, int n,
+			     struct page **pages)
+{
+	unsigned long idx = iova >> PAGE_SHIFT, moved;
+	struct page *old;
+	int i;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (!v->nkept)
+		return 0;
+	for (i = 0; i < n; i++) {
+		old = xa_load(&v->kept, idx + i);
+		if (!old || old != pages[i])
+			continue;
+		xa_erase(&v->kept, idx + i);
+		v->nkept--;
+		v->kept_same++;
+		put_page(old);		/* VFIO's pin holds it now */
+		pages[i] = NULL;
+	}
+	moved = dl_dma_drop_kept(v, iova, iova + ((u64)n << PAGE_SHIFT));
+	v->kept_moved += moved;
+	if (moved && READ_ONCE(v->state) != DL_VDEV_BORROWED)
+		return -ENOTCONN;
+	return 0;
+}
+
 /* vfio_pin_pages() refused: some page is not mapped in the container. */
 #define DL_PIN_REFUSED		1
 
@@ -260,7 +429,12 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n)
 			xa_erase(&v->pin_pages, (iova >> PAGE_SHIFT) + i);
 		return ret;
 	}
+	ret = dl_dma_kept_found(v, iova, n, bt->pages);
+	if (ret)
+		return ret;
 	for (i = 0; i < n; i++) {
+		if (!bt->pages[i])	/* the lender maps it already */
+			continue;
 		ret = dl_dma_add_run(bt, iova + ((u64)i << PAGE_SHIFT),
 				     page_to_phys(bt->pages[i]), PAGE_SIZE);
 		if (ret)
@@ -486,21 +660,21 @@ static u64 dl_dma_holes_left(struct dl_vdev *v)
 	return left;
 }
 
-/*
- * Whether the lender may map pages of this mdev: it was sent mappings and
- * has not said since that it holds none.
- */
-static bool dl_dma_lender_may_map(struct dl_vdev *v)
-{
-	return v->dma_mapped && !(v->lease && v->lease->settled);
-}
+/* What becomes of pages unpinned for VFIO. */
+enum dl_unpin_how {
+	DL_UNPIN_FREE,		/* the lender acknowledged their unmap */
+	DL_UNPIN_QUARANTINE,	/* it did not: held until the lease settles */
+	DL_UNPIN_KEEP,		/* the lender keeps them mapped: kept */
+};
 
 /*
  * Unpins [s, t), pages of one extent. Unless the lender acknowledged their
- * unmap, each page is quarantined first: VFIO gets its pin back, but the
- * page stays out of the allocator until the lease settles (lease.c).
+ * unmap, each page is quarantined or kept first: VFIO gets its pin back,
+ * but the page stays out of the allocator until the lease settles
+ * (lease.c), or until the re-pin finds it again or has it unmapped.
  */
-static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t, bool acked)
+static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
+			 enum dl_unpin_how how)
 {
 	struct dl_borrower *b = v->b;
 	struct page *page;
@@ -511,11 +685,23 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t, bool acked)
 	mutex_lock(&b->lock);
 	/* The release work may have settled the lease meanwhile. */
 	if (v->lease && v->lease->settled)
-		acked = true;
+		how = DL_UNPIN_FREE;
 	for (n = s; n < t; n += PAGE_SIZE) {
 		page = xa_erase(&v->pin_pages, n >> PAGE_SHIFT);
-		if (acked || !page)
+		if (how == DL_UNPIN_FREE || !page)
 			continue;
+		if (how == DL_UNPIN_KEEP &&
+		    !xa_err(xa_store(&v->kept, n >> PAGE_SHIFT, page,
+				     GFP_KERNEL))) {
+			get_page(page);
+			v->nkept++;
+			continue;
+		}
+		/*
+		 * Not kept (no memory for the entry): quarantined instead.
+		 * The lender still maps it, so the re-pin's map of this IOVA
+		 * is refused (-EEXIST) and everything is mapped anew.
+		 */
 		if (WARN_ON_ONCE(!v->lease))
 			get_page(page);	/* nobody to hold it: leak it */
 		else
@@ -528,63 +714,14 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t, bool acked)
 	v->npinned -= (t - s) >> PAGE_SHIFT;
 }
 
-/*
- * DMA_UNMAP, asked again while the lender answers EIO: a lender refuses
- * requests for a device while it resets it (VFIO's dma_unmap() does not
- * wait for the mdev's own reset), and a refusal here would give the device
- * up. Bounded: past it the pages are quarantined as for any other failure.
- */
-static int dl_dma_unmap_request(struct dl_vdev *v,
-				const struct dl_dma_unmap *um)
+/* Unpins what is pinned in [iova, end), trimming the extents. */
+static void dl_dma_unpin_range(struct dl_vdev *v, u64 iova, u64 end,
+			       enum dl_unpin_how how)
 {
-	unsigned int tries = 0;
-	int ret;
-
-	for (;;) {
-		ret = dl_fabric_request_urgent(v->b->fab, v->host,
-					       DL_MSG_DMA_UNMAP, um, sizeof(*um),
-					       DL_B_TIMEOUT_MS);
-		if (ret != -EIO || ++tries > DL_B_BUSY_TRIES)
-			return ret;
-		msleep(DL_B_BUSY_MS);
-	}
-}
-
-/*
- * Has the lender unmap [iova, iova + len) (everything with @all), then
- * unpins what is pinned there. What the lender did not acknowledge is
- * quarantined, and the device is given up and returned later.
- */
-static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
-{
-	struct dl_dma_unmap um = {
-		.dev_id = cpu_to_le32(v->dev_id),
-		.flags = cpu_to_le32(all ? DL_DMA_UNMAP_F_ALL : 0),
-		.iova = cpu_to_le64(iova),
-		.len = cpu_to_le64(len),
-	};
 	struct dl_pin_extent *e, *tmp, *split;
-	u64 end = iova + len, s, t;
-	bool acked = !dl_dma_lender_may_map(v);
-	int ret = -ENOTCONN;
+	u64 s, t;
 
 	lockdep_assert_held(&v->dma_lock);
-
-	if (!acked) {
-		if (READ_ONCE(v->state) == DL_VDEV_BORROWED)
-			ret = dl_dma_unmap_request(v, &um);
-		acked = !ret;
-	}
-	if (!acked) {
-		dev_err_ratelimited(dl_vdev_dev(v),
-				    "the lender did not unmap 0x%llx+0x%llx: %d; quarantining its pages, giving the device up\n",
-				    iova, len, ret);
-		mutex_lock(&v->b->lock);
-		dl_vdev_lost(v, "DMA unmap failed");
-		mutex_unlock(&v->b->lock);
-	}
-	if (all && acked)
-		v->dma_mapped = false;
 
 	list_for_each_entry_safe(e, tmp, &v->pinned, node) {
 		u64 e_end = e->iova + (e->npages << PAGE_SHIFT);
@@ -593,7 +730,7 @@ static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
 		t = min(e_end, end);
 		if (s >= t)
 			continue;
-		dl_dma_unpin(v, s, t, acked);
+		dl_dma_unpin(v, s, t, how);
 
 		if (s > e->iova && t < e_end) {
 			/* A hole in the middle: keep the tail apart. */
@@ -612,6 +749,27 @@ static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
 			kfree(e);
 		}
 	}
+}
+
+/*
+ * Has the lender unmap [iova, iova + len) (everything with @all), then
+ * unpins what is pinned there and lets go of what is kept there. What the
+ * lender did not acknowledge is quarantined, and the device is given up
+ * and returned later.
+ */
+static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
+{
+	u64 end = len > U64_MAX - iova ? U64_MAX : iova + len;
+	bool acked;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	acked = !dl_dma_lender_unmap(v, iova, len, all);
+	if (all && acked)
+		v->dma_mapped = false;
+	dl_dma_unpin_range(v, iova, end,
+			   acked ? DL_UNPIN_FREE : DL_UNPIN_QUARANTINE);
+	v->kept_dropped += dl_dma_kept_let_go(v, iova, end, acked);
 }
 
 /*
@@ -707,10 +865,11 @@ int dl_dma_enable(struct dl_vdev *v)
 }
 
 /*
- * The re-pin is done: the window in which the device's DMA to unmapped
- * guest memory faulted (and a device like QEMU's NVMe reported success
- * anyway) is closed. It cannot be avoided while VFIO tells mdevs of unmaps
- * only, so it is counted and reported instead.
+ * The re-pin is done: the window between QEMU's unmap and its map again
+ * is closed. The device kept what came back on the same pages; DMA to
+ * pages that moved, between their unmap and map, and to what never came
+ * back faulted (and a device like QEMU's NVMe reports success anyway), so
+ * the window is counted and reported.
  */
 static void dl_dma_window_closed(struct dl_vdev *v)
 {
@@ -724,20 +883,49 @@ static void dl_dma_window_closed(struct dl_vdev *v)
 	v->window_ms += ms;
 	v->window_start = 0;
 	dev_info_ratelimited(dl_vdev_dev(v),
-			     "DMA to guest memory that QEMU unmapped was blocked for %u ms until it was mapped again (%u such windows, %llu ms in all)\n",
-			     ms, v->windows, v->window_ms);
+			     "guest memory that QEMU unmapped was pinned again after %u ms (%u such windows, %llu ms in all); pages kept mapped across them: %llu, moved: %llu, not mapped again: %llu\n",
+			     ms, v->windows, v->window_ms, v->kept_same,
+			     v->kept_moved, v->kept_dropped);
+}
+
+/*
+ * Kept pages that are read-only guest memory now (the BIOS write-protects
+ * its shadow area: VFIO maps it read-only, and it is never pinned again)
+ * are unmapped at once, not when the wait ends.
+ */
+static void dl_dma_drop_kept_readonly(struct dl_vdev *v)
+{
+	struct dl_dma_span *ro;
+	unsigned int nr, i;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (!v->nkept)
+		return;
+	ro = dl_dma_slots(v, true, &nr);
+	if (!ro)
+		return;
+	for (i = 0; i < nr; i++)
+		v->kept_dropped +=
+			dl_dma_drop_kept(v, ro[i].iova,
+					 ro[i].iova + (ro[i].npages << PAGE_SHIFT));
+	kvfree(ro);
 }
 
 /*
  * A re-pin went through. If QEMU has not mapped all it unmapped again yet,
- * looks again shortly (the window stays open); it gives up waiting after
- * DL_REPIN_WAIT_S and says how much stays unmapped.
+ * looks again shortly (the window stays open, kept pages stay mapped); it
+ * gives up waiting after DL_REPIN_WAIT_S, has what is still kept unmapped
+ * and says how much that is.
  */
 static void dl_dma_repin_settle(struct dl_vdev *v)
 {
-	u64 left = dl_dma_holes_left(v);
+	u64 left;
 
 	lockdep_assert_held(&v->dma_lock);
+
+	dl_dma_drop_kept_readonly(v);
+	left = dl_dma_holes_left(v);
 
 	if (left && v->window_start &&
 	    time_before(jiffies, v->window_start +
@@ -748,8 +936,9 @@ static void dl_dma_repin_settle(struct dl_vdev *v)
 	}
 	if (left)
 		dev_warn_ratelimited(dl_vdev_dev(v),
-				     "%llu KiB of guest memory that QEMU unmapped were not mapped again within %u s; the device's DMA there faults\n",
+				     "%llu KiB of guest memory that QEMU unmapped were not mapped again within %u s; unmapped, the device's DMA there faults\n",
 				     left >> 10, DL_REPIN_WAIT_S);
+	v->kept_dropped += dl_dma_drop_kept(v, 0, U64_MAX);
 	v->nholes = 0;
 	dl_dma_window_closed(v);
 }
@@ -773,6 +962,8 @@ void dl_dma_repin_work(struct work_struct *work)
 	mutex_lock(&v->lock);
 	mutex_lock(&v->dma_lock);
 	if (!v->open || !v->dma_on || READ_ONCE(v->state) != DL_VDEV_BORROWED) {
+		/* Unmapped, or quarantined if the lender cannot be told. */
+		v->kept_dropped += dl_dma_drop_kept(v, 0, U64_MAX);
 		v->nholes = 0;
 	} else {
 		ret = dl_dma_fill(v, false);
@@ -815,8 +1006,9 @@ void dl_dma_disable(struct dl_vdev *v)
 }
 
 /**
- * dl_dma_unmap_range() - VFIO's dma_unmap: unmap and unpin what lies in
- *	a range. Safe at any time, a no-op when nothing is pinned.
+ * dl_dma_unmap_range() - VFIO's dma_unmap: unpin what lies in a range;
+ *	keep it mapped until the re-pin while bus mastering is on, unmap it
+ *	first otherwise. Safe at any time, a no-op when nothing is pinned.
  * @v: the mdev.
  * @iova: start.
  * @len: bytes.
@@ -839,8 +1031,13 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 			hit = true;
 		}
 	}
-	if (hit) {
+	if (hit && v->dma_on && READ_ONCE(v->state) == DL_VDEV_BORROWED &&
+	    dl_dma_lender_may_map(v))
+		/* The lender keeps its mapping until the re-pin. */
+		dl_dma_unpin_range(v, s, t, DL_UNPIN_KEEP);
+	else if (hit)
 		dl_dma_release(v, s, t - s, false);
+	if (hit) {
 		/* Pushed back by every unmap: QEMU maps again after the last. */
 		if (v->dma_on) {
 			dl_dma_hole_add(v, hole_start, hole_end);

@@ -161,6 +161,9 @@ struct dl_mtype {
  * @returned_late: leases settled by the release work.
  * @returned: devices returned at close (DEV_RELEASE answered).
  * @lost: mdevs that lost their device (dl_vdev_lost()).
+ * @kept_same: &dl_vdev.kept_same of the mdevs removed.
+ * @kept_moved: &dl_vdev.kept_moved of the mdevs removed.
+ * @kept_dropped: &dl_vdev.kept_dropped of the mdevs removed.
  *
  * @leases and the counters are under @lock.
  */
@@ -190,6 +193,9 @@ struct dl_borrower {
 	u64 returned_late;
 	u64 returned;
 	u64 lost;
+	u64 kept_same;
+	u64 kept_moved;
+	u64 kept_dropped;
 };
 
 /**
@@ -301,6 +307,16 @@ struct dl_dma_hole {
  *	mastering was on; the re-pin waits for QEMU to map them again
  *	(@dma_lock).
  * @nholes: how many of @holes are used (@dma_lock).
+ * @kept: pages QEMU unmapped while bus mastering was on, by IOVA page
+ *	number: unpinned for VFIO but held by a reference and still mapped by
+ *	the lender until the re-pin finds them again (@dma_lock).
+ * @nkept: pages in @kept (@dma_lock).
+ * @kept_same: kept pages the re-pin found again at their IOVA: nothing
+ *	was sent, the device never lost them (@dma_lock).
+ * @kept_moved: kept pages whose IOVA the re-pin found on another page:
+ *	unmapped, then the new page mapped (@dma_lock).
+ * @kept_dropped: kept pages never pinned again: unmapped when the re-pin
+ *	stopped waiting, or by a reset or bus mastering off (@dma_lock).
  * @irq_lock: the eventfds.
  * @irqs: INTx, MSI and MSI-X eventfds.
  * @intx_unmask_msg: the lender took INTx with %DL_IRQ_SET_F_UNMASK_MSG:
@@ -342,6 +358,11 @@ struct dl_vdev {
 	u64 window_ms;
 	struct dl_dma_hole holes[DL_DMA_HOLES];
 	unsigned int nholes;
+	struct xarray kept;
+	unsigned long nkept;
+	u64 kept_same;
+	u64 kept_moved;
+	u64 kept_dropped;
 	spinlock_t irq_lock;		/* the eventfds */
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
 	bool intx_unmask_msg;

@@ -222,6 +222,10 @@ static void dl_mdev_unlist(struct dl_vdev *v)
 	spin_lock_irq(&b->fire_lock);
 	list_del(&v->node);
 	spin_unlock_irq(&b->fire_lock);
+	/* Its counters live on in the borrower's (debugfs). */
+	b->kept_same += READ_ONCE(v->kept_same);
+	b->kept_moved += READ_ONCE(v->kept_moved);
+	b->kept_dropped += READ_ONCE(v->kept_dropped);
 	mutex_unlock(&b->lock);
 }
 

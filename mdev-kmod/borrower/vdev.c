@@ -740,6 +740,7 @@ static int dl_vdev_init(struct vfio_device *vdev)
 	mutex_init(&v->dma_lock);
 	INIT_LIST_HEAD(&v->pinned);
 	xa_init(&v->pin_pages);
+	xa_init(&v->kept);
 	INIT_DELAYED_WORK(&v->repin_work, dl_dma_repin_work);
 	spin_lock_init(&v->irq_lock);
 	v->state = DL_VDEV_IDLE;
@@ -751,6 +752,8 @@ static void dl_vdev_release(struct vfio_device *vdev)
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
 	cancel_delayed_work_sync(&v->repin_work);
+	WARN_ON_ONCE(v->nkept);
+	xa_destroy(&v->kept);
 	xa_destroy(&v->pin_pages);
 	mutex_destroy(&v->dma_lock);
 	mutex_destroy(&v->lock);

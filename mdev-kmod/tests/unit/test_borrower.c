@@ -30,14 +30,18 @@ static struct dl_lease lease;
 static struct kvm kvm;
 static struct kvm_memory_slot slots[8];
 
-/* Guest memory as VFIO sees it: mapped ranges and the host pages. */
+/*
+ * Guest memory as VFIO sees it: mapped ranges and the host pages; with
+ * @moved, QEMU mapped the range on other pages than before.
+ */
 struct gmap {
 	u64 iova, len, phys;
+	bool moved;
 };
 
 static struct gmap gmaps[8];
 static unsigned int ngmaps;
-static struct page pages[NPFN];
+static struct page pages[NPFN], moved_pages[NPFN];
 static int pincount[NPFN];
 static unsigned int npin_calls, bad_pin_calls, bad_unpins;
 
@@ -97,10 +101,11 @@ int vfio_pin_pages(struct vfio_device *device, dma_addr_t iova, int npage,
 		u64 a = iova + ((u64)i << PAGE_SHIFT);
 		struct gmap *g = gmap_find(a);
 		u64 pfn = a >> PAGE_SHIFT;
+		struct page *pg = g->moved ? &moved_pages[pfn] : &pages[pfn];
 
-		pages[pfn].phys = g->phys + (a - g->iova);
+		pg->phys = g->phys + (a - g->iova);
 		pincount[pfn]++;
-		out[i] = &pages[pfn];
+		out[i] = pg;
 	}
 	return npage;
 }
@@ -285,6 +290,7 @@ static void reset_all(void)
 	memset(&kvm, 0, sizeof(kvm));
 	memset(slots, 0, sizeof(slots));
 	memset(pages, 0, sizeof(pages));
+	memset(moved_pages, 0, sizeof(moved_pages));
 	memset(pincount, 0, sizeof(pincount));
 	ngmaps = 0;
 	npin_calls = 0;
@@ -327,7 +333,21 @@ static void add_slot(u64 iova, u64 len, u32 flags)
 
 static void add_gmap(u64 iova, u64 len, u64 phys)
 {
-	gmaps[ngmaps++] = (struct gmap){ iova, len, phys };
+	gmaps[ngmaps++] = (struct gmap){ iova, len, phys, false };
+}
+
+/* No page holds a reference of ours. */
+static void check_no_refs(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < NPFN; i++) {
+		if (!pages[i].refs && !moved_pages[i].refs)
+			continue;
+		unit_fail(__FILE__, __LINE__, "page %u: %d refs, moved %d", i,
+			  pages[i].refs, moved_pages[i].refs);
+		return;
+	}
 }
 
 static void check_run(unsigned int i, u64 iova, u64 addr, u64 len)
@@ -512,18 +532,20 @@ static void test_unmap_range(void)
 	setup_guest();
 	CHECK_EQ(dl_dma_enable(&v), 0);
 
-	/* A hole in the middle of an extent splits it. */
+	/*
+	 * A hole in the middle of an extent splits it. Bus mastering is on:
+	 * VFIO gets its pins back, the pages are kept, and the lender is not
+	 * asked (it keeps its mapping until the re-pin).
+	 */
 	nevents = 0;
 	dl_dma_unmap_range(&v, 2 * MiB, 8 * KiB);
-	CHECK_EQ(nunmaps, 1);
-	CHECK_EQ(le64_to_cpu(last_unmap.iova), 2 * MiB);
-	CHECK_EQ(le64_to_cpu(last_unmap.len), 8 * KiB);
-	CHECK_EQ(le32_to_cpu(last_unmap.flags), 0);
-	CHECK_EQ(le32_to_cpu(last_unmap.dev_id), 7);
+	CHECK_EQ(nunmaps, 0);
 	check_extents(ext1, 4);
 	check_pins(2 * MiB, 2 * MiB + 8 * KiB, 0);
 	check_pins(2 * MiB + 8 * KiB, 4 * MiB, 1);
 	CHECK_EQ(v.npinned, 1183 - 2);
+	CHECK_EQ(v.nkept, 2);
+	CHECK_EQ(pages[(2 * MiB) >> PAGE_SHIFT].refs, 1);
 	CHECK_EQ(v.repin_work.work.queued, 1);
 	CHECK_EQ(v.repin_work.delay, DL_REPIN_DELAY_MS);
 
@@ -533,17 +555,22 @@ static void test_unmap_range(void)
 	check_pins(512 * KiB, 640 * KiB, 0);
 	check_pins(0, 512 * KiB, 1);
 	CHECK_EQ(v.npinned, 1181 - 32 - 2);
-	CHECK_EQ(nunmaps, 2);
+	CHECK_EQ(v.nkept, 36);
+	CHECK_EQ(nunmaps, 0);
 
-	/* Nothing pinned there: the lender is not asked. */
+	/* Nothing pinned there: nothing happens. */
 	dl_dma_unmap_range(&v, 640 * KiB, 384 * KiB);
-	CHECK_EQ(nunmaps, 2);
+	CHECK_EQ(nunmaps, 0);
+	CHECK_EQ(v.nkept, 36);
 	CHECK_EQ(nquarantined, 0);
 	CHECK_EQ(bad_unpins, 0);
 
 	/* Bus mastering off: everything goes, the lender told first. */
 	dl_dma_disable(&v);
-	CHECK_EQ(nunmaps, 3);
+	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.kept_dropped, 36);
+	check_no_refs();
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
 	CHECK(list_empty(&v.pinned));
 	CHECK_EQ(v.npinned, 0);
@@ -553,6 +580,24 @@ static void test_unmap_range(void)
 	CHECK(!v.dma_on);
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
+
+	/* Bus mastering off (a VMM without KVM): the lender asked first. */
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	v.dma_on = false;
+	dl_dma_unmap_range(&v, 2 * MiB, 8 * KiB);
+	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(le64_to_cpu(last_unmap.iova), 2 * MiB);
+	CHECK_EQ(le64_to_cpu(last_unmap.len), 8 * KiB);
+	CHECK_EQ(le32_to_cpu(last_unmap.flags), 0);
+	CHECK_EQ(le32_to_cpu(last_unmap.dev_id), 7);
+	check_extents(ext1, 4);
+	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.repin_work.work.queued, 0);
+	dl_dma_disable(&v);
+	check_no_refs();
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
 }
 
 static void test_unmap_unacked(void)
@@ -560,30 +605,59 @@ static void test_unmap_unacked(void)
 	setup_guest();
 	CHECK_EQ(dl_dma_enable(&v), 0);
 
-	/* The lender does not answer: VFIO gets its pages, we keep them. */
+	/* QEMU unmaps: kept, nothing asked. */
 	unmap_ret = -ETIMEDOUT;
 	dl_dma_unmap_range(&v, 0, 16 * KiB);
-	CHECK_EQ(nquarantined, 4);
-	CHECK_EQ(nlost, 1);
+	CHECK_EQ(nunmaps, 0);
+	CHECK_EQ(v.nkept, 4);
 	check_pins(0, 16 * KiB, 0);
 	CHECK_EQ(v.npinned, 1183 - 4);
-	CHECK_EQ(bad_unpins, 0);
 
-	/* Once lost, nothing more is asked; the rest is quarantined too. */
+	/*
+	 * Bus mastering off, and the lender does not answer: VFIO gets its
+	 * pages, we keep every pinned and kept page in quarantine.
+	 */
 	dl_dma_disable(&v);
 	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(nlost, 1);
 	CHECK_EQ(nquarantined, 1183);
 	CHECK_EQ(v.npinned, 0);
+	CHECK_EQ(v.nkept, 0);
 	CHECK(v.dma_mapped);	/* the lender may still hold mappings */
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
 
 	/* A lender busy resetting answers EIO: asked again, bounded. */
 	setup_guest();
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	unmap_ret = -EIO;
-	dl_dma_unmap_range(&v, 0, 16 * KiB);
+	dl_dma_disable(&v);
 	CHECK_EQ(nunmaps, DL_B_BUSY_TRIES + 1);
-	CHECK_EQ(nquarantined, 4);
+	CHECK_EQ(nquarantined, 1183);
 	CHECK_EQ(nlost, 1);
+	xa_destroy(&v.pin_pages);
+
+	/*
+	 * The re-pin finds kept pages moved, and the lender does not answer
+	 * their unmap: quarantined, the device given up, nothing mapped.
+	 */
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	v.open = true;
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	gmaps[2].moved = true;
+	unmap_ret = -ETIMEDOUT;
+	nmaps = 0;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(nunmaps, 1);
+	CHECK(nlost >= 1);
+	/* The moved pages, then everything pinned (the fill failed). */
+	CHECK_EQ(nquarantined, 512 + 1183);
+	CHECK_EQ(nmaps, 0);
+	CHECK_EQ(v.nkept, 0);
+	dl_dma_disable(&v);
+	CHECK_EQ(v.npinned, 0);
+	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
 
 	/* A settled lease needs no quarantine. */
@@ -653,10 +727,14 @@ static void test_repin_failure(void)
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	v.open = true;
 
-	/* QEMU unmaps part of the guest; the re-pin's map is refused. */
+	/*
+	 * QEMU unmaps part of the guest and maps it on other pages; the
+	 * re-pin's map of them is refused.
+	 */
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
 	CHECK_EQ(v.npinned, 1183 - 512);
 	CHECK(v.window_start != 0);
+	gmaps[2].moved = true;
 	map_ret = -ENOSPC;
 	dl_dma_repin_work(&v.repin_work.work);
 	/* Nothing may stay pinned but unsent: everything goes, to retry. */
@@ -678,7 +756,9 @@ static void test_repin_failure(void)
 	CHECK_EQ(v.repin_tries, 0);
 	CHECK_EQ(v.window_start, 0);
 	CHECK_EQ(v.windows, 1);
+	CHECK_EQ(v.kept_moved, 512);
 	dl_dma_disable(&v);
+	check_no_refs();
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
 }
@@ -712,6 +792,10 @@ static void test_repin_waits(void)
 	CHECK_EQ(v.nholes, 1);
 	slots[2].npages = 4 * MiB / PAGE_SIZE;
 
+	/* Meanwhile the lender kept its mapping: nothing was sent. */
+	CHECK_EQ(v.nkept, 512);
+	CHECK_EQ(nunmaps, 0);
+
 	/* Mapped again: the next look pins it and the window closes. */
 	gmaps[2] = saved;
 	dl_dma_repin_work(&v.repin_work.work);
@@ -719,8 +803,13 @@ static void test_repin_waits(void)
 	check_pins(1 * MiB, 4 * MiB, 1);
 	CHECK_EQ(v.window_start, 0);
 	CHECK_EQ(v.nholes, 0);
+	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.kept_same, 512);
 
-	/* Gone for good: past DL_REPIN_WAIT_S the re-pin stops waiting. */
+	/*
+	 * Gone for good: past DL_REPIN_WAIT_S the re-pin stops waiting and
+	 * has the kept pages unmapped.
+	 */
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
 	gmaps[2].len = 0;
 	jiffies += DL_REPIN_WAIT_S * HZ;
@@ -729,6 +818,11 @@ static void test_repin_waits(void)
 	CHECK_EQ(v.nholes, 0);
 	CHECK_EQ(v.npinned, 1183 - 512);
 	CHECK_EQ(v.windows, 2);
+	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(le64_to_cpu(last_unmap.iova), 1 * MiB);
+	CHECK_EQ(le64_to_cpu(last_unmap.len), 2 * MiB);
+	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.kept_dropped, 512);
 
 	/* Read-only now (the BIOS's shadow area): not waited for. */
 	gmaps[2] = saved;
@@ -739,11 +833,81 @@ static void test_repin_waits(void)
 	dl_dma_repin_work(&v.repin_work.work);
 	CHECK_EQ(v.window_start, 0);
 	CHECK_EQ(v.nholes, 0);
+	CHECK_EQ(v.nkept, 0);		/* unmapped: it is read-only now */
+	CHECK_EQ(nunmaps, 2);
 	slots[2].flags = 0;
 
 	dl_dma_disable(&v);
+	check_no_refs();
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
+}
+
+static void test_repin_keeps(void)
+{
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	v.open = true;
+	nmaps = 0;
+	nruns = 0;
+	nevents = 0;
+
+	/*
+	 * QEMU unmaps [1 MiB, 3 MiB) and maps the same RAM again: the lender
+	 * keeps its mapping throughout and is told nothing.
+	 */
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	CHECK_EQ(v.nkept, 512);
+	CHECK_EQ(pages[(1 * MiB) >> PAGE_SHIFT].refs, 1);
+	check_pins(1 * MiB, 3 * MiB, 0);
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(nmaps + nunmaps, 0);
+	CHECK_EQ(v.npinned, 1183);
+	check_pins(1 * MiB, 3 * MiB, 1);
+	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.kept_same, 512);
+	CHECK_EQ(v.window_start, 0);
+	check_no_refs();
+
+	/*
+	 * Mapped on other pages: the old ones are unmapped (one message for
+	 * the run) before the new ones are mapped; then let go.
+	 */
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	gmaps[2].moved = true;
+	gmaps[2].phys = 0x700000000ULL;
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(le64_to_cpu(last_unmap.iova), 1 * MiB);
+	CHECK_EQ(le64_to_cpu(last_unmap.len), 2 * MiB);
+	CHECK_EQ(le32_to_cpu(last_unmap.flags), 0);
+	CHECK_EQ(nmaps, 1);
+	CHECK_EQ(nruns, 1);
+	check_run(0, 1 * MiB, 0x700000000ULL, 2 * MiB);
+	CHECK(!strcmp(events, "UM"));
+	CHECK_EQ(v.kept_moved, 512);
+	CHECK_EQ(v.nkept, 0);
+	check_no_refs();
+
+	/* Half of a run unmapped twice before the re-pin: kept once. */
+	dl_dma_unmap_range(&v, 1 * MiB, 1 * MiB);
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	CHECK_EQ(v.nkept, 512);
+	dl_dma_repin_work(&v.repin_work.work);
+	CHECK_EQ(v.kept_same, 1024);
+	CHECK_EQ(nunmaps, 1);
+
+	/* A reset while pages are kept: all unmapped at once, let go. */
+	dl_dma_unmap_range(&v, 0, 8 * KiB);
+	dl_dma_disable(&v);
+	CHECK_EQ(nunmaps, 2);
+	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
+	CHECK_EQ(v.nkept, 0);
+	check_no_refs();
+	CHECK_EQ(nquarantined, 0);
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.kept);
 }
 
 static void test_probe(void)
@@ -777,9 +941,9 @@ static const struct unit_test dma_tests[] = {
 	  test_add_run },
 	{ "enable: memslots pinned, read-only and unpinnable pages skipped",
 	  test_enable },
-	{ "unmap: extents split and trimmed, the lender asked first",
+	{ "unmap: extents split and trimmed; kept while bus mastering is on, else the lender asked first",
 	  test_unmap_range },
-	{ "unmap: unacknowledged pages quarantined, the device given up",
+	{ "unmap: unacknowledged pages (pinned, kept, moved) quarantined, the device given up",
 	  test_unmap_unacked },
 	{ "enable: failures leave nothing pinned; the pinned page cap",
 	  test_enable_failures },
@@ -787,6 +951,8 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_failure },
 	{ "re-pin: waits for what QEMU has not mapped again (not read-only), then gives up",
 	  test_repin_waits },
+	{ "re-pin: the lender keeps unmapped pages mapped; same pages sent nothing, moved ones unmapped first",
+	  test_repin_keeps },
 	{ "enable without KVM: probing 2 MiB blocks", test_probe },
 };
 

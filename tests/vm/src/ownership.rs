@@ -38,6 +38,14 @@ pub fn lender_mapped_pages(lender: &AgentClient) -> anyhow::Result<BTreeSet<u64>
 pub struct BorrowerPages {
     /// Pages pinned by all its mdevs.
     pub pinned: u64,
+    /// Pages QEMU unmapped that the lender still maps until the re-pin
+    /// finds them again (held by the borrower, not pinned), now.
+    pub kept: u64,
+    /// Kept pages the re-pin found again on the same page, ever (all
+    /// mdevs, removed ones too): the device never lost them.
+    pub kept_same: u64,
+    /// Kept pages that had moved or never came back, ever: unmapped.
+    pub kept_unmapped: u64,
     /// Pages in quarantine now (the borrower's own count).
     pub quarantined: u64,
     /// Leases settled by the release work, ever.
@@ -69,8 +77,11 @@ pub fn borrower_pages(borrower: &AgentClient) -> anyhow::Result<BorrowerPages> {
             r.returned_late += num("returned_late")?;
             r.returned += num("returned")?;
             r.lost += num("lost")?;
+            r.kept_same += num("kept_same")?;
+            r.kept_unmapped += num("kept_moved")? + num("kept_dropped")?;
         } else if line.starts_with("mdev ") {
             r.pinned += num("pinned")?;
+            r.kept += num("kept")?;
         } else if let Some(rest) = line.strip_prefix("q ") {
             let f: Vec<&str> = rest.split_whitespace().collect();
             ensure!(f.len() == 2, "quarantine line {line:?}");

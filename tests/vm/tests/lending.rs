@@ -177,6 +177,7 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     };
     let in_irq_before = in_irq(c)?;
     let bar_in_irq_before = bar_in_irq(c)?;
+    let kept_before = ownership::borrower_pages(c.agent(BORROWER)?)?;
     let run = guest_with_mdev(
         c,
         Some(&remote_name(&nvme)),
@@ -214,6 +215,22 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
         bar_taken > 0,
         "no BAR write was done in the lender's doorbell interrupt"
     );
+    // SeaBIOS changed the memory layout while the NVMe did DMA, and QEMU
+    // unmapped and mapped the RAM again: the lender kept its mapping of the
+    // same pages across that (nothing unmapped, nothing sent again), and
+    // nothing is held once the guest is gone.
+    let kept = ownership::borrower_pages(c.agent(BORROWER)?)?;
+    let same = kept.kept_same - kept_before.kept_same;
+    println!(
+        "  guest pages QEMU unmapped and mapped again that the device kept: {same} (moved or not back: {})",
+        kept.kept_unmapped - kept_before.kept_unmapped
+    );
+    ensure!(
+        same > 0,
+        "no page was kept mapped across QEMU's re-map:\n{}",
+        kept.text
+    );
+    ensure!(kept.kept == 0, "pages still kept after the guest:\n{}", kept.text);
     state().written_sha = Some(written);
     Ok(())
 }

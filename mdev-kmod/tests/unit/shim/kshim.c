@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The few shim functions that are not inline (see kshim.h). */
+#include <limits.h>
 #include <stdio.h>
 
 #include "kshim.h"
@@ -24,7 +25,7 @@ void kshim_log(const char *level, const char *fmt, ...)
 	va_end(ap);
 }
 
-static size_t xa_find(struct xarray *xa, unsigned long index)
+static size_t xa_slot(struct xarray *xa, unsigned long index)
 {
 	size_t i;
 
@@ -36,14 +37,14 @@ static size_t xa_find(struct xarray *xa, unsigned long index)
 
 void *xa_load(struct xarray *xa, unsigned long index)
 {
-	size_t i = xa_find(xa, index);
+	size_t i = xa_slot(xa, index);
 
 	return i < xa->n ? xa->ent[i] : NULL;
 }
 
 void *xa_store(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp)
 {
-	size_t i = xa_find(xa, index);
+	size_t i = xa_slot(xa, index);
 	void *old = NULL;
 
 	(void)gfp;
@@ -66,7 +67,7 @@ void *xa_store(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp)
 
 void *xa_erase(struct xarray *xa, unsigned long index)
 {
-	size_t i = xa_find(xa, index);
+	size_t i = xa_slot(xa, index);
 	void *old;
 
 	if (i == xa->n)
@@ -76,6 +77,32 @@ void *xa_erase(struct xarray *xa, unsigned long index)
 	xa->idx[i] = xa->idx[xa->n];
 	xa->ent[i] = xa->ent[xa->n];
 	return old;
+}
+
+/* The entry with the lowest index in [*indexp, max], if any. */
+void *xa_find(struct xarray *xa, unsigned long *indexp, unsigned long max,
+	      xa_mark_t filter)
+{
+	size_t i, best = xa->n;
+
+	(void)filter;
+	for (i = 0; i < xa->n; i++)
+		if (xa->idx[i] >= *indexp && xa->idx[i] <= max &&
+		    (best == xa->n || xa->idx[i] < xa->idx[best]))
+			best = i;
+	if (best == xa->n)
+		return NULL;
+	*indexp = xa->idx[best];
+	return xa->ent[best];
+}
+
+void *xa_find_after(struct xarray *xa, unsigned long *indexp,
+		    unsigned long max, xa_mark_t filter)
+{
+	if (*indexp == ULONG_MAX)
+		return NULL;
+	++*indexp;
+	return xa_find(xa, indexp, max, filter);
 }
 
 void xa_destroy(struct xarray *xa)

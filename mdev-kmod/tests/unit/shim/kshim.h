@@ -313,6 +313,15 @@ void *xa_store(struct xarray *xa, unsigned long index, void *entry, gfp_t gfp);
 void *xa_erase(struct xarray *xa, unsigned long index);
 void *xa_load(struct xarray *xa, unsigned long index);
 void xa_destroy(struct xarray *xa);
+typedef unsigned int xa_mark_t;
+#define XA_PRESENT	8U
+void *xa_find(struct xarray *xa, unsigned long *indexp, unsigned long max,
+	      xa_mark_t filter);
+void *xa_find_after(struct xarray *xa, unsigned long *indexp,
+		    unsigned long max, xa_mark_t filter);
+#define xa_for_each_range(xa, index, entry, start, last)		\
+	for (index = start, entry = xa_find(xa, &index, last, XA_PRESENT); \
+	     entry; entry = xa_find_after(xa, &index, last, XA_PRESENT))
 static inline int xa_err(void *entry) { (void)entry; return 0; }
 
 /* Devices and logging: messages are counted, printed with UNIT_VERBOSE. */
@@ -336,6 +345,7 @@ void kshim_log(const char *level, const char *fmt, ...) __printf(2, 3);
 struct page { u64 phys; int refs; };
 #define page_to_phys(p)		((phys_addr_t)(p)->phys)
 static inline void get_page(struct page *p) { p->refs++; }
+static inline void put_page(struct page *p) { p->refs--; }
 
 /* PCI: config space is the test's fake (struct pci_dev.cfg). */
 #define PCIBIOS_SUCCESSFUL	0x00
