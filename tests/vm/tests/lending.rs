@@ -230,7 +230,11 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
         "no page was kept mapped across QEMU's re-map:\n{}",
         kept.text
     );
-    ensure!(kept.kept == 0, "pages still kept after the guest:\n{}", kept.text);
+    ensure!(
+        kept.kept == 0,
+        "pages still kept after the guest:\n{}",
+        kept.text
+    );
     state().written_sha = Some(written);
     Ok(())
 }
