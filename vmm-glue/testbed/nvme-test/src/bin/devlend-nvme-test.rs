@@ -99,7 +99,15 @@ struct Args {
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
+    /// After the I/O, keep the device open (borrowed) until this file
+    /// exists (at most 600 s, or until the host asks for the device back);
+    /// prints "holding" when it starts to wait.
+    #[arg(long)]
+    hold_until: Option<PathBuf>,
 }
+
+/// The longest --hold-until waits.
+const HOLD_MAX: Duration = Duration::from_secs(600);
 
 /// Where the timed I/Os go in the timed range.
 #[derive(clap::ValueEnum, serde::Serialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -670,6 +678,9 @@ fn run_device(
         |_, _, _| Ok(()),
     )?;
     let secs = start.elapsed().as_secs_f64();
+    if let Some(flag) = &args.hold_until {
+        hold_until(flag, &stop)?;
+    }
     let timed_ios = lat.len() as u64;
     let (iops, bytes_per_sec, mb_per_sec) = throughput(timed_ios, args.io_size, secs);
     let counters = nvme.counters();
@@ -704,6 +715,26 @@ fn run_device(
         req_notifications: notes.req.load(Ordering::SeqCst),
         passed,
     })
+}
+
+/// Keeps the device (open in the caller) until `flag` exists, the host
+/// asks for it back, or HOLD_MAX passes.
+fn hold_until(flag: &std::path::Path, stop: &dyn Fn() -> bool) -> Result<(), Failure> {
+    use std::io::Write;
+    println!("holding the device until {} exists", flag.display());
+    let _ = std::io::stdout().flush();
+    let t0 = Instant::now();
+    while !flag.exists() && !stop() {
+        if t0.elapsed() > HOLD_MAX {
+            return Err(Failure::Setup(NvmeError::Config(format!(
+                "{} did not appear within {} s",
+                flag.display(),
+                HOLD_MAX.as_secs()
+            ))));
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
