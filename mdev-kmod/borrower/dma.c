@@ -20,8 +20,8 @@
  * the range, so it unpins even when the lender cannot be reached (and the
  * device is then given up).
  *
- * While bus mastering stays on, a dma_unmap() is QEMU changing the
- * guest's memory layout (it unmaps and maps the same RAM again, e.g. when
+ * While bus mastering stays on under KVM, a dma_unmap() is QEMU changing
+ * the guest's memory layout (it unmaps and maps the same RAM again, e.g. when
  * the BIOS write-protects its shadow area), and it never tells mdevs of
  * the map. So the pages are unpinned for VFIO but "kept": held by a
  * reference of ours and left mapped by the lender, and pinned again a
@@ -1031,9 +1031,14 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 			hit = true;
 		}
 	}
-	if (hit && v->dma_on && READ_ONCE(v->state) == DL_VDEV_BORROWED &&
-	    dl_dma_lender_may_map(v))
-		/* The lender keeps its mapping until the re-pin. */
+	/*
+	 * With KVM this is QEMU changing the guest's memory layout: the
+	 * lender keeps its mapping until the re-pin. Without, a userspace
+	 * driver unmaps its buffer for good, and expects the device to lose
+	 * it now, as on vfio-pci.
+	 */
+	if (hit && v->dma_on && v->vdev.kvm &&
+	    READ_ONCE(v->state) == DL_VDEV_BORROWED && dl_dma_lender_may_map(v))
 		dl_dma_unpin_range(v, s, t, DL_UNPIN_KEEP);
 	else if (hit)
 		dl_dma_release(v, s, t - s, false);

@@ -581,7 +581,10 @@ static void test_unmap_range(void)
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
 
-	/* Bus mastering off (a VMM without KVM): the lender asked first. */
+	/*
+	 * Bus mastering off, or no KVM (a userspace driver unmaps its buffer
+	 * for good): the lender is asked first.
+	 */
 	setup_guest();
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	v.dma_on = false;
@@ -931,7 +934,14 @@ static void test_probe(void)
 	check_run(1, 6 * MiB, 0x100200000ULL, 8 * KiB);
 	/* One call per block, a few more where the block is mapped. */
 	CHECK(npin_calls < 2048 + 520);
+	/* The driver unmaps a buffer: gone at once, nothing kept. */
+	dl_dma_unmap_range(&v, 6 * MiB, 8 * KiB);
+	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(le64_to_cpu(last_unmap.iova), 6 * MiB);
+	CHECK_EQ(v.nkept, 0);
+	check_pins(6 * MiB, 6 * MiB + 8 * KiB, 0);
 	dl_dma_disable(&v);
+	check_no_refs();
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
 }
@@ -953,7 +963,8 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_waits },
 	{ "re-pin: the lender keeps unmapped pages mapped; same pages sent nothing, moved ones unmapped first",
 	  test_repin_keeps },
-	{ "enable without KVM: probing 2 MiB blocks", test_probe },
+	{ "without KVM: probing 2 MiB blocks; an unmap is not kept",
+	  test_probe },
 };
 
 UNIT_SUITE(borrower_dma_suite, "borrower/dma.c: pinning, runs, extents",
