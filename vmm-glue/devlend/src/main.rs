@@ -50,7 +50,7 @@ Exit status:
   3  not found (module not loaded, no adapter, no such device, mdev or type)
   4  busy or none available (held by another borrower, available_instances 0)
   5  permission denied (run as root)
-  6  timed out (the guest did not release a device)
+  6  timed out (the guest did not release a device; no device became free for mdev create --wait)
   7  the VMM refused or could not be reached over QMP
 
 See docs/devlend-cli.md for the full manual.";
@@ -188,7 +188,14 @@ enum MdevCmd {
         With --device the mdev is pinned to that remote device (its remote_device \
         attribute is written right after creation, as mdevctl does) and the type follows \
         from the device's class unless --type is given. Without --device the mdev takes \
-        any free device of its type when a VM first opens it. Prints the UUID."
+        any free device of its type when a VM first opens it. Prints the UUID.\n\n\
+        With --wait SECONDS a request for a device that is not free queues for it instead \
+        of failing with exit status 4: the command looks again every half second until \
+        the type has an available instance (with --device: until that device is \
+        available on its lender and no other mdev of this host targets it), then creates \
+        the mdev. A device returned by one borrower is taken by a waiting request. If \
+        another request takes the device first, the wait goes on. At the deadline it \
+        fails with exit status 6."
     )]
     Create {
         /// Type: any, nvme, net (or devlend-any, ...). Default: from --device's class, else any.
@@ -200,6 +207,9 @@ enum MdevCmd {
         /// UUID to use (default: a new random one).
         #[arg(long)]
         uuid: Option<String>,
+        /// Wait up to SECONDS for a free device (of the type, or the --device named) instead of failing; 0: do not wait.
+        #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+        wait: u64,
     },
     /// This host's devlend mdevs.
     List,
@@ -499,6 +509,76 @@ fn mdev_uuid(sys: &Sysfs, uuid: &str, no_check: bool) -> Result<String> {
     Ok(uuid.to_ascii_lowercase())
 }
 
+/// `mdev create` without --wait: refuses at once what is not free.
+fn create_now(
+    sys: &Sysfs,
+    type_name: &str,
+    remote: Option<sysfs::Remote>,
+    uuid: &str,
+) -> Result<(sysfs::MdevType, Option<sysfs::Remote>, sysfs::Mdev)> {
+    // An mdev stands for one device on this host: a device another
+    // mdev targets is refused (the kernel would refuse it too). A
+    // device held by another host may be targeted now and opened
+    // later, if the type has an instance to spare: say so.
+    if let Some(r) = &remote {
+        if !r.mdevs.is_empty() {
+            return Err(CliError::busy(
+                format!(
+                    "remote device {} is the target of mdev {} on this host",
+                    r.id,
+                    r.mdevs.join(", ")
+                ),
+                "an mdev holds its device on this host: give that mdev to the VM, or remove it first (`devlend mdev remove UUID`); `--wait SECONDS` queues for it",
+            ));
+        }
+        match r.state.as_str() {
+            "available" => {}
+            "borrowed" | "returning" => eprintln!(
+                "devlend: note: remote device {} is {}{}; a VM cannot open the mdev until it is given back",
+                r.id,
+                r.state,
+                r.borrower.map_or(String::new(), |b| format!(" by host {b}"))
+            ),
+            other => {
+                return Err(CliError::busy(
+                    format!("remote device {} ({}/{}) is {other}", r.id, r.lender, r.name),
+                    "its lender no longer offers it; `devlend remote` shows what is offered",
+                ))
+            }
+        }
+    }
+    let (dir, t) = sys.find_type(type_name)?;
+    let m = sys.mdev_create(&dir, &t, uuid, remote.as_ref().map(|r| r.id.as_str()))?;
+    Ok((t, remote, m))
+}
+
+/// `mdev create --wait SECONDS`: queues for a free device, with progress
+/// on stderr.
+fn create_waiting(
+    sys: &Sysfs,
+    type_name: &str,
+    device: Option<&str>,
+    uuid: &str,
+    wait: u64,
+) -> Result<(sysfs::MdevType, Option<sysfs::Remote>, sysfs::Mdev)> {
+    let (_, t) = sys.find_type(type_name)?;
+    // Nothing to wait for when the UUID is taken already.
+    if sys.path(sysfs::MDEV_DEVICES).join(uuid).exists() {
+        return Err(CliError::busy(
+            format!("an mdev {uuid} exists already"),
+            "pick another UUID, or leave --uuid out",
+        ));
+    }
+    let what = match device {
+        Some(spec) => format!("waiting up to {wait} s for remote device {spec} to be free"),
+        None => format!("waiting up to {wait} s for a free {} device", t.id),
+    };
+    let c = with_progress(&what, || {
+        sys.mdev_create_waiting(type_name, device, uuid, Duration::from_secs(wait))
+    })?;
+    Ok((c.mtype, c.remote, c.mdev))
+}
+
 fn run(cli: Cli) -> Result<()> {
     let sys = Sysfs::new(&cli.sysfs_root);
     let json = cli.json;
@@ -695,50 +775,25 @@ fn run(cli: Cli) -> Result<()> {
             mtype,
             device,
             uuid,
+            wait,
         }) => {
             let uuid = sysfs::given_or_new_uuid(uuid.as_deref())?;
+            // A device not offered at all is refused at once, also with
+            // --wait: a mistyped name is not worth waiting for.
             let remote = match &device {
                 Some(spec) => Some(sys.find_remote(spec)?),
                 None => None,
             };
-            // An mdev stands for one device on this host: a device another
-            // mdev targets is refused (the kernel would refuse it too). A
-            // device held by another host may be targeted now and opened
-            // later, if the type has an instance to spare: say so.
-            if let Some(r) = &remote {
-                if !r.mdevs.is_empty() {
-                    return Err(CliError::busy(
-                        format!(
-                            "remote device {} is the target of mdev {} on this host",
-                            r.id,
-                            r.mdevs.join(", ")
-                        ),
-                        "an mdev holds its device on this host: give that mdev to the VM, or remove it first (`devlend mdev remove UUID`)",
-                    ));
-                }
-                match r.state.as_str() {
-                    "available" => {}
-                    "borrowed" | "returning" => eprintln!(
-                        "devlend: note: remote device {} is {}{}; a VM cannot open the mdev until it is given back",
-                        r.id,
-                        r.state,
-                        r.borrower.map_or(String::new(), |b| format!(" by host {b}"))
-                    ),
-                    other => {
-                        return Err(CliError::busy(
-                            format!("remote device {} ({}/{}) is {other}", r.id, r.lender, r.name),
-                            "its lender no longer offers it; `devlend remote` shows what is offered",
-                        ))
-                    }
-                }
-            }
             let type_name = match (&mtype, &remote) {
                 (Some(t), _) => t.clone(),
                 (None, Some(r)) => r.default_type().to_string(),
                 (None, None) => "devlend-any".to_string(),
             };
-            let (dir, t) = sys.find_type(&type_name)?;
-            let m = sys.mdev_create(&dir, &t, &uuid, remote.as_ref().map(|r| r.id.as_str()))?;
+            let (t, remote, m) = if wait > 0 {
+                create_waiting(&sys, &type_name, device.as_deref(), &uuid, wait)?
+            } else {
+                create_now(&sys, &type_name, remote, &uuid)?
+            };
             if json {
                 print_json(&m);
             } else {
@@ -937,9 +992,17 @@ mod tests {
             c.cmd,
             Cmd::Mdev(MdevCmd::Create {
                 device: Some(_),
+                wait: 0,
                 ..
             })
         ));
+        let c = Cli::try_parse_from(["devlend", "mdev", "create", "-t", "nvme", "--wait", "30"])
+            .unwrap();
+        assert!(matches!(c.cmd, Cmd::Mdev(MdevCmd::Create { wait: 30, .. })));
+        assert!(
+            Cli::try_parse_from(["devlend", "mdev", "create", "--wait", "-1"]).is_err(),
+            "--wait takes whole seconds"
+        );
         assert!(
             Cli::try_parse_from(["devlend", "attach", "u"]).is_err(),
             "--qmp is required"

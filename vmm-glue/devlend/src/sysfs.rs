@@ -199,6 +199,30 @@ pub struct Mdev {
     pub sysfs_path: String,
 }
 
+/// How often `mdev create --wait` looks for a free device again.
+pub const WAIT_POLL: Duration = Duration::from_millis(500);
+
+/// An mdev that `mdev create --wait` made, with what it was made of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Created {
+    /// Its type, as it was when the mdev was made.
+    pub mtype: MdevType,
+    /// The remote device it is pinned to, if one was named.
+    pub remote: Option<Remote>,
+    /// The mdev.
+    pub mdev: Mdev,
+}
+
+/// One try at creating an mdev.
+enum Attempt {
+    /// Created (and pinned to its device when one was named).
+    Made(Mdev),
+    /// Another request has the device: no instance left, or the kernel
+    /// refused with ENOSPC or EBUSY. The error is what to report when not
+    /// waiting.
+    Taken(CliError),
+}
+
 /// Checks a PCI address `dddd:bb:ss.f`.
 pub fn check_bdf(s: &str) -> Result<()> {
     let b = s.as_bytes();
@@ -742,15 +766,33 @@ impl Sysfs {
         uuid: &str,
         remote: Option<&str>,
     ) -> Result<Mdev> {
+        match self.mdev_create_attempt(type_dir, mtype, uuid, remote)? {
+            Attempt::Made(m) => Ok(m),
+            Attempt::Taken(e) => Err(e),
+        }
+    }
+
+    /// One try at [`Sysfs::mdev_create`] that tells a device taken by
+    /// another request (no instance left, or the kernel refusing the
+    /// create or the pinning with ENOSPC or EBUSY) from other failures:
+    /// the former are `Attempt::Taken`, with the error a caller that does
+    /// not wait reports.
+    fn mdev_create_attempt(
+        &self,
+        type_dir: &Path,
+        mtype: &MdevType,
+        uuid: &str,
+        remote: Option<&str>,
+    ) -> Result<Attempt> {
         check_uuid(uuid)?;
         let none_available = || {
             CliError::busy(
                 format!("no {} device is available (available_instances is 0)", mtype.id),
-                "each mdev takes an available device of its type when it is created; `devlend mdev list` shows this host's mdevs (remove an idle one), `devlend remote` which remote devices exist and who holds them; lend one on its host with `devlend lend`",
+                "each mdev takes an available device of its type when it is created; `devlend mdev list` shows this host's mdevs (remove an idle one), `devlend remote` which remote devices exist and who holds them; lend one on its host with `devlend lend`, or queue for one with `devlend mdev create --wait SECONDS`",
             )
         };
         if mtype.available_instances == 0 {
-            return Err(none_available());
+            return Ok(Attempt::Taken(none_available()));
         }
         let d = self.path(MDEV_DEVICES).join(uuid);
         if d.exists() {
@@ -759,18 +801,26 @@ impl Sysfs {
                 "pick another UUID, or leave --uuid out",
             ));
         }
-        self.write(
+        if let Err(e) = self.write(
             &type_dir.join("create"),
             uuid,
             "`dmesg` says why the borrower refused",
-        )
-        .map_err(|e| match e {
-            // Taken since the count was read.
-            CliError::Sysfs { ref source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
-                none_available()
-            }
-            e => e,
-        })?;
+        ) {
+            return match e {
+                // Taken since the count was read.
+                CliError::Sysfs { ref source, .. }
+                    if source.raw_os_error() == Some(libc::ENOSPC) =>
+                {
+                    Ok(Attempt::Taken(none_available()))
+                }
+                CliError::Sysfs { ref source, .. }
+                    if source.raw_os_error() == Some(libc::EBUSY) =>
+                {
+                    Ok(Attempt::Taken(e))
+                }
+                e => Err(e),
+            };
+        }
         // The kernel creates the device before the write returns; allow a
         // moment for sysfs to show it.
         let deadline = Instant::now() + Duration::from_secs(2);
@@ -793,10 +843,134 @@ impl Sysfs {
                 "the mdev was removed again; `devlend remote` shows whether the device is free, of this type, and not the target of another mdev of this host (EBUSY)",
             ) {
                 let _ = self.write(&d.join("remove"), "1", "");
-                return Err(e);
+                return match e {
+                    // Another mdev of this host took the device in between.
+                    CliError::Sysfs { ref source, .. }
+                        if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::ENOSPC)) =>
+                    {
+                        Ok(Attempt::Taken(e))
+                    }
+                    e => Err(e),
+                };
             }
         }
-        Ok(self.mdev(&d))
+        Ok(Attempt::Made(self.mdev(&d)))
+    }
+
+    /// Why an mdev of type `mtype` (for the remote device named `spec`,
+    /// found as `device`, if one is named) cannot be created now, or `None`
+    /// when it can be tried: the device is not offered, not `available`
+    /// on its lender, or the target of another mdev of this host; or the
+    /// type has no available instance. Worded to follow "did not become
+    /// free: ".
+    pub fn not_free_because(
+        mtype: &MdevType,
+        spec: Option<&str>,
+        device: Option<&Remote>,
+    ) -> Option<String> {
+        match (spec, device) {
+            (Some(_), None) => {
+                return Some("it is not offered now (`devlend remote` does not list it)".into())
+            }
+            (_, Some(r)) if !r.mdevs.is_empty() => {
+                return Some(format!(
+                    "it ({}) is the target of mdev {} on this host",
+                    r.id,
+                    r.mdevs.join(", ")
+                ))
+            }
+            (_, Some(r)) if r.state != "available" => {
+                return Some(format!(
+                    "it ({}) is {}{}",
+                    r.id,
+                    r.state,
+                    r.borrower
+                        .map_or(String::new(), |b| format!(" by host {b}"))
+                ))
+            }
+            _ => {}
+        }
+        (mtype.available_instances == 0).then(|| match spec {
+            Some(_) => format!(
+                "its type {} has no available instance (available_instances is 0)",
+                mtype.id
+            ),
+            None => format!(
+                "every {} device is held by another borrower or targeted by an mdev of this host (available_instances is 0)",
+                mtype.id
+            ),
+        })
+    }
+
+    /// `mdev create --wait`: creates an mdev of `type_name` (pinned to the
+    /// remote device `device`, `<host-id>:<dev_id>` or
+    /// `<lender>/<pci-address>`, if given) as soon as one is free, looking
+    /// again every [`WAIT_POLL`] for up to `wait`. Free means: the type has
+    /// an available instance and, with `device`, that device is offered,
+    /// `available` on its lender and not the target of another mdev of
+    /// this host. sysfs is read afresh each time (a device one borrower
+    /// returns goes to whichever request asks first); a create the kernel
+    /// refuses because another request took the device in between is a
+    /// lost race, not a failure, and the wait goes on. After `wait`: a
+    /// [`CliError::Timeout`] that names the type or device.
+    pub fn mdev_create_waiting(
+        &self,
+        type_name: &str,
+        device: Option<&str>,
+        uuid: &str,
+        wait: Duration,
+    ) -> Result<Created> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let (dir, mtype) = self.find_type(type_name)?;
+            let remote = match device {
+                Some(spec) => match self.find_remote(spec) {
+                    Ok(r) => Some(r),
+                    // Not offered at the moment (it may come back).
+                    Err(CliError::NotFound { .. }) => None,
+                    Err(e) => return Err(e),
+                },
+                None => None,
+            };
+            let why = match Self::not_free_because(&mtype, device, remote.as_ref()) {
+                Some(why) => why,
+                None => match self.mdev_create_attempt(
+                    &dir,
+                    &mtype,
+                    uuid,
+                    remote.as_ref().map(|r| r.id.as_str()),
+                )? {
+                    Attempt::Made(mdev) => {
+                        return Ok(Created {
+                            mtype,
+                            remote,
+                            mdev,
+                        })
+                    }
+                    Attempt::Taken(e) => {
+                        format!("the kernel gave it to another request first ({e})")
+                    }
+                },
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                // Display of a float: "1" for 1 s, "0.5" for half a second.
+                let secs = wait.as_secs_f64();
+                return Err(match device {
+                    Some(spec) => CliError::Timeout {
+                        msg: format!(
+                            "remote device {spec} did not become free within {secs} s: {why}"
+                        ),
+                        hint: "`devlend remote` shows who holds it and which mdev of this host targets it; wait longer with a larger --wait, or take any free device of its type (--type without --device)".into(),
+                    },
+                    None => CliError::Timeout {
+                        msg: format!("no {} device became free within {secs} s: {why}", mtype.id),
+                        hint: "`devlend remote` shows who holds the remote devices and which mdevs of this host target them, `devlend mdev list` this host's mdevs (remove an idle one); wait longer with a larger --wait, or lend another device of the type on its host".into(),
+                    },
+                });
+            }
+            std::thread::sleep(WAIT_POLL.min(deadline - now));
+        }
     }
 
     /// Removes an mdev.
@@ -877,6 +1051,61 @@ mod tests {
         assert_eq!(parse_num(" 42 "), Some(42));
         assert_eq!(parse_num(""), None);
         assert_eq!(parse_num("up"), None);
+    }
+
+    #[test]
+    fn what_a_waiting_create_waits_for() {
+        let t = MdevType {
+            id: "devlend-nvme".into(),
+            name: String::new(),
+            description: String::new(),
+            device_api: "vfio-pci".into(),
+            available_instances: 1,
+        };
+        let r = Remote {
+            id: "0:1".into(),
+            lender: "lender".into(),
+            name: "0000:01:00.0".into(),
+            vendor: "0x1b36".into(),
+            device: "0x0010".into(),
+            class: "0x010802".into(),
+            state: "available".into(),
+            borrower: None,
+            mdevs: Vec::new(),
+            pf: None,
+        };
+        assert_eq!(Sysfs::not_free_because(&t, None, None), None);
+        assert_eq!(Sysfs::not_free_because(&t, Some("0:1"), Some(&r)), None);
+        let held = Remote {
+            state: "borrowed".into(),
+            borrower: Some(2),
+            ..r.clone()
+        };
+        assert_eq!(
+            Sysfs::not_free_because(&t, Some("0:1"), Some(&held)).as_deref(),
+            Some("it (0:1) is borrowed by host 2")
+        );
+        let targeted = Remote {
+            mdevs: vec!["u1".into()],
+            ..r.clone()
+        };
+        assert_eq!(
+            Sysfs::not_free_because(&t, Some("0:1"), Some(&targeted)).as_deref(),
+            Some("it (0:1) is the target of mdev u1 on this host")
+        );
+        assert!(Sysfs::not_free_because(&t, Some("0:1"), None)
+            .unwrap()
+            .contains("not offered now"));
+        let none = MdevType {
+            available_instances: 0,
+            ..t
+        };
+        assert!(Sysfs::not_free_because(&none, None, None)
+            .unwrap()
+            .contains("every devlend-nvme device is held by another borrower"));
+        assert!(Sysfs::not_free_because(&none, Some("0:1"), Some(&r))
+            .unwrap()
+            .contains("its type devlend-nvme has no available instance"));
     }
 
     #[test]

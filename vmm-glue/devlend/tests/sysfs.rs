@@ -180,11 +180,24 @@ fn mdev_types_and_list() {
 /// Plays the kernel: when a UUID is written to a type's `create`, the mdev
 /// appears.
 fn fake_kernel(t: &Tree, mtype: &'static str) -> thread::JoinHandle<Option<String>> {
+    fake_kernel_after(t, mtype, Duration::ZERO, || {})
+}
+
+/// [`fake_kernel`] from `delay` on, once `first` has run (it may put the
+/// type's `create` in place).
+fn fake_kernel_after(
+    t: &Tree,
+    mtype: &'static str,
+    delay: Duration,
+    first: impl FnOnce() + Send + 'static,
+) -> thread::JoinHandle<Option<String>> {
     let create = t
         .adapter()
         .join(format!("mdev_supported_types/{mtype}/create"));
     let root = t.root().to_path_buf();
     thread::spawn(move || {
+        thread::sleep(delay);
+        first();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             let s = fs::read_to_string(&create).unwrap_or_default();
@@ -313,6 +326,189 @@ fn mdev_create_refuses_a_device_another_mdev_targets_or_no_instance() {
         stderr(&o).contains("available_instances is 0"),
         "{}",
         stderr(&o)
+    );
+}
+
+/// Writes a type's `available_instances` as the borrower module would.
+fn set_available(t: &Tree, mtype: &str, n: u32) {
+    fs::write(
+        t.adapter()
+            .join(format!("mdev_supported_types/{mtype}/available_instances")),
+        format!("{n}\n"),
+    )
+    .unwrap();
+}
+
+/// Runs devlend, with how long it took.
+fn timed(t: &Tree, args: &[&str]) -> (std::process::Output, Duration) {
+    let t0 = Instant::now();
+    let o = t.devlend(args);
+    (o, t0.elapsed())
+}
+
+#[test]
+fn mdev_create_wait_times_out_with_status_6_naming_the_type_or_device() {
+    let t = borrower();
+    set_available(&t, "devlend-nvme", 0);
+    let (o, took) = timed(&t, &["mdev", "create", "--type", "nvme", "--wait", "1"]);
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(
+        took >= Duration::from_millis(950) && took < Duration::from_millis(2500),
+        "{took:?}"
+    );
+    let e = stderr(&o);
+    assert!(
+        e.contains("error: no devlend-nvme device became free within 1 s"),
+        "{e}"
+    );
+    assert!(e.contains("available_instances is 0"), "{e}");
+    assert!(
+        e.contains("every devlend-nvme device is held by another borrower"),
+        "{e}"
+    );
+    assert!(e.contains("hint: `devlend remote` shows who holds"), "{e}");
+    assert!(!t.p("sys/bus/mdev/devices").exists(), "nothing created");
+    assert_eq!(
+        fs::read_to_string(t.adapter().join("mdev_supported_types/devlend-nvme/create")).unwrap(),
+        "",
+        "the kernel was not asked"
+    );
+
+    // A device another mdev of this host targets: waited for, by name.
+    set_available(&t, "devlend-nvme", 1);
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let (o, took) = timed(
+        &t,
+        &[
+            "mdev",
+            "create",
+            "--device",
+            "lender/0000:01:00.0",
+            "--wait",
+            "1",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(took >= Duration::from_millis(950), "{took:?}");
+    let e = stderr(&o);
+    assert!(
+        e.contains("remote device lender/0000:01:00.0 did not become free within 1 s"),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!(
+            "it (0:1) is the target of mdev {UUID} on this host"
+        )),
+        "{e}"
+    );
+    // A device not offered at all is refused at once, wait or not, and
+    // so is a UUID in use.
+    let (o, took) = timed(&t, &["mdev", "create", "--device", "9:9", "--wait", "5"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let (o, took) = timed(&t, &["mdev", "create", "--uuid", UUID, "--wait", "5"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("exists already"), "{}", stderr(&o));
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
+#[test]
+fn mdev_create_wait_takes_an_instance_that_becomes_available() {
+    let t = borrower();
+    set_available(&t, "devlend-nvme", 0);
+    let k = fake_kernel(&t, "devlend-nvme");
+    let root = t.root().to_path_buf();
+    // Another borrower returns its device after 300 ms.
+    let returner = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        fs::write(
+            root.join(format!(
+                "sys/devices/pci0000:00/{ADAPTER}/mdev_supported_types/devlend-nvme/available_instances"
+            )),
+            "1\n",
+        )
+        .unwrap();
+    });
+    let (o, took) = timed(
+        &t,
+        &["mdev", "create", "--type", "nvme", "--wait", "5", "--json"],
+    );
+    returner.join().unwrap();
+    let v = json(&o);
+    let uuid = k.join().unwrap().expect("create written");
+    assert_eq!(v["uuid"], uuid.as_str());
+    assert_eq!(v["mdev_type"], "devlend-nvme");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert!(t.p("sys/bus/mdev/devices").join(&uuid).exists());
+}
+
+#[test]
+fn mdev_create_wait_takes_a_named_device_once_it_is_returned() {
+    let t = borrower();
+    let r = t.adapter().join("fabric/remote/0:1");
+    fs::write(r.join("state"), "borrowed\n").unwrap();
+    fs::write(r.join("borrower"), "2\n").unwrap();
+    let k = fake_kernel(&t, "devlend-nvme");
+    let returner = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        fs::write(r.join("borrower"), "\n").unwrap();
+        fs::write(r.join("state"), "available\n").unwrap();
+    });
+    let (o, took) = timed(&t, &["mdev", "create", "--device", "0:1", "--wait", "5"]);
+    returner.join().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let uuid = k.join().unwrap().expect("create written");
+    assert_eq!(stdout(&o).trim(), uuid);
+    assert!(took >= Duration::from_millis(300), "{took:?}");
+    assert_eq!(
+        fs::read_to_string(t.adapter().join(&uuid).join("remote_device")).unwrap(),
+        "0:1"
+    );
+    // Waited for it to be free, not merely targeted while held.
+    assert!(
+        !stderr(&o).contains("a VM cannot open the mdev"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn mdev_create_wait_goes_on_when_another_request_wins_the_create() {
+    let full = std::path::Path::new("/dev/full");
+    if !full.exists() {
+        eprintln!("no /dev/full to play the kernel's ENOSPC; skipped");
+        return;
+    }
+    let t = borrower();
+    // available_instances says 1, but the kernel refuses the create with
+    // ENOSPC (writes to /dev/full fail so): another request took the
+    // device in between.
+    let create = t.adapter().join("mdev_supported_types/devlend-nvme/create");
+    fs::remove_file(&create).unwrap();
+    std::os::unix::fs::symlink(full, &create).unwrap();
+    let o = t.devlend(&["mdev", "create", "--type", "nvme"]);
+    assert_eq!(o.status.code(), Some(4), "without --wait: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("available_instances is 0"),
+        "{}",
+        stderr(&o)
+    );
+    // After 300 ms the kernel takes creates again.
+    let k = fake_kernel_after(&t, "devlend-nvme", Duration::from_millis(300), move || {
+        let tmp = create.with_extension("new");
+        fs::write(&tmp, "").unwrap();
+        fs::rename(&tmp, &create).unwrap();
+    });
+    let (o, took) = timed(&t, &["mdev", "create", "--type", "nvme", "--wait", "5"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let uuid = k.join().unwrap().expect("create written");
+    assert_eq!(stdout(&o).trim(), uuid);
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "{took:?}"
     );
 }
 
@@ -513,6 +709,20 @@ fn help_teaches_the_workflow_and_exit_codes() {
     }
     let o = t.devlend(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn mdev_create_help_and_manual_page_explain_wait() {
+    let t = borrower();
+    let h = stdout(&t.devlend(&["mdev", "create", "--help"]));
+    assert!(h.contains("--wait <SECONDS>"), "{h}");
+    assert!(h.contains("exit status 6"), "{h}");
+    let dir = t.p("man");
+    let o = t.devlend(&["man", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = fs::read_to_string(dir.join("devlend-mdev-create.1")).unwrap();
+    assert!(page.contains("wait"), "{page}");
+    assert!(page.contains("taken by a waiting request"), "{page}");
 }
 
 #[test]
