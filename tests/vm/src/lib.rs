@@ -18,6 +18,7 @@ pub mod lockdep;
 pub mod ntb;
 pub mod ownership;
 pub mod peerfuzz;
+pub mod pool;
 pub mod rwroot;
 pub mod sriov;
 pub mod suite;

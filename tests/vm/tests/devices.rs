@@ -19,6 +19,7 @@ use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending;
+use devlend_vmtests::pool;
 use devlend_vmtests::sriov;
 use devlend_vmtests::twohost::{self, log_marks, BORROWER, LENDER, WAIT};
 use devlend_vmtests::{Check, Suite};
@@ -458,6 +459,13 @@ fn sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one(
     sriov::two_guests_share_a_nic(c, &pf, Some(&nvme), &|step| println!("  {step}"))
 }
 
+/// Each borrower asks for any NVMe from a pool of two (the lender's and
+/// the second borrower's) and gets one; a third request is refused, then
+/// waits and takes the one given back (`devlend_vmtests::pool`).
+fn multihost_any_nvme_from_a_pool_of_two(c: &mut Cluster) -> anyhow::Result<()> {
+    pool::any_nvme_from_a_pool_of_two(c, &|step| println!("  {step}"))
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -475,6 +483,10 @@ fn main() {
         Check {
             name: "sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one",
             run: sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one,
+        },
+        Check {
+            name: "multihost_any_nvme_from_a_pool_of_two",
+            run: multihost_any_nvme_from_a_pool_of_two,
         },
     ];
     Suite::new("devices", checks).run(|| devlend_vmtests::boot_topology("devices"))
