@@ -56,14 +56,23 @@ fn nvme_wait() -> String {
         .unwrap_or_default()
 }
 
-fn qemu_cmdline(images: &Path, cmd: &str, opts: &GuestOpts<'_>) -> String {
+/// With `bios_log`, SeaBIOS's debug output (port 0x402) goes to that file
+/// in the host: where a guest that never reaches Linux stopped.
+fn qemu_cmdline(images: &Path, cmd: &str, opts: &GuestOpts<'_>, bios_log: Option<&str>) -> String {
     let qmp = opts
         .qmp
         .map(|s| format!("-qmp unix:{s},server=on,wait=off"))
         .unwrap_or_default();
+    let bios = bios_log
+        .map(|f| {
+            format!(
+                "-chardev file,id=biosdbg,path={f} -device isa-debugcon,iobase=0x402,chardev=biosdbg"
+            )
+        })
+        .unwrap_or_default();
     format!(
         "qemu-system-x86_64 -accel kvm -cpu host -m {mem} -smp 1 -nodefaults \
-         -display none -no-reboot -serial stdio {qmp} \
+         -display none -no-reboot -serial stdio {qmp} {bios} \
          -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
          -append 'console=ttyS0 quiet panic=-1 {wait}devlend.cmd={b64}' {extra}",
         mem = opts.mem_mib,
@@ -103,7 +112,7 @@ pub fn run_with(
     let t0 = Instant::now();
     let console = fabric::sh_timeout(
         agent,
-        &format!("timeout 300 {}", qemu_cmdline(images, cmd, opts)),
+        &format!("timeout 300 {}", qemu_cmdline(images, cmd, opts, None)),
         Duration::from_secs(320),
     )?;
     parse_console(console, t0.elapsed())
@@ -153,7 +162,7 @@ pub fn spawn(
         agent,
         &format!(
             "setsid {} </dev/null >{console} 2>&1 & echo $!",
-            qemu_cmdline(images, cmd, opts)
+            qemu_cmdline(images, cmd, opts, Some(&format!("{console}.bios")))
         ),
     )?;
     Ok(BackgroundGuest {
@@ -170,6 +179,14 @@ impl BackgroundGuest {
     /// What the guest printed so far.
     pub fn console(&self, agent: &AgentClient) -> anyhow::Result<String> {
         fabric::sh(agent, &format!("cat {}", self.console))
+    }
+
+    /// The end of SeaBIOS's debug output.
+    pub fn bios_log(&self, agent: &AgentClient) -> anyhow::Result<String> {
+        fabric::sh(
+            agent,
+            &format!("tail -c 4000 {}.bios 2>/dev/null || true", self.console),
+        )
     }
 
     /// True while its QEMU runs.
@@ -194,7 +211,15 @@ impl BackgroundGuest {
                 return Ok(c);
             }
             if t0.elapsed() > timeout || !self.running(agent)? {
-                anyhow::bail!("guest did not print {needle:?} within {timeout:?}; console:\n{c}");
+                // Nothing from Linux's init: say where the firmware was.
+                let bios = if c.contains("devlend-init") {
+                    String::new()
+                } else {
+                    format!("\nend of SeaBIOS's log:\n{}", self.bios_log(agent)?)
+                };
+                anyhow::bail!(
+                    "guest did not print {needle:?} within {timeout:?}; console:\n{c}{bios}"
+                );
             }
             std::thread::sleep(Duration::from_millis(500));
         }

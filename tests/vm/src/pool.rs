@@ -38,9 +38,7 @@ impl Holder {
     /// which writes and reads back 64 blocks and holds it until released.
     fn take(c: &Cluster, host: &'static str, cli: &str, drv: &str) -> anyhow::Result<Holder> {
         let a = c.agent(host)?;
-        let uuid = sh(a, &format!("{cli} mdev create --type nvme"))?
-            .trim()
-            .to_owned();
+        let uuid = uuid_in(&sh(a, &format!("{cli} mdev create --type nvme"))?)?;
         let log = format!("/tmp/pool-{uuid}.log");
         sh(a, &format!("rm -f {RELEASE}"))?;
         spawn_bg(
@@ -101,6 +99,17 @@ impl Holder {
             let _ = lending::remove_mdev(a, &self.uuid);
         }
     }
+}
+
+/// The first UUID in what `devlend mdev create` printed.
+fn uuid_in(out: &str) -> anyhow::Result<String> {
+    out.split(|c: char| !(c.is_ascii_hexdigit() || c == '-'))
+        .find(|w| {
+            let groups: Vec<usize> = w.split('-').map(str::len).collect();
+            groups == [8, 4, 4, 4, 12]
+        })
+        .map(str::to_owned)
+        .with_context(|| format!("no UUID in {out:?}"))
 }
 
 /// `<host-id>:<dev_id>` of a lent device, as its lender lists it.
@@ -167,11 +176,7 @@ fn pool_run(
 ) -> anyhow::Result<()> {
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let (l, b, b2) = (
-        c.agent(LENDER)?,
-        c.agent(BORROWER)?,
-        c.agent(BORROWER2)?,
-    );
+    let (l, b, b2) = (c.agent(LENDER)?, c.agent(BORROWER)?, c.agent(BORROWER2)?);
     let (ref_l, ref_2) = (dev_ref(l, nl)?, dev_ref(b2, n2)?);
     wait_available(c, BORROWER, 2)?;
     wait_available(c, BORROWER2, 1)?;
@@ -253,12 +258,7 @@ fn pool_run(
         "the waiting request failed (exit {rc}): {out}{}",
         sh(b, &format!("cat {log}.err"))?
     );
-    let uuid = out
-        .lines()
-        .last()
-        .context("the waiting request printed no UUID")?
-        .trim()
-        .to_owned();
+    let uuid = uuid_in(&out)?;
     let run = b.sh(
         &format!("{drv} --mdev {uuid} --blocks 64 --ios 100"),
         DRIVER,
@@ -285,6 +285,23 @@ fn pool_run(
     ));
     let h1 = holders.remove(0);
     h1.release(c)?;
-    step(&format!("{BORROWER}'s driver verified its I/O and gave {ref_2} back"));
+    step(&format!(
+        "{BORROWER}'s driver verified its I/O and gave {ref_2} back"
+    ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uuid_in;
+
+    #[test]
+    fn the_uuid_is_found_in_the_cli_sentence() {
+        let out = "created mdev f9082b52-d535-40ef-ae43-9e759f855887 of type devlend-nvme for any free device of the type; give it to a VM with `devlend qemu-args f9082b52-d535-40ef-ae43-9e759f855887`\n";
+        assert_eq!(
+            uuid_in(out).unwrap(),
+            "f9082b52-d535-40ef-ae43-9e759f855887"
+        );
+        assert!(uuid_in("devlend: error: none available").is_err());
+    }
 }
