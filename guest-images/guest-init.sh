@@ -14,8 +14,9 @@
 # are kept off the console while the command runs (they stay in dmesg).
 # The command's output reaches the console unchanged (onlcr off): lines end
 # in \n, while kernel messages end in \r\n.
-# The command line holds at most 2047 bytes in all (x86 COMMAND_LINE_SIZE),
-# so the base64 text, and thus the command, must stay well below that.
+# The command line holds at most 2047 bytes in all (x86 COMMAND_LINE_SIZE;
+# a longer one hangs the guest's kernel before it prints anything), so a
+# longer command comes gzipped: devlend.cmdz=<base64 of its gzip>.
 
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
@@ -54,6 +55,7 @@ ln -sfn /proc/self/fd/2 /dev/stderr
 log "devlend guest init, kernel $(uname -r)"
 
 CMD_B64=
+CMD_GZ=
 NVME_WAIT=10
 LOGLEVEL_SET=
 set -f
@@ -61,6 +63,7 @@ set -f
 for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	devlend.cmd=*) CMD_B64=${arg#*=} ;;
+	devlend.cmdz=*) CMD_B64=${arg#*=}; CMD_GZ=1 ;;
 	devlend.nvme_wait=*) NVME_WAIT=${arg#*=} ;;
 	loglevel=*) LOGLEVEL_SET=1 ;;
 	esac
@@ -118,8 +121,18 @@ fi
 
 [ -n "$CMD_B64" ] || shell
 
-if ! echo "$CMD_B64" | base64 -d >/tmp/devlend-cmd.sh 2>/dev/null; then
-	log "error: devlend.cmd is not valid base64"
+# devlend.cmdz: gzipped first, for commands that would not fit Linux's
+# 2048-byte command line otherwise.
+decode_cmd() {
+	if [ -n "$CMD_GZ" ]; then
+		echo "$CMD_B64" | base64 -d 2>/dev/null | gunzip 2>/dev/null
+	else
+		echo "$CMD_B64" | base64 -d 2>/dev/null
+	fi
+}
+
+if ! decode_cmd >/tmp/devlend-cmd.sh; then
+	log "error: devlend.cmd is not valid base64 (devlend.cmdz: of gzip)"
 	echo "DEVLEND-CMD-BEGIN"
 	echo "DEVLEND-CMD-END rc=255"
 	power_off

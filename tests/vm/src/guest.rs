@@ -58,7 +58,55 @@ fn nvme_wait() -> String {
 
 /// With `bios_log`, SeaBIOS's debug output (port 0x402) goes to that file
 /// in the host: where a guest that never reaches Linux stopped.
-fn qemu_cmdline(images: &Path, cmd: &str, opts: &GuestOpts<'_>, bios_log: Option<&str>) -> String {
+/// Bytes Linux keeps of a kernel command line (x86 `COMMAND_LINE_SIZE`,
+/// less its NUL): a longer one hangs the guest's kernel before it prints.
+pub const KERNEL_CMDLINE_MAX: usize = 2047;
+
+/// The guest kernel's command line for `cmd`: `devlend.cmd=<base64>`, or
+/// when that does not fit, `devlend.cmdz=<base64 of gzip>`; an error when
+/// neither fits.
+pub fn kernel_cmdline(cmd: &str) -> anyhow::Result<String> {
+    let head = format!("console=ttyS0 quiet panic=-1 {}", nvme_wait());
+    let plain = format!("{head}devlend.cmd={}", base64(cmd.as_bytes()));
+    if plain.len() <= KERNEL_CMDLINE_MAX {
+        return Ok(plain);
+    }
+    let zipped = format!("{head}devlend.cmdz={}", base64(&gzip(cmd.as_bytes())?));
+    anyhow::ensure!(
+        zipped.len() <= KERNEL_CMDLINE_MAX,
+        "the guest's command ({} bytes) does not fit its kernel command line even gzipped ({} > {KERNEL_CMDLINE_MAX} bytes)",
+        cmd.len(),
+        zipped.len()
+    );
+    Ok(zipped)
+}
+
+/// `gzip -9n` of `data` (run on this machine).
+fn gzip(data: &[u8]) -> anyhow::Result<Vec<u8>> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("gzip")
+        .arg("-9n")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("gzip")?;
+    child
+        .stdin
+        .take()
+        .context("gzip's stdin")?
+        .write_all(data)?;
+    let out = child.wait_with_output().context("gzip")?;
+    anyhow::ensure!(out.status.success(), "gzip failed: {:?}", out.status);
+    Ok(out.stdout)
+}
+
+fn qemu_cmdline(
+    images: &Path,
+    cmd: &str,
+    opts: &GuestOpts<'_>,
+    bios_log: Option<&str>,
+) -> anyhow::Result<String> {
     let qmp = opts
         .qmp
         .map(|s| format!("-qmp unix:{s},server=on,wait=off"))
@@ -70,17 +118,16 @@ fn qemu_cmdline(images: &Path, cmd: &str, opts: &GuestOpts<'_>, bios_log: Option
             )
         })
         .unwrap_or_default();
-    format!(
+    Ok(format!(
         "qemu-system-x86_64 -accel kvm -cpu host -m {mem} -smp 1 -nodefaults \
          -display none -no-reboot -serial stdio {qmp} {bios} \
          -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
-         -append 'console=ttyS0 quiet panic=-1 {wait}devlend.cmd={b64}' {extra}",
+         -append '{append}' {extra}",
         mem = opts.mem_mib,
         img = devlend_cluster::host_view(images).display(),
-        wait = nvme_wait(),
-        b64 = base64(cmd.as_bytes()),
+        append = kernel_cmdline(cmd)?,
         extra = opts.extra_qemu_args,
-    )
+    ))
 }
 
 /// Boots a KVM guest in a host (whose `/dev/kvm` must exist) with the guest
@@ -112,7 +159,7 @@ pub fn run_with(
     let t0 = Instant::now();
     let console = fabric::sh_timeout(
         agent,
-        &format!("timeout 300 {}", qemu_cmdline(images, cmd, opts, None)),
+        &format!("timeout 300 {}", qemu_cmdline(images, cmd, opts, None)?),
         Duration::from_secs(320),
     )?;
     parse_console(console, t0.elapsed())
@@ -162,7 +209,7 @@ pub fn spawn(
         agent,
         &format!(
             "setsid {} </dev/null >{console} 2>&1 & echo $!",
-            qemu_cmdline(images, cmd, opts, Some(&format!("{console}.bios")))
+            qemu_cmdline(images, cmd, opts, Some(&format!("{console}.bios")))?
         ),
     )?;
     Ok(BackgroundGuest {
@@ -277,6 +324,23 @@ pub fn base64(data: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_long_command_is_gzipped_and_one_too_long_refused() {
+        let short = super::kernel_cmdline("echo hi").unwrap();
+        assert!(short.contains("devlend.cmd=ZWNobyBoaQ=="), "{short}");
+        // A real script of 2 KiB: too long as plain base64, fits gzipped.
+        let script =
+            "for d in /sys/bus/pci/devices/*; do echo \"$(cat $d/vendor)\"; done\n".repeat(30);
+        let long = super::kernel_cmdline(&script).unwrap();
+        assert!(long.contains("devlend.cmdz="), "{long}");
+        assert!(long.len() <= super::KERNEL_CMDLINE_MAX);
+        // Random bytes do not compress.
+        let noise: String = (0..3000)
+            .map(|_| char::from(b'!' + rand::random::<u8>() % 90))
+            .collect();
+        assert!(super::kernel_cmdline(&noise).is_err());
+    }
+
     #[test]
     fn base64_matches_rfc4648() {
         for (i, o) in [

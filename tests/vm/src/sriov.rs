@@ -62,14 +62,30 @@ for i in $(seq 0 $(({n} - 1))); do basename $(readlink $d/virtfn$i); done",
     Ok(vfs)
 }
 
-/// A VF guest: its interface up at `me`; serves `NET_BYTES` of its own
-/// (`up <sha256>`), pings the PF on the lender (`ping-pf`) and the other
-/// guest (`ping-other`), downloads the other guest's bytes (`down
-/// <sha256>`), then lingers so the other can finish.
-fn vf_script(me: &str, other: &str) -> String {
+/// A VF guest: with an NVMe too (`nvme`), first writes and reads it back
+/// (`nvme-pci`, `written`, `read`); then its interface up at `me`; serves
+/// `NET_BYTES` of its own (`up <sha256>`), pings the PF on the lender
+/// (`ping-pf`) and the other guest (`ping-other`), downloads the other
+/// guest's bytes (`down <sha256>`), then lingers so the other can finish.
+fn vf_script(me: &str, other: &str, nvme: bool) -> String {
+    let nvme = if nvme {
+        format!(
+            "q=
+for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/class)\" = {} ] && q=$d; done
+[ -n \"$q\" ] || {{ echo no-nvme; exit 5; }}
+for i in $(seq 150); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+echo \"nvme-pci $(cat $q/vendor) $(cat $q/device) driver=$(basename $(readlink $q/driver))\"
+{}
+",
+            lending::NVME_CLASS,
+            lending::nvme_write_and_read()
+        )
+    } else {
+        String::new()
+    };
     format!(
         "set -e
-p=
+{nvme}p=
 for d in /sys/bus/pci/devices/*; do
   [ \"$(cat $d/vendor)\" = 0x8086 ] && [ \"$(cat $d/device)\" = {IGB_VF} ] && p=$d
 done
@@ -156,6 +172,20 @@ fn sysfs_write(agent: &AgentClient, file: &str, value: &str) -> anyhow::Result<O
     Ok((out.exit_code != Some(0)).then(|| out.stderr.trim().to_owned()))
 }
 
+/// An NVMe that a host other than the NIC's lender lends to the first
+/// guest, beside its VF: one guest with devices from two lenders, and a
+/// host (the second borrower) that lends one device while it borrows
+/// another.
+#[derive(Debug, Clone)]
+pub struct SecondLender {
+    /// The host that lends it (it borrows a VF meanwhile).
+    pub host: &'static str,
+    /// Its PCI address there.
+    pub addr: String,
+    /// Its backing file, where the guest's bytes must land.
+    pub file: std::path::PathBuf,
+}
+
 /// The lender fetches `NET_BYTES` from a guest's server through its PF;
 /// their sha256.
 fn fetch_through_pf(l: &AgentClient, guest_ip: &str) -> anyhow::Result<String> {
@@ -170,20 +200,77 @@ fn fetch_through_pf(l: &AgentClient, guest_ip: &str) -> anyhow::Result<String> {
     Ok(got.trim().to_owned())
 }
 
-/// A guest of the SR-IOV check: its host, mdev and QEMU.
+/// A guest of the SR-IOV check: its host, mdevs and QEMU.
 struct VfGuest {
     host: &'static str,
-    uuid: String,
+    uuids: Vec<String>,
     guest: guest::BackgroundGuest,
 }
 
 impl VfGuest {
-    /// Stops the guest and removes its mdev: the VF goes back to the lender.
+    /// Stops the guest and removes its mdevs: the devices go back.
     fn stop(&self, c: &Cluster) -> anyhow::Result<()> {
         let b = c.agent(self.host)?;
         let _ = self.guest.kill(b);
-        lending::remove_mdev(b, &self.uuid)
+        let mut res = Ok(());
+        for u in &self.uuids {
+            res = res.and(lending::remove_mdev(b, u));
+        }
+        res
     }
+}
+
+/// The first guest's NVMe from the second lender: its bytes read back and
+/// in the backing file; meanwhile that host lends it (to the first
+/// borrower) while it borrows a VF itself.
+fn nvme_verified(c: &Cluster, n: &SecondLender, vfs: &[String], out: &str) -> anyhow::Result<()> {
+    let found = lending::output_field(out, "nvme-pci")?;
+    ensure!(
+        found.ends_with("driver=nvme"),
+        "the guest's nvme did not take {}'s NVMe: {found}",
+        n.host
+    );
+    let written = lending::output_field(out, "written")?;
+    ensure!(
+        lending::output_field(out, "read")? == written,
+        "the guest read other bytes back from {}'s NVMe",
+        n.host
+    );
+    ensure!(
+        lending::file_sha256(&n.file)? == written,
+        "{}'s NVMe backing file does not hold the guest's bytes",
+        n.host
+    );
+    let nl = c.agent(n.host)?;
+    let lent = lending::lent_state(nl, &n.addr)?;
+    let borrowed_vf = sh(
+        c.agent(LENDER)?,
+        &format!(
+            "cat /sys/bus/pci/devices/{}/devlend/state /sys/bus/pci/devices/{}/devlend/borrower",
+            vfs[1], vfs[1]
+        ),
+    )?;
+    let me = fabric::host_id(nl)?.to_string();
+    ensure!(
+        lent == "borrowed" && borrowed_vf.split_whitespace().eq(["borrowed", me.as_str()]),
+        "{} does not lend and borrow at once: its NVMe {lent}, the VF it borrows: {borrowed_vf:?}",
+        n.host
+    );
+    Ok(())
+}
+
+/// A lent device back in its lender's pool, then unlent.
+fn back_and_unlent(l: &AgentClient, addr: &str) -> anyhow::Result<()> {
+    if lending::driver_of(l, addr)?.as_deref() != Some("devlend-lender") {
+        return Ok(());
+    }
+    lending::wait_until(
+        &format!("{addr} back in the pool"),
+        WAIT,
+        || lending::lent_state(l, addr),
+        "available",
+    )?;
+    lending::unlend(l, addr)
 }
 
 /// Two VFs of the lender's igb, lent one by one while the PF stays with
@@ -194,7 +281,12 @@ impl VfGuest {
 /// its VFs removed. Then one VF goes back and is unlent while the other
 /// guest still runs, which the lender then reaches through its PF; once
 /// both are back, the VFs can be removed, the one still lent with them.
-pub fn two_guests_share_a_nic(c: &Cluster, pf: &str, step: &dyn Fn(&str)) -> anyhow::Result<()> {
+pub fn two_guests_share_a_nic(
+    c: &Cluster,
+    pf: &str,
+    nvme: Option<&SecondLender>,
+    step: &dyn Fn(&str),
+) -> anyhow::Result<()> {
     let l = c.agent(LENDER)?;
     for h in [LENDER, BORROWER, BORROWER2] {
         lending::ensure_module(c.agent(h)?)?;
@@ -204,7 +296,7 @@ pub fn two_guests_share_a_nic(c: &Cluster, pf: &str, step: &dyn Fn(&str)) -> any
     ));
     let vfs = pf_with_vfs(l, pf, 2)?;
     let mut guests: Vec<VfGuest> = Vec::new();
-    let res = sriov_run(c, pf, &vfs, &mut guests, step).map_err(|e| {
+    let res = sriov_run(c, pf, &vfs, nvme, &mut guests, step).map_err(|e| {
         let consoles: Vec<String> = guests
             .iter()
             .filter_map(|g| {
@@ -216,6 +308,9 @@ pub fn two_guests_share_a_nic(c: &Cluster, pf: &str, step: &dyn Fn(&str)) -> any
     });
     for g in &guests {
         let _ = g.stop(c);
+    }
+    if let Some(n) = nvme {
+        let _ = back_and_unlent(c.agent(n.host)?, &n.addr);
     }
     // The VFs go whatever happened (a lent one is taken back first).
     let removed = sh(
@@ -243,6 +338,7 @@ fn sriov_run(
     c: &Cluster,
     pf: &str,
     vfs: &[String],
+    nvme: Option<&SecondLender>,
     guests: &mut Vec<VfGuest>,
     step: &dyn Fn(&str),
 ) -> anyhow::Result<()> {
@@ -265,19 +361,42 @@ fn sriov_run(
     step(&format!(
         "both borrowers list the VFs with their PF ({LENDER}/{pf}), as does `devlend remote`"
     ));
+    // The first guest's NVMe, from the second borrower.
+    let mut nvme_mdev = None;
+    if let Some(n) = nvme {
+        let (b, nl) = (c.agent(BORROWER)?, c.agent(n.host)?);
+        lending::lend(nl, &n.addr)?;
+        lending::wait_remote_listed(b, &n.addr, &format!("{}'s NVMe on {BORROWER}", n.host))?;
+        let uuid =
+            lending::create_mdev(b, "devlend-nvme", Some(&format!("{}/{}", n.host, n.addr)))?;
+        step(&format!(
+            "{} lends its NVMe {}; {BORROWER}'s guest will have it beside its VF (mdev {uuid})",
+            n.host, n.addr
+        ));
+        nvme_mdev = Some(uuid);
+    }
 
     let images = tools::guest_images_dir()?;
     for (i, host) in [BORROWER, BORROWER2].into_iter().enumerate() {
         let b = c.agent(host)?;
         sh(b, "modprobe kvm_amd").context("KVM for the borrowers' guests")?;
         let uuid = lending::create_mdev(b, ANY_TYPE, Some(&format!("{LENDER}/{}", vfs[i])))?;
+        let with_nvme = nvme_mdev.as_ref().filter(|_| i == 0);
+        let mut args = lending::vfio_arg(&uuid);
+        if let Some(n) = with_nvme {
+            args = format!("{args} {}", lending::vfio_arg(n));
+        }
         let g = guest::spawn(
             b,
             &images,
-            &vf_script(SRIOV_GUEST_IPS[i], SRIOV_GUEST_IPS[1 - i]),
+            &vf_script(
+                SRIOV_GUEST_IPS[i],
+                SRIOV_GUEST_IPS[1 - i],
+                with_nvme.is_some(),
+            ),
             &GuestOpts {
                 mem_mib: 256,
-                extra_qemu_args: &lending::vfio_arg(&uuid),
+                extra_qemu_args: &args,
                 qmp: None,
             },
             "/tmp/igbvf.console",
@@ -286,10 +405,14 @@ fn sriov_run(
             "a KVM guest on {host} gets VF {} through mdev {uuid}; its igbvf drives it at {}",
             vfs[i], SRIOV_GUEST_IPS[i]
         ));
+        let mut uuids = vec![uuid];
+        uuids.extend(with_nvme.cloned());
         match g {
-            Ok(guest) => guests.push(VfGuest { host, uuid, guest }),
+            Ok(guest) => guests.push(VfGuest { host, uuids, guest }),
             Err(e) => {
-                let _ = lending::remove_mdev(b, &uuid);
+                for u in &uuids {
+                    let _ = lending::remove_mdev(b, u);
+                }
                 return Err(e);
             }
         }
@@ -320,6 +443,13 @@ fn sriov_run(
     step(&format!(
         "the guests pinged the PF and each other (0% loss) and exchanged {NET_BYTES} bytes each way through the lender's NIC; sha256 equal at both ends"
     ));
+    if let Some(n) = nvme {
+        nvme_verified(c, n, vfs, &outs[0])?;
+        step(&format!(
+            "{BORROWER}'s guest also wrote and read back 64 MiB on {}'s NVMe, found in its backing file; {} lent that NVMe while it borrowed a VF",
+            n.host, n.host
+        ));
+    }
 
     // While both are borrowed: MSI-X relayed for each, and the PF's VFs
     // cannot be removed.
@@ -382,6 +512,9 @@ fn sriov_run(
         "available",
     )?;
     guests.clear();
+    if let Some(n) = nvme {
+        back_and_unlent(c.agent(n.host)?, &n.addr)?;
+    }
     // The second VF, lent but not borrowed, goes with the others: the
     // lender lets it go and the borrowers stop listing it.
     if let Some(e) = sysfs_write(l, &format!("{pf_dir}/sriov_numvfs"), "0")? {
@@ -405,4 +538,21 @@ fn sriov_run(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{vf_script, SRIOV_GUEST_IPS};
+    use crate::guest::{kernel_cmdline, KERNEL_CMDLINE_MAX};
+
+    /// The scripts fit the guest's kernel command line (gzipped when
+    /// they must be): a longer one hangs the guest before Linux prints.
+    #[test]
+    fn vf_scripts_fit_the_kernel_command_line() {
+        for nvme in [false, true] {
+            let s = vf_script(SRIOV_GUEST_IPS[0], SRIOV_GUEST_IPS[1], nvme);
+            let line = kernel_cmdline(&s).unwrap();
+            assert!(line.len() <= KERNEL_CMDLINE_MAX, "{}", line.len());
+        }
+    }
 }

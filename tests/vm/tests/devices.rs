@@ -441,10 +441,22 @@ fn intx_e1000_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
 }
 
 /// Two VFs of the lender's igb lent to guests on both borrowers at once
-/// (`devlend_vmtests::sriov`).
-fn sriov_igb_vfs_lent_to_two_borrowers_at_once(c: &mut Cluster) -> anyhow::Result<()> {
+/// (`devlend_vmtests::sriov`); the first guest also has the second
+/// borrower's NVMe, which that host lends while it borrows a VF (the
+/// multi-host cases: one guest with devices from two lenders, a host that
+/// lends and borrows at once).
+fn sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one(
+    c: &mut Cluster,
+) -> anyhow::Result<()> {
     let pf = lenders_device(c.agent(LENDER)?, &IGB)?.addr;
-    sriov::two_guests_share_a_nic(c, &pf, &|step| println!("  {step}"))
+    let b2 = c.agent(sriov::BORROWER2)?;
+    lending::ensure_module(b2)?;
+    let nvme = sriov::SecondLender {
+        host: sriov::BORROWER2,
+        addr: lending::find_by_class(b2, lending::NVME_CLASS)?.addr,
+        file: c.paths().nvme_file(sriov::BORROWER2, "nvme0"),
+    };
+    sriov::two_guests_share_a_nic(c, &pf, Some(&nvme), &|step| println!("  {step}"))
 }
 
 /// Each borrower asks for any NVMe from a pool of two (the lender's and
@@ -469,8 +481,8 @@ fn main() {
             run: nic_igb_lent_whole_to_a_guest,
         },
         Check {
-            name: "sriov_igb_vfs_lent_to_two_borrowers_at_once",
-            run: sriov_igb_vfs_lent_to_two_borrowers_at_once,
+            name: "sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one",
+            run: sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one,
         },
         Check {
             name: "multihost_any_nvme_from_a_pool_of_two",

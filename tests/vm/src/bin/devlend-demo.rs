@@ -206,7 +206,7 @@ fn run_sriov() -> anyhow::Result<()> {
             .find(|d| d.device == "0x10c9")
             .context("no igb on the lender")?
             .addr;
-        sriov::two_guests_share_a_nic(&cluster, &pf, &say)
+        sriov::two_guests_share_a_nic(&cluster, &pf, None, &say)
     })();
     if let Err(e) = res {
         devlend_vmtests::suite::collect_failure(&cluster, "demo", "sriov");
