@@ -22,6 +22,9 @@ const HTTP_PORT: u16 = 8080;
 /// Bytes each guest serves the other.
 pub const NET_BYTES: u64 = 16 << 20;
 
+/// MiB the guest with an NVMe writes and reads back.
+const NVME_MIB: u64 = 16;
+
 /// The second borrower of `devices.toml`.
 pub const BORROWER2: &str = "borrower2";
 
@@ -62,11 +65,13 @@ for i in $(seq 0 $(({n} - 1))); do basename $(readlink $d/virtfn$i); done",
     Ok(vfs)
 }
 
-/// A VF guest: with an NVMe too (`nvme`), first writes and reads it back
-/// (`nvme-pci`, `written`, `read`); then its interface up at `me`; serves
-/// `NET_BYTES` of its own (`up <sha256>`), pings the PF on the lender
-/// (`ping-pf`) and the other guest (`ping-other`), downloads the other
-/// guest's bytes (`down <sha256>`), then lingers so the other can finish.
+/// A VF guest: its interface up at `me`; serves `NET_BYTES` of its own
+/// (`up <sha256>`), pings the PF on the lender (`ping-pf`) and the other
+/// guest (`ping-other`), downloads the other guest's bytes (`down
+/// <sha256>`); with an NVMe too (`nvme`), then writes `NVME_MIB` to it and
+/// reads them back (`nvme-pci`, `written`, `read`): after the network, so
+/// that the other guest, which lingers a fixed time, is not kept waiting;
+/// then lingers so the other can finish.
 fn vf_script(me: &str, other: &str, nvme: bool) -> String {
     let nvme = if nvme {
         format!(
@@ -78,14 +83,14 @@ echo \"nvme-pci $(cat $q/vendor) $(cat $q/device) driver=$(basename $(readlink $
 {}
 ",
             lending::NVME_CLASS,
-            lending::nvme_write_and_read()
+            lending::write_and_read("/dev/nvme0n1", NVME_MIB)
         )
     } else {
         String::new()
     };
     format!(
         "set -e
-{nvme}p=
+p=
 for d in /sys/bus/pci/devices/*; do
   [ \"$(cat $d/vendor)\" = 0x8086 ] && [ \"$(cat $d/device)\" = {IGB_VF} ] && p=$d
 done
@@ -104,7 +109,7 @@ echo \"ping-other $(ping -c 3 -W 10 {other} | grep 'packets')\"
 for i in $(seq 60); do wget -q -O /tmp/down http://{other}:{HTTP_PORT}/up && break; sleep 1; done
 echo \"down $(sha256sum /tmp/down | cut -d' ' -f1)\"
 echo \"irqs $(grep -c eth0 /proc/interrupts) $(grep eth0 /proc/interrupts | awk '{{for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i}} END {{print s + 0}}')\"
-echo done
+{nvme}echo done
 sleep 150"
     )
 }
@@ -237,7 +242,7 @@ fn nvme_verified(c: &Cluster, n: &SecondLender, vfs: &[String], out: &str) -> an
         n.host
     );
     ensure!(
-        lending::file_sha256(&n.file)? == written,
+        lending::file_sha256_mib(&n.file, NVME_MIB)? == written,
         "{}'s NVMe backing file does not hold the guest's bytes",
         n.host
     );
