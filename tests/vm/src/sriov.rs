@@ -451,7 +451,7 @@ fn sriov_run(
     if let Some(n) = nvme {
         nvme_verified(c, n, vfs, &outs[0])?;
         step(&format!(
-            "{BORROWER}'s guest also wrote and read back 64 MiB on {}'s NVMe, found in its backing file; {} lent that NVMe while it borrowed a VF",
+            "{BORROWER}'s guest also wrote and read back {NVME_MIB} MiB on {}'s NVMe, found in its backing file; {} lent that NVMe while it borrowed a VF",
             n.host, n.host
         ));
     }
