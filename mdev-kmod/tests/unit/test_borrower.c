@@ -336,6 +336,12 @@ static void add_gmap(u64 iova, u64 len, u64 phys)
 	gmaps[ngmaps++] = (struct gmap){ iova, len, phys, false };
 }
 
+/* The fake's page at a guest IOVA (not moved). */
+static struct page *page_at(u64 iova)
+{
+	return &pages[iova >> PAGE_SHIFT];
+}
+
 /* No page holds a reference of ours. */
 static void check_no_refs(void)
 {
@@ -545,7 +551,7 @@ static void test_unmap_range(void)
 	check_pins(2 * MiB + 8 * KiB, 4 * MiB, 1);
 	CHECK_EQ(v.npinned, 1183 - 2);
 	CHECK_EQ(v.nkept, 2);
-	CHECK_EQ(pages[(2 * MiB) >> PAGE_SHIFT].refs, 1);
+	CHECK_EQ(page_at(2 * MiB)->refs, 1);
 	CHECK_EQ(v.repin_work.work.queued, 1);
 	CHECK_EQ(v.repin_work.delay, DL_REPIN_DELAY_MS);
 
@@ -861,7 +867,7 @@ static void test_repin_keeps(void)
 	 */
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
 	CHECK_EQ(v.nkept, 512);
-	CHECK_EQ(pages[(1 * MiB) >> PAGE_SHIFT].refs, 1);
+	CHECK_EQ(page_at(1 * MiB)->refs, 1);
 	check_pins(1 * MiB, 3 * MiB, 0);
 	dl_dma_repin_work(&v.repin_work.work);
 	CHECK_EQ(nmaps + nunmaps, 0);
@@ -951,7 +957,7 @@ static const struct unit_test dma_tests[] = {
 	  test_add_run },
 	{ "enable: memslots pinned, read-only and unpinnable pages skipped",
 	  test_enable },
-	{ "unmap: extents split and trimmed; kept while bus mastering is on, else the lender asked first",
+	{ "unmap: extents split and trimmed; kept under BME, else the lender asked first",
 	  test_unmap_range },
 	{ "unmap: unacknowledged pages (pinned, kept, moved) quarantined, the device given up",
 	  test_unmap_unacked },
@@ -961,7 +967,7 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_failure },
 	{ "re-pin: waits for what QEMU has not mapped again (not read-only), then gives up",
 	  test_repin_waits },
-	{ "re-pin: the lender keeps unmapped pages mapped; same pages sent nothing, moved ones unmapped first",
+	{ "re-pin: kept pages stay mapped; same ones send nothing, moved ones unmapped first",
 	  test_repin_keeps },
 	{ "without KVM: probing 2 MiB blocks; an unmap is not kept",
 	  test_probe },
