@@ -32,10 +32,11 @@ export DEVLEND_DEB
 # (a remote NVMe used by a KVM guest, end to end), ntb (Linux's NTB
 # clients over the emulated adapter), devices (devices besides the NVMe:
 # an AHCI controller with MSI, an e1000 with INTx, an igb NIC),
-# isolation (hosts frozen and killed mid-I/O: DMA never reaches memory
-# the borrower gave back), and the fuzzers: a malicious fabric peer and a
-# malicious guest.
-VM_SUITES=(fabric lending ntb devices isolation fuzz_peer fuzz_guest)
+# multihost (four hosts: every link up, two borrowers taking any NVMe from
+# two lenders), isolation (hosts frozen and killed mid-I/O: DMA never
+# reaches memory the borrower gave back), and the fuzzers: a malicious
+# fabric peer and a malicious guest.
+VM_SUITES=(fabric lending ntb devices multihost isolation fuzz_peer fuzz_guest)
 for suite in "${VM_SUITES[@]}"; do
 	step "VM tests: $suite (boots the emulated cluster under TCG; a few minutes)"
 	cargo test -p devlend-vmtests --test "$suite" -- "$@"

@@ -133,87 +133,147 @@ fn wait_available(c: &Cluster, host: &str, n: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Who takes part: the two hosts that lend an NVMe each, and the two that
+/// ask for any NVMe, in the order they ask (the second also makes the
+/// third request). A host may be in both.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolHosts {
+    /// The hosts whose NVMe make the pool.
+    pub lenders: [&'static str; 2],
+    /// The hosts that ask, in order.
+    pub borrowers: [&'static str; 2],
+}
+
+/// `devices.toml`: the lender and the second borrower lend; the second
+/// borrower asks first (it can get only the lender's), then the first.
+pub const DEVICES_POOL: PoolHosts = PoolHosts {
+    lenders: [LENDER, BORROWER2],
+    borrowers: [BORROWER2, BORROWER],
+};
+
 /// The check (see the top of the file); `step` narrates.
-pub fn any_nvme_from_a_pool_of_two(c: &Cluster, step: &dyn Fn(&str)) -> anyhow::Result<()> {
-    let (l, b2) = (c.agent(LENDER)?, c.agent(BORROWER2)?);
-    for h in [LENDER, BORROWER, BORROWER2] {
+pub fn any_nvme_from_a_pool_of_two(
+    c: &Cluster,
+    hosts: PoolHosts,
+    step: &dyn Fn(&str),
+) -> anyhow::Result<()> {
+    let mut all: Vec<&str> = hosts.lenders.to_vec();
+    all.extend(hosts.borrowers);
+    all.sort_unstable();
+    all.dedup();
+    for h in &all {
         lending::ensure_module(c.agent(h)?)?;
     }
-    let nl = lending::find_by_class(l, lending::NVME_CLASS)?;
-    let n2 = lending::find_by_class(b2, lending::NVME_CLASS)?;
-    lending::lend(l, &nl.addr)?;
-    lending::lend(b2, &n2.addr)?;
+    let mut pool = Vec::new();
+    for h in hosts.lenders {
+        let a = c.agent(h)?;
+        let dev = lending::find_by_class(a, lending::NVME_CLASS)?;
+        lending::lend(a, &dev.addr)?;
+        pool.push((h, dev));
+    }
     let mut holders: Vec<Holder> = Vec::new();
     let mut waiting: Option<String> = None;
-    let res = pool_run(c, &nl, &n2, &mut holders, &mut waiting, step);
+    let res = pool_run(c, hosts, &pool, &mut holders, &mut waiting, step);
     for h in &holders {
         h.drop_on(c);
     }
-    if let (Some(log), Ok(b)) = (&waiting, c.agent(BORROWER)) {
+    if let (Some(log), Ok(b)) = (&waiting, c.agent(hosts.borrowers[1])) {
         if let Ok((0, out)) = wait_bg(b, log, Duration::from_secs(1)) {
-            let _ = lending::remove_mdev(b, out.trim());
+            if let Ok(uuid) = uuid_in(&out) {
+                let _ = lending::remove_mdev(b, &uuid);
+            }
         }
     }
-    for (a, dev) in [(l, &nl), (b2, &n2)] {
-        let _ = lending::wait_until(
-            &format!("{} back in the pool", dev.addr),
-            WAIT,
-            || lending::lent_state(a, &dev.addr),
-            "available",
-        );
-        let _ = lending::unlend(a, &dev.addr);
+    for (h, dev) in &pool {
+        if let Ok(a) = c.agent(h) {
+            let _ = lending::wait_until(
+                &format!("{h}'s {} back in the pool", dev.addr),
+                WAIT,
+                || lending::lent_state(a, &dev.addr),
+                "available",
+            );
+            let _ = lending::unlend(a, &dev.addr);
+        }
     }
     res
 }
 
 fn pool_run(
     c: &Cluster,
-    nl: &PciDev,
-    n2: &PciDev,
+    hosts: PoolHosts,
+    pool: &[(&'static str, PciDev)],
     holders: &mut Vec<Holder>,
     waiting: &mut Option<String>,
     step: &dyn Fn(&str),
 ) -> anyhow::Result<()> {
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let (l, b, b2) = (c.agent(LENDER)?, c.agent(BORROWER)?, c.agent(BORROWER2)?);
-    let (ref_l, ref_2) = (dev_ref(l, nl)?, dev_ref(b2, n2)?);
-    wait_available(c, BORROWER, 2)?;
-    wait_available(c, BORROWER2, 1)?;
+    let mut refs = Vec::new();
+    for (h, dev) in pool {
+        refs.push((*h, dev_ref(c.agent(h)?, dev)?));
+    }
+    // What each asking host sees: the pool but its own.
+    let seen = |b: &str| -> Vec<String> {
+        refs.iter()
+            .filter(|(h, _)| *h != b)
+            .map(|(_, r)| r.clone())
+            .collect()
+    };
+    let [first, second] = hosts.borrowers;
+    for b in hosts.borrowers {
+        wait_available(c, b, seen(b).len() as u32)?;
+    }
     step(&format!(
-        "{LENDER} lends NVMe {ref_l}, {BORROWER2} lends NVMe {ref_2}: {BORROWER} sees 2 free, {BORROWER2} 1 (not its own)"
+        "{} and {} lend an NVMe each ({} and {}); {first} sees {} free, {second} {}",
+        refs[0].0,
+        refs[1].0,
+        refs[0].1,
+        refs[1].1,
+        seen(first).len(),
+        seen(second).len()
     ));
 
-    holders.push(Holder::take(c, BORROWER2, &cli, &drv)?);
-    let got2 = holders[0].target(c)?;
+    holders.push(Holder::take(c, first, &cli, &drv)?);
+    let got1 = holders[0].target(c)?;
     ensure!(
-        got2 == ref_l,
-        "{BORROWER2} asked for any NVMe and got {got2}, not {LENDER}'s {ref_l}"
+        seen(first).contains(&got1),
+        "{first} asked for any NVMe and got {got1}, not one of {:?}",
+        seen(first)
     );
-    wait_available(c, BORROWER, 1)?;
-    holders.push(Holder::take(c, BORROWER, &cli, &drv)?);
-    let got1 = holders[1].target(c)?;
+    let left: Vec<String> = seen(second).into_iter().filter(|r| *r != got1).collect();
+    wait_available(c, second, left.len() as u32)?;
+    holders.push(Holder::take(c, second, &cli, &drv)?);
+    let got2 = holders[1].target(c)?;
     ensure!(
-        got1 == ref_2,
-        "{BORROWER} asked for any NVMe and got {got1}, not {BORROWER2}'s {ref_2}"
+        left.contains(&got2),
+        "{second} asked for any NVMe and got {got2}, not one of {left:?}"
     );
-    let b1_id = fabric::host_id(b)?.to_string();
-    ensure!(
-        lending::lent_state(b2, &n2.addr)? == "borrowed"
-            && sh(
-                b2,
-                &format!("cat /sys/bus/pci/devices/{}/devlend/borrower", n2.addr)
-            )?
-            .trim()
-                == b1_id,
-        "{BORROWER2}'s NVMe is not borrowed by {BORROWER} while {BORROWER2} borrows {LENDER}'s"
-    );
+    // A host of the pool that asked lends its own NVMe meanwhile.
+    for (i, asker) in [first, second].into_iter().enumerate() {
+        let Some((own, dev)) = pool.iter().find(|(h, _)| *h == asker) else {
+            continue;
+        };
+        let other = c.agent(hosts.borrowers[1 - i])?;
+        let a = c.agent(own)?;
+        let holder = sh(
+            a,
+            &format!("cat /sys/bus/pci/devices/{}/devlend/borrower", dev.addr),
+        )?;
+        ensure!(
+            lending::lent_state(a, &dev.addr)? == "borrowed"
+                && holder.trim() == fabric::host_id(other)?.to_string(),
+            "{own}'s NVMe is not borrowed by {} while {own} borrows another",
+            hosts.borrowers[1 - i]
+        );
+        step(&format!("{own} lends its NVMe and borrows another at once"));
+    }
     step(&format!(
-        "{BORROWER2} got {ref_l} and {BORROWER} got {ref_2}, each driving it; {BORROWER2} lends one NVMe and borrows another at once"
+        "{first} got {got1} and {second} got {got2}, each driving it"
     ));
 
     // A third request: nothing left, and the CLI says so (exit 4).
-    wait_available(c, BORROWER, 0)?;
+    let b = c.agent(second)?;
+    wait_available(c, second, 0)?;
     let third = b.sh(
         &format!("{cli} mdev create --type nvme"),
         Duration::from_secs(60),
@@ -224,12 +284,12 @@ fn pool_run(
     );
     let why = third.stderr.trim().to_owned();
     ensure!(
-        why.contains("devlend-nvme") || why.contains("nvme"),
+        why.contains("nvme"),
         "the refusal does not name the type: {why:?}"
     );
     step(&format!("a third request is refused: {why}"));
 
-    // It waits instead; the device the second borrower gives back is its.
+    // It waits instead; the device the first asker gives back is its.
     let log = "/tmp/pool-wait.log".to_owned();
     spawn_bg(
         b,
@@ -247,10 +307,10 @@ fn pool_run(
         sh(b, &format!("cat {log}"))?
     );
     step("the request waits (`devlend mdev create --type nvme --wait`)");
-    let h2 = holders.remove(0);
-    h2.release(c)?;
+    let h1 = holders.remove(0);
+    h1.release(c)?;
     step(&format!(
-        "{BORROWER2}'s driver verified its I/O and gave {ref_l} back"
+        "{first}'s driver verified its I/O and gave {got1} back"
     ));
     let (rc, out) = wait_bg(b, &log, WAIT_REQUEST + Duration::from_secs(30))?;
     ensure!(
@@ -277,16 +337,16 @@ fn pool_run(
     );
     let target = target?.trim().to_owned();
     ensure!(
-        target == ref_l,
-        "the waiting request got {target}, not the {ref_l} given back"
+        target == got1,
+        "the waiting request got {target}, not the {got1} given back"
     );
     step(&format!(
         "the waiting request took {target}, given back, and its driver verified its I/O"
     ));
-    let h1 = holders.remove(0);
-    h1.release(c)?;
+    let h2 = holders.remove(0);
+    h2.release(c)?;
     step(&format!(
-        "{BORROWER}'s driver verified its I/O and gave {ref_2} back"
+        "{second}'s driver verified its I/O and gave {got2} back"
     ));
     Ok(())
 }

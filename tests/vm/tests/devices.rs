@@ -463,7 +463,7 @@ fn sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one(
 /// the second borrower's) and gets one; a third request is refused, then
 /// waits and takes the one given back (`devlend_vmtests::pool`).
 fn multihost_any_nvme_from_a_pool_of_two(c: &mut Cluster) -> anyhow::Result<()> {
-    pool::any_nvme_from_a_pool_of_two(c, &|step| println!("  {step}"))
+    pool::any_nvme_from_a_pool_of_two(c, pool::DEVICES_POOL, &|step| println!("  {step}"))
 }
 
 fn main() {
