@@ -36,6 +36,7 @@
 #include <linux/delay.h>
 #include <linux/iommu.h>
 #include <linux/jiffies.h>
+#include <linux/ktime.h>
 #include <linux/kvm_host.h>
 #include <linux/list.h>
 #include <linux/mm.h>
@@ -781,6 +782,7 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 	struct dl_dma_batch bt = { .v = v };
 	size_t max_payload = dl_fabric_max_payload(v->b->fab);
 	unsigned long before = v->npinned;
+	u64 t0 = ktime_get_ns();
 	struct dl_dma_span *spans;
 	unsigned int nr, i;
 	int ret = 0, err;
@@ -810,6 +812,13 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 		ret = err;
 	if (bt.sent)
 		v->dma_mapped = true;
+	if (v->npinned > before) {
+		v->fill.fills++;
+		v->fill.ns += ktime_get_ns() - t0;
+		v->fill.pages += v->npinned - before;
+		v->fill.runs += bt.nruns;
+		v->fill.msgs += bt.nmsgs;
+	}
 	if (fresh && !ret && !v->npinned)
 		ret = -ENOENT;
 	if (ret && fresh) {

@@ -269,6 +269,25 @@ struct dl_dma_hole {
 };
 
 /**
+ * struct dl_dma_fill_stats - what pinning guest memory and having the
+ *	lender map it cost, summed over every fill (bus mastering on, and
+ *	each re-pin after QEMU changed the memory layout).
+ * @fills: fills that pinned something.
+ * @ns: time spent in them: pinning, sending DL_MSG_DMA_MAPs and waiting
+ *	for their answers.
+ * @pages: pages they pinned.
+ * @runs: physically contiguous runs sent to the lender.
+ * @msgs: DL_MSG_DMA_MAPs sent.
+ */
+struct dl_dma_fill_stats {
+	u64 fills;
+	u64 ns;
+	u64 pages;
+	u64 runs;
+	u64 msgs;
+};
+
+/**
  * struct dl_vdev - one mdev: a VFIO PCI device that stands for a remote
  * device.
  * @vdev: the VFIO device.
@@ -317,6 +336,8 @@ struct dl_dma_hole {
  *	unmapped, then the new page mapped (@dma_lock).
  * @kept_dropped: kept pages never pinned again: unmapped when the re-pin
  *	stopped waiting, or by a reset or bus mastering off (@dma_lock).
+ * @fill: what pinning and mapping guest memory cost over the mdev's life,
+ *	for the benchmark (@dma_lock).
  * @irq_lock: the eventfds.
  * @irqs: INTx, MSI and MSI-X eventfds.
  * @intx_unmask_msg: the lender took INTx with %DL_IRQ_SET_F_UNMASK_MSG:
@@ -363,6 +384,7 @@ struct dl_vdev {
 	u64 kept_same;
 	u64 kept_moved;
 	u64 kept_dropped;
+	struct dl_dma_fill_stats fill;
 	spinlock_t irq_lock;		/* the eventfds */
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
 	bool intx_unmask_msg;

@@ -522,6 +522,11 @@ static void test_enable(void)
 	CHECK(v.dma_mapped);
 	CHECK(v.dma_on);
 	CHECK_EQ(nunmaps, 0);
+	/* What the benchmark reads: one fill, its pages, runs and messages. */
+	CHECK_EQ(v.fill.fills, 1);
+	CHECK_EQ(v.fill.pages, v.npinned);
+	CHECK_EQ(v.fill.runs, 4);
+	CHECK_EQ(v.fill.msgs, 2);
 }
 
 static void test_unmap_range(void)
@@ -877,6 +882,10 @@ static void test_repin_keeps(void)
 	CHECK_EQ(v.kept_same, 512);
 	CHECK_EQ(v.window_start, 0);
 	check_no_refs();
+	/* The re-pin pinned 512 pages again and sent nothing. */
+	CHECK_EQ(v.fill.fills, 2);
+	CHECK_EQ(v.fill.pages, 1183 + 512);
+	CHECK_EQ(v.fill.msgs, 2);
 
 	/*
 	 * Mapped on other pages: the old ones are unmapped (one message for

@@ -369,6 +369,255 @@ pub fn rebind_lent(l: &AgentClient, addr: &str) -> anyhow::Result<()> {
     lending::lend(l, addr)
 }
 
+/// How a guest's RAM is backed in the host that runs it: what pinning and
+/// mapping it cost depends on how physically contiguous it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backing {
+    /// QEMU's default: anonymous memory with transparent huge pages.
+    Thp,
+    /// Transparent huge pages off: 4 KiB pages, from a host with plenty
+    /// of free memory.
+    Small,
+    /// 4 KiB pages from a host whose free memory is single pages
+    /// (`devlend-fragment`): every page its own run.
+    Fragmented,
+    /// hugetlbfs, 2 MiB pages (`-mem-path /dev/hugepages`).
+    Hugetlb,
+}
+
+impl Backing {
+    /// Every backing, in the order measured.
+    pub const ALL: [Backing; 4] = [
+        Backing::Thp,
+        Backing::Small,
+        Backing::Fragmented,
+        Backing::Hugetlb,
+    ];
+
+    /// Its name in the table and the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backing::Thp => "thp",
+            Backing::Small => "4k",
+            Backing::Fragmented => "4k-fragmented",
+            Backing::Hugetlb => "hugetlbfs-2m",
+        }
+    }
+}
+
+/// What a host was changed for a backing, to undo it.
+#[derive(Debug)]
+pub struct BackingSetup {
+    /// More QEMU arguments the guest needs.
+    pub qemu_args: String,
+    thp_before: Option<String>,
+    fragmenter_pid: Option<u32>,
+    hugepages: bool,
+}
+
+const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// The host's free memory, MiB (`MemAvailable`).
+fn available_mib(a: &AgentClient) -> anyhow::Result<u64> {
+    let kib: u64 = sh(a, "awk '/^MemAvailable:/ {print $2}' /proc/meminfo")?
+        .trim()
+        .parse()
+        .context("MemAvailable")?;
+    Ok(kib >> 10)
+}
+
+/// Prepares host `a` for a guest of `guest_mib` MiB backed as `backing`
+/// (`fragmenter`: the path of `devlend-fragment` in the host). `Ok(Err)`
+/// says why this host cannot (too little memory), which is reported, not
+/// fatal. Undo with [`undo_backing`], also after an error.
+pub fn apply_backing(
+    a: &AgentClient,
+    backing: Backing,
+    guest_mib: u32,
+    fragmenter: &str,
+) -> anyhow::Result<Result<BackingSetup, String>> {
+    let mut setup = BackingSetup {
+        qemu_args: String::new(),
+        thp_before: None,
+        fragmenter_pid: None,
+        hugepages: false,
+    };
+    let guest = u64::from(guest_mib);
+    if matches!(backing, Backing::Small | Backing::Fragmented) {
+        let now = sh(a, &format!("cat {THP_ENABLED}"))?;
+        let mode = now
+            .split(['[', ']'])
+            .nth(1)
+            .with_context(|| format!("{THP_ENABLED}: {now:?}"))?
+            .to_owned();
+        sh(a, &format!("echo never > {THP_ENABLED}"))?;
+        setup.thp_before = Some(mode);
+    }
+    match backing {
+        Backing::Thp | Backing::Small => {}
+        Backing::Fragmented => {
+            // The fragmenter touches 2 x guest, keeps half; then the guest.
+            let need = 3 * guest + 128;
+            let have = available_mib(a)?;
+            if have < need {
+                return Ok(Err(format!("{have} MiB available, {need} MiB needed")));
+            }
+            let pid: u32 = sh(
+                a,
+                &format!(
+                    "setsid {fragmenter} {guest} > /tmp/devlend-fragment.log 2>&1 < /dev/null & echo $!"
+                ),
+            )?
+            .trim()
+            .parse()
+            .context("the fragmenter's pid")?;
+            setup.fragmenter_pid = Some(pid);
+            sh_timeout(
+                a,
+                &format!(
+                    "for i in $(seq 600); do grep -q '^fragmented:' /tmp/devlend-fragment.log && exit 0; \
+                     kill -0 {pid} || break; sleep 0.2; done; cat /tmp/devlend-fragment.log; exit 1"
+                ),
+                Duration::from_secs(150),
+            )
+            .context("waiting for devlend-fragment")?;
+        }
+        Backing::Hugetlb => {
+            let pages = guest.div_ceil(2);
+            setup.hugepages = true;
+            let got: u64 = sh(
+                a,
+                &format!(
+                    "sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory; \
+                     echo {pages} > /proc/sys/vm/nr_hugepages; cat /proc/sys/vm/nr_hugepages"
+                ),
+            )?
+            .trim()
+            .parse()
+            .context("nr_hugepages")?;
+            if got < pages {
+                return Ok(Err(format!(
+                    "{got} of {pages} huge pages of 2 MiB could be reserved"
+                )));
+            }
+            sh(
+                a,
+                "mkdir -p /dev/hugepages; mountpoint -q /dev/hugepages || mount -t hugetlbfs none /dev/hugepages",
+            )?;
+            setup.qemu_args = "-mem-path /dev/hugepages".into();
+        }
+    }
+    Ok(Ok(setup))
+}
+
+/// Undoes [`apply_backing`]: stops the fragmenter (by its pid), restores
+/// transparent huge pages and gives the huge pages back.
+pub fn undo_backing(a: &AgentClient, setup: &BackingSetup) -> anyhow::Result<()> {
+    if let Some(pid) = setup.fragmenter_pid {
+        sh(
+            a,
+            &format!("kill {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.1; done"),
+        )?;
+    }
+    if let Some(mode) = &setup.thp_before {
+        sh(a, &format!("echo {mode} > {THP_ENABLED}"))?;
+    }
+    if setup.hugepages {
+        sh(a, "echo 0 > /proc/sys/vm/nr_hugepages")?;
+    }
+    Ok(())
+}
+
+/// What pinning and mapping an mdev's guest memory cost, from the
+/// borrower's debugfs `devlend/borrower` (summed over its fills).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct FillStats {
+    /// Fills that pinned something: bus mastering on, and re-pins.
+    pub fills: u64,
+    /// Microseconds spent pinning, sending DL_MSG_DMA_MAPs and waiting.
+    pub us: u64,
+    /// Pages pinned.
+    pub pages: u64,
+    /// Physically contiguous runs the lender was asked to map.
+    pub runs: u64,
+    /// DL_MSG_DMA_MAPs sent.
+    pub msgs: u64,
+    /// Times QEMU unmapped guest memory while bus mastering was on.
+    pub windows: u64,
+}
+
+impl FillStats {
+    /// What was added since `before`.
+    pub fn since(&self, before: &FillStats) -> FillStats {
+        FillStats {
+            fills: self.fills - before.fills,
+            us: self.us - before.us,
+            pages: self.pages - before.pages,
+            runs: self.runs - before.runs,
+            msgs: self.msgs - before.msgs,
+            windows: self.windows - before.windows,
+        }
+    }
+}
+
+/// The fill figures of mdev `uuid` in a borrower's debugfs text.
+pub fn parse_fill_stats(text: &str, uuid: &str) -> anyhow::Result<FillStats> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("mdev {uuid} ")))
+        .with_context(|| format!("no line of mdev {uuid} in:\n{text}"))?;
+    let kv = crate::fabric::parse_kv(line);
+    let num = |k: &str| -> anyhow::Result<u64> {
+        kv.get(k)
+            .with_context(|| format!("no {k} in {line:?}"))?
+            .parse()
+            .with_context(|| format!("{k} in {line:?}"))
+    };
+    Ok(FillStats {
+        fills: num("fills")?,
+        us: num("fill_us")?,
+        pages: num("fill_pages")?,
+        runs: num("fill_runs")?,
+        msgs: num("fill_msgs")?,
+        windows: num("unmap_windows")?,
+    })
+}
+
+/// The fill figures of mdev `uuid` on borrower `b`.
+pub fn fill_stats(b: &AgentClient, uuid: &str) -> anyhow::Result<FillStats> {
+    parse_fill_stats(&sh(b, "cat /sys/kernel/debug/devlend/borrower")?, uuid)
+}
+
+/// Guest script body: resets the controller with the nvme driver's
+/// commands traced, and prints `dbbuf <n>`: how many Doorbell Buffer
+/// Config commands (shadow doorbells) the driver sent while setting the
+/// controller up again, and `dbbuf_failed <n>`, how often it said the
+/// device refused them.
+pub fn shadow_doorbell_script() -> String {
+    "t=/sys/kernel/tracing
+mountpoint -q $t || mount -t tracefs none $t
+echo 1 > $t/events/nvme/nvme_setup_cmd/enable
+echo 1 > /sys/class/nvme/nvme0/reset_controller
+for i in $(seq 150); do [ \"$(cat /sys/class/nvme/nvme0/state)\" = live ] && [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+echo \"dbbuf $(grep -c nvme_admin_dbbuf $t/trace) dbbuf_failed $(dmesg | grep -c 'unable to set dbbuf')\""
+        .into()
+}
+
+/// `(sent, failed)` from [`shadow_doorbell_script`]'s output.
+pub fn parse_shadow_doorbells(out: &str) -> anyhow::Result<(u64, u64)> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("dbbuf "))
+        .with_context(|| format!("no dbbuf line in:\n{out}"))?;
+    let kv: Vec<&str> = line.split_whitespace().collect();
+    ensure!(
+        kv.len() == 4 && kv[2] == "dbbuf_failed",
+        "dbbuf line {line:?}"
+    );
+    Ok((kv[1].parse()?, kv[3].parse()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,5 +720,32 @@ mod tests {
         assert_eq!(p["bar_writes"], 2.0);
         assert_eq!(p["irq_fires"], 1.0);
         assert!(!p.contains_key("bar_reads"));
+    }
+
+    #[test]
+    fn fill_stats_are_read_for_one_mdev() {
+        let text = "borrower adapter=0000:00:03.0 quarantined=0 kept_same=0\n\
+             mdev aaaa state=2 pinned=1 unmap_windows=0 unmap_window_ms=0 kept=0 fills=1 fill_us=10 fill_pages=1 fill_runs=1 fill_msgs=1\n\
+             mdev bbbb state=2 pinned=65536 unmap_windows=2 unmap_window_ms=5 kept=0 fills=3 fill_us=2500 fill_pages=196608 fill_runs=130 fill_msgs=2\n";
+        let f = parse_fill_stats(text, "bbbb").unwrap();
+        assert_eq!(
+            (f.fills, f.us, f.pages, f.runs, f.msgs, f.windows),
+            (3, 2500, 196608, 130, 2, 2)
+        );
+        let d = f.since(&parse_fill_stats(text, "aaaa").unwrap());
+        assert_eq!((d.fills, d.pages, d.runs), (2, 196607, 129));
+        assert!(parse_fill_stats(text, "cccc").is_err());
+        assert!(parse_fill_stats("mdev bbbb state=2 pinned=1\n", "bbbb").is_err());
+    }
+
+    #[test]
+    fn shadow_doorbell_line_is_read() {
+        assert_eq!(
+            parse_shadow_doorbells("pci 0x1b36 0x0010 driver=nvme\ndbbuf 1 dbbuf_failed 0\n")
+                .unwrap(),
+            (1, 0)
+        );
+        assert!(parse_shadow_doorbells("dbbuf 1\n").is_err());
+        assert!(parse_shadow_doorbells("nothing\n").is_err());
     }
 }

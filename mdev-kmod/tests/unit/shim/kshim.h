@@ -254,6 +254,12 @@ static inline void msleep(unsigned int ms)
 	jiffies += ms;
 }
 
+/* Nanoseconds: the jiffies, so that durations are whole milliseconds. */
+static inline u64 ktime_get_ns(void)
+{
+	return (u64)jiffies * 1000000;
+}
+
 /* Work, completions, timers, wait queues: the fields only. */
 struct work_struct { int queued; };
 struct delayed_work { struct work_struct work; unsigned long delay; };

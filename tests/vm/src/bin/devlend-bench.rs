@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use devlend_cluster::{tools, Cluster};
-use devlend_vmtests::bench::{self, Compared, Figures, Load, Side};
+use devlend_vmtests::bench::{self, Backing, Compared, Figures, FillStats, Load, Side};
 use devlend_vmtests::fabric::{self, sh_timeout};
 use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
@@ -27,6 +27,9 @@ use devlend_vmtests::twohost::{self, BORROWER, LENDER, MDEV_TYPE};
 
 /// Guest RAM, on both sides.
 const GUEST_MIB: u32 = 512;
+/// Guest RAM of the memory-backing loads: smaller, so that a 1 GiB host
+/// can also hold the fragmenter's pages or the huge pages beside it.
+const BACKING_GUEST_MIB: u32 = 256;
 
 struct Opts {
     rounds: u32,
@@ -99,6 +102,21 @@ struct Runs {
     open_secs: [Vec<f64>; 2],
     open_messages: Vec<u64>,
     open_cfg_reads: Vec<u64>,
+    backing: BTreeMap<&'static str, BackingRuns>,
+    shadow_doorbells: BTreeMap<&'static str, (u64, u64)>,
+}
+
+/// One memory backing's guest starts.
+#[derive(Default)]
+struct BackingRuns {
+    /// Seconds from QEMU's start to its exit, by side.
+    secs: [Vec<f64>; 2],
+    /// The borrower's pinning and mapping, per devlend start.
+    fill: Vec<FillStats>,
+    /// Fabric messages the borrower sent, per devlend start.
+    messages: Vec<u64>,
+    /// Why a side could not be measured.
+    skipped: Vec<String>,
 }
 
 fn idx(side: Side) -> usize {
@@ -332,6 +350,152 @@ fn guest_side(
     res
 }
 
+/// Guest starts with the guest's RAM backed in each of the ways of
+/// [`Backing`] (a smaller guest, see [`BACKING_GUEST_MIB`]): how long
+/// pinning and mapping take, in how many runs and messages, by how
+/// contiguous the memory is.
+fn backing_side(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyhow::Result<()> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let images = tools::guest_images_dir()?;
+    let fragmenter = twohost::host_bin("devlend-fragment", "DEVLEND_FRAGMENT")?;
+    let (host, agent) = match side {
+        Side::Devlend => (BORROWER, b),
+        Side::Local | Side::Trapped => (LENDER, l),
+    };
+    let mdev = side_mdev(c, nvme, side)?;
+    let dev_arg = match &mdev {
+        Some(uuid) => lending::vfio_arg(uuid),
+        None => format!("-device vfio-pci,host={}", nvme.addr),
+    };
+    let lender_peer = fabric::host_id(l)?;
+    let tx = || -> anyhow::Result<u64> {
+        fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")
+    };
+    let res = (|| {
+        for backing in Backing::ALL {
+            let entry = runs.backing.entry(backing.name()).or_default();
+            let setup = bench::apply_backing(agent, backing, BACKING_GUEST_MIB, &fragmenter);
+            let setup = match setup {
+                Ok(Ok(s)) => s,
+                Ok(Err(why)) => {
+                    println!(
+                        "  {:<8} guest memory {:<14} not measured on the {host}: {why}",
+                        format!("{side:?}").to_lowercase(),
+                        backing.name()
+                    );
+                    entry.skipped.push(format!("{side:?} on the {host}: {why}"));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let run = (|| {
+                let before = match &mdev {
+                    Some(uuid) => Some((bench::fill_stats(b, uuid)?, tx()?)),
+                    None => None,
+                };
+                let extra = format!("{dev_arg} {}", setup.qemu_args);
+                let opts = GuestOpts {
+                    mem_mib: BACKING_GUEST_MIB,
+                    extra_qemu_args: &extra,
+                    qmp: None,
+                };
+                let run =
+                    guest::run_with(agent, &images, &lending::nvme_guest_script("true"), &opts)?;
+                ensure!(
+                    run.rc == 0,
+                    "guest ({}) on the {host} failed to start: {}",
+                    backing.name(),
+                    run.console
+                );
+                let fill = match (&mdev, before) {
+                    (Some(uuid), Some((f0, tx0))) => {
+                        Some((bench::fill_stats(b, uuid)?.since(&f0), tx()? - tx0))
+                    }
+                    _ => None,
+                };
+                Ok((run.elapsed.as_secs_f64(), fill))
+            })();
+            let undone = bench::undo_backing(agent, &setup);
+            let (secs, fill) = run?;
+            undone?;
+            let detail = match fill {
+                Some((f, msgs)) => {
+                    entry.fill.push(f);
+                    entry.messages.push(msgs);
+                    format!(
+                        "; pinned {} MiB in {} runs, {} DMA_MAP messages, {:.0} ms ({} fills)",
+                        f.pages >> 8,
+                        f.runs,
+                        f.msgs,
+                        f.us as f64 / 1000.0,
+                        f.fills
+                    )
+                }
+                None => String::new(),
+            };
+            entry.secs[idx(side)].push(secs);
+            println!(
+                "  {:<8} guest memory {:<14} start to nvme ready and off: {secs:.1} s{detail}",
+                format!("{side:?}").to_lowercase(),
+                backing.name()
+            );
+        }
+        Ok(())
+    })();
+    if let Some(uuid) = mdev {
+        lending::remove_mdev(c.agent(BORROWER)?, &uuid)?;
+    }
+    res
+}
+
+/// Whether the guest's nvme driver turns shadow doorbells (Doorbell
+/// Buffer Config) on for the device: a guest resets the controller with
+/// the driver's commands traced.
+fn shadow_doorbells(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyhow::Result<()> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let images = tools::guest_images_dir()?;
+    let (host, agent) = match side {
+        Side::Devlend => (BORROWER, b),
+        Side::Local | Side::Trapped => (LENDER, l),
+    };
+    let mdev = side_mdev(c, nvme, side)?;
+    let dev_arg = match &mdev {
+        Some(uuid) => lending::vfio_arg(uuid),
+        None => format!("-device vfio-pci,host={}", nvme.addr),
+    };
+    let res = (|| {
+        let opts = GuestOpts {
+            mem_mib: BACKING_GUEST_MIB,
+            extra_qemu_args: &dev_arg,
+            qmp: None,
+        };
+        let script = lending::nvme_guest_script(&bench::shadow_doorbell_script());
+        let run = guest::run_with(agent, &images, &script, &opts)?;
+        ensure!(
+            run.rc == 0,
+            "shadow doorbell guest on the {host} failed: {}",
+            run.console
+        );
+        let (sent, failed) = bench::parse_shadow_doorbells(&run.output)?;
+        println!(
+            "  {:<8} shadow doorbells: the guest's nvme driver sent {sent} Doorbell Buffer Config command(s) at reset, {failed} refused",
+            format!("{side:?}").to_lowercase()
+        );
+        runs.shadow_doorbells.insert(
+            match side {
+                Side::Devlend => "devlend",
+                _ => "local",
+            },
+            (sent, failed),
+        );
+        Ok(())
+    })();
+    if let Some(uuid) = mdev {
+        lending::remove_mdev(c.agent(BORROWER)?, &uuid)?;
+    }
+    res
+}
+
 fn compare(
     level: &str,
     runs: &BTreeMap<String, [Vec<Figures>; 2]>,
@@ -361,6 +525,10 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         ));
         userspace_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
         guest_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
+        backing_side(c, &nvme, Side::Devlend, &mut runs)?;
+        if round == 1 {
+            shadow_doorbells(c, &nvme, Side::Devlend, &mut runs)?;
+        }
         step(&format!(
             "round {round} of {}: local (the same NVMe on vfio-pci on the lender)",
             o.rounds
@@ -376,7 +544,12 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         let local = (|| {
             userspace_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
             guest_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
-            guest_side(c, &nvme, Side::Trapped, o.quick, &mut runs)
+            guest_side(c, &nvme, Side::Trapped, o.quick, &mut runs)?;
+            backing_side(c, &nvme, Side::Local, &mut runs)?;
+            if round == 1 {
+                shadow_doorbells(c, &nvme, Side::Local, &mut runs)?;
+            }
+            Ok::<_, anyhow::Error>(())
         })();
         bench::rebind_lent(c.agent(LENDER)?, &nvme.addr)?;
         local?;
@@ -487,6 +660,22 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
                 .join(", ")
         );
     }
+    let backing = backing_table(&runs);
+    let shadow: BTreeMap<_, _> = runs
+        .shadow_doorbells
+        .iter()
+        .map(|(k, (sent, failed))| (*k, serde_json::json!({ "sent": sent, "refused": failed })))
+        .collect();
+    if !shadow.is_empty() {
+        println!(
+            "shadow doorbells (Doorbell Buffer Config commands at a reset, sent/refused): {}",
+            runs.shadow_doorbells
+                .iter()
+                .map(|(k, (s, f))| format!("{k} {s}/{f}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     Ok(serde_json::json!({
         "rounds": o.rounds,
         "quick": o.quick,
@@ -508,7 +697,81 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             "config_reads": open_cfg,
         },
         "messages_per_io": runs.messages,
+        "memory_backing": backing,
+        "shadow_doorbells": shadow,
     }))
+}
+
+/// Prints the memory-backing table and returns it as JSON.
+fn backing_table(runs: &Runs) -> serde_json::Value {
+    if runs.backing.is_empty() {
+        return serde_json::Value::Null;
+    }
+    println!(
+        "\n{:<30} {:>12} {:>12} {:>7} {:>10} {:>9} {:>10} {:>10}",
+        format!("guest memory ({BACKING_GUEST_MIB} MiB guest)"),
+        "devlend s",
+        "local s",
+        "ratio",
+        "pin ms/GiB",
+        "runs/GiB",
+        "maps/GiB",
+        "msgs/GiB"
+    );
+    let mut rows = Vec::new();
+    for backing in Backing::ALL {
+        let Some(r) = runs.backing.get(backing.name()) else {
+            continue;
+        };
+        let (d, l) = (mean(&r.secs[0]), mean(&r.secs[1]));
+        let sum = |f: fn(&FillStats) -> u64| r.fill.iter().map(f).sum::<u64>() as f64;
+        // Per GiB pinned (re-pins included), and messages per GiB of RAM.
+        let gib_pinned = sum(|f| f.pages) * 4096.0 / f64::from(1u32 << 30);
+        let per_pinned = |x: f64| {
+            if gib_pinned > 0.0 {
+                x / gib_pinned
+            } else {
+                0.0
+            }
+        };
+        let ram_gib = f64::from(BACKING_GUEST_MIB) / 1024.0;
+        let msgs_per_gib =
+            mean(&r.messages.iter().map(|&m| m as f64).collect::<Vec<_>>()) / ram_gib;
+        let ratio = if l > 0.0 && d > 0.0 { d / l } else { 0.0 };
+        println!(
+            "{:<30} {:>12.1} {:>12.1} {:>7.2} {:>10.0} {:>9.0} {:>10.1} {:>10.0}",
+            backing.name(),
+            d,
+            l,
+            ratio,
+            per_pinned(sum(|f| f.us) / 1000.0),
+            per_pinned(sum(|f| f.runs)),
+            per_pinned(sum(|f| f.msgs)),
+            msgs_per_gib
+        );
+        for why in &r.skipped {
+            println!("{:<30} not measured: {why}", "");
+        }
+        rows.push(serde_json::json!({
+            "name": backing.name(),
+            "backing": backing,
+            "devlend_start_secs": d,
+            "local_start_secs": l,
+            "ratio": ratio,
+            "pin_map_ms_per_gib_pinned": per_pinned(sum(|f| f.us) / 1000.0),
+            "runs_per_gib_pinned": per_pinned(sum(|f| f.runs)),
+            "dma_map_messages_per_gib_pinned": per_pinned(sum(|f| f.msgs)),
+            "fabric_messages_per_gib_of_guest_ram": msgs_per_gib,
+            "fills_per_start": sum(|f| f.fills) / r.fill.len().max(1) as f64,
+            "unmap_windows_per_start": sum(|f| f.windows) / r.fill.len().max(1) as f64,
+            "gib_pinned_per_start": gib_pinned / r.fill.len().max(1) as f64,
+            "devlend_rounds": r.secs[0],
+            "local_rounds": r.secs[1],
+            "fill_rounds": r.fill,
+            "skipped": r.skipped,
+        }));
+    }
+    serde_json::json!({ "guest_mib": BACKING_GUEST_MIB, "backings": rows })
 }
 
 fn run(o: &Opts) -> anyhow::Result<()> {
