@@ -400,12 +400,15 @@ static int dl_dma_kept_found(struct dl_vdev *v, u64 iova, int n,
 static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n)
 {
 	struct dl_vdev *v = bt->v;
+	u64 t0;
 	int ret, i;
 
 	if (v->npinned + n > DL_B_MAX_PINNED_PAGES)
 		return -ENOSPC;
+	t0 = ktime_get_ns();
 	ret = vfio_pin_pages(&v->vdev, iova, n, IOMMU_READ | IOMMU_WRITE,
 			     bt->pages);
+	v->fill.vfio_ns += ktime_get_ns() - t0;
 	if (ret != n) {
 		/* Not what VFIO promises; give back what it says it pinned. */
 		if (ret > 0)

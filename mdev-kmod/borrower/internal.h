@@ -275,6 +275,7 @@ struct dl_dma_hole {
  * @fills: fills that pinned something.
  * @ns: time spent in them: pinning, sending DL_MSG_DMA_MAPs and waiting
  *	for their answers.
+ * @vfio_ns: the part of @ns spent in vfio_pin_pages().
  * @pages: pages they pinned.
  * @runs: physically contiguous runs sent to the lender.
  * @msgs: DL_MSG_DMA_MAPs sent.
@@ -282,6 +283,7 @@ struct dl_dma_hole {
 struct dl_dma_fill_stats {
 	u64 fills;
 	u64 ns;
+	u64 vfio_ns;
 	u64 pages;
 	u64 runs;
 	u64 msgs;

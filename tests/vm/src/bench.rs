@@ -413,6 +413,9 @@ pub struct BackingSetup {
     pub qemu_args: String,
     thp_before: Option<String>,
     fragmenter_pid: Option<u32>,
+    /// `vm.compact_unevictable_allowed` and `vm.compaction_proactiveness`
+    /// before the fragmenter.
+    compaction_before: Option<(String, String)>,
     hugepages: bool,
 }
 
@@ -441,6 +444,7 @@ pub fn apply_backing(
         qemu_args: String::new(),
         thp_before: None,
         fragmenter_pid: None,
+        compaction_before: None,
         hugepages: false,
     };
     let guest = u64::from(guest_mib);
@@ -463,6 +467,21 @@ pub fn apply_backing(
             if have < need {
                 return Ok(Err(format!("{have} MiB available, {need} MiB needed")));
             }
+            // Compaction would move the fragmenter's pages and merge the
+            // holes again; its locked pages stay where they are without.
+            let before = sh(
+                a,
+                "cat /proc/sys/vm/compact_unevictable_allowed /proc/sys/vm/compaction_proactiveness",
+            )?;
+            let mut old = before.split_whitespace().map(str::to_owned);
+            setup.compaction_before = Some((
+                old.next().context("compact_unevictable_allowed")?,
+                old.next().context("compaction_proactiveness")?,
+            ));
+            sh(
+                a,
+                "echo 0 > /proc/sys/vm/compact_unevictable_allowed; echo 0 > /proc/sys/vm/compaction_proactiveness",
+            )?;
             let pid: u32 = sh(
                 a,
                 &format!(
@@ -520,6 +539,15 @@ pub fn undo_backing(a: &AgentClient, setup: &BackingSetup) -> anyhow::Result<()>
             &format!("kill {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.1; done"),
         )?;
     }
+    if let Some((unevictable, proactiveness)) = &setup.compaction_before {
+        sh(
+            a,
+            &format!(
+                "echo {unevictable} > /proc/sys/vm/compact_unevictable_allowed; \
+                 echo {proactiveness} > /proc/sys/vm/compaction_proactiveness"
+            ),
+        )?;
+    }
     if let Some(mode) = &setup.thp_before {
         sh(a, &format!("echo {mode} > {THP_ENABLED}"))?;
     }
@@ -537,6 +565,8 @@ pub struct FillStats {
     pub fills: u64,
     /// Microseconds spent pinning, sending DL_MSG_DMA_MAPs and waiting.
     pub us: u64,
+    /// The part of `us` spent in VFIO's `vfio_pin_pages()`.
+    pub vfio_us: u64,
     /// Pages pinned.
     pub pages: u64,
     /// Physically contiguous runs the lender was asked to map.
@@ -553,6 +583,7 @@ impl FillStats {
         FillStats {
             fills: self.fills - before.fills,
             us: self.us - before.us,
+            vfio_us: self.vfio_us - before.vfio_us,
             pages: self.pages - before.pages,
             runs: self.runs - before.runs,
             msgs: self.msgs - before.msgs,
@@ -577,6 +608,7 @@ pub fn parse_fill_stats(text: &str, uuid: &str) -> anyhow::Result<FillStats> {
     Ok(FillStats {
         fills: num("fills")?,
         us: num("fill_us")?,
+        vfio_us: num("fill_vfio_us")?,
         pages: num("fill_pages")?,
         runs: num("fill_runs")?,
         msgs: num("fill_msgs")?,
@@ -725,12 +757,12 @@ mod tests {
     #[test]
     fn fill_stats_are_read_for_one_mdev() {
         let text = "borrower adapter=0000:00:03.0 quarantined=0 kept_same=0\n\
-             mdev aaaa state=2 pinned=1 unmap_windows=0 unmap_window_ms=0 kept=0 fills=1 fill_us=10 fill_pages=1 fill_runs=1 fill_msgs=1\n\
-             mdev bbbb state=2 pinned=65536 unmap_windows=2 unmap_window_ms=5 kept=0 fills=3 fill_us=2500 fill_pages=196608 fill_runs=130 fill_msgs=2\n";
+             mdev aaaa state=2 pinned=1 unmap_windows=0 unmap_window_ms=0 kept=0 fills=1 fill_us=10 fill_vfio_us=8 fill_pages=1 fill_runs=1 fill_msgs=1\n\
+             mdev bbbb state=2 pinned=65536 unmap_windows=2 unmap_window_ms=5 kept=0 fills=3 fill_us=2500 fill_vfio_us=2000 fill_pages=196608 fill_runs=130 fill_msgs=2\n";
         let f = parse_fill_stats(text, "bbbb").unwrap();
         assert_eq!(
-            (f.fills, f.us, f.pages, f.runs, f.msgs, f.windows),
-            (3, 2500, 196608, 130, 2, 2)
+            (f.fills, f.us, f.vfio_us, f.pages, f.runs, f.msgs, f.windows),
+            (3, 2500, 2000, 196608, 130, 2, 2)
         );
         let d = f.since(&parse_fill_stats(text, "aaaa").unwrap());
         assert_eq!((d.fills, d.pages, d.runs), (2, 196607, 129));

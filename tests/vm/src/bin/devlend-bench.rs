@@ -101,7 +101,8 @@ struct Runs {
     guest_trapped: BTreeMap<String, Vec<Figures>>,
     open_secs: [Vec<f64>; 2],
     open_messages: Vec<u64>,
-    open_cfg_reads: Vec<u64>,
+    /// The lender's message counters of the device over each opening run.
+    open_by_type: Vec<BTreeMap<String, f64>>,
     backing: BTreeMap<&'static str, BackingRuns>,
     shadow_doorbells: BTreeMap<&'static str, (u64, u64)>,
 }
@@ -194,9 +195,8 @@ fn userspace_side(
         runs.open_secs[idx(side)].push(secs);
         if let Some((tx0, cnt0)) = before {
             let cnt1 = bench::lender_counters(l, nvme)?;
-            let cfg = |m: &BTreeMap<String, u64>| m.get("cfg_reads").copied().unwrap_or(0);
             runs.open_messages.push(tx()? - tx0);
-            runs.open_cfg_reads.push(cfg(&cnt1) - cfg(&cnt0));
+            runs.open_by_type.push(bench::per_io(&cnt0, &cnt1, 1));
         }
         println!(
             "  {:<8} opening the device (open, identify, a block written and read, close): {secs:.2} s",
@@ -423,11 +423,12 @@ fn backing_side(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyh
                     entry.fill.push(f);
                     entry.messages.push(msgs);
                     format!(
-                        "; pinned {} MiB in {} runs, {} DMA_MAP messages, {:.0} ms ({} fills)",
+                        "; pinned {} MiB in {} runs, {} DMA_MAP messages, {:.0} ms ({:.0} ms in VFIO; {} fills)",
                         f.pages >> 8,
                         f.runs,
                         f.msgs,
                         f.us as f64 / 1000.0,
+                        f.vfio_us as f64 / 1000.0,
                         f.fills
                     )
                 }
@@ -634,12 +635,21 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
     }
     let open = [mean(&runs.open_secs[0]), mean(&runs.open_secs[1])];
     let as_f64 = |v: &[u64]| v.iter().map(|&m| m as f64).collect::<Vec<_>>();
-    let (open_msgs, open_cfg) = (
-        mean(&as_f64(&runs.open_messages)),
-        mean(&as_f64(&runs.open_cfg_reads)),
-    );
+    let open_msgs = mean(&as_f64(&runs.open_messages));
+    let open_by_type: BTreeMap<String, f64> = bench::MESSAGE_COUNTERS
+        .iter()
+        .map(|k| {
+            let v: Vec<f64> = runs
+                .open_by_type
+                .iter()
+                .map(|m| m.get(*k).copied().unwrap_or(0.0))
+                .collect();
+            ((*k).to_owned(), mean(&v))
+        })
+        .collect();
+    let open_cfg = open_by_type.get("cfg_reads").copied().unwrap_or(0.0);
     println!(
-        "{:<30} {:>12.2} {:>12.2} {:>7.2}   s ({:.0} fabric messages, {:.0} of them config reads)",
+        "{:<30} {:>12.2} {:>12.2} {:>7.2}   s ({:.0} fabric messages: {})",
         "opening the device",
         open[0],
         open[1],
@@ -649,7 +659,11 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             0.0
         },
         open_msgs,
-        open_cfg
+        open_by_type
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     if let Some(m) = runs.messages.get("guest-all") {
         println!(
@@ -695,6 +709,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             "local_secs": open[1],
             "fabric_messages": open_msgs,
             "config_reads": open_cfg,
+            "by_type": open_by_type,
         },
         "messages_per_io": runs.messages,
         "memory_backing": backing,
@@ -708,12 +723,13 @@ fn backing_table(runs: &Runs) -> serde_json::Value {
         return serde_json::Value::Null;
     }
     println!(
-        "\n{:<30} {:>12} {:>12} {:>7} {:>10} {:>9} {:>10} {:>10}",
+        "\n{:<30} {:>12} {:>12} {:>7} {:>10} {:>10} {:>9} {:>10} {:>10}",
         format!("guest memory ({BACKING_GUEST_MIB} MiB guest)"),
         "devlend s",
         "local s",
         "ratio",
         "pin ms/GiB",
+        "vfio ms/GiB",
         "runs/GiB",
         "maps/GiB",
         "msgs/GiB"
@@ -739,12 +755,13 @@ fn backing_table(runs: &Runs) -> serde_json::Value {
             mean(&r.messages.iter().map(|&m| m as f64).collect::<Vec<_>>()) / ram_gib;
         let ratio = if l > 0.0 && d > 0.0 { d / l } else { 0.0 };
         println!(
-            "{:<30} {:>12.1} {:>12.1} {:>7.2} {:>10.0} {:>9.0} {:>10.1} {:>10.0}",
+            "{:<30} {:>12.1} {:>12.1} {:>7.2} {:>10.0} {:>10.0} {:>9.0} {:>10.1} {:>10.0}",
             backing.name(),
             d,
             l,
             ratio,
             per_pinned(sum(|f| f.us) / 1000.0),
+            per_pinned(sum(|f| f.vfio_us) / 1000.0),
             per_pinned(sum(|f| f.runs)),
             per_pinned(sum(|f| f.msgs)),
             msgs_per_gib
@@ -759,6 +776,7 @@ fn backing_table(runs: &Runs) -> serde_json::Value {
             "local_start_secs": l,
             "ratio": ratio,
             "pin_map_ms_per_gib_pinned": per_pinned(sum(|f| f.us) / 1000.0),
+            "vfio_pin_ms_per_gib_pinned": per_pinned(sum(|f| f.vfio_us) / 1000.0),
             "runs_per_gib_pinned": per_pinned(sum(|f| f.runs)),
             "dma_map_messages_per_gib_pinned": per_pinned(sum(|f| f.msgs)),
             "fabric_messages_per_gib_of_guest_ram": msgs_per_gib,

@@ -5,10 +5,14 @@
 //! (docs/performance.md, "Guest memory backing").
 //!
 //! It maps 2 x MIB MiB of anonymous memory without huge pages, touches
-//! every page, then gives back every other page: the pages it keeps stop
+//! every page, then unmaps every other page: the pages it keeps stop
 //! their free neighbours from merging into larger free blocks, and the
 //! page allocator hands out single free pages before it splits larger
-//! ones. It prints one line when done and holds its pages until killed.
+//! ones. The pages it keeps are locked (`mlockall`), so that with
+//! `vm.compact_unevictable_allowed` 0 compaction does not move them and
+//! merge the holes again (the benchmark sets that, and
+//! `vm.compaction_proactiveness` 0, while it runs). It prints one line
+//! when done and holds its pages until killed.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -51,14 +55,15 @@ fn fragment(mib: usize) -> Result<(), String> {
         unsafe { bytes.add(off).write_volatile(1) };
     }
     for off in (PAGE..len).step_by(2 * PAGE) {
-        // SAFETY: one page inside the mapping, which nothing else
-        // references; MADV_DONTNEED frees it (it reads as zero after).
-        if unsafe { libc::madvise(bytes.add(off).cast(), PAGE, libc::MADV_DONTNEED) } != 0 {
-            return Err(format!(
-                "madvise(MADV_DONTNEED): {}",
-                std::io::Error::last_os_error()
-            ));
+        // SAFETY: one page inside the mapping, which nothing references
+        // and nothing touches again.
+        if unsafe { libc::munmap(bytes.add(off).cast(), PAGE) } != 0 {
+            return Err(format!("munmap: {}", std::io::Error::last_os_error()));
         }
+    }
+    // SAFETY: locks what is mapped now; no memory is changed.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT) } != 0 {
+        return Err(format!("mlockall: {}", std::io::Error::last_os_error()));
     }
     Ok(())
 }
