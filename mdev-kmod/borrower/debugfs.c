@@ -36,15 +36,17 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		   b->returned_late, b->returned, b->lost, same, moved,
 		   dropped);
 	list_for_each_entry(v, &b->vdevs, node)
-		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_vfio_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu\n",
+		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->state),
 			   READ_ONCE(v->npinned), READ_ONCE(v->windows),
 			   READ_ONCE(v->window_ms), READ_ONCE(v->nkept),
 			   READ_ONCE(v->fill.fills),
 			   div_u64(READ_ONCE(v->fill.ns), NSEC_PER_USEC),
-			   div_u64(READ_ONCE(v->fill.vfio_ns), NSEC_PER_USEC),
+			   div_u64(READ_ONCE(v->fill.pin_ns), NSEC_PER_USEC),
 			   READ_ONCE(v->fill.pages), READ_ONCE(v->fill.runs),
-			   READ_ONCE(v->fill.msgs));
+			   READ_ONCE(v->fill.msgs),
+			   READ_ONCE(v->fill.bulk_pages),
+			   READ_ONCE(v->fill.bulk_refused));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

@@ -3,12 +3,15 @@
  * DMA for a borrowed device: pin the guest's RAM and have the lender map
  * it for the device.
  *
- * When the guest sets Bus Master Enable, the guest's RAM is pinned with
- * vfio_pin_pages() (IOVA = guest-physical address). The ranges come from
- * the KVM memslots of the VFIO device's KVM (read-only slots skipped), or
- * without KVM from probing IOVAs below 4 GiB in 2 MiB blocks (a block is
- * tried if its first page is mapped); what VFIO refuses to pin (not
- * mapped in the container) is skipped page by page. Physically
+ * When the guest sets Bus Master Enable, the guest's RAM is pinned
+ * (IOVA = guest-physical address). The ranges come from the KVM memslots
+ * of the VFIO device's KVM (read-only slots skipped), or without KVM from
+ * probing IOVAs below 4 GiB in 2 MiB blocks (a block is tried if its first
+ * page is mapped). Under KVM each chunk of up to 2 MiB is pinned in bulk
+ * from the memslot's mapping in the VMM, with its first and last page
+ * pinned through VFIO too as anchors (dl_dma_pin_bulk()); otherwise, and
+ * when that does not match, with vfio_pin_pages(). What VFIO refuses to
+ * pin (not mapped in the container) is skipped page by page. Physically
  * contiguous runs are coalesced and sent to the lender in batches of
  * DL_MSG_DMA_MAP, as many runs as fit a message; it maps each IOVA onto
  * the pinned page through its window onto this host.
@@ -40,6 +43,7 @@
 #include <linux/kvm_host.h>
 #include <linux/list.h>
 #include <linux/mm.h>
+#include <linux/sched/mm.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/vfio.h>
@@ -108,10 +112,14 @@ struct dl_dma_batch {
 	unsigned int nmsgs;
 };
 
-/* An IOVA range to pin: a memslot, or the probed range. */
+/*
+ * An IOVA range to pin: a memslot, or the probed range. @hva: where the
+ * memslot maps it in the VMM, 0 if not known (no KVM).
+ */
 struct dl_dma_span {
 	u64 iova;
 	u64 npages;
+	u64 hva;
 };
 
 /* Waits for the oldest DL_MSG_DMA_MAP in flight; keeps the first error. */
@@ -221,7 +229,6 @@ static int dl_dma_record(struct dl_vdev *v, u64 iova, u64 npages)
 	e = kzalloc(sizeof(*e), GFP_KERNEL);
 	if (!e) {
 		v->npinned -= npages;
-		vfio_unpin_pages(&v->vdev, iova, npages);
 		return -ENOMEM;
 	}
 	e->iova = iova;
@@ -394,45 +401,160 @@ static int dl_dma_kept_found(struct dl_vdev *v, u64 iova, int n,
 #define DL_PIN_REFUSED		1
 
 /*
- * Pins @n pages at @iova (one call) and queues their runs.
- * Return: 0, %DL_PIN_REFUSED, or -errno.
+ * The tag of a @pin_pages entry pinned by dl_dma_pin_bulk() (a page of
+ * ours, given back with unpin_user_page()); untagged entries are VFIO's.
  */
-static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n)
+#define DL_PIN_TAG_BULK		1
+
+/* Takes @n pages off the locked memory of the VMM that bulk pins count in. */
+static void dl_dma_unaccount(struct dl_vdev *v, unsigned long n)
+{
+	struct mm_struct *mm = v->pin_mm;
+
+	lockdep_assert_held(&v->dma_lock);
+
+	if (!n || WARN_ON_ONCE(!mm || n > v->nbulk))
+		return;
+	/* As VFIO does: an exited process has no locked memory to count. */
+	if (mmget_not_zero(mm)) {
+		account_locked_vm(mm, n, false);
+		mmput(mm);
+	}
+	v->nbulk -= n;
+	if (!v->nbulk) {
+		v->pin_mm = NULL;
+		mmdrop(mm);
+	}
+}
+
+/*
+ * Pins the @n pages at @iova, mapped at @hva in the VMM by the guest's
+ * memslot, with one pin_user_pages_remote() call: VFIO pins page by page,
+ * each with a lookup, an allocation and its own locked-memory accounting,
+ * which is most of what pinning a guest costs. The first and the last
+ * page are pinned through VFIO as well ("anchors"), and must be the pages
+ * the memslot gives:
+ * - VFIO tells of a dma_unmap() only of mappings with pages pinned through
+ *   it; the anchors make it tell of the mapping(s) this chunk lies in (the
+ *   VMM maps guest RAM into VFIO as it maps it into KVM, one mapping per
+ *   memslot, and every chunk starts at a memslot or at 2 MiB);
+ * - memory VFIO does not map at both ends (not the guest's RAM as VFIO
+ *   sees it) is pinned through VFIO instead, which refuses what it lacks.
+ * Pages pinned here are accounted as locked memory of the VMM as VFIO
+ * would (RLIMIT_MEMLOCK of the caller); they are pages of the VMM's own
+ * memory and held until unpinned, so the DMA ownership rule holds
+ * whatever the VMM maps.
+ * Return: 0 with @bt->pages filled, or %DL_PIN_REFUSED: pin it through
+ * VFIO instead.
+ */
+static int dl_dma_pin_bulk(struct dl_dma_batch *bt, u64 iova, int n, u64 hva)
 {
 	struct dl_vdev *v = bt->v;
+	struct mm_struct *mm = v->vdev.kvm->mm;
+	u64 last = iova + ((u64)(n - 1) << PAGE_SHIFT);
+	struct page *first, *end;
+	long got = 0;
+	bool ok;
+
+	if (v->pin_mm && v->pin_mm != mm)
+		return DL_PIN_REFUSED;
+	if (vfio_pin_pages(&v->vdev, iova, 1, IOMMU_READ | IOMMU_WRITE,
+			   &first) != 1)
+		return DL_PIN_REFUSED;
+	if (vfio_pin_pages(&v->vdev, last, 1, IOMMU_READ | IOMMU_WRITE,
+			   &end) != 1)
+		goto err_first;
+	if (!mmget_not_zero(mm))
+		goto err_anchors;
+	mmap_read_lock(mm);
+	got = pin_user_pages_remote(mm, hva, n, FOLL_WRITE | FOLL_LONGTERM,
+				    bt->pages, NULL);
+	mmap_read_unlock(mm);
+	ok = got == n && bt->pages[0] == first && bt->pages[n - 1] == end &&
+	     !account_locked_vm(mm, n - 2, true);
+	mmput(mm);
+	if (!ok)
+		goto err_pinned;
+	/* The anchors stay VFIO's pins only. */
+	unpin_user_page(bt->pages[0]);
+	unpin_user_page(bt->pages[n - 1]);
+	if (!v->pin_mm) {
+		mmgrab(mm);
+		v->pin_mm = mm;
+	}
+	v->nbulk += n - 2;
+	v->fill.bulk_pages += n;
+	return 0;
+
+err_pinned:
+	if (got > 0)
+		unpin_user_pages(bt->pages, got);
+	v->fill.bulk_refused++;
+err_anchors:
+	vfio_unpin_pages(&v->vdev, last, 1);
+err_first:
+	vfio_unpin_pages(&v->vdev, iova, 1);
+	return DL_PIN_REFUSED;
+}
+
+/* Gives back the pins of a chunk just pinned, before it was recorded. */
+static void dl_dma_unpin_chunk(struct dl_vdev *v, u64 iova, int n,
+			       bool bulk, struct page **pages)
+{
+	if (!bulk) {
+		vfio_unpin_pages(&v->vdev, iova, n);
+		return;
+	}
+	unpin_user_pages(pages + 1, n - 2);
+	dl_dma_unaccount(v, n - 2);
+	vfio_unpin_pages(&v->vdev, iova, 1);
+	vfio_unpin_pages(&v->vdev, iova + ((u64)(n - 1) << PAGE_SHIFT), 1);
+}
+
+/*
+ * Pins @n pages at @iova (@hva: where the VMM maps them, 0 if not known)
+ * and queues their runs.
+ * Return: 0, %DL_PIN_REFUSED, or -errno.
+ */
+static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n,
+			    u64 hva)
+{
+	struct dl_vdev *v = bt->v;
+	unsigned long idx = iova >> PAGE_SHIFT;
+	bool bulk = false;
+	void *entry;
 	u64 t0;
 	int ret, i;
 
 	if (v->npinned + n > DL_B_MAX_PINNED_PAGES)
 		return -ENOSPC;
 	t0 = ktime_get_ns();
-	ret = vfio_pin_pages(&v->vdev, iova, n, IOMMU_READ | IOMMU_WRITE,
-			     bt->pages);
-	v->fill.vfio_ns += ktime_get_ns() - t0;
-	if (ret != n) {
-		/* Not what VFIO promises; give back what it says it pinned. */
-		if (ret > 0)
-			vfio_unpin_pages(&v->vdev, iova, ret);
-		return DL_PIN_REFUSED;
-	}
-	/* Kept so that an unacknowledged unmap can quarantine them. */
-	for (i = 0; i < n; i++) {
-		ret = xa_err(xa_store(&v->pin_pages,
-				      (iova >> PAGE_SHIFT) + i, bt->pages[i],
-				      GFP_KERNEL));
-		if (ret) {
-			while (i--)
-				xa_erase(&v->pin_pages, (iova >> PAGE_SHIFT) + i);
-			vfio_unpin_pages(&v->vdev, iova, n);
-			return ret;
+	if (hva && n > 2)
+		bulk = !dl_dma_pin_bulk(bt, iova, n, hva);
+	if (!bulk) {
+		ret = vfio_pin_pages(&v->vdev, iova, n,
+				     IOMMU_READ | IOMMU_WRITE, bt->pages);
+		if (ret != n) {
+			/* Not what VFIO promises; give back what it pinned. */
+			if (ret > 0)
+				vfio_unpin_pages(&v->vdev, iova, ret);
+			return DL_PIN_REFUSED;
 		}
 	}
-	ret = dl_dma_record(v, iova, n);
-	if (ret) {
-		for (i = 0; i < n; i++)
-			xa_erase(&v->pin_pages, (iova >> PAGE_SHIFT) + i);
-		return ret;
+	v->fill.pin_ns += ktime_get_ns() - t0;
+	/* Kept so that an unacknowledged unmap can quarantine them. */
+	for (i = 0; i < n; i++) {
+		entry = bt->pages[i];
+		if (bulk && i && i < n - 1)
+			entry = xa_tag_pointer(entry, DL_PIN_TAG_BULK);
+		ret = xa_err(xa_store(&v->pin_pages, idx + i, entry,
+				      GFP_KERNEL));
+		if (ret)
+			goto err_erase;
 	}
+	ret = dl_dma_record(v, iova, n);
+	if (ret)
+		goto err_erase;
 	ret = dl_dma_kept_found(v, iova, n, bt->pages);
 	if (ret)
 		return ret;
@@ -445,6 +567,12 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n)
 			return ret;
 	}
 	return 0;
+
+err_erase:
+	while (i--)
+		xa_erase(&v->pin_pages, idx + i);
+	dl_dma_unpin_chunk(v, iova, n, bulk, bt->pages);
+	return ret;
 }
 
 /*
@@ -478,37 +606,41 @@ static u64 dl_dma_next_gap(struct dl_vdev *v, u64 p, u64 end, u64 *gap_end)
 }
 
 /*
- * Pins what VFIO lets us pin of [iova, end), none of it pinned yet. When
- * probing, a 2 MiB block whose first page is not mapped is skipped whole:
- * probing 4 GiB page by page would take a million calls.
+ * Pins what VFIO lets us pin of [iova, end) of span @s, none of it pinned
+ * yet. Chunks end at 2 MiB boundaries where the span is a memslot (bulk
+ * pinning anchors each chunk) or is probed: when probing, a 2 MiB block
+ * whose first page is not mapped is skipped whole, since probing 4 GiB
+ * page by page would take a million calls.
  */
-static int dl_dma_pin_gap(struct dl_dma_batch *bt, u64 iova, u64 end)
+static int dl_dma_pin_gap(struct dl_dma_batch *bt,
+			  const struct dl_dma_span *s, u64 iova, u64 end)
 {
 	u64 left = (end - iova) >> PAGE_SHIFT, i;
 	int n, ret;
 
 	while (left) {
 		n = min_t(u64, left, DL_PIN_BATCH);
-		if (bt->probe) {
+		if (bt->probe || s->hva)
 			n = min_t(u64, n, (ALIGN(iova + 1, SZ_2M) - iova) >> PAGE_SHIFT);
-			if (IS_ALIGNED(iova, SZ_2M)) {
-				ret = dl_dma_pin_chunk(bt, iova, 1);
-				if (ret < 0)
-					return ret;
-				if (ret == DL_PIN_REFUSED)
-					goto next;
-				iova += PAGE_SIZE;
-				left--;
-				if (!--n)
-					continue;
-			}
+		if (bt->probe && IS_ALIGNED(iova, SZ_2M)) {
+			ret = dl_dma_pin_chunk(bt, iova, 1, 0);
+			if (ret < 0)
+				return ret;
+			if (ret == DL_PIN_REFUSED)
+				goto next;
+			iova += PAGE_SIZE;
+			left--;
+			if (!--n)
+				continue;
 		}
-		ret = dl_dma_pin_chunk(bt, iova, n);
+		ret = dl_dma_pin_chunk(bt, iova, n,
+				       s->hva ? s->hva + (iova - s->iova) : 0);
 		if (ret < 0)
 			return ret;
 		/* Some page is not mapped: pin page by page, skip those. */
 		for (i = 0; ret == DL_PIN_REFUSED && i < n; i++) {
-			ret = dl_dma_pin_chunk(bt, iova + (i << PAGE_SHIFT), 1);
+			ret = dl_dma_pin_chunk(bt, iova + (i << PAGE_SHIFT), 1,
+					       0);
 			if (ret < 0)
 				return ret;
 			if (i + 1 < n)
@@ -532,7 +664,7 @@ static int dl_dma_pin_span(struct dl_dma_batch *bt, const struct dl_dma_span *s)
 		p = dl_dma_next_gap(bt->v, p, end, &gap_end);
 		if (p >= end)
 			return 0;
-		ret = dl_dma_pin_gap(bt, p, gap_end);
+		ret = dl_dma_pin_gap(bt, s, p, gap_end);
 		if (ret)
 			return ret;
 		p = gap_end;
@@ -575,6 +707,7 @@ static struct dl_dma_span *dl_dma_slots(struct dl_vdev *v, bool readonly,
 				continue;
 			spans[*nr].iova = (u64)slot->base_gfn << PAGE_SHIFT;
 			spans[*nr].npages = slot->npages;
+			spans[*nr].hva = slot->userspace_addr;
 			(*nr)++;
 		}
 	}
@@ -671,18 +804,31 @@ enum dl_unpin_how {
 	DL_UNPIN_KEEP,		/* the lender keeps them mapped: kept */
 };
 
+/* Gives VFIO back its pins in [@s, @t), in calls of at most DL_PIN_BATCH. */
+static void dl_dma_vfio_unpin(struct dl_vdev *v, u64 s, u64 t)
+{
+	u64 n;
+
+	for (n = s; n < t; n += (u64)DL_PIN_BATCH << PAGE_SHIFT)
+		vfio_unpin_pages(&v->vdev, n,
+				 min_t(u64, DL_PIN_BATCH, (t - n) >> PAGE_SHIFT));
+}
+
 /*
  * Unpins [s, t), pages of one extent. Unless the lender acknowledged their
- * unmap, each page is quarantined or kept first: VFIO gets its pin back,
- * but the page stays out of the allocator until the lease settles
- * (lease.c), or until the re-pin finds it again or has it unmapped.
+ * unmap, each page is quarantined or kept first: its pin (VFIO's, or ours
+ * for bulk-pinned pages) is given back, but the page stays out of the
+ * allocator until the lease settles (lease.c), or until the re-pin finds
+ * it again or has it unmapped.
  */
 static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
 			 enum dl_unpin_how how)
 {
 	struct dl_borrower *b = v->b;
+	unsigned long nbulk = 0;
 	struct page *page;
-	u64 n;
+	u64 n, run;
+	void *entry;
 
 	lockdep_assert_held(&v->dma_lock);
 
@@ -691,15 +837,16 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
 	if (v->lease && v->lease->settled)
 		how = DL_UNPIN_FREE;
 	for (n = s; n < t; n += PAGE_SIZE) {
-		page = xa_erase(&v->pin_pages, n >> PAGE_SHIFT);
+		entry = xa_load(&v->pin_pages, n >> PAGE_SHIFT);
+		page = xa_untag_pointer(entry);
 		if (how == DL_UNPIN_FREE || !page)
-			continue;
+			goto unpin_ours;
 		if (how == DL_UNPIN_KEEP &&
 		    !xa_err(xa_store(&v->kept, n >> PAGE_SHIFT, page,
 				     GFP_KERNEL))) {
 			get_page(page);
 			v->nkept++;
-			continue;
+			goto unpin_ours;
 		}
 		/*
 		 * Not kept (no memory for the entry): quarantined instead.
@@ -710,11 +857,23 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
 			get_page(page);	/* nobody to hold it: leak it */
 		else
 			dl_lease_quarantine(b, v->lease, page);
+unpin_ours:
+		if (xa_pointer_tag(entry) == DL_PIN_TAG_BULK) {
+			unpin_user_page(page);
+			nbulk++;
+		}
 	}
 	mutex_unlock(&b->lock);
-	for (n = s; n < t; n += (u64)DL_PIN_BATCH << PAGE_SHIFT)
-		vfio_unpin_pages(&v->vdev, n,
-				 min_t(u64, DL_PIN_BATCH, (t - n) >> PAGE_SHIFT));
+	/* VFIO's pins: the runs between the bulk-pinned pages. */
+	for (n = s, run = s; n < t; n += PAGE_SIZE) {
+		entry = xa_erase(&v->pin_pages, n >> PAGE_SHIFT);
+		if (xa_pointer_tag(entry) != DL_PIN_TAG_BULK)
+			continue;
+		dl_dma_vfio_unpin(v, run, n);
+		run = n + PAGE_SIZE;
+	}
+	dl_dma_vfio_unpin(v, run, t);
+	dl_dma_unaccount(v, nbulk);
 	v->npinned -= (t - s) >> PAGE_SHIFT;
 }
 

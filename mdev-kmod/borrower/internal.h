@@ -275,7 +275,11 @@ struct dl_dma_hole {
  * @fills: fills that pinned something.
  * @ns: time spent in them: pinning, sending DL_MSG_DMA_MAPs and waiting
  *	for their answers.
- * @vfio_ns: the part of @ns spent in vfio_pin_pages().
+ * @pin_ns: the part of @ns spent pinning: in vfio_pin_pages(), and in
+ *	pin_user_pages_remote() for bulk pins.
+ * @bulk_pages: of @pages, those pinned in bulk (dma.c, dl_dma_pin_bulk()).
+ * @bulk_refused: chunks whose bulk pin failed or did not match VFIO's
+ *	pages, and were pinned through VFIO instead.
  * @pages: pages they pinned.
  * @runs: physically contiguous runs sent to the lender.
  * @msgs: DL_MSG_DMA_MAPs sent.
@@ -283,10 +287,12 @@ struct dl_dma_hole {
 struct dl_dma_fill_stats {
 	u64 fills;
 	u64 ns;
-	u64 vfio_ns;
+	u64 pin_ns;
 	u64 pages;
 	u64 runs;
 	u64 msgs;
+	u64 bulk_pages;
+	u64 bulk_refused;
 };
 
 /**
@@ -312,10 +318,14 @@ struct dl_dma_fill_stats {
  * @pcie_cap: offset of the PCI Express capability, 0 if none.
  * @lease: the lease of the current borrow, NULL when not borrowing;
  *	set and cleared under @lock, @dma_lock and @b->lock.
- * @dma_lock: @pinned, @pin_pages, @npinned, @dma_mapped, @dma_on.
+ * @dma_lock: @pinned, @pin_pages, @npinned, @pin_mm, @nbulk, @dma_mapped,
+ *	@dma_on.
  * @pinned: &struct dl_pin_extent list: what is pinned, by IOVA.
  * @pin_pages: the pinned pages, by IOVA page number.
  * @npinned: pages pinned.
+ * @pin_mm: the VMM whose memory bulk pins hold (mmgrab()ed), counted in
+ *	its locked memory; NULL while there are none.
+ * @nbulk: pages pinned in bulk and not through VFIO.
  * @dma_mapped: the lender may hold mappings of the device.
  * @dma_on: bus mastering is on: guest memory is to be mapped.
  * @repin_work: pins and maps again after a dma_unmap().
@@ -372,6 +382,8 @@ struct dl_vdev {
 	struct list_head pinned;
 	struct xarray pin_pages;
 	unsigned long npinned;
+	struct mm_struct *pin_mm;
+	unsigned long nbulk;
 	bool dma_mapped;
 	bool dma_on;
 	struct delayed_work repin_work;

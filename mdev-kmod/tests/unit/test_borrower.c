@@ -42,8 +42,14 @@ struct gmap {
 static struct gmap gmaps[8];
 static unsigned int ngmaps;
 static struct page pages[NPFN], moved_pages[NPFN];
-static int pincount[NPFN];
-static unsigned int npin_calls, bad_pin_calls, bad_unpins;
+/* Pins of each IOVA's page: VFIO's, and bulk ones (pin_user_pages_remote). */
+static int pincount[NPFN], gup_pins[NPFN];
+static unsigned int npin_calls, bad_pin_calls, bad_unpins, ngup_calls;
+/* The VMM: its memory maps IOVA i at HVA_BASE + i (see add_slot()). */
+#define HVA_BASE	0x7f0000000000ULL
+static struct mm_struct mm;
+/* Most pages the VMM may lock; 0 for no limit. */
+static long locked_limit;
 
 /* What the lender was asked. */
 struct run {
@@ -123,6 +129,74 @@ void vfio_unpin_pages(struct vfio_device *device, dma_addr_t iova, int npage)
 		else
 			pincount[pfn]--;
 	}
+}
+
+long pin_user_pages_remote(struct mm_struct *m, unsigned long start,
+			   unsigned long nr_pages, unsigned int gup_flags,
+			   struct page **out, int *locked)
+{
+	unsigned long i;
+
+	ngup_calls++;
+	if (m != &mm || locked || start < HVA_BASE || start & (PAGE_SIZE - 1) ||
+	    gup_flags != (FOLL_WRITE | FOLL_LONGTERM)) {
+		bad_pin_calls++;
+		return -EINVAL;
+	}
+	for (i = 0; i < nr_pages; i++) {
+		u64 a = start - HVA_BASE + (i << PAGE_SHIFT);
+		struct gmap *g = gmap_find(a);
+		u64 pfn = a >> PAGE_SHIFT;
+		struct page *pg;
+
+		if (!g)
+			break;
+		pg = g->moved ? &moved_pages[pfn] : &pages[pfn];
+		pg->phys = g->phys + (a - g->iova);
+		gup_pins[pfn]++;
+		out[i] = pg;
+	}
+	return i ? (long)i : -EFAULT;
+}
+
+/* The IOVA page number of a page of the fake. */
+static long page_pfn(struct page *page)
+{
+	if (page >= pages && page < pages + NPFN)
+		return page - pages;
+	if (page >= moved_pages && page < moved_pages + NPFN)
+		return page - moved_pages;
+	return -1;
+}
+
+void unpin_user_page(struct page *page)
+{
+	long pfn = page_pfn(page);
+
+	if (pfn < 0 || gup_pins[pfn] <= 0)
+		bad_unpins++;
+	else
+		gup_pins[pfn]--;
+}
+
+void unpin_user_pages(struct page **p, unsigned long n)
+{
+	while (n--)
+		unpin_user_page(*p++);
+}
+
+int account_locked_vm(struct mm_struct *m, unsigned long n, bool inc)
+{
+	if (m != &mm || m->users <= 0) {
+		bad_unpins++;
+		return -EINVAL;
+	}
+	if (inc && locked_limit && m->locked_vm + (long)n > locked_limit)
+		return -ENOMEM;
+	m->locked_vm += inc ? (long)n : -(long)n;
+	if (m->locked_vm < 0)
+		bad_unpins++;
+	return 0;
 }
 
 size_t dl_fabric_max_payload(struct dl_fabric *fab)
@@ -292,6 +366,11 @@ static void reset_all(void)
 	memset(pages, 0, sizeof(pages));
 	memset(moved_pages, 0, sizeof(moved_pages));
 	memset(pincount, 0, sizeof(pincount));
+	memset(gup_pins, 0, sizeof(gup_pins));
+	memset(&mm, 0, sizeof(mm));
+	mm.users = 1;
+	locked_limit = 0;
+	ngup_calls = 0;
 	ngmaps = 0;
 	npin_calls = 0;
 	bad_pin_calls = 0;
@@ -319,6 +398,7 @@ static void reset_all(void)
 	v.lease = &lease;
 	INIT_LIST_HEAD(&v.pinned);
 	kvm.memslots.slots = slots;
+	kvm.mm = &mm;
 	v.vdev.kvm = &kvm;
 }
 
@@ -328,6 +408,7 @@ static void add_slot(u64 iova, u64 len, u32 flags)
 
 	s->base_gfn = iova >> PAGE_SHIFT;
 	s->npages = len >> PAGE_SHIFT;
+	s->userspace_addr = HVA_BASE + iova;
 	s->flags = flags;
 }
 
@@ -388,18 +469,31 @@ static void check_extents(const u64 *want, unsigned int n)
 }
 
 /* Pages pinned in [from, to): all @want times. */
+/* Every page in [@from, @to) is pinned @want times, VFIO's and bulk. */
 static void check_pins(u64 from, u64 to, int want)
 {
-	u64 a;
+	u64 a, pfn;
 
 	for (a = from; a < to; a += PAGE_SIZE) {
-		if (pincount[a >> PAGE_SHIFT] == want)
+		pfn = a >> PAGE_SHIFT;
+		if (pincount[pfn] + gup_pins[pfn] == want)
 			continue;
 		unit_fail(__FILE__, __LINE__,
-			  "page 0x%llx pinned %d times, want %d", a,
-			  pincount[a >> PAGE_SHIFT], want);
+			  "page 0x%llx pinned %d + %d times, want %d", a,
+			  pincount[pfn], gup_pins[pfn], want);
 		return;
 	}
+}
+
+/* Pages pinned in bulk (not through VFIO) in [@from, @to). */
+static int gup_pinned(u64 from, u64 to)
+{
+	int n = 0;
+	u64 a;
+
+	for (a = from; a < to; a += PAGE_SIZE)
+		n += gup_pins[a >> PAGE_SHIFT];
+	return n;
 }
 
 static void test_add_run(void)
@@ -665,8 +759,11 @@ static void test_unmap_unacked(void)
 	dl_dma_repin_work(&v.repin_work.work);
 	CHECK_EQ(nunmaps, 1);
 	CHECK(nlost >= 1);
-	/* The moved pages, then everything pinned (the fill failed). */
-	CHECK_EQ(nquarantined, 512 + 1183);
+	/*
+	 * The moved pages of the first chunk re-pinned ([1 MiB, 2 MiB)), then
+	 * everything pinned or still kept (the fill failed).
+	 */
+	CHECK_EQ(nquarantined, 256 + 1183);
 	CHECK_EQ(nmaps, 0);
 	CHECK_EQ(v.nkept, 0);
 	dl_dma_disable(&v);
@@ -721,14 +818,14 @@ static void test_enable_failures(void)
 	bt.msg = calloc(1, struct_size(bt.msg, ranges, 4));
 	bt.pages = pp;
 	v.npinned = DL_B_MAX_PINNED_PAGES - 1;
-	CHECK_EQ(dl_dma_pin_chunk(&bt, 0, 2), -ENOSPC);
+	CHECK_EQ(dl_dma_pin_chunk(&bt, 0, 2, 0), -ENOSPC);
 	CHECK_EQ(npin_calls, 0);
-	CHECK_EQ(dl_dma_pin_chunk(&bt, 0, 1), 0);
+	CHECK_EQ(dl_dma_pin_chunk(&bt, 0, 1, 0), 0);
 	CHECK_EQ(v.npinned, DL_B_MAX_PINNED_PAGES);
-	CHECK_EQ(dl_dma_pin_chunk(&bt, PAGE_SIZE, 1), -ENOSPC);
+	CHECK_EQ(dl_dma_pin_chunk(&bt, PAGE_SIZE, 1, 0), -ENOSPC);
 	/* And a refusal is told apart from an error. */
 	v.npinned = 0;
-	CHECK_EQ(dl_dma_pin_chunk(&bt, 2 * MiB, 1), DL_PIN_REFUSED);
+	CHECK_EQ(dl_dma_pin_chunk(&bt, 2 * MiB, 1, 0), DL_PIN_REFUSED);
 	free(bt.msg);
 	xa_destroy(&v.pin_pages);
 	list_del(&list_first_entry(&v.pinned, struct dl_pin_extent,
@@ -888,21 +985,22 @@ static void test_repin_keeps(void)
 	CHECK_EQ(v.fill.msgs, 2);
 
 	/*
-	 * Mapped on other pages: the old ones are unmapped (one message for
-	 * the run) before the new ones are mapped; then let go.
+	 * Mapped on other pages: the old ones are unmapped (one message per
+	 * pinned chunk: [1 MiB, 2 MiB), [2 MiB, 3 MiB)) before the new ones
+	 * are mapped; then let go.
 	 */
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
 	gmaps[2].moved = true;
 	gmaps[2].phys = 0x700000000ULL;
 	dl_dma_repin_work(&v.repin_work.work);
-	CHECK_EQ(nunmaps, 1);
-	CHECK_EQ(le64_to_cpu(last_unmap.iova), 1 * MiB);
-	CHECK_EQ(le64_to_cpu(last_unmap.len), 2 * MiB);
+	CHECK_EQ(nunmaps, 2);
+	CHECK_EQ(le64_to_cpu(last_unmap.iova), 2 * MiB);
+	CHECK_EQ(le64_to_cpu(last_unmap.len), 1 * MiB);
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), 0);
 	CHECK_EQ(nmaps, 1);
 	CHECK_EQ(nruns, 1);
 	check_run(0, 1 * MiB, 0x700000000ULL, 2 * MiB);
-	CHECK(!strcmp(events, "UM"));
+	CHECK(!strcmp(events, "UUM"));
 	CHECK_EQ(v.kept_moved, 512);
 	CHECK_EQ(v.nkept, 0);
 	check_no_refs();
@@ -913,12 +1011,12 @@ static void test_repin_keeps(void)
 	CHECK_EQ(v.nkept, 512);
 	dl_dma_repin_work(&v.repin_work.work);
 	CHECK_EQ(v.kept_same, 1024);
-	CHECK_EQ(nunmaps, 1);
+	CHECK_EQ(nunmaps, 2);
 
 	/* A reset while pages are kept: all unmapped at once, let go. */
 	dl_dma_unmap_range(&v, 0, 8 * KiB);
 	dl_dma_disable(&v);
-	CHECK_EQ(nunmaps, 2);
+	CHECK_EQ(nunmaps, 3);
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
 	CHECK_EQ(v.nkept, 0);
 	check_no_refs();
@@ -926,6 +1024,96 @@ static void test_repin_keeps(void)
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
 	xa_destroy(&v.kept);
+}
+
+static void test_bulk_pins(void)
+{
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	/*
+	 * Chunks end at 2 MiB: [0, 640K), [1M, 2M), [2M, 4M) are pinned in
+	 * one call each, their first and last page through VFIO. [4M, 5M)
+	 * has no first page in VFIO: VFIO pins it, page by page.
+	 */
+	CHECK_EQ(ngup_calls, 3);
+	CHECK_EQ(v.fill.bulk_pages, 160 + 256 + 512);
+	CHECK_EQ(v.fill.bulk_refused, 0);
+	CHECK_EQ(gup_pinned(0, 8 * MiB), 160 + 256 + 512 - 6);
+	CHECK_EQ(gup_pinned(4 * MiB, 5 * MiB), 0);
+	check_pins(4 * MiB + 4 * KiB, 5 * MiB, 1);
+	CHECK_EQ(pincount[0], 1);
+	CHECK_EQ(pincount[(640 * KiB >> PAGE_SHIFT) - 1], 1);
+	CHECK_EQ(gup_pins[0], 0);
+	CHECK_EQ(pincount[1], 0);
+	CHECK_EQ(gup_pins[1], 1);
+	CHECK_EQ(v.nbulk, 160 + 256 + 512 - 6);
+	CHECK_EQ(mm.locked_vm, (long)v.nbulk);
+	CHECK(v.pin_mm == &mm);
+	CHECK_EQ(mm.count, 1);
+	CHECK_EQ(mm.users, 1);
+	/* What the lender maps is the same as when VFIO pins it all. */
+	CHECK_EQ(nruns, 4);
+	check_run(1, 1 * MiB, 0x200000000ULL, 2 * MiB);
+
+	/* Part of a chunk unmapped: VFIO's and our pins there go. */
+	dl_dma_disable(&v);
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	v.dma_on = false;
+	dl_dma_unmap_range(&v, 1 * MiB + 8 * KiB, 8 * KiB);
+	check_pins(1 * MiB + 8 * KiB, 1 * MiB + 16 * KiB, 0);
+	check_pins(1 * MiB, 1 * MiB + 8 * KiB, 1);
+	CHECK_EQ(mm.locked_vm, (long)v.nbulk);
+
+	/* Everything given back: no pin, no locked page, no hold on the VMM. */
+	dl_dma_disable(&v);
+	check_pins(0, 8 * MiB, 0);
+	CHECK_EQ(mm.locked_vm, 0);
+	CHECK_EQ(v.nbulk, 0);
+	CHECK(!v.pin_mm);
+	CHECK_EQ(mm.count, 0);
+	CHECK_EQ(bad_unpins, 0);
+	CHECK_EQ(bad_pin_calls, 0);
+	check_no_refs();
+	xa_destroy(&v.pin_pages);
+}
+
+static void test_bulk_refused(void)
+{
+	/* The VMM maps a memslot elsewhere than VFIO: VFIO pins it all. */
+	setup_guest();
+	slots[2].userspace_addr += 2 * MiB;
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	CHECK(v.fill.bulk_refused > 0);
+	CHECK_EQ(gup_pinned(0, 8 * MiB), gup_pinned(0, 640 * KiB) +
+		 gup_pinned(4 * MiB, 5 * MiB));
+	check_pins(0, 640 * KiB, 1);
+	check_pins(1 * MiB, 4 * MiB, 1);
+	check_run(1, 1 * MiB, 0x200000000ULL, 2 * MiB);
+	dl_dma_disable(&v);
+	check_pins(0, 8 * MiB, 0);
+	CHECK_EQ(mm.locked_vm, 0);
+	xa_destroy(&v.pin_pages);
+
+	/* Over the VMM's locked-memory limit: VFIO pins, and decides. */
+	setup_guest();
+	locked_limit = 16;
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	CHECK(v.fill.bulk_refused > 0);
+	CHECK(mm.locked_vm <= 16);
+	check_pins(1 * MiB, 4 * MiB, 1);
+	dl_dma_disable(&v);
+	CHECK_EQ(mm.locked_vm, 0);
+
+	/* The VMM has exited: nothing in bulk, nothing accounted. */
+	setup_guest();
+	mm.users = 0;
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	CHECK_EQ(v.fill.bulk_pages, 0);
+	CHECK_EQ(ngup_calls, 0);
+	dl_dma_disable(&v);
+	check_pins(0, 8 * MiB, 0);
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
 }
 
 static void test_probe(void)
@@ -978,6 +1166,10 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_waits },
 	{ "re-pin: kept pages stay mapped; same ones send nothing, moved ones unmapped first",
 	  test_repin_keeps },
+	{ "bulk pins: a call per 2 MiB, VFIO anchors at both ends, accounted, all given back",
+	  test_bulk_pins },
+	{ "bulk pins refused (another mapping, locked limit, exited VMM): VFIO pins",
+	  test_bulk_refused },
 	{ "without KVM: probing 2 MiB blocks; an unmap is not kept",
 	  test_probe },
 };

@@ -565,8 +565,11 @@ pub struct FillStats {
     pub fills: u64,
     /// Microseconds spent pinning, sending DL_MSG_DMA_MAPs and waiting.
     pub us: u64,
-    /// The part of `us` spent in VFIO's `vfio_pin_pages()`.
-    pub vfio_us: u64,
+    /// The part of `us` spent pinning (VFIO's `vfio_pin_pages()`, and
+    /// `pin_user_pages_remote()` for bulk pins).
+    pub pin_us: u64,
+    /// Of `pages`, those pinned in bulk rather than one by one by VFIO.
+    pub bulk_pages: u64,
     /// Pages pinned.
     pub pages: u64,
     /// Physically contiguous runs the lender was asked to map.
@@ -583,7 +586,8 @@ impl FillStats {
         FillStats {
             fills: self.fills - before.fills,
             us: self.us - before.us,
-            vfio_us: self.vfio_us - before.vfio_us,
+            pin_us: self.pin_us - before.pin_us,
+            bulk_pages: self.bulk_pages - before.bulk_pages,
             pages: self.pages - before.pages,
             runs: self.runs - before.runs,
             msgs: self.msgs - before.msgs,
@@ -608,7 +612,8 @@ pub fn parse_fill_stats(text: &str, uuid: &str) -> anyhow::Result<FillStats> {
     Ok(FillStats {
         fills: num("fills")?,
         us: num("fill_us")?,
-        vfio_us: num("fill_vfio_us")?,
+        pin_us: num("fill_pin_us")?,
+        bulk_pages: num("fill_bulk_pages")?,
         pages: num("fill_pages")?,
         runs: num("fill_runs")?,
         msgs: num("fill_msgs")?,
@@ -757,13 +762,14 @@ mod tests {
     #[test]
     fn fill_stats_are_read_for_one_mdev() {
         let text = "borrower adapter=0000:00:03.0 quarantined=0 kept_same=0\n\
-             mdev aaaa state=2 pinned=1 unmap_windows=0 unmap_window_ms=0 kept=0 fills=1 fill_us=10 fill_vfio_us=8 fill_pages=1 fill_runs=1 fill_msgs=1\n\
-             mdev bbbb state=2 pinned=65536 unmap_windows=2 unmap_window_ms=5 kept=0 fills=3 fill_us=2500 fill_vfio_us=2000 fill_pages=196608 fill_runs=130 fill_msgs=2\n";
+             mdev aaaa state=2 pinned=1 unmap_windows=0 unmap_window_ms=0 kept=0 fills=1 fill_us=10 fill_pin_us=8 fill_pages=1 fill_runs=1 fill_msgs=1 fill_bulk_pages=0 bulk_refused=0\n\
+             mdev bbbb state=2 pinned=65536 unmap_windows=2 unmap_window_ms=5 kept=0 fills=3 fill_us=2500 fill_pin_us=2000 fill_pages=196608 fill_runs=130 fill_msgs=2 fill_bulk_pages=196000 bulk_refused=0\n";
         let f = parse_fill_stats(text, "bbbb").unwrap();
         assert_eq!(
-            (f.fills, f.us, f.vfio_us, f.pages, f.runs, f.msgs, f.windows),
+            (f.fills, f.us, f.pin_us, f.pages, f.runs, f.msgs, f.windows),
             (3, 2500, 2000, 196608, 130, 2, 2)
         );
+        assert_eq!(f.bulk_pages, 196000);
         let d = f.since(&parse_fill_stats(text, "aaaa").unwrap());
         assert_eq!((d.fills, d.pages, d.runs), (2, 196607, 129));
         assert!(parse_fill_stats(text, "cccc").is_err());

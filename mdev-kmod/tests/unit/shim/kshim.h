@@ -329,6 +329,20 @@ void *xa_find_after(struct xarray *xa, unsigned long *indexp,
 	for (index = start, entry = xa_find(xa, &index, last, XA_PRESENT); \
 	     entry; entry = xa_find_after(xa, &index, last, XA_PRESENT))
 static inline int xa_err(void *entry) { (void)entry; return 0; }
+static inline void *xa_tag_pointer(void *p, unsigned long tag)
+{
+	return (void *)((unsigned long)p | tag);
+}
+
+static inline void *xa_untag_pointer(void *entry)
+{
+	return (void *)((unsigned long)entry & ~3UL);
+}
+
+static inline unsigned int xa_pointer_tag(void *entry)
+{
+	return (unsigned long)entry & 3UL;
+}
 
 /* Devices and logging: messages are counted, printed with UNIT_VERBOSE. */
 struct device { const char *name; };
@@ -352,6 +366,38 @@ struct page { u64 phys; int refs; };
 #define page_to_phys(p)		((phys_addr_t)(p)->phys)
 static inline void get_page(struct page *p) { p->refs++; }
 static inline void put_page(struct page *p) { p->refs--; }
+
+/*
+ * A process's memory: its users and holds, and its locked pages. Pinning
+ * it (pin_user_pages_remote() and friends) is the test's fake.
+ */
+struct mm_struct {
+	int users;
+	int count;
+	long locked_vm;
+};
+
+static inline bool mmget_not_zero(struct mm_struct *mm)
+{
+	if (!mm->users)
+		return false;
+	mm->users++;
+	return true;
+}
+
+static inline void mmput(struct mm_struct *mm) { mm->users--; }
+static inline void mmgrab(struct mm_struct *mm) { mm->count++; }
+static inline void mmdrop(struct mm_struct *mm) { mm->count--; }
+static inline void mmap_read_lock(struct mm_struct *mm) { (void)mm; }
+static inline void mmap_read_unlock(struct mm_struct *mm) { (void)mm; }
+#define FOLL_WRITE	0x01
+#define FOLL_LONGTERM	0x100
+long pin_user_pages_remote(struct mm_struct *mm, unsigned long start,
+			   unsigned long nr_pages, unsigned int gup_flags,
+			   struct page **pages, int *locked);
+void unpin_user_page(struct page *page);
+void unpin_user_pages(struct page **pages, unsigned long npages);
+int account_locked_vm(struct mm_struct *mm, unsigned long pages, bool inc);
 
 /* PCI: config space is the test's fake (struct pci_dev.cfg). */
 #define PCIBIOS_SUCCESSFUL	0x00
@@ -384,6 +430,7 @@ struct iommu_domain;
 struct kvm_memory_slot {
 	u64 base_gfn;
 	unsigned long npages;
+	unsigned long userspace_addr;
 	u32 flags;
 };
 
@@ -395,6 +442,7 @@ struct kvm_memslots {
 struct kvm {
 	struct srcu_struct srcu;
 	struct kvm_memslots memslots;
+	struct mm_struct *mm;
 };
 
 #define kvm_memslots(kvm)	(&(kvm)->memslots)
