@@ -529,7 +529,7 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n,
 	if (v->npinned + n > DL_B_MAX_PINNED_PAGES)
 		return -ENOSPC;
 	t0 = ktime_get_ns();
-	if (hva && n > 2)
+	if (hva && n > 2 && READ_ONCE(dl_bulk_pin))
 		bulk = !dl_dma_pin_bulk(bt, iova, n, hva);
 	if (!bulk) {
 		ret = vfio_pin_pages(&v->vdev, iova, n,

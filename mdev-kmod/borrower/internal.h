@@ -459,6 +459,12 @@ ssize_t dl_config_rw(struct dl_vdev *v, char __user *buf, size_t count,
 void dl_config_after_reset(struct dl_vdev *v);
 
 /* dma.c */
+/*
+ * Whether dma.c pins chunks of guest memory in bulk (module parameter
+ * bulk_pin): off, everything goes page by page through VFIO, as a
+ * fallback and for comparing the two in the benchmark.
+ */
+extern bool dl_bulk_pin;
 int dl_dma_enable(struct dl_vdev *v);
 void dl_dma_disable(struct dl_vdev *v);
 void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len);

@@ -19,6 +19,12 @@
 
 #include "internal.h"
 
+/* See internal.h; read by dma.c each time it pins a chunk. */
+bool dl_bulk_pin = true;
+module_param_named(bulk_pin, dl_bulk_pin, bool, 0644);
+MODULE_PARM_DESC(bulk_pin,
+		 "Pin guests' memory in bulk from their KVM memslots, anchored by VFIO (default on); off: page by page through VFIO");
+
 static const u16 dl_borrower_msgs[] = {
 	DL_MSG_DEV_CHANGED,
 	DL_MSG_IRQ_FIRE,

@@ -24,6 +24,7 @@
 /* Guest pages the fake knows: 32 MiB; everything above is unmapped. */
 #define NPFN		8192
 
+bool dl_bulk_pin = true;
 static struct dl_borrower b;
 static struct dl_vdev v;
 static struct dl_lease lease;
@@ -1104,6 +1105,17 @@ static void test_bulk_refused(void)
 	dl_dma_disable(&v);
 	CHECK_EQ(mm.locked_vm, 0);
 
+	/* Bulk pinning turned off (module parameter): VFIO pins it all. */
+	setup_guest();
+	dl_bulk_pin = false;
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	dl_bulk_pin = true;
+	CHECK_EQ(ngup_calls, 0);
+	CHECK_EQ(v.fill.bulk_pages, 0);
+	check_pins(1 * MiB, 4 * MiB, 1);
+	dl_dma_disable(&v);
+	xa_destroy(&v.pin_pages);
+
 	/* The VMM has exited: nothing in bulk, nothing accounted. */
 	setup_guest();
 	mm.users = 0;
@@ -1168,7 +1180,7 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_keeps },
 	{ "bulk pins: a call per 2 MiB, VFIO anchors at both ends, accounted, all given back",
 	  test_bulk_pins },
-	{ "bulk pins refused (another mapping, locked limit, exited VMM): VFIO pins",
+	{ "bulk pins refused (another mapping, locked limit, turned off, exited VMM): VFIO pins",
 	  test_bulk_refused },
 	{ "without KVM: probing 2 MiB blocks; an unmap is not kept",
 	  test_probe },

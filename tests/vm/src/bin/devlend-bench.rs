@@ -118,7 +118,15 @@ struct BackingRuns {
     messages: Vec<u64>,
     /// Why a side could not be measured.
     skipped: Vec<String>,
+    /// Devlend starts with bulk pinning off (`bulk_pin=0`): seconds.
+    pbp_secs: Vec<f64>,
+    /// ... and their pinning and mapping.
+    pbp_fill: Vec<FillStats>,
 }
+
+/// The borrower module's switch between bulk pinning and VFIO's page by
+/// page pinning.
+const BULK_PIN_PARAM: &str = "/sys/module/devlend_borrower/parameters/bulk_pin";
 
 fn idx(side: Side) -> usize {
     match side {
@@ -353,8 +361,38 @@ fn guest_side(
 /// Guest starts with the guest's RAM backed in each of the ways of
 /// [`Backing`] (a smaller guest, see [`BACKING_GUEST_MIB`]): how long
 /// pinning and mapping take, in how many runs and messages, by how
-/// contiguous the memory is.
-fn backing_side(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyhow::Result<()> {
+/// contiguous the memory is. With `page_by_page` (devlend only) the
+/// borrower's bulk pinning is off for the run: VFIO pins every page.
+fn backing_side(
+    c: &Cluster,
+    nvme: &PciDev,
+    side: Side,
+    page_by_page: bool,
+    runs: &mut Runs,
+) -> anyhow::Result<()> {
+    if page_by_page {
+        let b = c.agent(BORROWER)?;
+        fabric::sh(b, &format!("echo N > {BULK_PIN_PARAM}"))?;
+        let res = backing_runs(c, nvme, side, true, runs);
+        fabric::sh(b, &format!("echo Y > {BULK_PIN_PARAM}"))?;
+        return res;
+    }
+    backing_runs(c, nvme, side, false, runs)
+}
+
+/// [`backing_side`]'s guests, with the module set up.
+fn backing_runs(
+    c: &Cluster,
+    nvme: &PciDev,
+    side: Side,
+    page_by_page: bool,
+    runs: &mut Runs,
+) -> anyhow::Result<()> {
+    let label = if page_by_page {
+        format!("{side:?}/vfio").to_lowercase()
+    } else {
+        format!("{side:?}").to_lowercase()
+    };
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let images = tools::guest_images_dir()?;
     let fragmenter = twohost::host_bin("devlend-fragment", "DEVLEND_FRAGMENT")?;
@@ -379,11 +417,10 @@ fn backing_side(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyh
                 Ok(Ok(s)) => s,
                 Ok(Err(why)) => {
                     println!(
-                        "  {:<8} guest memory {:<14} not measured on the {host}: {why}",
-                        format!("{side:?}").to_lowercase(),
+                        "  {label:<8} guest memory {:<14} not measured on the {host}: {why}",
                         backing.name()
                     );
-                    entry.skipped.push(format!("{side:?} on the {host}: {why}"));
+                    entry.skipped.push(format!("{label} on the {host}: {why}"));
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -420,8 +457,12 @@ fn backing_side(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyh
             undone?;
             let detail = match fill {
                 Some((f, msgs)) => {
-                    entry.fill.push(f);
-                    entry.messages.push(msgs);
+                    if page_by_page {
+                        entry.pbp_fill.push(f);
+                    } else {
+                        entry.fill.push(f);
+                        entry.messages.push(msgs);
+                    }
                     format!(
                         "; pinned {} MiB ({} MiB in bulk) in {} runs, {} DMA_MAP messages, {:.0} ms ({:.0} ms pinning; {} fills)",
                         f.pages >> 8,
@@ -435,10 +476,13 @@ fn backing_side(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyh
                 }
                 None => String::new(),
             };
-            entry.secs[idx(side)].push(secs);
+            if page_by_page {
+                entry.pbp_secs.push(secs);
+            } else {
+                entry.secs[idx(side)].push(secs);
+            }
             println!(
-                "  {:<8} guest memory {:<14} start to nvme ready and off: {secs:.1} s{detail}",
-                format!("{side:?}").to_lowercase(),
+                "  {label:<8} guest memory {:<14} start to nvme ready and off: {secs:.1} s{detail}",
                 backing.name()
             );
         }
@@ -527,7 +571,8 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         ));
         userspace_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
         guest_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
-        backing_side(c, &nvme, Side::Devlend, &mut runs)?;
+        backing_side(c, &nvme, Side::Devlend, false, &mut runs)?;
+        backing_side(c, &nvme, Side::Devlend, true, &mut runs)?;
         if round == 1 {
             shadow_doorbells(c, &nvme, Side::Devlend, &mut runs)?;
         }
@@ -547,7 +592,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             userspace_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
             guest_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
             guest_side(c, &nvme, Side::Trapped, o.quick, &mut runs)?;
-            backing_side(c, &nvme, Side::Local, &mut runs)?;
+            backing_side(c, &nvme, Side::Local, false, &mut runs)?;
             if round == 1 {
                 shadow_doorbells(c, &nvme, Side::Local, &mut runs)?;
             }
@@ -718,13 +763,47 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
-/// Prints the memory-backing table and returns it as JSON.
+/// Fill figures per GiB pinned (re-pins count as pinned again).
+#[derive(Debug, Clone, Copy, Default)]
+struct PerGib {
+    fill_ms: f64,
+    pin_ms: f64,
+    runs: f64,
+    maps: f64,
+    bulk_share: f64,
+    gib_per_start: f64,
+    fills_per_start: f64,
+    windows_per_start: f64,
+}
+
+fn per_gib(fills: &[FillStats]) -> PerGib {
+    let sum = |f: fn(&FillStats) -> u64| fills.iter().map(f).sum::<u64>() as f64;
+    let gib = sum(|f| f.pages) * 4096.0 / f64::from(1u32 << 30);
+    let per = |x: f64| if gib > 0.0 { x / gib } else { 0.0 };
+    let starts = fills.len().max(1) as f64;
+    PerGib {
+        fill_ms: per(sum(|f| f.us) / 1000.0),
+        pin_ms: per(sum(|f| f.pin_us) / 1000.0),
+        runs: per(sum(|f| f.runs)),
+        maps: per(sum(|f| f.msgs)),
+        bulk_share: if sum(|f| f.pages) > 0.0 {
+            sum(|f| f.bulk_pages) / sum(|f| f.pages)
+        } else {
+            0.0
+        },
+        gib_per_start: gib / starts,
+        fills_per_start: sum(|f| f.fills) / starts,
+        windows_per_start: sum(|f| f.windows) / starts,
+    }
+}
+
+/// Prints the memory-backing tables and returns them as JSON.
 fn backing_table(runs: &Runs) -> serde_json::Value {
     if runs.backing.is_empty() {
         return serde_json::Value::Null;
     }
     println!(
-        "\n{:<30} {:>12} {:>12} {:>7} {:>10} {:>10} {:>9} {:>10} {:>10}",
+        "\n{:<30} {:>12} {:>12} {:>7} {:>11} {:>10} {:>9} {:>9} {:>9}",
         format!("guest memory ({BACKING_GUEST_MIB} MiB guest)"),
         "devlend s",
         "local s",
@@ -735,40 +814,37 @@ fn backing_table(runs: &Runs) -> serde_json::Value {
         "maps/GiB",
         "msgs/GiB"
     );
+    let ram_gib = f64::from(BACKING_GUEST_MIB) / 1024.0;
     let mut rows = Vec::new();
+    let mut compared = Vec::new();
     for backing in Backing::ALL {
         let Some(r) = runs.backing.get(backing.name()) else {
             continue;
         };
         let (d, l) = (mean(&r.secs[0]), mean(&r.secs[1]));
-        let sum = |f: fn(&FillStats) -> u64| r.fill.iter().map(f).sum::<u64>() as f64;
-        // Per GiB pinned (re-pins included), and messages per GiB of RAM.
-        let gib_pinned = sum(|f| f.pages) * 4096.0 / f64::from(1u32 << 30);
-        let per_pinned = |x: f64| {
-            if gib_pinned > 0.0 {
-                x / gib_pinned
-            } else {
-                0.0
-            }
-        };
-        let ram_gib = f64::from(BACKING_GUEST_MIB) / 1024.0;
+        let g = per_gib(&r.fill);
         let msgs_per_gib =
             mean(&r.messages.iter().map(|&m| m as f64).collect::<Vec<_>>()) / ram_gib;
         let ratio = if l > 0.0 && d > 0.0 { d / l } else { 0.0 };
         println!(
-            "{:<30} {:>12.1} {:>12.1} {:>7.2} {:>10.0} {:>10.0} {:>9.0} {:>10.1} {:>10.0}",
+            "{:<30} {:>12.1} {:>12.1} {:>7.2} {:>11.0} {:>10.0} {:>9.0} {:>9.1} {:>9.0}",
             backing.name(),
             d,
             l,
             ratio,
-            per_pinned(sum(|f| f.us) / 1000.0),
-            per_pinned(sum(|f| f.pin_us) / 1000.0),
-            per_pinned(sum(|f| f.runs)),
-            per_pinned(sum(|f| f.msgs)),
+            g.fill_ms,
+            g.pin_ms,
+            g.runs,
+            g.maps,
             msgs_per_gib
         );
         for why in &r.skipped {
             println!("{:<30} not measured: {why}", "");
+        }
+        let p = per_gib(&r.pbp_fill);
+        let pbp_secs = mean(&r.pbp_secs);
+        if !r.pbp_fill.is_empty() {
+            compared.push((backing.name(), g, p, d, pbp_secs));
         }
         rows.push(serde_json::json!({
             "name": backing.name(),
@@ -776,19 +852,57 @@ fn backing_table(runs: &Runs) -> serde_json::Value {
             "devlend_start_secs": d,
             "local_start_secs": l,
             "ratio": ratio,
-            "pin_map_ms_per_gib_pinned": per_pinned(sum(|f| f.us) / 1000.0),
-            "vfio_pin_ms_per_gib_pinned": per_pinned(sum(|f| f.pin_us) / 1000.0),
-            "runs_per_gib_pinned": per_pinned(sum(|f| f.runs)),
-            "dma_map_messages_per_gib_pinned": per_pinned(sum(|f| f.msgs)),
+            "fill_ms_per_gib_pinned": g.fill_ms,
+            "pin_ms_per_gib_pinned": g.pin_ms,
+            "bulk_pinned_share": g.bulk_share,
+            "runs_per_gib_pinned": g.runs,
+            "dma_map_messages_per_gib_pinned": g.maps,
             "fabric_messages_per_gib_of_guest_ram": msgs_per_gib,
-            "fills_per_start": sum(|f| f.fills) / r.fill.len().max(1) as f64,
-            "unmap_windows_per_start": sum(|f| f.windows) / r.fill.len().max(1) as f64,
-            "gib_pinned_per_start": gib_pinned / r.fill.len().max(1) as f64,
+            "gib_pinned_per_start": g.gib_per_start,
+            "fills_per_start": g.fills_per_start,
+            "unmap_windows_per_start": g.windows_per_start,
             "devlend_rounds": r.secs[0],
             "local_rounds": r.secs[1],
             "fill_rounds": r.fill,
+            "page_by_page": {
+                "devlend_start_secs": pbp_secs,
+                "fill_ms_per_gib_pinned": p.fill_ms,
+                "pin_ms_per_gib_pinned": p.pin_ms,
+                "runs_per_gib_pinned": p.runs,
+                "devlend_rounds": r.pbp_secs,
+                "fill_rounds": r.pbp_fill,
+            },
+            "bulk_vs_page_by_page_fill_ratio": if p.fill_ms > 0.0 { g.fill_ms / p.fill_ms } else { 0.0 },
             "skipped": r.skipped,
         }));
+    }
+    if !compared.is_empty() {
+        println!(
+            "\n{:<30} {:>11} {:>11} {:>7} {:>10} {:>10} {:>7}",
+            "pinning (devlend)",
+            "bulk ms/GiB",
+            "VFIO ms/GiB",
+            "ratio",
+            "bulk start",
+            "VFIO start",
+            "ratio"
+        );
+        for (name, g, p, d, pbp) in compared {
+            println!(
+                "{:<30} {:>11.0} {:>11.0} {:>7.2} {:>10.1} {:>10.1} {:>7.2}",
+                name,
+                g.fill_ms,
+                p.fill_ms,
+                if p.fill_ms > 0.0 {
+                    g.fill_ms / p.fill_ms
+                } else {
+                    0.0
+                },
+                d,
+                pbp,
+                if pbp > 0.0 { d / pbp } else { 0.0 }
+            );
+        }
     }
     serde_json::json!({ "guest_mib": BACKING_GUEST_MIB, "backings": rows })
 }
