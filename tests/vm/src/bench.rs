@@ -379,8 +379,9 @@ pub enum Backing {
     /// Transparent huge pages off: 4 KiB pages, from a host with plenty
     /// of free memory.
     Small,
-    /// 4 KiB pages from a host whose free memory is single pages
-    /// (`devlend-fragment`): every page its own run.
+    /// 4 KiB pages scattered over the host: a tmpfs file written page
+    /// by page in shuffled order (`devlend-fragment`), shared with the
+    /// guest as its RAM: every page its own run.
     Fragmented,
     /// hugetlbfs, 2 MiB pages (`-mem-path /dev/hugepages`).
     Hugetlb,
@@ -412,14 +413,13 @@ pub struct BackingSetup {
     /// More QEMU arguments the guest needs.
     pub qemu_args: String,
     thp_before: Option<String>,
-    fragmenter_pid: Option<u32>,
-    /// `vm.compact_unevictable_allowed` and `vm.compaction_proactiveness`
-    /// before the fragmenter.
-    compaction_before: Option<(String, String)>,
+    scattered_file: bool,
     hugepages: bool,
 }
 
 const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+/// Where the scattered guest RAM file lives: a tmpfs of its own.
+const SCATTERED_DIR: &str = "/run/devlend-fragment";
 
 /// The host's free memory, MiB (`MemAvailable`).
 fn available_mib(a: &AgentClient) -> anyhow::Result<u64> {
@@ -443,12 +443,11 @@ pub fn apply_backing(
     let mut setup = BackingSetup {
         qemu_args: String::new(),
         thp_before: None,
-        fragmenter_pid: None,
-        compaction_before: None,
+        scattered_file: false,
         hugepages: false,
     };
     let guest = u64::from(guest_mib);
-    if matches!(backing, Backing::Small | Backing::Fragmented) {
+    if backing == Backing::Small {
         let now = sh(a, &format!("cat {THP_ENABLED}"))?;
         let mode = now
             .split(['[', ']'])
@@ -461,46 +460,29 @@ pub fn apply_backing(
     match backing {
         Backing::Thp | Backing::Small => {}
         Backing::Fragmented => {
-            // The fragmenter touches 2 x guest, keeps half; then the guest.
-            let need = 3 * guest + 128;
+            // The file, and tmpfs's own copy of nothing else: the guest's
+            // RAM is the file's pages (shared), 4 KiB each.
+            let need = guest + 128;
             let have = available_mib(a)?;
             if have < need {
                 return Ok(Err(format!("{have} MiB available, {need} MiB needed")));
             }
-            // Compaction would move the fragmenter's pages and merge the
-            // holes again; its locked pages stay where they are without.
-            let before = sh(
-                a,
-                "cat /proc/sys/vm/compact_unevictable_allowed /proc/sys/vm/compaction_proactiveness",
-            )?;
-            let mut old = before.split_whitespace().map(str::to_owned);
-            setup.compaction_before = Some((
-                old.next().context("compact_unevictable_allowed")?,
-                old.next().context("compaction_proactiveness")?,
-            ));
-            sh(
-                a,
-                "echo 0 > /proc/sys/vm/compact_unevictable_allowed; echo 0 > /proc/sys/vm/compaction_proactiveness",
-            )?;
-            let pid: u32 = sh(
-                a,
-                &format!(
-                    "setsid {fragmenter} {guest} > /tmp/devlend-fragment.log 2>&1 < /dev/null & echo $!"
-                ),
-            )?
-            .trim()
-            .parse()
-            .context("the fragmenter's pid")?;
-            setup.fragmenter_pid = Some(pid);
+            setup.scattered_file = true;
             sh_timeout(
                 a,
                 &format!(
-                    "for i in $(seq 600); do grep -q '^fragmented:' /tmp/devlend-fragment.log && exit 0; \
-                     kill -0 {pid} || break; sleep 0.2; done; cat /tmp/devlend-fragment.log; exit 1"
+                    "mkdir -p {SCATTERED_DIR} && \
+                     (mountpoint -q {SCATTERED_DIR} || mount -t tmpfs -o size={}m,huge=never none {SCATTERED_DIR}) && \
+                     {fragmenter} {SCATTERED_DIR}/ram {guest}",
+                    guest + 16
                 ),
-                Duration::from_secs(150),
+                Duration::from_secs(300),
             )
-            .context("waiting for devlend-fragment")?;
+            .context("writing the scattered guest RAM file")?;
+            setup.qemu_args = format!(
+                "-object memory-backend-file,id=scattered,mem-path={SCATTERED_DIR}/ram,size={guest}M,share=on \
+                 -machine memory-backend=scattered"
+            );
         }
         Backing::Hugetlb => {
             let pages = guest.div_ceil(2);
@@ -530,22 +512,13 @@ pub fn apply_backing(
     Ok(Ok(setup))
 }
 
-/// Undoes [`apply_backing`]: stops the fragmenter (by its pid), restores
+/// Undoes [`apply_backing`]: removes the scattered RAM file, restores
 /// transparent huge pages and gives the huge pages back.
 pub fn undo_backing(a: &AgentClient, setup: &BackingSetup) -> anyhow::Result<()> {
-    if let Some(pid) = setup.fragmenter_pid {
+    if setup.scattered_file {
         sh(
             a,
-            &format!("kill {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.1; done"),
-        )?;
-    }
-    if let Some((unevictable, proactiveness)) = &setup.compaction_before {
-        sh(
-            a,
-            &format!(
-                "echo {unevictable} > /proc/sys/vm/compact_unevictable_allowed; \
-                 echo {proactiveness} > /proc/sys/vm/compaction_proactiveness"
-            ),
+            &format!("rm -f {SCATTERED_DIR}/ram; ! mountpoint -q {SCATTERED_DIR} || umount {SCATTERED_DIR}"),
         )?;
     }
     if let Some(mode) = &setup.thp_before {

@@ -3,7 +3,7 @@
 //! `./bench.sh`; docs/performance.md explains the figures.
 //!
 //! ```text
-//! devlend-bench [--rounds N] [--quick] [--out FILE]
+//! devlend-bench [--rounds N] [--quick] [--backing-only] [--out FILE]
 //! ```
 //!
 //! Each round measures every load borrowed (an mdev on the borrower), then
@@ -34,6 +34,8 @@ const BACKING_GUEST_MIB: u32 = 256;
 struct Opts {
     rounds: u32,
     quick: bool,
+    /// Only the memory-backing guest starts (and shadow doorbells).
+    backing_only: bool,
     out: PathBuf,
 }
 
@@ -44,6 +46,7 @@ fn parse() -> anyhow::Result<Opts> {
     let mut o = Opts {
         rounds: 2,
         quick: false,
+        backing_only: false,
         out: tools::repo_root().join(format!("target/bench/bench-{stamp}.json")),
     };
     let mut args = std::env::args().skip(1);
@@ -58,13 +61,14 @@ fn parse() -> anyhow::Result<Opts> {
                 ensure!(o.rounds >= 1, "--rounds must be at least 1");
             }
             "--quick" => o.quick = true,
+            "--backing-only" => o.backing_only = true,
             "--out" => o.out = PathBuf::from(args.next().context("--out needs a path")?),
             "-h" | "--help" => {
-                println!("usage: devlend-bench [--rounds N] [--quick] [--out FILE]");
+                println!("usage: devlend-bench [--rounds N] [--quick] [--backing-only] [--out FILE]");
                 std::process::exit(0);
             }
             _ => bail!(
-                "unknown argument {a:?}; usage: devlend-bench [--rounds N] [--quick] [--out FILE]"
+                "unknown argument {a:?}; usage: devlend-bench [--rounds N] [--quick] [--backing-only] [--out FILE]"
             ),
         }
     }
@@ -400,6 +404,7 @@ fn backing_runs(
         Side::Devlend => (BORROWER, b),
         Side::Local | Side::Trapped => (LENDER, l),
     };
+    fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
     let mdev = side_mdev(c, nvme, side)?;
     let dev_arg = match &mdev {
         Some(uuid) => lending::vfio_arg(uuid),
@@ -504,6 +509,7 @@ fn shadow_doorbells(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> 
         Side::Devlend => (BORROWER, b),
         Side::Local | Side::Trapped => (LENDER, l),
     };
+    fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
     let mdev = side_mdev(c, nvme, side)?;
     let dev_arg = match &mdev {
         Some(uuid) => lending::vfio_arg(uuid),
@@ -569,8 +575,10 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             "round {round} of {}: devlend (the borrower's mdev of the lender's NVMe)",
             o.rounds
         ));
-        userspace_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
-        guest_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
+        if !o.backing_only {
+            userspace_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
+            guest_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
+        }
         backing_side(c, &nvme, Side::Devlend, false, &mut runs)?;
         backing_side(c, &nvme, Side::Devlend, true, &mut runs)?;
         if round == 1 {
@@ -589,9 +597,11 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         )?;
         bench::bind_vfio_pci(l, &nvme.addr)?;
         let local = (|| {
-            userspace_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
-            guest_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
-            guest_side(c, &nvme, Side::Trapped, o.quick, &mut runs)?;
+            if !o.backing_only {
+                userspace_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
+                guest_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
+                guest_side(c, &nvme, Side::Trapped, o.quick, &mut runs)?;
+            }
             backing_side(c, &nvme, Side::Local, false, &mut runs)?;
             if round == 1 {
                 shadow_doorbells(c, &nvme, Side::Local, &mut runs)?;
@@ -615,10 +625,12 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             .collect::<Vec<_>>(),
     );
 
-    println!(
-        "\n{:<30} {:>12} {:>12} {:>7}",
-        "load", "devlend", "local", "ratio"
-    );
+    if !o.backing_only {
+        println!(
+            "\n{:<30} {:>12} {:>12} {:>7}",
+            "load", "devlend", "local", "ratio"
+        );
+    }
     for c in userspace.iter().chain(&guest) {
         let unit = if c.figure == "iops" { "IOPS" } else { "MB/s" };
         let (d, l) = if c.figure == "iops" {
@@ -631,7 +643,8 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             c.name, d, l, c.ratio, c.devlend.p50_us, c.local.p50_us
         );
     }
-    println!(
+    if !o.backing_only {
+        println!(
         "{:<30} {:>12.1} {:>12.1} {:>7.2}   s (+{:.1} s borrowed; {:.1} s and {:.0} fabric messages per GiB of guest RAM)",
         "guest start to nvme ready",
         start[0],
@@ -641,6 +654,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         (start[0] - start[1]) / gib,
         start_msgs / gib
     );
+    }
     // devlend against local with trapped BARs: what the fabric adds to an
     // MMIO path that already exits to QEMU on every BAR access.
     let trapped: Vec<Compared> = Load::standard("guest")
@@ -694,23 +708,25 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         })
         .collect();
     let open_cfg = open_by_type.get("cfg_reads").copied().unwrap_or(0.0);
-    println!(
-        "{:<30} {:>12.2} {:>12.2} {:>7.2}   s ({:.0} fabric messages: {})",
-        "opening the device",
-        open[0],
-        open[1],
-        if open[1] > 0.0 {
-            open[0] / open[1]
-        } else {
-            0.0
-        },
-        open_msgs,
-        open_by_type
-            .iter()
-            .map(|(k, v)| format!("{k} {v:.0}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    if !o.backing_only {
+        println!(
+            "{:<30} {:>12.2} {:>12.2} {:>7.2}   s ({:.0} fabric messages: {})",
+            "opening the device",
+            open[0],
+            open[1],
+            if open[1] > 0.0 {
+                open[0] / open[1]
+            } else {
+                0.0
+            },
+            open_msgs,
+            open_by_type
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.0}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some(m) = runs.messages.get("guest-all") {
         println!(
             "fabric messages per guest I/O: {}",
@@ -739,6 +755,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
     Ok(serde_json::json!({
         "rounds": o.rounds,
         "quick": o.quick,
+        "backing_only": o.backing_only,
         "guest_mib": GUEST_MIB,
         "workloads": userspace.iter().chain(&guest).collect::<Vec<_>>(),
         "guest_start": {

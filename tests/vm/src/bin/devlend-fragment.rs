@@ -1,88 +1,68 @@
-//! `devlend-fragment MIB`: leaves MIB MiB of this host's free memory in
-//! single 4 KiB pages, so that memory allocated next (a guest's RAM, with
-//! transparent huge pages off) is physically scattered. The benchmark runs
-//! it in a host to measure pinning and mapping fragmented guest memory
-//! (docs/performance.md, "Guest memory backing").
-//!
-//! It maps 2 x MIB MiB of anonymous memory without huge pages, touches
-//! every page, then unmaps every other page: the pages it keeps stop
-//! their free neighbours from merging into larger free blocks, and the
-//! page allocator hands out single free pages before it splits larger
-//! ones. The pages it keeps are locked (`mlockall`), so that with
-//! `vm.compact_unevictable_allowed` 0 compaction does not move them and
-//! merge the holes again (the benchmark sets that, and
-//! `vm.compaction_proactiveness` 0, while it runs). It prints one line
-//! when done and holds its pages until killed.
+//! `devlend-fragment FILE MIB`: writes FILE (on tmpfs) with MIB MiB,
+//! page by page in a shuffled order, so that its pages are physically
+//! scattered: tmpfs allocates a file's page when it is first written, and
+//! the page allocator hands pages out roughly in physical order, so file
+//! offset N lands wherever the N-th write did. A guest whose RAM is that
+//! file, shared (`-object memory-backend-file,share=on,...`), has RAM in
+//! which neighbouring guest pages are almost never neighbouring host
+//! pages: the worst case for pinning and mapping, a run per page. The
+//! benchmark runs it in a host (docs/performance.md, "Guest memory
+//! backing").
 
-use std::io::Write;
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
 use std::process::ExitCode;
 
-const PAGE: usize = 4096;
+const PAGE: u64 = 4096;
 
-fn fragment(mib: usize) -> Result<(), String> {
-    let len = mib
-        .checked_mul(2 << 20)
-        .ok_or_else(|| format!("{mib} MiB is too much"))?;
-    // SAFETY: a new private anonymous mapping; no existing memory is
-    // touched, and the result is checked before use.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(format!(
-            "mmap of {len} bytes: {}",
-            std::io::Error::last_os_error()
-        ));
+/// A permutation of `0..n`: Fisher-Yates with a fixed xorshift seed, so
+/// that runs are alike.
+fn shuffled(n: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
     }
-    // SAFETY: `base..base + len` is the mapping made above.
-    if unsafe { libc::madvise(base, len, libc::MADV_NOHUGEPAGE) } != 0 {
-        return Err(format!(
-            "madvise(MADV_NOHUGEPAGE): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let bytes = base.cast::<u8>();
-    for off in (0..len).step_by(PAGE) {
-        // SAFETY: `off < len`, inside the writable mapping made above,
-        // which nothing else references.
-        unsafe { bytes.add(off).write_volatile(1) };
-    }
-    for off in (PAGE..len).step_by(2 * PAGE) {
-        // SAFETY: one page inside the mapping, which nothing references
-        // and nothing touches again.
-        if unsafe { libc::munmap(bytes.add(off).cast(), PAGE) } != 0 {
-            return Err(format!("munmap: {}", std::io::Error::last_os_error()));
-        }
-    }
-    // SAFETY: locks what is mapped now; no memory is changed.
-    if unsafe { libc::mlockall(libc::MCL_CURRENT) } != 0 {
-        return Err(format!("mlockall: {}", std::io::Error::last_os_error()));
+    v
+}
+
+fn write(path: &str, mib: u64) -> Result<(), String> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("creating {path}: {e}"))?;
+    file.set_len(mib << 20)
+        .map_err(|e| format!("sizing {path}: {e}"))?;
+    let mut page = [0u8; PAGE as usize];
+    for n in shuffled((mib << 20) / PAGE) {
+        // Not all zero, so that no page is left to a shared zero page.
+        page[..8].copy_from_slice(&n.to_le_bytes());
+        file.write_all_at(&page, n * PAGE)
+            .map_err(|e| format!("writing {path}: {e}"))?;
     }
     Ok(())
 }
 
 fn main() -> ExitCode {
-    let mib = match std::env::args().nth(1).map(|a| a.parse::<usize>()) {
-        Some(Ok(m)) if m > 0 => m,
-        _ => {
-            eprintln!("usage: devlend-fragment MIB   (holds every other page of 2 x MIB MiB until killed)");
-            return ExitCode::from(2);
-        }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mib = args.get(1).and_then(|m| m.parse::<u64>().ok());
+    let (Some(path), Some(mib)) = (args.first(), mib.filter(|&m| m > 0)) else {
+        eprintln!("usage: devlend-fragment FILE MIB   (a file of MIB MiB, its pages written in shuffled order)");
+        return ExitCode::from(2);
     };
-    if let Err(e) = fragment(mib) {
-        eprintln!("devlend-fragment: {e}");
-        return ExitCode::FAILURE;
-    }
-    println!("fragmented: {mib} MiB held, {mib} MiB given back in single pages");
-    let _ = std::io::stdout().flush();
-    loop {
-        std::thread::park();
+    match write(path, mib) {
+        Ok(()) => {
+            println!("fragmented: {path}, {mib} MiB written page by page in shuffled order");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("devlend-fragment: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
