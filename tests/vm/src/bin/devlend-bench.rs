@@ -275,19 +275,20 @@ fn guest_start(
     Ok(())
 }
 
-/// A KVM guest on one side: its start (QEMU to the command), then fio.
-fn guest_side(
-    c: &Cluster,
-    nvme: &PciDev,
-    side: Side,
-    quick: bool,
-    runs: &mut Runs,
-) -> anyhow::Result<()> {
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let images = tools::guest_images_dir()?;
+/// Where a side's guests run: its host and agent (KVM loaded there), the
+/// mdev made for them on the devlend side (the caller removes it), and the
+/// QEMU argument that gives them the device.
+struct GuestHost<'c> {
+    host: &'static str,
+    agent: &'c devlend_agent::AgentClient,
+    mdev: Option<String>,
+    dev_arg: String,
+}
+
+fn guest_host<'c>(c: &'c Cluster, nvme: &PciDev, side: Side) -> anyhow::Result<GuestHost<'c>> {
     let (host, agent) = match side {
-        Side::Devlend => (BORROWER, b),
-        Side::Local | Side::Trapped => (LENDER, l),
+        Side::Devlend => (BORROWER, c.agent(BORROWER)?),
+        Side::Local | Side::Trapped => (LENDER, c.agent(LENDER)?),
     };
     fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
     let mdev = side_mdev(c, nvme, side)?;
@@ -296,6 +297,30 @@ fn guest_side(
         (None, Side::Trapped) => format!("-device vfio-pci,host={},x-no-mmap=true", nvme.addr),
         (None, _) => format!("-device vfio-pci,host={}", nvme.addr),
     };
+    Ok(GuestHost {
+        host,
+        agent,
+        mdev,
+        dev_arg,
+    })
+}
+
+/// A KVM guest on one side: its start (QEMU to the command), then fio.
+fn guest_side(
+    c: &Cluster,
+    nvme: &PciDev,
+    side: Side,
+    quick: bool,
+    runs: &mut Runs,
+) -> anyhow::Result<()> {
+    let l = c.agent(LENDER)?;
+    let images = tools::guest_images_dir()?;
+    let GuestHost {
+        host,
+        agent,
+        mdev,
+        dev_arg,
+    } = guest_host(c, nvme, side)?;
     let res = (|| {
         // Start: a guest whose command does nothing, so its run is boot,
         // the nvme driver ready, and power-off (not again for trapped BARs).
@@ -400,16 +425,12 @@ fn backing_runs(
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let images = tools::guest_images_dir()?;
     let fragmenter = twohost::host_bin("devlend-fragment", "DEVLEND_FRAGMENT")?;
-    let (host, agent) = match side {
-        Side::Devlend => (BORROWER, b),
-        Side::Local | Side::Trapped => (LENDER, l),
-    };
-    fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
-    let mdev = side_mdev(c, nvme, side)?;
-    let dev_arg = match &mdev {
-        Some(uuid) => lending::vfio_arg(uuid),
-        None => format!("-device vfio-pci,host={}", nvme.addr),
-    };
+    let GuestHost {
+        host,
+        agent,
+        mdev,
+        dev_arg,
+    } = guest_host(c, nvme, side)?;
     let lender_peer = fabric::host_id(l)?;
     let tx = || -> anyhow::Result<u64> {
         fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")
@@ -503,18 +524,13 @@ fn backing_runs(
 /// Buffer Config) on for the device: a guest resets the controller with
 /// the driver's commands traced.
 fn shadow_doorbells(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyhow::Result<()> {
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let images = tools::guest_images_dir()?;
-    let (host, agent) = match side {
-        Side::Devlend => (BORROWER, b),
-        Side::Local | Side::Trapped => (LENDER, l),
-    };
-    fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
-    let mdev = side_mdev(c, nvme, side)?;
-    let dev_arg = match &mdev {
-        Some(uuid) => lending::vfio_arg(uuid),
-        None => format!("-device vfio-pci,host={}", nvme.addr),
-    };
+    let GuestHost {
+        host,
+        agent,
+        mdev,
+        dev_arg,
+    } = guest_host(c, nvme, side)?;
     let res = (|| {
         let opts = GuestOpts {
             mem_mib: BACKING_GUEST_MIB,
