@@ -6,9 +6,11 @@
 //! `./test.sh msi` selects the device with MSI and no MSI-X: QEMU's ICH9
 //! AHCI controller with one SATA disk, driven by the guest's `ahci`.
 //! `./test.sh nic` the lender's igb (82576) PF (MSI-X), driven by the
-//! guest's `igb`, on a network where the lender has a NIC of its own.
+//! guest's `igb`, on a network that the second borrower's own NIC is on
+//! (another host: the cluster's network switch carries the frames).
 //! `./test.sh intx` the device with INTx only: QEMU's e1000 (82540EM, no
-//! MSI), driven by the guest's `e1000`, the same way.
+//! MSI), driven by the guest's `e1000`, on a network where the lender has
+//! a NIC of its own.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -87,23 +89,30 @@ const E1000: Device = Device {
     lender_irq: "intx",
 };
 
-/// A NIC's network in `devices.toml`: the lender's own NIC on it (by its
-/// MAC) and the addresses of both ends.
+/// A NIC's network in `devices.toml`: the host whose own NIC is the other
+/// end of the guest's traffic, that NIC (by its MAC), and the addresses of
+/// both ends.
 struct Network {
+    peer_host: &'static str,
     peer_mac: &'static str,
-    lender_ip: &'static str,
+    peer_ip: &'static str,
     guest_ip: &'static str,
 }
 
+/// The igb's network `lan0`: its other end is the second borrower's
+/// virtio-net, in another QEMU.
 const IGB_NET: Network = Network {
-    peer_mac: "52:54:00:d1:00:01",
-    lender_ip: "10.77.0.1",
+    peer_host: sriov::BORROWER2,
+    peer_mac: "52:54:00:d1:02:00",
+    peer_ip: "10.77.0.1",
     guest_ip: "10.77.0.2",
 };
 
+/// The e1000's network: the lender's own virtio-net on the e1000's hub.
 const E1000_NET: Network = Network {
+    peer_host: LENDER,
     peer_mac: "52:54:00:d1:00:03",
-    lender_ip: "10.78.0.1",
+    peer_ip: "10.78.0.1",
     guest_ip: "10.78.0.2",
 };
 
@@ -309,11 +318,10 @@ fn msi_ahci_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
     disk_lent_whole(c, &AHCI, AHCI_ID).map(drop)
 }
 
-/// The lender's own NIC on `net` (virtio-net, `peer = true` in
-/// `devices.toml`), up at its address; serves `NET_BYTES` random bytes over
-/// HTTP. Returns their sha256.
-fn lender_peer_up(l: &AgentClient, net: &Network) -> anyhow::Result<String> {
-    let (mac, ip) = (net.peer_mac, net.lender_ip);
+/// The peer host's own NIC on `net` (virtio-net), up at its address;
+/// serves `NET_BYTES` random bytes over HTTP. Returns their sha256.
+fn peer_up(l: &AgentClient, net: &Network) -> anyhow::Result<String> {
+    let (mac, ip) = (net.peer_mac, net.peer_ip);
     let out = sh(
         l,
         &format!(
@@ -336,9 +344,9 @@ sha256sum $w/down | cut -d' ' -f1"
     Ok(out.trim().to_owned())
 }
 
-/// Stops what `lender_peer_up` started.
-fn lender_peer_down(l: &AgentClient, net: &Network) -> anyhow::Result<()> {
-    let w = format!("/tmp/net-{}", net.lender_ip);
+/// Stops what `peer_up` started.
+fn peer_down(l: &AgentClient, net: &Network) -> anyhow::Result<()> {
+    let w = format!("/tmp/net-{}", net.peer_ip);
     sh(
         l,
         &format!("kill $(cat {w}.pid) 2>/dev/null; rm -rf {w} {w}.pid {w}.up"),
@@ -347,11 +355,11 @@ fn lender_peer_down(l: &AgentClient, net: &Network) -> anyhow::Result<()> {
 }
 
 /// A NIC check's guest: the NIC's interface up at the guest's address;
-/// pings the lender (`ping <summary>`), downloads the lender's bytes
+/// pings the peer (`ping <summary>`), downloads the peer's bytes
 /// (`down <sha256>`), and serves bytes of its own (`up <sha256>`) for the
-/// lender to fetch while it lingers.
+/// peer to fetch while it lingers.
 fn nic_script(dev: &Device, net: &Network) -> String {
-    let (lender, guest) = (net.lender_ip, net.guest_ip);
+    let (peer, guest) = (net.peer_ip, net.guest_ip);
     // The driver requests its interrupts when the interface goes up.
     guest_script(
         dev,
@@ -361,9 +369,9 @@ fn nic_script(dev: &Device, net: &Network) -> String {
 ip addr add {guest}/24 dev $n; ip link set $n up"
         ),
         &format!(
-            "for i in $(seq 60); do ping -c 1 -W 1 {lender} >/dev/null 2>&1 && break; done
-echo \"ping $(ping -c 5 -W 2 {lender} | grep 'packets')\"
-wget -q -O /tmp/down http://{lender}:{HTTP_PORT}/down
+            "for i in $(seq 60); do ping -c 1 -W 1 {peer} >/dev/null 2>&1 && break; done
+echo \"ping $(ping -c 5 -W 2 {peer} | grep 'packets')\"
+wget -q -O /tmp/down http://{peer}:{HTTP_PORT}/down
 echo \"down $(sha256sum /tmp/down | cut -d' ' -f1)\"
 mkdir -p /tmp/www; head -c {NET_BYTES} /dev/urandom > /tmp/www/up
 echo \"up $(sha256sum /tmp/www/up | cut -d' ' -f1)\"
@@ -373,50 +381,58 @@ httpd -p {guest}:{HTTP_PORT} -h /tmp/www"
     )
 }
 
-/// A NIC lent whole to a guest, on a network where the lender has a NIC of
-/// its own: the guest pings the lender, `NET_BYTES` go each way over HTTP
-/// (the guest downloads from the lender, then the lender from the guest)
-/// and arrive with the sha256 they left with.
+/// A NIC lent whole to a guest, on a network where a host (the lender or
+/// another) has a NIC of its own: the guest pings that host, `NET_BYTES`
+/// go each way over HTTP (the guest downloads from the peer, then the peer
+/// from the guest) and arrive with the sha256 they left with.
 fn nic_lent_whole(
     c: &mut Cluster,
     dev: &Device,
     net: &Network,
 ) -> anyhow::Result<HashMap<String, String>> {
-    let down = lender_peer_up(c.agent(LENDER)?, net)?;
+    let down = peer_up(c.agent(net.peer_host)?, net)?;
     let res = lent_whole_to_a_guest(c, dev, &nic_script(dev, net), &mut |c, out| {
         let ping = lending::output_field(out, "ping")?;
         ensure!(
             ping.contains(" 0% packet loss"),
-            "the guest's pings to the lender were lost: {ping}"
+            "the guest's pings to {} were lost: {ping}",
+            net.peer_host
         );
         ensure!(
             lending::output_field(out, "down")? == down,
-            "the guest downloaded other bytes than the lender served"
+            "the guest downloaded other bytes than {} served",
+            net.peer_host
         );
         let up = lending::output_field(out, "up")?;
         let got = sh(
-            c.agent(LENDER)?,
+            c.agent(net.peer_host)?,
             &format!(
                 "w=/tmp/net-{}.up; busybox wget -q -O $w http://{}:{HTTP_PORT}/up && \
                  sha256sum $w | cut -d' ' -f1",
-                net.lender_ip, net.guest_ip
+                net.peer_ip, net.guest_ip
             ),
         )
-        .context("the lender fetching the guest's bytes")?;
+        .with_context(|| format!("{} fetching the guest's bytes", net.peer_host))?;
         ensure!(
             got.trim() == up,
-            "the lender fetched other bytes than the guest served"
+            "{} fetched other bytes than the guest served",
+            net.peer_host
         );
-        println!("  {ping}; {NET_BYTES} bytes each way, checksums match");
+        println!(
+            "  with {}: {ping}; {NET_BYTES} bytes each way, checksums match",
+            net.peer_host
+        );
         Ok(())
     });
-    let down = lender_peer_down(c.agent(LENDER)?, net);
+    let down = peer_down(c.agent(net.peer_host)?, net);
     let lent = res?;
     down?;
     Ok(lent)
 }
 
-/// The lender's igb (82576 PF, MSI-X) lent whole to a guest's `igb`.
+/// The lender's igb (82576 PF, MSI-X) lent whole to a guest's `igb`; the
+/// traffic's other end is the second borrower, on the igb's network
+/// through the cluster's switch.
 fn nic_igb_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
     nic_lent_whole(c, &IGB, &IGB_NET).map(drop)
 }

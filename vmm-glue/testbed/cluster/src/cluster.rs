@@ -1,5 +1,6 @@
-//! A running emulated cluster: the ivshmem server, one QEMU per host, and an
-//! agent connection into each host. Dropping it tears everything down.
+//! A running emulated cluster: the ivshmem server, the switches of the
+//! topology's networks, one QEMU per host, and an agent connection into
+//! each host. Dropping it tears everything down.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use devlend_agent::AgentClient;
 
+use crate::netswitch::NetSwitch;
 use crate::process::Child;
 use crate::qemu::{host_args, BootFiles, RunPaths};
 use crate::rundir;
@@ -43,6 +45,16 @@ pub enum ClusterError {
         secs: u64,
         /// Its log.
         log: PathBuf,
+    },
+    /// A network's switch could not listen.
+    #[error("cannot start the switch of network {network} on {socket}: {source}")]
+    NetSwitch {
+        /// The network.
+        network: String,
+        /// Its socket.
+        socket: PathBuf,
+        /// Why.
+        source: std::io::Error,
     },
     /// A host's QEMU exited.
     #[error("QEMU of host {host} exited ({status}); see {log}")]
@@ -101,6 +113,8 @@ pub struct Cluster {
     cfg: ClusterConfig,
     paths: RunPaths,
     server: Option<Child>,
+    /// One per network of the topology; hosts' QEMUs connect to them.
+    switches: Vec<NetSwitch>,
     hosts: Vec<Host>,
     watchdog: Option<Watchdog>,
     keep_logs: bool,
@@ -148,6 +162,7 @@ impl Cluster {
             cfg,
             paths,
             server: None,
+            switches: Vec::new(),
             watchdog: None,
             keep_logs: false,
         };
@@ -161,6 +176,7 @@ impl Cluster {
 
     fn boot(&mut self) -> Result<(), ClusterError> {
         self.start_server()?;
+        self.start_switches()?;
         let watched = self
             .cfg
             .topology
@@ -220,6 +236,25 @@ impl Cluster {
                     log,
                 });
             }
+        }
+        Ok(())
+    }
+
+    /// Before any QEMU: each connects to its networks' switches at start.
+    fn start_switches(&mut self) -> Result<(), ClusterError> {
+        for (net, ends) in self.cfg.topology.networks() {
+            let socket = self.paths.net_sock(net);
+            let sw = NetSwitch::start(&socket).map_err(|source| ClusterError::NetSwitch {
+                network: net.to_owned(),
+                socket: socket.clone(),
+                source,
+            })?;
+            log::info!(
+                "network {net}: switch for {} NICs on {}",
+                ends.len(),
+                socket.display()
+            );
+            self.switches.push(sw);
         }
         Ok(())
     }
@@ -424,6 +459,7 @@ impl Cluster {
         if let Some(mut s) = self.server.take() {
             s.stop(Duration::from_secs(2));
         }
+        self.switches.clear();
         rundir::remove(&self.paths, self.keep_logs);
         crate::cleanup::unregister(&self.paths);
     }

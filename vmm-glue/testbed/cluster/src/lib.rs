@@ -4,13 +4,15 @@
 //! channel into each host.
 //!
 //! Code map: [`topology`] (the topology file), [`qemu`] (one host's QEMU
-//! command line), [`process`] (children that cannot outlive us),
+//! command line), [`process`] (children that cannot outlive us), [`netswitch`]
+//! (networks joining NICs of different hosts),
 //! [`rundir`] (run directories, stale-run reaping), [`cleanup`] (teardown
 //! on signals), [`tools`] (finding binaries and images), [`cluster`] (the
 //! running cluster).
 
 pub mod cleanup;
 pub mod cluster;
+pub mod netswitch;
 pub mod process;
 pub mod qemu;
 pub mod rundir;

@@ -55,6 +55,10 @@ impl RunPaths {
     pub fn doorbell_sock(&self, id: usize) -> PathBuf {
         self.state.join(format!("doorbell-{id}.sock"))
     }
+    /// The socket of a cluster-wide network's switch.
+    pub fn net_sock(&self, network: &str) -> PathBuf {
+        self.state.join(format!("net-{network}.sock"))
+    }
     /// The fabric control area file.
     pub fn ctl_file(&self) -> PathBuf {
         self.state.join("fabric.ctl")
@@ -258,6 +262,18 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
                 nic_mac(host_id, 2 * n)
             ),
         ];
+        if let Some(net) = &d.network {
+            // The hub's way out to the other hosts on the network.
+            args.extend([
+                "-netdev".to_owned(),
+                format!(
+                    "stream,id=lan-{id},server=off,addr.type=unix,addr.path={}",
+                    path_str(&paths.net_sock(net))
+                ),
+                "-netdev".to_owned(),
+                format!("hubport,id=up-{id},hubid={hub},netdev=lan-{id}"),
+            ]);
+        }
         if d.peer {
             args.extend([
                 "-netdev".to_owned(),
@@ -307,7 +323,10 @@ mod tests {
             "name='t'\n[[host]]\nname='lender'\nmemory='1G'\niommu=true\n\
              [[host.nvme]]\nid='nvme0'\nsize='64M'\n[[host.igb]]\nid='igb0'\npeer=true\n\
              [[host.ahci]]\nid='sata0'\nsize='16M'\n[[host.e1000]]\nid='nic1'\npeer=true\n\
-             [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n",
+             [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n\
+             [[host.virtio_net]]\nid='lan0'\nnetwork='lan0'\n\
+             [[host]]\nname='other'\nmemory='512M'\niommu=true\n\
+             [[host.igb]]\nid='nic0'\nnetwork='lan0'\n",
         )
         .unwrap();
         t.validate().unwrap();
@@ -360,14 +379,20 @@ mod tests {
         let lender = args(0);
         assert_eq!(
             value_after(&lender, "-object", "id=win"),
-            ["memory-backend-file,id=win1,size=512M,mem-path=/dev/shm/devlend-t-1/borrower.ram,share=on"]
+            [
+                "memory-backend-file,id=win1,size=512M,mem-path=/dev/shm/devlend-t-1/borrower.ram,share=on",
+                "memory-backend-file,id=win2,size=512M,mem-path=/dev/shm/devlend-t-1/other.ram,share=on"
+            ]
         );
         let borrower = args(1);
         assert_eq!(
             value_after(&borrower, "-object", "id=win"),
-            ["memory-backend-file,id=win0,size=1024M,mem-path=/dev/shm/devlend-t-1/lender.ram,share=on"]
+            [
+                "memory-backend-file,id=win0,size=1024M,mem-path=/dev/shm/devlend-t-1/lender.ram,share=on",
+                "memory-backend-file,id=win2,size=512M,mem-path=/dev/shm/devlend-t-1/other.ram,share=on"
+            ]
         );
-        assert_eq!(value_after(&borrower, "-device", "ivshmem-plain").len(), 1);
+        assert_eq!(value_after(&borrower, "-device", "ivshmem-plain").len(), 2);
     }
 
     #[test]
@@ -440,6 +465,44 @@ mod tests {
         let b = args(1);
         assert!(!b.iter().any(|s| s == "intel-iommu"));
         assert!(!b.iter().any(|s| s.starts_with("nvme,")));
+    }
+
+    #[test]
+    fn nics_of_different_hosts_share_a_network_through_its_switch() {
+        let sock = "addr.path=/var/tmp/devlend/t-1/net-lan0.sock";
+        // The borrower's own NIC: behind a root port, its hub out to the switch.
+        let b = args(1);
+        assert_eq!(
+            value_after(&b, "-device", "lan0"),
+            [
+                "pcie-root-port,id=rp-lan0,chassis=1,slot=1",
+                "virtio-net-pci,id=lan0,netdev=net-lan0,bus=rp-lan0,mac=52:54:00:d1:01:00"
+            ]
+        );
+        assert_eq!(
+            value_after(&b, "-netdev", "lan0"),
+            [
+                "hubport,id=net-lan0,hubid=1".to_owned(),
+                format!("stream,id=lan-lan0,server=off,addr.type=unix,{sock}"),
+                "hubport,id=up-lan0,hubid=1,netdev=lan-lan0".to_owned(),
+            ]
+        );
+        // The other host's igb on the same switch, with a MAC of its own.
+        let o = args(2);
+        assert_eq!(
+            value_after(&o, "-netdev", "nic0"),
+            [
+                "hubport,id=net-nic0,hubid=1".to_owned(),
+                format!("stream,id=lan-nic0,server=off,addr.type=unix,{sock}"),
+                "hubport,id=up-nic0,hubid=1,netdev=lan-nic0".to_owned(),
+            ]
+        );
+        assert_eq!(
+            value_after(&o, "-device", "igb,"),
+            ["igb,id=nic0,netdev=net-nic0,bus=rp-nic0,mac=52:54:00:d1:02:00"]
+        );
+        // NICs without a network stay on their host's hub.
+        assert!(!args(0).iter().any(|s| s.contains("stream")));
     }
 
     #[test]

@@ -10,9 +10,15 @@
 //! [[host.nvme]]
 //! id = "nvme0"
 //! size = "256M"
+//! [[host.igb]]       # a NIC to lend, on the network "lan0"
+//! id = "nic0"
+//! network = "lan0"
 //! [[host]]
 //! name = "borrower"
 //! memory = "1G"
+//! [[host.virtio_net]] # a NIC the host keeps, on the same network
+//! id = "lan0"
+//! network = "lan0"
 //! [ntb]              # what the emulated NTB ports offer (optional)
 //! windows = 2        # inbound memory windows per peer
 //! window_size = "1G" # the largest translation one window takes
@@ -141,6 +147,10 @@ pub struct HostSpec {
     /// a device with MSI and no MSI-X.
     #[serde(default)]
     pub ahci: Vec<DiskControllerSpec>,
+    /// virtio-net NICs the host uses itself (not lendable: no root port of
+    /// their own), e.g. its end of a network a lent NIC is on.
+    #[serde(default)]
+    pub virtio_net: Vec<NicSpec>,
 }
 
 /// An emulated disk controller (AHCI) with one disk, backed by a file on
@@ -154,8 +164,9 @@ pub struct DiskControllerSpec {
     pub size: Size,
 }
 
-/// An emulated NIC (igb or e1000). Its network is an isolated QEMU hub:
-/// nothing it sends leaves the host's QEMU.
+/// An emulated NIC (igb, e1000 or virtio-net). Its wire is a QEMU hub of
+/// its own in the host's QEMU; `network` joins that hub to NICs of other
+/// hosts.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NicSpec {
@@ -166,13 +177,26 @@ pub struct NicSpec {
     /// borrows the NIC exchanges traffic with.
     #[serde(default)]
     pub peer: bool,
+    /// The cluster-wide network (`[a-z0-9-]`) this NIC is on: every NIC
+    /// naming it, on any host, shares one Ethernet segment (a switch in
+    /// the cluster process, [`crate::netswitch`]). A network must join at
+    /// least two NICs.
+    #[serde(default)]
+    pub network: Option<String>,
 }
 
 impl HostSpec {
-    /// The host's NICs with their QEMU device models.
-    pub fn nics(&self) -> impl Iterator<Item = (&'static str, &NicSpec)> {
+    /// The host's lendable NICs with their QEMU device models.
+    pub fn lendable_nics(&self) -> impl Iterator<Item = (&'static str, &NicSpec)> {
         let igb = self.igb.iter().map(|n| ("igb", n));
         igb.chain(self.e1000.iter().map(|n| ("e1000", n)))
+    }
+
+    /// All the host's NICs with their QEMU device models: the lendable
+    /// ones, then its own virtio-net ones.
+    pub fn nics(&self) -> impl Iterator<Item = (&'static str, &NicSpec)> {
+        let own = self.virtio_net.iter().map(|n| ("virtio-net-pci", n));
+        self.lendable_nics().chain(own)
     }
 }
 
@@ -289,7 +313,8 @@ impl Topology {
             if h.cpus == 0 || h.cpus > 8 {
                 return bad(format!("host {}: cpus must be 1 to 8", h.name));
             }
-            let lends = !h.nvme.is_empty() || h.nics().next().is_some() || !h.ahci.is_empty();
+            let lends =
+                !h.nvme.is_empty() || h.lendable_nics().next().is_some() || !h.ahci.is_empty();
             if lends && !h.iommu {
                 return bad(format!(
                     "host {}: a host that lends devices needs `iommu = true` to isolate them",
@@ -322,6 +347,14 @@ impl Topology {
                 }
             }
         }
+        for (net, ends) in self.networks() {
+            if !is_name(net) || ends.len() < 2 {
+                return bad(format!(
+                    "network {net:?} must be named with [a-z0-9-] and join at least two NICs, joins {}",
+                    ends.len()
+                ));
+            }
+        }
         if !(1..=MAX_NTB_WINDOWS).contains(&self.ntb.windows) {
             return bad(format!(
                 "ntb.windows must be 1 to {MAX_NTB_WINDOWS}, not {}",
@@ -336,6 +369,25 @@ impl Topology {
             }
         }
         Ok(())
+    }
+
+    /// The cluster-wide networks by name, each with its NICs as (host id,
+    /// NIC id), in the order of the file.
+    pub fn networks(&self) -> Vec<(&str, Vec<(usize, &str)>)> {
+        let mut nets: Vec<(&str, Vec<(usize, &str)>)> = Vec::new();
+        for (h, host) in self.hosts.iter().enumerate() {
+            for (_, nic) in host.nics() {
+                let Some(net) = nic.network.as_deref() else {
+                    continue;
+                };
+                let end = (h, nic.id.as_str());
+                match nets.iter_mut().find(|(n, _)| *n == net) {
+                    Some((_, ends)) => ends.push(end),
+                    None => nets.push((net, vec![end])),
+                }
+            }
+        }
+        nets
     }
 
     /// The host with this name, and its fabric id.
@@ -394,6 +446,36 @@ mod tests {
             ("[ntb]\nwindows=3\n", "ntb.windows"),
             ("[ntb]\nwindow_size='3M'\n", "power of two"),
             ("[ntb]\nwindow_size='1K'\n", "power of two"),
+        ] {
+            let err = parse(&format!("{base}{bad}")).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn networks_join_nics_of_different_hosts() {
+        let t = parse(
+            "name='a'\n[[host]]\nname='l'\nmemory='512M'\niommu=true\n\
+             [[host.igb]]\nid='nic0'\nnetwork='lan0'\n[[host.e1000]]\nid='nic1'\npeer=true\n\
+             [[host]]\nname='b'\nmemory='512M'\n\
+             [[host.virtio_net]]\nid='lan0'\nnetwork='lan0'\n",
+        )
+        .unwrap();
+        assert_eq!(t.networks(), [("lan0", vec![(0, "nic0"), (1, "lan0")])]);
+        // A host that only has NICs of its own lends nothing: no IOMMU needed.
+        assert_eq!(t.hosts[1].lendable_nics().count(), 0);
+        assert_eq!(t.hosts[1].nics().next().unwrap().0, "virtio-net-pci");
+        let base = "name='a'\n[[host]]\nname='l'\nmemory='512M'\niommu=true\n";
+        for (bad, why) in [
+            ("[[host.igb]]\nid='nic0'\nnetwork='lan0'\n", "at least two"),
+            (
+                "[[host.igb]]\nid='nic0'\nnetwork='Lan'\n[[host.virtio_net]]\nid='v'\nnetwork='Lan'\n",
+                "[a-z0-9-]",
+            ),
+            (
+                "[[host.igb]]\nid='n'\n[[host.virtio_net]]\nid='n'\n",
+                "repeated",
+            ),
         ] {
             let err = parse(&format!("{base}{bad}")).unwrap_err().to_string();
             assert!(err.contains(why), "{bad:?}: {err}");
