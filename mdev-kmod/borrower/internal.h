@@ -164,6 +164,7 @@ struct dl_mtype {
  * @kept_same: &dl_vdev.kept_same of the mdevs removed.
  * @kept_moved: &dl_vdev.kept_moved of the mdevs removed.
  * @kept_dropped: &dl_vdev.kept_dropped of the mdevs removed.
+ * @intx_unmask_retries: &dl_vdev.intx_unmask_retries of the mdevs removed.
  *
  * @leases and the counters are under @lock.
  */
@@ -196,6 +197,7 @@ struct dl_borrower {
 	u64 kept_same;
 	u64 kept_moved;
 	u64 kept_dropped;
+	u64 intx_unmask_retries;
 };
 
 /**
@@ -356,6 +358,17 @@ struct dl_dma_fill_stats {
  *	VFIO's mask and unmask go to it as %DL_MSG_IRQ_MASK (@lock).
  * @intx_unmask: the virqfd that unmasks INTx when its eventfd (KVM's
  *	resampler, at the guest's EOI) is signalled, or NULL (@lock).
+ * @intx_mask_lock: orders the INTx masks and unmasks sent from process
+ *	context (SET_IRQS, the virqfd's thread, @intx_retry), so that an
+ *	unmask sent late never overtakes a mask asked for after it.
+ * @intx_unmask_owed: an unmask found the lender's ring full for
+ *	%DL_TX_FULL_WAIT_MS; @intx_retry sends it (@intx_mask_lock). INTx
+ *	stays masked at the lender until it arrives, so it must not be lost.
+ * @intx_retry: sends an owed unmask every %DL_INTX_RETRY_MS until it goes
+ *	out, the peer is gone, or INTx is disabled.
+ * @intx_unmask_retries: owed unmasks sent again by @intx_retry.
+ * @intx_fault_seq: unmask events, for fault_intx_unmask_every (tests).
+ * @intx_fault: the virqfd's thread is to find the ring full (tests).
  * @err_trigger: the ERR eventfd.
  * @req_trigger: the REQ eventfd.
  */
@@ -403,6 +416,12 @@ struct dl_vdev {
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
 	bool intx_unmask_msg;
 	struct virqfd *intx_unmask;
+	struct mutex intx_mask_lock;	/* see above */
+	bool intx_unmask_owed;
+	struct delayed_work intx_retry;
+	u64 intx_unmask_retries;
+	atomic_t intx_fault_seq;
+	bool intx_fault;
 	struct eventfd_ctx *err_trigger;
 	struct eventfd_ctx *req_trigger;
 };
@@ -465,6 +484,13 @@ void dl_config_after_reset(struct dl_vdev *v);
  * fallback and for comparing the two in the benchmark.
  */
 extern bool dl_bulk_pin;
+
+/*
+ * Tests only (module parameter fault_intx_unmask_every): every Nth INTx
+ * unmask from the unmask eventfd finds the lender's ring full, as if the
+ * lender had stalled for %DL_TX_FULL_WAIT_MS; 0 never.
+ */
+extern unsigned int dl_fault_intx_unmask_every;
 int dl_dma_enable(struct dl_vdev *v);
 void dl_dma_disable(struct dl_vdev *v);
 void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len);
@@ -498,6 +524,10 @@ int dl_irq_set(struct dl_vdev *v, struct vfio_irq_set *hdr, void *data);
 void dl_irq_release_all(struct dl_vdev *v);
 void dl_irq_signal_err(struct dl_vdev *v);
 void dl_irq_signal_req(struct dl_vdev *v);
+void dl_intx_retry_work(struct work_struct *work);
+
+/* Milliseconds between sends of an owed INTx unmask. */
+#define DL_INTX_RETRY_MS	100
 void dl_irq_signal_lost(struct dl_vdev *v);
 void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		 void *priv);

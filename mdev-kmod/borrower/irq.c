@@ -14,9 +14,12 @@
  * it at the device when it fires, and VFIO's unmask ends it (SET_IRQS
  * UNMASK, by a VMM at a BAR access, or from an unmask eventfd, which KVM's
  * resampler signals at the guest's EOI); each mask and unmask is a posted
- * DL_MSG_IRQ_MASK, in ring order after the BAR accesses before it. A
- * lender that does not know DL_IRQ_SET_F_UNMASK_MSG ends INTx at the next
- * BAR access itself, and then mask and unmask are no-ops here.
+ * DL_MSG_IRQ_MASK, in ring order after the BAR accesses before it. An
+ * unmask that finds the lender's ring full (a stalled lender) is owed and
+ * sent again until it goes out, since INTx stays masked at the device
+ * until it arrives; a mask asked for later cancels it. A lender that does
+ * not know DL_IRQ_SET_F_UNMASK_MSG ends INTx at the next BAR access
+ * itself, and then mask and unmask are no-ops here.
  *
  * ERR (count 1) is signalled when the mdev loses its remote device, REQ
  * (count 1) from VFIO's request op.
@@ -115,6 +118,16 @@ static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 	return ret;
 }
 
+/* INTx goes away: an owed unmask is never sent. Might sleep. */
+static void dl_intx_forget_unmask(struct dl_vdev *v)
+{
+	mutex_lock(&v->intx_mask_lock);
+	WRITE_ONCE(v->intx_unmask_owed, false);
+	mutex_unlock(&v->intx_mask_lock);
+	/* Also waits for a run that re-queues itself. */
+	cancel_delayed_work_sync(&v->intx_retry);
+}
+
 /* Disables an index: the lender lets its vectors go, the eventfds go. */
 static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
 {
@@ -127,6 +140,7 @@ static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
 	if (index == VFIO_PCI_INTX_IRQ_INDEX) {
 		/* No unmask is sent once this returns. */
 		vfio_virqfd_disable(&v->intx_unmask);
+		dl_intx_forget_unmask(v);
 		v->intx_unmask_msg = false;
 	}
 	if (ctx->lender_count) {
@@ -273,17 +287,71 @@ static int dl_intx_send_mask(struct dl_vdev *v, bool mask)
 			      &m, sizeof(m));
 }
 
+/* Tests: this unmask is to find the ring full (fault_intx_unmask_every). */
+static bool dl_intx_unmask_fault(struct dl_vdev *v)
+{
+	unsigned int every = READ_ONCE(dl_fault_intx_unmask_every);
+
+	return every && !(atomic_inc_return(&v->intx_fault_seq) % every);
+}
+
+/*
+ * Sends an unmask; one that found the ring full for DL_TX_FULL_WAIT_MS
+ * (or @fault says so) is owed to @v->intx_retry. Any other failure means
+ * the peer is gone, and the device with it.
+ */
+static void dl_intx_unmask_locked(struct dl_vdev *v, bool fault)
+{
+	int ret;
+
+	lockdep_assert_held(&v->intx_mask_lock);
+
+	ret = fault ? -EAGAIN : dl_intx_send_mask(v, false);
+	WRITE_ONCE(v->intx_unmask_owed, ret == -EAGAIN);
+	if (ret == -EAGAIN)
+		mod_delayed_work(system_wq, &v->intx_retry,
+				 msecs_to_jiffies(DL_INTX_RETRY_MS));
+	else if (ret)
+		dev_dbg_ratelimited(dl_vdev_dev(v),
+				    "INTx unmask not sent: %d\n", ret);
+}
+
+/**
+ * dl_intx_retry_work() - send an INTx unmask the lender's full ring
+ * refused.
+ * @work: &dl_vdev.intx_retry.
+ */
+void dl_intx_retry_work(struct work_struct *work)
+{
+	struct dl_vdev *v = container_of(to_delayed_work(work), struct dl_vdev,
+					 intx_retry);
+
+	mutex_lock(&v->intx_mask_lock);
+	if (v->intx_unmask_owed) {
+		WRITE_ONCE(v->intx_unmask_retries, v->intx_unmask_retries + 1);
+		dl_intx_unmask_locked(v, false);
+	}
+	mutex_unlock(&v->intx_mask_lock);
+}
+
 /*
  * The unmask eventfd was signalled (vfio_virqfd, in the eventfd's wake-up,
- * which must not sleep): unmask from here when the ring has room, else
- * from dl_intx_unmask_thread(). Neither takes @v->lock, which is held
- * while the virqfd is torn down (vfio_virqfd_disable() waits for them).
+ * which must not sleep): unmask from here when the ring has room and no
+ * unmask is owed (it must go first), else from dl_intx_unmask_thread().
+ * Neither takes @v->lock, which is held while the virqfd is torn down
+ * (vfio_virqfd_disable() waits for them).
  */
 static int dl_intx_unmask_handler(void *opaque, void *unused)
 {
 	struct dl_vdev *v = opaque;
 	struct dl_irq_mask m;
 
+	if (dl_intx_unmask_fault(v)) {
+		WRITE_ONCE(v->intx_fault, true);
+		return 1;
+	}
+	if (READ_ONCE(v->intx_unmask_owed))
+		return 1;
 	dl_intx_mask_msg(v, false, &m);
 	return dl_fabric_send_atomic(v->b->fab, READ_ONCE(v->host),
 				     DL_MSG_IRQ_MASK, &m, sizeof(m)) == -EAGAIN;
@@ -293,8 +361,9 @@ static void dl_intx_unmask_thread(void *opaque, void *unused)
 {
 	struct dl_vdev *v = opaque;
 
-	if (dl_intx_send_mask(v, false))
-		dev_dbg_ratelimited(dl_vdev_dev(v), "INTx unmask not sent\n");
+	mutex_lock(&v->intx_mask_lock);
+	dl_intx_unmask_locked(v, xchg(&v->intx_fault, false));
+	mutex_unlock(&v->intx_mask_lock);
 }
 
 /*
@@ -306,6 +375,7 @@ static int dl_irq_set_intx_mask(struct dl_vdev *v, struct vfio_irq_set *hdr,
 {
 	bool mask = (hdr->flags & VFIO_IRQ_SET_ACTION_TYPE_MASK) ==
 		    VFIO_IRQ_SET_ACTION_MASK;
+	int ret = 0;
 	s32 fd;
 
 	if (!v->irqs[VFIO_PCI_INTX_IRQ_INDEX].count || hdr->start ||
@@ -317,6 +387,7 @@ static int dl_irq_set_intx_mask(struct dl_vdev *v, struct vfio_irq_set *hdr,
 		fd = *(s32 *)data;
 		if (fd < 0) {
 			vfio_virqfd_disable(&v->intx_unmask);
+			dl_intx_forget_unmask(v);
 			return 0;
 		}
 		if (!v->intx_unmask_msg)
@@ -329,7 +400,16 @@ static int dl_irq_set_intx_mask(struct dl_vdev *v, struct vfio_irq_set *hdr,
 		return 0;
 	if (!v->intx_unmask_msg)
 		return 0;
-	return dl_intx_send_mask(v, mask);
+	mutex_lock(&v->intx_mask_lock);
+	if (mask) {
+		/* Later than an owed unmask: the device stays masked. */
+		WRITE_ONCE(v->intx_unmask_owed, false);
+		ret = dl_intx_send_mask(v, true);
+	} else {
+		dl_intx_unmask_locked(v, false);
+	}
+	mutex_unlock(&v->intx_mask_lock);
+	return ret;
 }
 
 /* SET_IRQS ACTION_TRIGGER on ERR or REQ. */

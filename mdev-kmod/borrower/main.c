@@ -25,6 +25,13 @@ module_param_named(bulk_pin, dl_bulk_pin, bool, 0644);
 MODULE_PARM_DESC(bulk_pin,
 		 "Pin guests' memory in bulk from their KVM memslots, anchored by VFIO (default on); off: page by page through VFIO");
 
+/* See internal.h; read by irq.c at each unmask. */
+unsigned int dl_fault_intx_unmask_every;
+module_param_named(fault_intx_unmask_every, dl_fault_intx_unmask_every,
+		   uint, 0644);
+MODULE_PARM_DESC(fault_intx_unmask_every,
+		 "Tests only: every Nth INTx unmask finds the lender's ring full (0: never)");
+
 static const u16 dl_borrower_msgs[] = {
 	DL_MSG_DEV_CHANGED,
 	DL_MSG_IRQ_FIRE,

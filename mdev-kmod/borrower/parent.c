@@ -226,6 +226,7 @@ static void dl_mdev_unlist(struct dl_vdev *v)
 	b->kept_same += READ_ONCE(v->kept_same);
 	b->kept_moved += READ_ONCE(v->kept_moved);
 	b->kept_dropped += READ_ONCE(v->kept_dropped);
+	b->intx_unmask_retries += READ_ONCE(v->intx_unmask_retries);
 	mutex_unlock(&b->lock);
 }
 

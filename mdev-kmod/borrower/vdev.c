@@ -743,6 +743,8 @@ static int dl_vdev_init(struct vfio_device *vdev)
 	xa_init(&v->kept);
 	INIT_DELAYED_WORK(&v->repin_work, dl_dma_repin_work);
 	spin_lock_init(&v->irq_lock);
+	mutex_init(&v->intx_mask_lock);
+	INIT_DELAYED_WORK(&v->intx_retry, dl_intx_retry_work);
 	v->state = DL_VDEV_IDLE;
 	return 0;
 }
@@ -752,9 +754,11 @@ static void dl_vdev_release(struct vfio_device *vdev)
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
 	cancel_delayed_work_sync(&v->repin_work);
+	cancel_delayed_work_sync(&v->intx_retry);
 	WARN_ON_ONCE(v->nkept);
 	xa_destroy(&v->kept);
 	xa_destroy(&v->pin_pages);
+	mutex_destroy(&v->intx_mask_lock);
 	mutex_destroy(&v->dma_lock);
 	mutex_destroy(&v->lock);
 }

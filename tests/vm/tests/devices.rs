@@ -440,20 +440,62 @@ fn nic_igb_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
 /// An e1000 (INTx only) lent whole to a guest's `e1000`: the lender masks
 /// INTx at the device when it fires, and it is ended by the borrower's
 /// unmask (VFIO's, from KVM's resampler at the guest's EOI), not by BAR
-/// accesses.
+/// accesses. Every `INTX_FAULT_EVERY`th unmask is made to find the
+/// lender's ring full (the borrower's `fault_intx_unmask_every`), as a
+/// stalled lender would: the borrower must send it again, or INTx stays
+/// masked and the traffic stops.
 fn intx_e1000_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let l = c.agent(LENDER)?;
     let pci = lenders_device(l, &E1000)?;
     // Counters of an earlier lend in this cluster, if any.
     let unmasks_before = twohost::lender_counter(l, &pci, "intx_unmasks").unwrap_or(0);
-    let lent = nic_lent_whole(c, &E1000, &E1000_NET)?;
+    let b = c.agent(BORROWER)?;
+    lending::ensure_module(b)?;
+    let retries_before = unmask_retries(b)?;
+    set_unmask_fault(b, INTX_FAULT_EVERY)?;
+    let res = nic_lent_whole(c, &E1000, &E1000_NET);
+    let reset = set_unmask_fault(c.agent(BORROWER)?, 0);
+    let lent = res?;
+    reset?;
     let unmasks = fabric::counter(&lent, "intx_unmasks")? - unmasks_before;
-    println!("  {unmasks} unmasks from the borrower ended them");
+    let retries = unmask_retries(c.agent(BORROWER)?)? - retries_before;
+    println!(
+        "  {unmasks} unmasks from the borrower ended them, {retries} sent again after a full ring"
+    );
     ensure!(
         unmasks > 0,
         "no INTx was ended by an unmask from the borrower: {lent:?}"
     );
+    ensure!(
+        retries > 0,
+        "no unmask was made to find the ring full ({unmasks} unmasks, every {INTX_FAULT_EVERY}th to fail)"
+    );
     Ok(())
+}
+
+/// Every how many INTx unmasks one finds the lender's ring full in the
+/// e1000 check: often enough to happen many times, rarely enough that
+/// the retries (`DL_INTX_RETRY_MS`, 100 ms each) do not slow the check
+/// much.
+const INTX_FAULT_EVERY: u32 = 25;
+
+const FAULT_PARAM: &str = "/sys/module/devlend_borrower/parameters/fault_intx_unmask_every";
+
+fn set_unmask_fault(b: &AgentClient, every: u32) -> anyhow::Result<()> {
+    sh(b, &format!("echo {every} > {FAULT_PARAM}"))
+        .map(drop)
+        .context("the borrower's INTx unmask fault injection")
+}
+
+/// Unmasks the borrower sent again after a full ring, over all its mdevs
+/// ever (debugfs `devlend/borrower`).
+fn unmask_retries(b: &AgentClient) -> anyhow::Result<u64> {
+    let text = sh(b, "cat /sys/kernel/debug/devlend/borrower")?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("borrower "))
+        .with_context(|| format!("no borrower line in {text:?}"))?;
+    fabric::counter(&fabric::parse_kv(line), "intx_unmask_retries")
 }
 
 /// Two VFs of the lender's igb lent to guests on both borrowers at once
