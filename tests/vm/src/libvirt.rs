@@ -97,17 +97,23 @@ virsh -c qemu:///system version"
 /// guest images with `cmd` (as [`guest::run`] does), its serial console
 /// written to `console` inside the writable root, and destroyed rather
 /// than rebooted when the guest ends. `images` is the outer machine's path:
-/// the writable root sees the outer root unmasked.
-pub fn boot_guest_domain(domain: &str, images: &Path, cmd: &str, console: &str) -> String {
+/// the writable root sees the outer root unmasked. Fails when `cmd` does
+/// not fit the guest kernel's command line ([`guest::kernel_cmdline`]).
+pub fn boot_guest_domain(
+    domain: &str,
+    images: &Path,
+    cmd: &str,
+    console: &str,
+) -> anyhow::Result<String> {
     let img = images.display();
-    domain
+    let cmdline = guest::kernel_cmdline(cmd)?;
+    Ok(domain
         .replacen(
             "  </os>\n",
             &format!(
                 "    <kernel>{img}/vmlinuz</kernel>\n    <initrd>{img}/guest-initrd.img</initrd>\n    \
-                 <cmdline>console=ttyS0 quiet panic=-1 devlend.cmd={}</cmdline>\n  </os>\n  \
-                 <on_reboot>destroy</on_reboot>\n  <cpu mode='host-passthrough'/>\n",
-                guest::base64(cmd.as_bytes())
+                 <cmdline>{cmdline}</cmdline>\n  </os>\n  \
+                 <on_reboot>destroy</on_reboot>\n  <cpu mode='host-passthrough'/>\n"
             ),
             1,
         )
@@ -118,7 +124,7 @@ pub fn boot_guest_domain(domain: &str, images: &Path, cmd: &str, console: &str) 
                  <memballoon model='none'/>\n  </devices>\n"
             ),
             1,
-        )
+        ))
 }
 
 #[cfg(test)]
@@ -128,7 +134,7 @@ mod tests {
     #[test]
     fn boot_guest_domain_adds_kernel_console_and_no_reboot() {
         let d = "<domain type='kvm'>\n  <os>\n    <type>hvm</type>\n  </os>\n  <devices>\n    <hostdev/>\n  </devices>\n</domain>\n";
-        let x = boot_guest_domain(d, Path::new("/img"), "echo hi", "/tmp/c");
+        let x = boot_guest_domain(d, Path::new("/img"), "echo hi", "/tmp/c").unwrap();
         assert!(x.contains("<kernel>/img/vmlinuz</kernel>"));
         assert!(x.contains(&format!("devlend.cmd={}", guest::base64(b"echo hi"))));
         assert!(x.contains("<on_reboot>destroy</on_reboot>"));
@@ -136,5 +142,16 @@ mod tests {
             "<source path='/tmp/c'/></serial>\n    <memballoon model='none'/>\n  </devices>"
         ));
         assert!(x.contains("<hostdev/>"));
+    }
+
+    #[test]
+    fn boot_guest_domain_refuses_a_command_the_kernel_would_not_keep() {
+        let d = "<domain type='kvm'>\n  <os>\n  </os>\n  <devices>\n  </devices>\n</domain>\n";
+        // Random bytes do not compress: too long even gzipped.
+        let cmd: String = (0..3000)
+            .map(|_| char::from(b'!' + rand::random::<u8>() % 90))
+            .collect();
+        let err = boot_guest_domain(d, Path::new("/img"), &cmd, "/tmp/c").unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
     }
 }

@@ -685,7 +685,7 @@ echo \"reread $(sha256sum /tmp/back | cut -d' ' -f1)\"",
             b,
             &format!("{cli} libvirt-xml --domain dl-libvirt --memory {GUEST_MIB} --alias ua-dl0 {LIBVIRT_MDEV}"),
         )?;
-        let dom = libvirt::boot_guest_domain(&dom, &images, &script, console);
+        let dom = libvirt::boot_guest_domain(&dom, &images, &script, console)?;
         lv.rw.sh(
             b,
             &format!(
