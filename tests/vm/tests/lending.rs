@@ -529,6 +529,38 @@ fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
 }
 
 /// The number of DMA remapping faults the lender's kernel has logged.
+/// Where the peer-to-peer check maps the BAR for the device: a 2 MiB block
+/// of its own below the driver's buffer (0x10000000).
+const P2P_IOVA: u64 = 0x0800_0000;
+
+/// The lender's IOMMU faults logged at one address so far.
+fn dmar_faults_at(lender: &devlend_agent::AgentClient, addr: u64) -> anyhow::Result<usize> {
+    Ok(sh(
+        lender,
+        &format!("dmesg | grep -c 'DMAR:.*fault addr {addr:#x} ' || true"),
+    )?
+    .trim()
+    .parse()
+    .unwrap_or(0))
+}
+
+/// The borrower's display adapter (`vga0` in two-host.toml, QEMU's
+/// secondary-vga: vendor 0x1234, device 0x1111), enabled so its VRAM
+/// decodes: its BAR 0 file.
+fn p2p_target(b: &devlend_agent::AgentClient) -> anyhow::Result<String> {
+    let out = sh(
+        b,
+        "for d in /sys/bus/pci/devices/*; do
+  [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1234:0x1111 ] || continue
+  [ -e $d/driver ] && { echo \"$d is claimed by $(basename $(readlink $d/driver))\" >&2; exit 1; }
+  echo 1 > $d/enable; echo $d/resource0; exit 0
+done
+echo 'no display adapter (vga0 of two-host.toml)' >&2; exit 1",
+    )
+    .context("the peer-to-peer target")?;
+    Ok(out.trim().to_owned())
+}
+
 fn dmar_faults(lender: &devlend_agent::AgentClient) -> anyhow::Result<usize> {
     Ok(sh(lender, "dmesg | grep -c 'DMAR:.*fault addr' || true")?
         .trim()
@@ -835,20 +867,28 @@ fn stats_during_driver_io(c: &mut Cluster) -> anyhow::Result<()> {
 
 /// The userspace NVMe driver from the borrower, no guest: Identify,
 /// verified I/O with completions signalled by MSI-X eventfds; then bad
-/// input: out-of-range reads, BAR overruns, and DMA to an IOVA nobody
-/// mapped, which the lender's IOMMU blocks (a fault it reports) while
-/// nothing is written: the driver's sentinel buffers stay intact and the
+/// input: out-of-range reads, BAR overruns, DMA to an IOVA nobody
+/// mapped, and peer-to-peer DMA into a PCI BAR mapped at an IOVA (the
+/// borrower's display adapter's VRAM, which devlend does not lend DMA to:
+/// docs/p2p.md). The lender's IOMMU blocks both DMAs (faults it reports,
+/// one at the BAR's IOVA) while nothing is written: the driver's sentinel
+/// buffers and the BAR stay intact, the read into the BAR fails, and the
 /// lender's backing file is unchanged outside the driver's range.
 fn userspace_driver_io_and_bad_input(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let before_faults = dmar_faults(l)?;
+    let before_p2p_faults = dmar_faults_at(l, P2P_IOVA)?;
     let before_sha = lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))?;
     let before_cfg = twohost::lender_counter(l, &nvme, "cfg_reads")?;
+    let vram = p2p_target(b)?;
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let out = b.sh(
-        &format!("{drv} --mdev {uuid} --bad-input --ios 2000 --json"),
+        &format!(
+            "{drv} --mdev {uuid} --bad-input --p2p-target {vram} --p2p-iova {P2P_IOVA:#x} \
+             --ios 2000 --json"
+        ),
         Duration::from_secs(600),
     );
     let removed = lending::remove_mdev(b, &uuid);
@@ -885,6 +925,16 @@ fn userspace_driver_io_and_bad_input(c: &mut Cluster) -> anyhow::Result<()> {
     ensure!(
         faults > before_faults,
         "the lender's IOMMU reported no fault for the unmapped DMA"
+    );
+    let p2p = r["bad_input"]["p2p_dma"].as_str().unwrap_or_default();
+    println!("  read into a PCI BAR: {p2p}");
+    ensure!(
+        !p2p.starts_with("success") && p2p.ends_with("BAR intact"),
+        "peer-to-peer DMA was not refused: {p2p:?}"
+    );
+    ensure!(
+        dmar_faults_at(l, P2P_IOVA)? > before_p2p_faults,
+        "the lender's IOMMU reported no fault at the BAR's IOVA {P2P_IOVA:#x}"
     );
     ensure!(
         lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == before_sha,

@@ -301,7 +301,15 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         ]);
         (id.clone(), args)
     });
-    for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(nics).chain(ahci)) {
+    let vga = host.vga.iter().map(|d| {
+        let id = &d.id;
+        let args = vec![
+            "-device".to_owned(),
+            format!("secondary-vga,id={id},bus=rp-{id}"),
+        ];
+        (id.clone(), args)
+    });
+    for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(nics).chain(ahci).chain(vga)) {
         push(
             &mut a,
             &[
@@ -324,7 +332,7 @@ mod tests {
              [[host.nvme]]\nid='nvme0'\nsize='64M'\n[[host.igb]]\nid='igb0'\npeer=true\n\
              [[host.ahci]]\nid='sata0'\nsize='16M'\n[[host.e1000]]\nid='nic1'\npeer=true\n\
              [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n\
-             [[host.virtio_net]]\nid='lan0'\nnetwork='lan0'\n\
+             [[host.virtio_net]]\nid='lan0'\nnetwork='lan0'\n[[host.vga]]\nid='vga0'\n\
              [[host]]\nname='other'\nmemory='512M'\niommu=true\n\
              [[host.igb]]\nid='nic0'\nnetwork='lan0'\n",
         )
@@ -500,6 +508,14 @@ mod tests {
         assert_eq!(
             value_after(&o, "-device", "igb,"),
             ["igb,id=nic0,netdev=net-nic0,bus=rp-nic0,mac=52:54:00:d1:02:00"]
+        );
+        // A display adapter, behind the next root port.
+        assert_eq!(
+            value_after(&b, "-device", "vga0"),
+            [
+                "pcie-root-port,id=rp-vga0,chassis=2,slot=2",
+                "secondary-vga,id=vga0,bus=rp-vga0"
+            ]
         );
         // NICs without a network stay on their host's hub.
         assert!(!args(0).iter().any(|s| s.contains("stream")));

@@ -151,6 +151,20 @@ pub struct HostSpec {
     /// their own), e.g. its end of a network a lent NIC is on.
     #[serde(default)]
     pub virtio_net: Vec<NicSpec>,
+    /// Display adapters (QEMU's `secondary-vga`), not lent: 16 MiB of
+    /// VRAM in BAR 0 that no driver of the host claims, so a test can map
+    /// it from userspace as a PCI BAR that holds what is written to it
+    /// (the peer-to-peer check's target).
+    #[serde(default)]
+    pub vga: Vec<VgaSpec>,
+}
+
+/// An emulated display adapter.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VgaSpec {
+    /// Device id, unique in the host; `[a-z0-9-]`.
+    pub id: String,
 }
 
 /// An emulated disk controller (AHCI) with one disk, backed by a file on
@@ -327,6 +341,7 @@ impl Topology {
                 .map(|d| d.id.as_str())
                 .chain(h.nics().map(|(_, d)| d.id.as_str()))
                 .chain(h.ahci.iter().map(|d| d.id.as_str()))
+                .chain(h.vga.iter().map(|d| d.id.as_str()))
                 .collect();
             for (j, id) in ids.iter().enumerate() {
                 if !is_name(id) || ids[..j].contains(id) {

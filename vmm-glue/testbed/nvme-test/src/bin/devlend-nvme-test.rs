@@ -24,6 +24,8 @@ use clap::Parser;
 use devlend_nvme_test::{Identity, Nvme, NvmeConfig, NvmeError, MAX_IO_SIZE, NVM_READ, NVM_WRITE};
 use devlend_vfio::{mdev_path, DeviceEvent, KernelVfio, RemoteDevice, VfioBackend};
 use event_manager::{EventManager, MutEventSubscriber, SubscriberOps};
+use vm_memory::mmap::MmapRegion;
+use vm_memory::{Bytes, FileOffset, VolatileMemory};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -93,6 +95,18 @@ struct Args {
     /// "LBA Out of Range" and that the queue still works after it.
     #[arg(long)]
     bad_input: bool,
+    /// With --bad-input, also try peer-to-peer DMA: map the first page of
+    /// this PCI BAR (a sysfs `resourceN` file of a memory BAR that no driver
+    /// claims, e.g. a display adapter's VRAM) into the device's DMA space at
+    /// --p2p-iova before the device is set up, then read data into it.
+    /// devlend lends DMA to RAM only (docs/p2p.md): the read must fail and
+    /// the BAR must keep what was there.
+    #[arg(long, requires = "bad_input")]
+    p2p_target: Option<PathBuf>,
+    /// IOVA of the --p2p-target page (page aligned, below 4 GiB, outside
+    /// the DMA buffer).
+    #[arg(long, default_value = "0x8000000", value_parser = parse_u64)]
+    p2p_iova: u64,
     /// Reset the device (VFIO_DEVICE_RESET) before use; on an mdev this borrows it.
     #[arg(long)]
     reset: bool,
@@ -274,7 +288,11 @@ struct BadInput {
     /// A read whose buffer is an IOVA nobody mapped: the device's status,
     /// and whether every mapped data buffer kept its sentinel bytes.
     unmapped_dma: String,
-    /// All three as expected, and the queue still works afterwards.
+    /// With --p2p-target: a read whose buffer is a PCI BAR mapped at an
+    /// IOVA: the device's status (must not be success), and whether the
+    /// BAR kept its sentinel bytes.
+    p2p_dma: Option<String>,
+    /// All as expected, and the queue still works afterwards.
     passed: bool,
 }
 
@@ -479,11 +497,113 @@ fn status_of(r: Result<devlend_nvme_test::Completion, NvmeError>) -> Result<Stri
     }
 }
 
+/// The first page of a PCI memory BAR, mapped for the device's DMA at an
+/// IOVA: the target of the peer-to-peer check.
+struct P2pTarget {
+    page: MmapRegion,
+    iova: u64,
+}
+
+/// Bytes of the BAR mapped: one page.
+const P2P_LEN: usize = 4096;
+/// What the BAR holds while the device is asked to DMA into it.
+const P2P_SENTINEL: u8 = 0x5a;
+
+impl P2pTarget {
+    /// Maps the BAR's first page from `file` (sysfs `resourceN`) and hands
+    /// it to the container at `iova`, before the device's bus mastering is
+    /// on, so the borrower sees it among the mapped IOVAs.
+    fn map(
+        file: &std::path::Path,
+        iova: u64,
+        dev: &RemoteDevice<KernelVfio>,
+    ) -> Result<Self, NvmeError> {
+        let cfg =
+            |what: String| NvmeError::Config(format!("--p2p-target {}: {what}", file.display()));
+        if iova % P2P_LEN as u64 != 0 || iova >= 1 << 32 {
+            return Err(cfg(format!(
+                "--p2p-iova {iova:#x} must be page aligned and below 4 GiB"
+            )));
+        }
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(file)
+            .map_err(|e| cfg(e.to_string()))?;
+        let page = MmapRegion::from_file(FileOffset::new(f, 0), P2P_LEN)
+            .map_err(|e| cfg(format!("mmap: {e}")))?;
+        // SAFETY: `run_device` declares the `P2pTarget` before the `Nvme`
+        // that owns the device and its container, so `page` is unmapped
+        // only after the container is closed, which ends the DMA mapping;
+        // it is only read and written through volatile slices.
+        unsafe { dev.backend().dma_map(iova, P2P_LEN as u64, page.as_ptr()) }
+            .map_err(|e| cfg(format!("VFIO map at {iova:#x}: {e}")))?;
+        Ok(P2pTarget { page, iova })
+    }
+
+    fn fill(&self, byte: u8) -> Result<(), NvmeError> {
+        self.page
+            .get_slice(0, P2P_LEN)
+            .map_err(|e| NvmeError::Config(format!("p2p target: {e}")))?
+            .write_slice(&[byte; P2P_LEN], 0)
+            .map_err(|e| NvmeError::Config(format!("p2p target: {e}")))
+    }
+
+    /// Whether every byte is `byte`.
+    fn holds(&self, byte: u8) -> Result<bool, NvmeError> {
+        let mut got = [0u8; P2P_LEN];
+        self.page
+            .get_slice(0, P2P_LEN)
+            .map_err(|e| NvmeError::Config(format!("p2p target: {e}")))?
+            .read_slice(&mut got, 0)
+            .map_err(|e| NvmeError::Config(format!("p2p target: {e}")))?;
+        Ok(got.iter().all(|&b| b == byte))
+    }
+}
+
+/// Step 4 of the bad input, peer-to-peer: a read of LBA `lba` whose buffer
+/// is the BAR page at `p2p.iova`. The borrower pins and maps RAM only
+/// (vfio_pin_pages() refuses a page that is not RAM), so the lender's IOMMU
+/// must stop the DMA: the command fails and the BAR keeps its sentinel.
+fn p2p_dma(
+    nvme: &mut Nvme<KernelVfio>,
+    p2p: &P2pTarget,
+    identity: &Identity,
+    io_size: u32,
+    lba: u64,
+) -> Result<(String, bool), Failure> {
+    p2p.fill(P2P_SENTINEL)?;
+    if !p2p.holds(P2P_SENTINEL)? {
+        return Err(Failure::Setup(NvmeError::Config(
+            "the --p2p-target BAR does not keep what is written to it (memory decode off, or not RAM-like)"
+                .into(),
+        )));
+    }
+    let mut cmd = nvme.rw_command(NVM_READ, lba, 0);
+    cmd.prp1 = p2p.iova;
+    cmd.prp2 = 0;
+    if io_size > 4096 {
+        cmd.cdw[2] = 4096 / identity.block_size - 1;
+    }
+    let status = status_of(nvme.io_sync("read into a PCI BAR", cmd))?;
+    let intact = p2p.holds(P2P_SENTINEL)?;
+    let ok = status != "success" && intact;
+    Ok((
+        format!(
+            "{status} at IOVA {:#x}, BAR {}",
+            p2p.iova,
+            if intact { "intact" } else { "CHANGED" }
+        ),
+        ok,
+    ))
+}
+
 fn bad_input(
     nvme: &mut Nvme<KernelVfio>,
     identity: &Identity,
     args: &Args,
     first_lba: u64,
+    p2p: Option<&P2pTarget>,
 ) -> Result<BadInput, Failure> {
     // 1. Past the end of the namespace.
     let cmd = nvme.rw_command(NVM_READ, identity.ns_blocks, 0);
@@ -534,14 +654,23 @@ fn bad_input(
         if intact { "intact" } else { "CHANGED" }
     );
 
+    let (p2p_dma, p2p_ok) = match p2p {
+        Some(t) => {
+            let (what, ok) = p2p_dma(nvme, t, identity, args.io_size, first_lba)?;
+            (Some(what), ok)
+        }
+        None => (None, true),
+    };
+
     // The queue still works after all of it.
     let probe = nvme.rw_command(NVM_READ, first_lba, 0);
     nvme.io_sync("read after the bad commands", probe)?;
     Ok(BadInput {
-        passed: lba_out_of_range == "lba-out-of-range" && bar_ok && intact,
+        passed: lba_out_of_range == "lba-out-of-range" && bar_ok && intact && p2p_ok,
         lba_out_of_range,
         bar_overrun,
         unmapped_dma,
+        p2p_dma,
     })
 }
 
@@ -565,6 +694,13 @@ fn run_device(
         io_size: args.io_size,
         timeout: Duration::from_secs(args.timeout),
     };
+    // Before `nvme`, so dropped after it (see `P2pTarget::map`).
+    let p2p = args
+        .p2p_target
+        .as_deref()
+        .map(|f| P2pTarget::map(f, args.p2p_iova, &dev))
+        .transpose()
+        .map_err(Failure::Setup)?;
     let mut nvme = Nvme::new(dev, cfg).map_err(Failure::Setup)?;
     let identity = nvme.identify_and_setup().map_err(Failure::Setup)?;
     if !args.json {
@@ -649,7 +785,13 @@ fn run_device(
     }
 
     let bad_input = if args.bad_input {
-        Some(bad_input(&mut nvme, &identity, args, verified.first)?)
+        Some(bad_input(
+            &mut nvme,
+            &identity,
+            args,
+            verified.first,
+            p2p.as_ref(),
+        )?)
     } else {
         None
     };
@@ -763,6 +905,9 @@ fn main() -> ExitCode {
                     );
                     println!("bad input: BAR0 read across its end: {}", b.bar_overrun);
                     println!("bad input: read into an unmapped IOVA: {}", b.unmapped_dma);
+                    if let Some(p) = &b.p2p_dma {
+                        println!("bad input: read into a PCI BAR (peer-to-peer): {p}");
+                    }
                 }
                 println!("{}", timed_line(&r));
                 println!(
