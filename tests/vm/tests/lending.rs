@@ -872,8 +872,10 @@ fn stats_during_driver_io(c: &mut Cluster) -> anyhow::Result<()> {
 /// borrower's display adapter's VRAM, which devlend does not lend DMA to:
 /// docs/p2p.md). The lender's IOMMU blocks both DMAs (faults it reports,
 /// one at the BAR's IOVA) while nothing is written: the driver's sentinel
-/// buffers and the BAR stay intact, the read into the BAR fails, and the
-/// lender's backing file is unchanged outside the driver's range.
+/// buffers and the BAR stay intact, and the lender's backing file is
+/// unchanged outside the driver's range. (Both reads complete as
+/// successful: their data goes out as posted writes, which an IOMMU drops
+/// without telling the device.)
 fn userspace_driver_io_and_bad_input(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
@@ -929,7 +931,7 @@ fn userspace_driver_io_and_bad_input(c: &mut Cluster) -> anyhow::Result<()> {
     let p2p = r["bad_input"]["p2p_dma"].as_str().unwrap_or_default();
     println!("  read into a PCI BAR: {p2p}");
     ensure!(
-        !p2p.starts_with("success") && p2p.ends_with("BAR intact"),
+        p2p.ends_with("BAR intact"),
         "peer-to-peer DMA was not refused: {p2p:?}"
     );
     ensure!(
