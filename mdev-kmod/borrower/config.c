@@ -20,8 +20,10 @@
  *               I/O BARs are not offered (no lender serves them) and
  *               read as absent
  *   ROM BAR     reads 0, writes dropped (no ROM is offered)
- *   MSI, MSI-X  whole capability virtual: QEMU drives the vectors through
- *               SET_IRQS, never through these registers
+ *   MSI, MSI-X  whole capability virtual (dl_cap_is_virtual(), the
+ *               model shared with the lender in dl_pci_cfg.h): QEMU drives
+ *               the vectors through SET_IRQS, never through these
+ *               registers; guests write only dl_cap_virt_wmask()'s bits
  *   INTx pin    reads 0: the lender relays MSI and MSI-X only, so the
  *               guest (and QEMU) must not count on INTx
  * A PCIe FLR written to the device control register takes the reset path.
@@ -33,8 +35,7 @@
  * piece that mixes virtual and other bytes is read through and the
  * virtual bytes laid over it. A write is split further where a piece
  * spans regions (command and status, one capability and the next), so
- * that each byte takes the filter of its own region; of MSI and MSI-X
- * only the bits vfio-pci lets a guest write take.
+ * that each byte takes the filter of its own region.
  */
 #include <linux/bitfield.h>
 #include <linux/pci.h>
@@ -54,37 +55,58 @@ static bool dl_config_in(unsigned int off, unsigned int start,
 	return start && off >= start && off < start + len;
 }
 
-/* What a byte of config space belongs to, and so which filter it takes. */
+/*
+ * What a byte of config space belongs to, and so which filter it takes:
+ * in the header, its field's view in the model shared with the lender
+ * (dl_header_field()); above it, a virtual capability or the device.
+ */
 enum dl_cfg_region {
-	DL_CFG_DEV,		/* the device's own */
-	DL_CFG_ID,		/* vendor, device, revision, class */
-	DL_CFG_COMMAND,
-	DL_CFG_BAR,
-	DL_CFG_ROM,
-	DL_CFG_INTX_PIN,
-	DL_CFG_MSI,
-	DL_CFG_MSIX,
+	DL_CFG_DEV = DL_HDR_DEV,
+	DL_CFG_ID = DL_HDR_ID,
+	DL_CFG_COMMAND = DL_HDR_COMMAND,
+	DL_CFG_BAR = DL_HDR_BAR,
+	DL_CFG_ROM = DL_HDR_ROM,
+	DL_CFG_INTX_PIN = DL_HDR_INTX_PIN,
+	DL_CFG_VCAP,		/* a virtual capability */
 };
+
+/* The virtual capability that holds the byte at @off, or NULL. */
+static const struct dl_vcap *dl_config_vcap_at(struct dl_vdev *v,
+					       unsigned int off)
+{
+	unsigned int i;
+
+	for (i = 0; i < v->nvcaps; i++)
+		if (dl_config_in(off, v->vcaps[i].pos, v->vcaps[i].len))
+			return &v->vcaps[i];
+	return NULL;
+}
+
+/**
+ * dl_config_cap_pos() - where a virtual capability is.
+ * @v: the mdev, open.
+ * @id: the capability's id.
+ *
+ * Return: its offset in config space, or 0 if the mdev does not serve it.
+ */
+unsigned int dl_config_cap_pos(struct dl_vdev *v, u8 id)
+{
+	unsigned int i;
+
+	for (i = 0; i < v->nvcaps; i++)
+		if (v->vcaps[i].id == id)
+			return v->vcaps[i].pos;
+	return 0;
+}
 
 static enum dl_cfg_region dl_config_region(struct dl_vdev *v,
 					   unsigned int off)
 {
-	if (off < PCI_COMMAND ||
-	    (off >= PCI_CLASS_REVISION && off < PCI_CACHE_LINE_SIZE))
-		return DL_CFG_ID;
-	if (off == PCI_COMMAND || off == PCI_COMMAND + 1)
-		return DL_CFG_COMMAND;
-	if (off >= PCI_BASE_ADDRESS_0 && off < PCI_BASE_ADDRESS_5 + 4)
-		return DL_CFG_BAR;
-	if (off >= PCI_ROM_ADDRESS && off < PCI_ROM_ADDRESS + 4)
-		return DL_CFG_ROM;
-	if (off == PCI_INTERRUPT_PIN)
-		return DL_CFG_INTX_PIN;
+	if (off < PCI_STD_HEADER_SIZEOF)
+		return (enum dl_cfg_region)dl_header_field(off).view;
 	/* Should the lender's capabilities overlap, each byte has one. */
-	if (dl_config_in(off, v->msi_cap, v->msi_len))
-		return DL_CFG_MSI;
-	if (dl_config_in(off, v->msix_cap, PCI_CAP_MSIX_SIZEOF))
-		return DL_CFG_MSIX;
+	if (dl_config_vcap_at(v, off))
+		return DL_CFG_VCAP;
 	return DL_CFG_DEV;
 }
 
@@ -293,10 +315,14 @@ static int dl_config_snapshot(struct dl_vdev *v)
 	return dl_config_snapshot_dwords(v);
 }
 
-/* Finds the capabilities the copy virtualizes. */
+/*
+ * Finds the capabilities the copy virtualizes (dl_cap_is_virtual()), each
+ * whole inside the standard config space (else its bytes stay the
+ * device's, where the lender keeps them read-only), and PCI Express.
+ */
 static void dl_config_find_caps(struct dl_vdev *v)
 {
-	unsigned int pos, ttl = 48;
+	unsigned int pos, len, ttl = 48;
 	u8 id;
 
 	if (!(dl_config_get(v, PCI_STATUS, 2) & PCI_STATUS_CAP_LIST))
@@ -305,21 +331,17 @@ static void dl_config_find_caps(struct dl_vdev *v)
 	while (pos >= PCI_STD_HEADER_SIZEOF && pos <= PCI_CFG_SPACE_SIZE - 4 &&
 	       ttl--) {
 		id = dl_config_get(v, pos + PCI_CAP_LIST_ID, 1);
-		switch (id) {
-		case PCI_CAP_ID_MSI:
-			v->msi_cap = pos;
-			v->msi_len = dl_msi_cap_len(dl_config_get(v, pos + PCI_MSI_FLAGS, 2));
-			if (pos + v->msi_len > PCI_CFG_SPACE_SIZE)
-				v->msi_cap = 0;
-			break;
-		case PCI_CAP_ID_MSIX:
-			if (pos + PCI_CAP_MSIX_SIZEOF <= PCI_CFG_SPACE_SIZE)
-				v->msix_cap = pos;
-			break;
-		case PCI_CAP_ID_EXP:
-			if (pos + PCI_EXP_DEVCTL + 2 <= PCI_CFG_SPACE_SIZE)
-				v->pcie_cap = pos;
-			break;
+		if (dl_cap_is_virtual(id) && v->nvcaps < DL_B_VCAPS &&
+		    !dl_config_cap_pos(v, id)) {
+			len = dl_std_cap_len(id, dl_config_get(v, pos + PCI_CAP_FLAGS, 2),
+					     PCI_CFG_SPACE_SIZE);
+			if (pos + len <= PCI_CFG_SPACE_SIZE)
+				v->vcaps[v->nvcaps++] = (struct dl_vcap){
+					.id = id, .pos = pos, .len = len,
+				};
+		} else if (id == PCI_CAP_ID_EXP &&
+			   pos + PCI_EXP_DEVCTL + 2 <= PCI_CFG_SPACE_SIZE) {
+			v->pcie_cap = pos;
 		}
 		pos = dl_config_get(v, pos + PCI_CAP_LIST_NEXT, 1) & ~3;
 	}
@@ -400,8 +422,7 @@ int dl_config_init(struct dl_vdev *v)
 	ret = dl_config_snapshot(v);
 	if (ret)
 		goto err_free;
-	v->msi_cap = 0;
-	v->msix_cap = 0;
+	v->nvcaps = 0;
 	v->pcie_cap = 0;
 	dl_config_find_caps(v);
 	dl_config_init_bars(v);
@@ -439,6 +460,8 @@ void dl_config_free(struct dl_vdev *v)
  */
 void dl_config_after_reset(struct dl_vdev *v)
 {
+	unsigned int msi = dl_config_cap_pos(v, PCI_CAP_ID_MSI);
+	unsigned int msix = dl_config_cap_pos(v, PCI_CAP_ID_MSIX);
 	u16 cmd;
 
 	lockdep_assert_held(&v->lock);
@@ -446,13 +469,13 @@ void dl_config_after_reset(struct dl_vdev *v)
 	cmd = dl_config_get(v, PCI_COMMAND, 2);
 	cmd &= ~(PCI_COMMAND_IO | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
 	dl_config_put(v, PCI_COMMAND, 2, cmd);
-	if (v->msi_cap)
-		dl_config_put(v, v->msi_cap + PCI_MSI_FLAGS, 2,
-			      dl_config_get(v, v->msi_cap + PCI_MSI_FLAGS, 2) &
+	if (msi)
+		dl_config_put(v, msi + PCI_MSI_FLAGS, 2,
+			      dl_config_get(v, msi + PCI_MSI_FLAGS, 2) &
 			      ~(PCI_MSI_FLAGS_ENABLE | PCI_MSI_FLAGS_QSIZE));
-	if (v->msix_cap)
-		dl_config_put(v, v->msix_cap + PCI_MSIX_FLAGS, 2,
-			      dl_config_get(v, v->msix_cap + PCI_MSIX_FLAGS, 2) &
+	if (msix)
+		dl_config_put(v, msix + PCI_MSIX_FLAGS, 2,
+			      dl_config_get(v, msix + PCI_MSIX_FLAGS, 2) &
 			      ~(PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL));
 }
 
@@ -499,67 +522,44 @@ static void dl_config_write_bar(struct dl_vdev *v, unsigned int off,
 		      type_bits);
 }
 
-/*
- * The bits of the byte at @rel in the MSI capability that the guest may
- * write, after vfio_pci_config.c: enable and Multiple Message Enable, the
- * address, the data and the mask bits. The rest (header, the capability
- * bits that say how long the capability is, pending bits) is read-only.
- */
-static u8 dl_config_msi_wmask(struct dl_vdev *v, unsigned int rel)
+/* No more MSI vectors enabled than the device is capable of. */
+static void dl_config_msi_clamp(struct dl_vdev *v, unsigned int flags_at)
 {
-	u16 flags = dl_config_get(v, v->msi_cap + PCI_MSI_FLAGS, 2);
-	bool is64 = flags & PCI_MSI_FLAGS_64BIT;
-	unsigned int data = is64 ? PCI_MSI_DATA_64 : PCI_MSI_DATA_32;
-	unsigned int mask = is64 ? PCI_MSI_MASK_64 : PCI_MSI_MASK_32;
+	u16 flags = dl_config_get(v, flags_at, 2);
 
-	if (rel == PCI_MSI_FLAGS)
-		return PCI_MSI_FLAGS_ENABLE | PCI_MSI_FLAGS_QSIZE;
-	if (rel >= PCI_MSI_ADDRESS_LO && rel < PCI_MSI_ADDRESS_LO + 4)
-		return 0xff;
-	if (is64 && rel >= PCI_MSI_ADDRESS_HI && rel < PCI_MSI_ADDRESS_HI + 4)
-		return 0xff;
-	if (rel >= data && rel < data + 2)
-		return 0xff;
-	if ((flags & PCI_MSI_FLAGS_MASKBIT) && rel >= mask && rel < mask + 4)
-		return 0xff;
-	return 0;
-}
-
-/* Of MSI-X, only enable and function mask are writable. */
-static u8 dl_config_msix_wmask(unsigned int rel)
-{
-	if (rel == PCI_MSIX_FLAGS + 1)
-		return (PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL) >> 8;
-	return 0;
-}
-
-/* A write to the MSI or MSI-X capability: only the writable bits take. */
-static void dl_config_write_msi(struct dl_vdev *v, enum dl_cfg_region region,
-				unsigned int off, unsigned int size, u32 val)
-{
-	unsigned int cap = region == DL_CFG_MSI ? v->msi_cap : v->msix_cap;
-	unsigned int i, rel;
-	u16 flags;
-	u8 wmask;
-
-	for (i = 0; i < size; i++) {
-		rel = off + i - cap;
-		wmask = region == DL_CFG_MSI ? dl_config_msi_wmask(v, rel) :
-					       dl_config_msix_wmask(rel);
-		v->vconfig[off + i] = (v->vconfig[off + i] & ~wmask) |
-				      ((val >> (8 * i)) & wmask);
-	}
-	if (region != DL_CFG_MSI ||
-	    !(off <= cap + PCI_MSI_FLAGS && off + size > cap + PCI_MSI_FLAGS))
-		return;
-	/* No more vectors enabled than the device is capable of. */
-	flags = dl_config_get(v, cap + PCI_MSI_FLAGS, 2);
 	if (FIELD_GET(PCI_MSI_FLAGS_QSIZE, flags) >
 	    FIELD_GET(PCI_MSI_FLAGS_QMASK, flags)) {
 		flags &= ~PCI_MSI_FLAGS_QSIZE;
 		flags |= FIELD_PREP(PCI_MSI_FLAGS_QSIZE,
 				    FIELD_GET(PCI_MSI_FLAGS_QMASK, flags));
-		dl_config_put(v, cap + PCI_MSI_FLAGS, 2, flags);
+		dl_config_put(v, flags_at, 2, flags);
+	}
+}
+
+/*
+ * A write to virtual capabilities: of each byte only the bits the shared
+ * model lets a guest write take (dl_cap_virt_wmask()), by the capability
+ * that byte is in (a run may end one and start the next).
+ */
+static void dl_config_write_vcap(struct dl_vdev *v, unsigned int off,
+				 unsigned int size, u32 val)
+{
+	const struct dl_vcap *cap;
+	unsigned int i, rel;
+	u8 wmask;
+
+	for (i = 0; i < size; i++) {
+		cap = dl_config_vcap_at(v, off + i);
+		if (!cap)
+			continue;
+		rel = off + i - cap->pos;
+		wmask = dl_cap_virt_wmask(cap->id,
+					  dl_config_get(v, cap->pos + PCI_CAP_FLAGS, 2),
+					  rel);
+		v->vconfig[off + i] = (v->vconfig[off + i] & ~wmask) |
+				      ((val >> (8 * i)) & wmask);
+		if (cap->id == PCI_CAP_ID_MSI && rel == PCI_MSI_FLAGS)
+			dl_config_msi_clamp(v, cap->pos + PCI_MSI_FLAGS);
 	}
 }
 
@@ -585,9 +585,8 @@ static int dl_config_write_virt(struct dl_vdev *v, enum dl_cfg_region region,
 	case DL_CFG_BAR:
 		dl_config_write_bar(v, off, size, val);
 		return 0;
-	case DL_CFG_MSI:
-	case DL_CFG_MSIX:
-		dl_config_write_msi(v, region, off, size, val);
+	case DL_CFG_VCAP:
+		dl_config_write_vcap(v, off, size, val);
 		return 0;
 	default:
 		/* IDs, ROM and INTx pin: dropped. */

@@ -244,6 +244,21 @@ enum dl_vdev_state {
 	DL_VDEV_RETURNING,	/* giving it back (DEV_RELEASE); closing */
 };
 
+/* Virtual capabilities an mdev serves at most: MSI and MSI-X. */
+#define DL_B_VCAPS	2
+
+/**
+ * struct dl_vcap - a capability the mdev serves from its copy.
+ * @id: its id (dl_cap_is_virtual()).
+ * @pos: its offset in config space.
+ * @len: its length, all inside the standard config space.
+ */
+struct dl_vcap {
+	u8 id;
+	u8 pos;
+	u8 len;
+};
+
 /**
  * struct dl_irq_ctx - the eventfds of one interrupt index.
  * @trig: one per vector (may be NULL), @count of them.
@@ -314,9 +329,8 @@ struct dl_dma_fill_stats {
  * @info: what the lender said at open.
  * @vconfig: the virtual config space, @info.cfg_size bytes.
  * @bar_mask: the size mask of each virtual BAR register.
- * @msi_cap: offset of the MSI capability, 0 if none.
- * @msi_len: its length.
- * @msix_cap: offset of the MSI-X capability, 0 if none.
+ * @vcaps: the capabilities served from @vconfig (dl_cap_is_virtual()).
+ * @nvcaps: how many of @vcaps are used.
  * @pcie_cap: offset of the PCI Express capability, 0 if none.
  * @lease: the lease of the current borrow, NULL when not borrowing;
  *	set and cleared under @lock, @dma_lock and @b->lock.
@@ -386,9 +400,8 @@ struct dl_vdev {
 	struct dl_rinfo info;
 	u8 *vconfig;
 	u32 bar_mask[DL_NUM_BARS + 1];
-	u8 msi_cap;
-	u8 msi_len;
-	u8 msix_cap;
+	struct dl_vcap vcaps[DL_B_VCAPS];
+	u8 nvcaps;
 	u8 pcie_cap;
 	struct dl_lease *lease;
 	struct mutex dma_lock;		/* see above */
@@ -476,6 +489,7 @@ void dl_config_free(struct dl_vdev *v);
 ssize_t dl_config_rw(struct dl_vdev *v, char __user *buf, size_t count,
 		     loff_t pos, bool write);
 void dl_config_after_reset(struct dl_vdev *v);
+unsigned int dl_config_cap_pos(struct dl_vdev *v, u8 id);
 
 /* dma.c */
 /*

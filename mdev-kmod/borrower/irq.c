@@ -61,12 +61,12 @@ int dl_irq_info(struct dl_vdev *v, struct vfio_irq_info *info)
 			       VFIO_IRQ_INFO_AUTOMASKED;
 		break;
 	case VFIO_PCI_MSI_IRQ_INDEX:
-		if (v->msi_cap)
+		if (dl_config_cap_pos(v, PCI_CAP_ID_MSI))
 			info->count = v->info.msi_count;
 		info->flags |= VFIO_IRQ_INFO_NORESIZE;
 		break;
 	case VFIO_PCI_MSIX_IRQ_INDEX:
-		if (v->msix_cap)
+		if (dl_config_cap_pos(v, PCI_CAP_ID_MSIX))
 			info->count = v->info.msix_count;
 		info->flags |= VFIO_IRQ_INFO_NORESIZE;
 		break;

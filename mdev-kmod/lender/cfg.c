@@ -9,11 +9,12 @@
  * new functions. Like vfio-pci (drivers/vfio/pci/vfio_pci_config.c), each
  * config byte has a mask of the bits a borrower may write, computed once
  * at probe, and a capability is writable only where its permission table
- * (dl_cap_perms[]) says so. What is kept from the hardware:
+ * (dl_cap_perms() in dl_pci_cfg.h, shared with the borrower) says so.
+ * What is kept from the hardware:
  *  - the BARs, the expansion ROM BAR, the status register (write 1 to
  *    clear), BIST and the read-only header fields;
  *  - in the command register every bit but memory and I/O space and bus
- *    master;
+ *    master (the header's share of the model: dl_header_field());
  *  - every capability without a permission table: MSI, MSI-X and power
  *    management among them (the lender owns the vectors; D3 would take
  *    the BARs away); where its length is not known, everything up to the
@@ -39,32 +40,6 @@
 #include "../include/dl_pci_cfg.h"
 #include "internal.h"
 
-#define DL_CMD_WMASK	(PCI_COMMAND_IO | PCI_COMMAND_MEMORY | \
-			 PCI_COMMAND_MASTER)
-#define DL_DEVCTL_WMASK	(PCI_EXP_DEVCTL_CERE | PCI_EXP_DEVCTL_NFERE | \
-			 PCI_EXP_DEVCTL_FERE | PCI_EXP_DEVCTL_URRE | \
-			 PCI_EXP_DEVCTL_RELAX_EN | PCI_EXP_DEVCTL_EXT_TAG | \
-			 PCI_EXP_DEVCTL_AUX_PME | PCI_EXP_DEVCTL_NOSNOOP_EN)
-
-/*
- * The permission tables: in capability @id (an extended one if @ext), the
- * borrower may write the bits @wmask of the 16-bit register at @off
- * (@len 2), or all of the capability from @off on (@len 0).
- */
-static const struct dl_cap_perm {
-	bool ext;
-	u16 id;
-	u8 off;
-	u8 len;
-	u16 wmask;
-} dl_cap_perms[] = {
-	{ false, PCI_CAP_ID_EXP, PCI_EXP_DEVCTL, 2, DL_DEVCTL_WMASK },
-	/* The device's own registers, as vfio-pci allows them too. */
-	{ false, PCI_CAP_ID_VNDR, PCI_CAP_SIZEOF, 0, 0xff },
-	{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_UNCOR_STATUS, 0, 0xff },
-	{ true, PCI_EXT_CAP_ID_VNDR, PCI_VNDR_HEADER, 0, 0xff },
-};
-
 /* A capability found in config space. */
 struct dl_cap {
 	u16 pos;
@@ -89,32 +64,13 @@ static void dl_wmask_set16(struct dl_lent *lent, unsigned int pos, u16 mask)
 }
 
 /* Bytes of a standard capability; @room (up to the next one) if unknown. */
-static unsigned int dl_std_cap_len(struct pci_dev *pdev, u8 id,
-				   unsigned int pos, unsigned int room)
+static unsigned int dl_std_cap_len_at(struct pci_dev *pdev, u8 id,
+				      unsigned int pos, unsigned int room)
 {
-	u16 flags;
-	u8 len;
+	u16 reg2 = 0;
 
-	switch (id) {
-	case PCI_CAP_ID_PM:
-		return PCI_PM_SIZEOF;
-	case PCI_CAP_ID_VPD:
-		return PCI_CAP_VPD_SIZEOF;
-	case PCI_CAP_ID_MSI:
-		pci_read_config_word(pdev, pos + PCI_MSI_FLAGS, &flags);
-		return dl_msi_cap_len(flags);
-	case PCI_CAP_ID_MSIX:
-		return PCI_CAP_MSIX_SIZEOF;
-	case PCI_CAP_ID_EXP:
-		return PCI_CAP_EXP_ENDPOINT_SIZEOF_V2;
-	case PCI_CAP_ID_AF:
-		return PCI_CAP_AF_SIZEOF;
-	case PCI_CAP_ID_VNDR:
-		pci_read_config_byte(pdev, pos + PCI_CAP_FLAGS, &len);
-		return len;
-	default:
-		return room;
-	}
+	pci_read_config_word(pdev, pos + PCI_CAP_FLAGS, &reg2);
+	return dl_std_cap_len(id, reg2, room);
 }
 
 /* Where the device says it can do a function-level reset, note the bit. */
@@ -140,7 +96,8 @@ static void dl_cfg_flr(struct dl_lent *lent, u16 id, unsigned int pos)
 static void dl_cfg_caps(struct dl_lent *lent, const struct dl_cap *caps,
 			unsigned int n, bool ext, unsigned int end)
 {
-	unsigned int i, j, k;
+	const struct dl_cap_perm *perms;
+	unsigned int i, j, k, nperms;
 
 	for (i = 0; i < n; i++) {
 		unsigned int pos = caps[i].pos, next = end, len;
@@ -150,15 +107,15 @@ static void dl_cfg_caps(struct dl_lent *lent, const struct dl_cap *caps,
 				next = caps[j].pos;
 		len = next - pos;
 		if (!ext)
-			len = min(len, dl_std_cap_len(lent->pdev, caps[i].id,
-						      pos, len));
+			len = dl_std_cap_len_at(lent->pdev, caps[i].id, pos,
+						len);
 		dl_wmask_set(lent, pos, max(len, PCI_CAP_SIZEOF), 0);
 
-		for (k = 0; k < ARRAY_SIZE(dl_cap_perms); k++) {
-			const struct dl_cap_perm *p = &dl_cap_perms[k];
+		perms = dl_cap_perms(ext, caps[i].id, &nperms);
+		for (k = 0; k < nperms; k++) {
+			const struct dl_cap_perm *p = &perms[k];
 
-			if (p->ext != ext || p->id != caps[i].id ||
-			    p->off + p->len > len)
+			if (p->off + p->len > len)
 				continue;
 			if (p->len)
 				dl_wmask_set16(lent, pos + p->off, p->wmask);
@@ -227,6 +184,7 @@ static void dl_cfg_ext_caps(struct dl_lent *lent)
 int dl_lent_cfg_init(struct dl_lent *lent)
 {
 	struct pci_dev *pdev = lent->pdev;
+	unsigned int off;
 
 	lent->cfg_size = pdev->cfg_size;
 	lent->wmask = kmalloc(lent->cfg_size, GFP_KERNEL);
@@ -235,11 +193,8 @@ int dl_lent_cfg_init(struct dl_lent *lent)
 
 	/* Device-specific registers are the device's; the header is not. */
 	memset(lent->wmask, 0xff, lent->cfg_size);
-	dl_wmask_set(lent, 0, PCI_STD_HEADER_SIZEOF, 0);
-	dl_wmask_set16(lent, PCI_COMMAND, DL_CMD_WMASK);
-	dl_wmask_set(lent, PCI_CACHE_LINE_SIZE, 1, 0xff);
-	dl_wmask_set(lent, PCI_LATENCY_TIMER, 1, 0xff);
-	dl_wmask_set(lent, PCI_INTERRUPT_LINE, 1, 0xff);
+	for (off = 0; off < PCI_STD_HEADER_SIZEOF; off++)
+		dl_wmask_set(lent, off, 1, dl_header_wmask(off));
 
 	dl_cfg_std_caps(lent);
 	dl_cfg_ext_caps(lent);

@@ -1265,9 +1265,12 @@ static void test_config_init(void)
 	/* The copy comes in blocks, not dword by dword. */
 	CHECK_EQ(ncblocks, PCI_CFG_SPACE_SIZE / DL_CFG_BLOCK_MAX);
 	CHECK_EQ(ncreads, 0);
-	CHECK_EQ(v.msi_cap, 0x40);
-	CHECK_EQ(v.msi_len, 24);
-	CHECK_EQ(v.msix_cap, 0x60);
+	CHECK_EQ(dl_config_cap_pos(&v, PCI_CAP_ID_MSI), 0x40);
+	CHECK_EQ(v.nvcaps, 2);
+	CHECK_EQ(v.vcaps[0].len, 24);
+	CHECK_EQ(dl_config_cap_pos(&v, PCI_CAP_ID_MSIX), 0x60);
+	CHECK_EQ(v.vcaps[1].len, PCI_CAP_MSIX_SIZEOF);
+	CHECK_EQ(dl_config_cap_pos(&v, PCI_CAP_ID_PM), 0);
 	CHECK_EQ(v.pcie_cap, 0x70);
 	for (off = 0; off < PCI_CFG_SPACE_SIZE; off++) {
 		enum dl_cfg_region want = DL_CFG_DEV;
@@ -1282,10 +1285,9 @@ static void test_config_init(void)
 			want = DL_CFG_ROM;
 		else if (off == 0x3d)
 			want = DL_CFG_INTX_PIN;
-		else if (off >= 0x40 && off < 0x58)
-			want = DL_CFG_MSI;
-		else if (off >= 0x60 && off < 0x6c)
-			want = DL_CFG_MSIX;
+		else if ((off >= 0x40 && off < 0x58) ||
+			 (off >= 0x60 && off < 0x6c))
+			want = DL_CFG_VCAP;
 		if (dl_config_region(&v, off) != want) {
 			unit_fail(__FILE__, __LINE__, "byte 0x%x: region %d, want %d",
 				  off, dl_config_region(&v, off), want);
