@@ -43,6 +43,9 @@
 /**
  * struct dl_ntbb - the backend on one NTB device.
  * @ntb: the NTB device.
+ * @fdev: the fabric's device, /sys/class/devlend/ntb-<NTB device>: the
+ *	NTB device has its PCI function's name, which a fabric over that
+ *	function (the emulated port's) already gave the mdev bus.
  * @owner: this port formats and holds the control area.
  * @lock: the fabric's life cycle: @fab, @remote, the windows' translation.
  * @fab_lock: @fab for the doorbell event (any context).
@@ -60,6 +63,7 @@
  */
 struct dl_ntbb {
 	struct ntb_dev *ntb;
+	struct device *fdev;
 	bool owner;
 	struct mutex lock;	/* see above */
 	spinlock_t fab_lock;	/* see above */
@@ -207,7 +211,7 @@ static int dl_ntbb_window_fits(struct dl_ntbb *nb, int widx, u64 size,
 static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size)
 {
 	struct dl_fabric_config cfg = {
-		.dev = &nb->ntb->dev,
+		.dev = nb->fdev,
 		.ops = &dl_ntbb_ops,
 		.priv = nb,
 		.ctl = ctl,
@@ -419,9 +423,15 @@ static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	spin_lock_init(&nb->fab_lock);
 	INIT_DELAYED_WORK(&nb->setup, dl_ntbb_setup_work);
 
+	nb->fdev = device_create(&dl_fabric_class, &ntb->dev, 0, nb, "ntb-%s",
+				 dev_name(&ntb->dev));
+	if (IS_ERR(nb->fdev)) {
+		ret = PTR_ERR(nb->fdev);
+		goto err_free;
+	}
 	ret = ntb_set_ctx(ntb, nb, &dl_ntbb_ctx_ops);
 	if (ret)
-		goto err_free;
+		goto err_unregister;
 	ntb_db_clear(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
 	ntb_db_clear_mask(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
 	if (nb->owner) {
@@ -440,6 +450,8 @@ static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 err_clear_ctx:
 	ntb_clear_ctx(ntb);
 	dl_ntbb_area_free(nb);
+err_unregister:
+	device_unregister(nb->fdev);
 err_free:
 	kfree(nb);
 	return ret;
@@ -462,6 +474,7 @@ static void dl_ntbb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	ntb_db_set_mask(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
 	ntb_clear_ctx(ntb);
 	dl_ntbb_area_free(nb);
+	device_unregister(nb->fdev);
 	kfree(nb);
 }
 

@@ -61,9 +61,19 @@ struct dl_fabric_backend_ops {
 	void (*window_put)(struct dl_fabric *fab, struct dl_fabric_window *win);
 };
 
+/*
+ * The class of fabric devices a backend makes when its own device cannot
+ * be the fabric's: an NTB device is named after its PCI function, which
+ * may carry another fabric (and its mdev parent) already. Devices of this
+ * class are /sys/class/devlend/<name>; the borrower's mdev types on them
+ * are named devlend-<type>, as on the PCI adapter.
+ */
+extern const struct class dl_fabric_class;
+
 /**
  * struct dl_fabric_config - what a backend hands the core to create a fabric.
- * @dev: the fabric adapter; sysfs attributes go there.
+ * @dev: the fabric's device; sysfs attributes go there, and the
+ *	borrower's mdev parent.
  * @ops: the backend's operations.
  * @priv: backend data, returned by dl_fabric_backend_priv().
  * @ctl: the control area, mapped write-back.

@@ -492,14 +492,32 @@ out_unlock:
 }
 EXPORT_SYMBOL_GPL(dl_fabric_peer_mw_xlate);
 
+/*
+ * /sys/class/devlend: fabric devices a backend makes because its own
+ * device cannot be the fabric's (dl_fabric_class in backend.h).
+ */
+const struct class dl_fabric_class = {
+	.name = "devlend",
+};
+EXPORT_SYMBOL_GPL(dl_fabric_class);
+
 static int __init dl_fabric_init(void)
 {
-	return dl_debugfs_init();
+	int ret;
+
+	ret = class_register(&dl_fabric_class);
+	if (ret)
+		return ret;
+	ret = dl_debugfs_init();
+	if (ret)
+		class_unregister(&dl_fabric_class);
+	return ret;
 }
 
 static void __exit dl_fabric_exit(void)
 {
 	dl_debugfs_exit();
+	class_unregister(&dl_fabric_class);
 }
 
 module_init(dl_fabric_init);

@@ -321,7 +321,7 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
             WAIT,
             || {
                 let out = x.sh(
-                    &format!("cat /sys/bus/ntb/devices/{dev}/fabric/peers/{peer}/state"),
+                    &format!("cat /sys/class/devlend/ntb-{dev}/fabric/peers/{peer}/state"),
                     Duration::from_secs(10),
                 )?;
                 Ok(out.stdout.trim().to_owned())
@@ -336,7 +336,23 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
     if lending::driver_of(a, &nvme.addr)?.as_deref() != Some("devlend-lender") {
         lending::lend(a, &nvme.addr)?;
     }
-    let fab_b = format!("/sys/bus/ntb/devices/{db}");
+    // The NTB fabric's own device (the NTB device has its PCI adapter's
+    // name, which the emulated fabric's mdev parent took already).
+    let fab_b = format!("/sys/class/devlend/ntb-{db}");
+    let dup = sh(
+        b,
+        "dmesg | grep -c 'cannot create duplicate filename' || true",
+    )?;
+    ensure!(
+        dup.trim() == "0",
+        "sysfs names clashed:\n{}",
+        sh(b, "dmesg | grep -A3 'duplicate filename'")?
+    );
+    let parents = sh(b, "ls /sys/class/mdev_bus")?;
+    ensure!(
+        parents.split_whitespace().any(|p| p == format!("ntb-{db}")),
+        "the NTB fabric is no mdev parent: {parents}"
+    );
     wait_until(
         "the NVMe listed on the NTB fabric",
         WAIT,
@@ -353,10 +369,34 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "true",
     )?;
+    // The CLI sees both fabrics, and acts on the one it is told.
+    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
+    let fabrics: serde_json::Value =
+        serde_json::from_str(&sh(b, &format!("{cli} fabrics --json"))?)
+            .context("devlend fabrics --json")?;
+    let ntb_fabric = format!("ntb-{db}");
+    let names: Vec<&str> = fabrics
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f["adapter"].as_str()).collect())
+        .unwrap_or_default();
+    ensure!(
+        names.len() == 2 && names[1] == ntb_fabric,
+        "devlend fabrics: {fabrics}"
+    );
+    ensure!(
+        fabrics[1]["host_id"] == ib,
+        "devlend fabrics: this host's id on the NTB fabric: {fabrics}"
+    );
+    let remote = sh(b, &format!("{cli} --fabric {ntb_fabric} remote --json"))?;
+    ensure!(
+        remote.contains(&format!("\"{}\"", nvme.addr)),
+        "devlend --fabric {ntb_fabric} remote: {remote}"
+    );
+    println!("  devlend fabrics: {}", names.join(", "));
     let types = sh(b, &format!("ls {fab_b}/mdev_supported_types"))?;
     let nvme_type = types
         .split_whitespace()
-        .find(|t| t.ends_with("-nvme"))
+        .find(|t| *t == "devlend-nvme")
         .with_context(|| format!("no nvme mdev type on the NTB fabric: {types}"))?
         .to_owned();
 

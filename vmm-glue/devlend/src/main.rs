@@ -70,6 +70,11 @@ struct Cli {
         hide_env_values = true
     )]
     sysfs_root: PathBuf,
+    /// The fabric to act on, by its device's name as `devlend fabrics`
+    /// shows it (a PCI adapter's address, or `ntb-<NTB device>`); default:
+    /// the first.
+    #[arg(long, global = true, env = "DEVLEND_FABRIC", value_name = "NAME")]
+    fabric: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -78,6 +83,15 @@ struct Cli {
 enum Cmd {
     /// This host and the other hosts of the fabric, with link state.
     Hosts,
+    /// The fabrics this host is on: the PCI adapter's and any a backend
+    /// made (NTB), with this host's id and the peers up.
+    #[command(
+        long_about = "The fabrics this host is on, one line each: the fabric's \
+        device (a PCI adapter's address, or ntb-<NTB device> for devlend's NTB backend), \
+        this host's id on it, the fabric id and how many peers are up. The first is \
+        the one other commands use unless --fabric names another."
+    )]
+    Fabrics,
     /// Local PCI devices and their lending state.
     #[command(long_about = "Local PCI devices and their lending state.\n\n\
         Lent devices show their dev_id, state (available, borrowed, returning), the \
@@ -580,9 +594,31 @@ fn create_waiting(
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let sys = Sysfs::new(&cli.sysfs_root);
+    let sys = Sysfs::new(&cli.sysfs_root).with_fabric(cli.fabric.clone());
     let json = cli.json;
     match cli.cmd {
+        Cmd::Fabrics => {
+            let fabrics = sys.fabrics()?;
+            if json {
+                print_json(&fabrics);
+            } else if fabrics.is_empty() {
+                return Err(sys.adapter().expect_err("no fabric"));
+            } else {
+                let rows: Vec<Vec<String>> = fabrics
+                    .iter()
+                    .map(|f| {
+                        let up = f.peers.iter().filter(|p| p.state == "up").count();
+                        vec![
+                            f.adapter.clone(),
+                            f.host_id.to_string(),
+                            f.fabric_id.clone(),
+                            format!("{up}/{}", f.peers.len()),
+                        ]
+                    })
+                    .collect();
+                table(&["FABRIC", "HOST", "FABRIC_ID", "PEERS_UP"], &rows);
+            }
+        }
         Cmd::Hosts => {
             let f = sys.fabric()?;
             if json {

@@ -17,6 +17,9 @@ pub const LENDER_DRIVER: &str = "sys/bus/pci/drivers/devlend-lender";
 pub const MDEV_DEVICES: &str = "sys/bus/mdev/devices";
 /// Where PCI functions are.
 pub const PCI_DEVICES: &str = "sys/bus/pci/devices";
+/// Fabric devices a backend makes itself (the NTB backend's
+/// `ntb-<NTB device>`), besides PCI adapters.
+pub const FABRIC_CLASS: &str = "sys/class/devlend";
 /// Prefix of devlend's mdev type directories.
 pub const TYPE_PREFIX: &str = "devlend-";
 
@@ -25,16 +28,20 @@ const HINT_MODULE: &str = "load devlend's modules on this host (modprobe devlend
 const HINT_LENDER: &str =
     "load the lender on this host (modprobe devlend_lender) and check `dmesg`";
 
-/// A sysfs tree rooted at `root` (`/` on a real host).
+/// A sysfs tree rooted at `root` (`/` on a real host), and the fabric the
+/// commands act on.
 #[derive(Clone, Debug)]
 pub struct Sysfs {
     root: PathBuf,
+    /// The fabric's device by name (`devlend fabrics`), or the first.
+    fabric: Option<String>,
 }
 
-/// This host on the fabric, and its peers.
+/// This host on a fabric, and its peers.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Fabric {
-    /// PCI address of the fabric adapter.
+    /// The fabric's device: the PCI address of the fabric adapter, or a
+    /// device a backend made (`ntb-<NTB device>`).
     pub adapter: String,
     /// This host's id.
     pub host_id: u32,
@@ -325,9 +332,20 @@ fn file_name(p: &Path) -> String {
 }
 
 impl Sysfs {
-    /// A tree rooted at `root`.
+    /// A tree rooted at `root`; commands act on its first fabric.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Sysfs { root: root.into() }
+        Sysfs {
+            root: root.into(),
+            fabric: None,
+        }
+    }
+
+    /// The same tree, commands acting on the fabric whose device is named
+    /// `fabric` (a PCI adapter's address, or `ntb-<NTB device>`); `None`:
+    /// the first.
+    pub fn with_fabric(mut self, fabric: Option<String>) -> Self {
+        self.fabric = fabric;
+        self
     }
 
     /// `root` + an absolute-looking path.
@@ -379,23 +397,59 @@ impl Sysfs {
         Ok(v)
     }
 
-    /// The fabric adapter: the PCI function with a `fabric/` directory.
-    pub fn adapter(&self) -> Result<PathBuf> {
-        let pci = self.path(PCI_DEVICES);
-        let devs = self.dir(&pci).unwrap_or_default();
-        devs.into_iter()
-            .find(|d| d.join("fabric/host_id").exists())
-            .ok_or_else(|| {
-                CliError::not_found(
-                    "no devlend fabric adapter on this host (no PCI device has fabric/host_id)",
-                    HINT_MODULE,
-                )
-            })
+    /// Every fabric's device: PCI adapters (functions with a `fabric/`
+    /// directory) first, then the fabric devices backends make themselves
+    /// (`/sys/class/devlend/`, e.g. the NTB backend's), each in name order.
+    pub fn adapters(&self) -> Vec<PathBuf> {
+        let has_fabric = |d: &PathBuf| d.join("fabric/host_id").exists();
+        let pci = self.dir(&self.path(PCI_DEVICES)).unwrap_or_default();
+        let class = self.dir(&self.path(FABRIC_CLASS)).unwrap_or_default();
+        pci.into_iter()
+            .filter(has_fabric)
+            .chain(class.into_iter().filter(has_fabric))
+            .collect()
     }
 
-    /// This host on the fabric and its peers.
+    /// The fabric's device the commands act on: the one named with
+    /// [`Sysfs::with_fabric`], or the first of [`Sysfs::adapters`].
+    pub fn adapter(&self) -> Result<PathBuf> {
+        let all = self.adapters();
+        match &self.fabric {
+            Some(name) => {
+                let names: Vec<String> = all.iter().map(|a| file_name(a)).collect();
+                all.into_iter()
+                    .find(|a| file_name(a) == *name)
+                    .ok_or_else(|| {
+                        CliError::not_found(
+                            format!("no fabric {name:?} on this host"),
+                            if names.is_empty() {
+                                HINT_MODULE.to_string()
+                            } else {
+                                format!("its fabrics are {}", names.join(", "))
+                            },
+                        )
+                    })
+            }
+            None => all.into_iter().next().ok_or_else(|| {
+                CliError::not_found(
+                    "no devlend fabric adapter on this host (no PCI device and nothing in /sys/class/devlend has fabric/host_id)",
+                    HINT_MODULE,
+                )
+            }),
+        }
+    }
+
+    /// This host on the fabric the commands act on, and its peers.
     pub fn fabric(&self) -> Result<Fabric> {
-        let adapter = self.adapter()?;
+        self.fabric_at(&self.adapter()?)
+    }
+
+    /// This host on every fabric it has, as [`Sysfs::adapters`] orders them.
+    pub fn fabrics(&self) -> Result<Vec<Fabric>> {
+        self.adapters().iter().map(|a| self.fabric_at(a)).collect()
+    }
+
+    fn fabric_at(&self, adapter: &Path) -> Result<Fabric> {
         let f = adapter.join("fabric");
         let mut peers = Vec::new();
         for p in self.dir(&f.join("peers")).unwrap_or_default() {
@@ -423,7 +477,7 @@ impl Sysfs {
         peers.sort_by_key(|p| p.host_id);
         let host_id = self.read(&f.join("host_id"))?;
         Ok(Fabric {
-            adapter: file_name(&adapter),
+            adapter: file_name(adapter),
             host_id: parse_num(&host_id).unwrap_or(u64::MAX) as u32,
             hostname: self
                 .read_opt(&self.path("proc/sys/kernel/hostname"))

@@ -37,6 +37,40 @@ fn hosts_lists_this_host_and_its_peers() {
 }
 
 #[test]
+fn fabrics_lists_the_pci_adapters_and_the_ntb_backends() {
+    let t = borrower();
+    add_ntb_fabric(&t);
+    let v = json(&t.devlend(&["fabrics", "--json"]));
+    assert_eq!(v[0]["adapter"], ADAPTER);
+    assert_eq!(v[0]["host_id"], 1);
+    assert_eq!(v[1]["adapter"], NTB_FABRIC);
+    assert_eq!(v[1]["host_id"], 3);
+    assert_eq!(v[1]["peers"][0]["host_id"], 2);
+    let out = stdout(&t.devlend(&["fabrics"]));
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(NTB_FABRIC) && l.contains(" 3 ") && l.contains("1/1")),
+        "{out}"
+    );
+    // The first is the default; --fabric picks the other for any command.
+    assert_eq!(json(&t.devlend(&["hosts", "--json"]))["host_id"], 1);
+    let v = json(&t.devlend(&["--fabric", NTB_FABRIC, "hosts", "--json"]));
+    assert_eq!(v["host_id"], 3);
+    assert_eq!(v["adapter"], NTB_FABRIC);
+    let v = json(&t.devlend(&["remote", "--json", "--fabric", NTB_FABRIC]));
+    assert_eq!(v[0]["id"], "2:1");
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    let o = t.devlend(&["--fabric", NTB_FABRIC, "mdev", "types", "--json"]);
+    assert_eq!(json(&o)[0]["id"], "devlend-nvme");
+    // A fabric this host is not on: named, with the ones it is on.
+    let o = t.devlend(&["--fabric", "ntb-0000:09:00.0", "hosts"]);
+    assert_eq!(o.status.code(), Some(3));
+    let e = stderr(&o);
+    assert!(e.contains("no fabric \"ntb-0000:09:00.0\""), "{e}");
+    assert!(e.contains(&format!("{ADAPTER}, {NTB_FABRIC}")), "{e}");
+}
+
+#[test]
 fn no_adapter_is_not_found_with_a_hint() {
     let t = lender();
     fs::remove_dir_all(t.p(&format!("sys/devices/pci0000:00/{ADAPTER}/fabric"))).unwrap();
@@ -45,6 +79,9 @@ fn no_adapter_is_not_found_with_a_hint() {
     let e = stderr(&o);
     assert!(e.contains("no devlend fabric adapter"), "{e}");
     assert!(e.contains("hint: load devlend's modules"), "{e}");
+    let o = t.devlend(&["fabrics"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("no devlend fabric adapter"));
 }
 
 #[test]

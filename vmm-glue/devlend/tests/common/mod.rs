@@ -122,6 +122,42 @@ pub fn borrower() -> Tree {
     t
 }
 
+/// The NTB backend's fabric device of `borrower()`'s tree, beside its PCI
+/// adapter's fabric.
+pub const NTB_FABRIC: &str = "ntb-0000:00:03.0";
+
+/// Adds a second fabric to a borrower tree, as devlend's NTB backend makes
+/// it (`/sys/class/devlend/ntb-<NTB device>`): this host is port 3 there,
+/// and sees lender port 2 with its NVMe as 2:1 and the types of that
+/// parent.
+pub fn add_ntb_fabric(t: &Tree) -> PathBuf {
+    let d = t.p(&format!(
+        "sys/devices/pci0000:00/{ADAPTER}/{ADAPTER}/{NTB_FABRIC}"
+    ));
+    let f = d.join("fabric");
+    write(&f.join("host_id"), "3\n");
+    write(&f.join("fabric_id"), "00000000deadbeef\n");
+    write(&f.join("proto"), "1\n");
+    write(&f.join("peers/2/state"), "up\n");
+    write(&f.join("peers/2/name"), "lender\n");
+    let r = f.join("remote/2:1");
+    write(&r.join("lender"), "lender\n");
+    write(&r.join("name"), "0000:01:00.0\n");
+    write(&r.join("class"), "0x010802\n");
+    write(&r.join("state"), "available\n");
+    let ty = d.join("mdev_supported_types/devlend-nvme");
+    write(&ty.join("name"), "devlend remote NVMe controller\n");
+    write(&ty.join("available_instances"), "1\n");
+    write(&ty.join("create"), "");
+    fs::create_dir_all(t.p("sys/class/devlend")).unwrap();
+    symlink(
+        format!("../../devices/pci0000:00/{ADAPTER}/{ADAPTER}/{NTB_FABRIC}"),
+        t.p(&format!("sys/class/devlend/{NTB_FABRIC}")),
+    )
+    .unwrap();
+    d
+}
+
 /// A lender (host 0) with an NVMe at 0000:01:00.0, not lent.
 pub fn lender() -> Tree {
     let t = Tree {
