@@ -40,9 +40,11 @@
  *     for its slow work; the heartbeat beats from a timer regardless).
  *  2. the clients' locks, never taken the other way round:
  *     borrower: vdev->lock > vdev->dma_lock > b->lock > b->fire_lock >
- *     vdev->irq_lock; vdev->dma_lock is held across vfio_pin_pages()
- *     (VFIO's iommu->lock) and taken in the mdev's dma_unmap, which VFIO
- *     calls under its device_list_lock. VFIO's own two locks are taken
+ *     vdev->irq_lock, and vdev->lock > vdev->intx_mask_lock, which is
+ *     held while an INTx mask or unmask waits for ring room (its virqfd
+ *     thread and retry work take it alone); vdev->dma_lock is held
+ *     across vfio_pin_pages() (VFIO's iommu->lock) and taken in the
+ *     mdev's dma_unmap, which VFIO calls under its device_list_lock. VFIO's own two locks are taken
  *     in both orders (see "The debug kernel" in docs/testing.md);
  *     lender: the lent device's device lock > lent->lock > dl_lender.lock >
  *     lent->intx_lock.
