@@ -20,9 +20,10 @@ use std::thread::JoinHandle;
 
 /// Frames queued for one port before it loses frames.
 const PORT_QUEUE: usize = 512;
-/// The largest frame accepted (QEMU's NICs send at most 64 KiB with
-/// offloads); a longer length means a broken stream.
-const MAX_FRAME: usize = 65_536 + 64;
+/// The largest frame accepted: QEMU's `NET_BUFSIZE` (4096 + 65536), the
+/// most a QEMU netdev sends or takes at once; a longer length means a
+/// broken stream.
+const MAX_FRAME: usize = 4096 + 65_536;
 
 #[derive(Debug)]
 struct Port {
