@@ -164,6 +164,20 @@ fn side_mdev(c: &Cluster, nvme: &PciDev, side: Side) -> anyhow::Result<Option<St
     })
 }
 
+/// Runs `f`, then removes the side's mdev (if any), whether `f` passed or
+/// not; the removal's error goes first.
+fn with_side_mdev<T>(
+    c: &Cluster,
+    mdev: Option<&str>,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let res = f();
+    if let Some(uuid) = mdev {
+        lending::remove_mdev(c.agent(BORROWER)?, uuid)?;
+    }
+    res
+}
+
 /// The userspace driver on every load, on one side.
 fn userspace_side(
     c: &Cluster,
@@ -189,7 +203,7 @@ fn userspace_side(
             ),
         }
     };
-    let res = (|| {
+    with_side_mdev(c, mdev.as_deref(), || {
         // Opening: open, reset, identify, one write and read back, close.
         let lender_peer = fabric::host_id(l)?;
         let tx = || -> anyhow::Result<u64> {
@@ -230,11 +244,7 @@ fn userspace_side(
             runs.userspace.entry(load.name.clone()).or_default()[idx(side)].push(f);
         }
         Ok(())
-    })();
-    if let Some(uuid) = mdev {
-        lending::remove_mdev(c.agent(BORROWER)?, &uuid)?;
-    }
-    res
+    })
 }
 
 /// The time from QEMU's start to the guest's nvme being ready (and
@@ -321,7 +331,7 @@ fn guest_side(
         mdev,
         dev_arg,
     } = guest_host(c, nvme, side)?;
-    let res = (|| {
+    with_side_mdev(c, mdev.as_deref(), || {
         // Start: a guest whose command does nothing, so its run is boot,
         // the nvme driver ready, and power-off (not again for trapped BARs).
         if side != Side::Trapped {
@@ -380,11 +390,7 @@ fn guest_side(
             }
         }
         Ok(())
-    })();
-    if let Some(uuid) = mdev {
-        lending::remove_mdev(c.agent(BORROWER)?, &uuid)?;
-    }
-    res
+    })
 }
 
 /// Guest starts with the guest's RAM backed in each of the ways of
@@ -435,7 +441,7 @@ fn backing_runs(
     let tx = || -> anyhow::Result<u64> {
         fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")
     };
-    let res = (|| {
+    with_side_mdev(c, mdev.as_deref(), || {
         for backing in Backing::ALL {
             let entry = runs.backing.entry(backing.name()).or_default();
             let setup = bench::apply_backing(agent, backing, BACKING_GUEST_MIB, &fragmenter);
@@ -513,11 +519,7 @@ fn backing_runs(
             );
         }
         Ok(())
-    })();
-    if let Some(uuid) = mdev {
-        lending::remove_mdev(c.agent(BORROWER)?, &uuid)?;
-    }
-    res
+    })
 }
 
 /// Whether the guest's nvme driver turns shadow doorbells (Doorbell
@@ -531,7 +533,7 @@ fn shadow_doorbells(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> 
         mdev,
         dev_arg,
     } = guest_host(c, nvme, side)?;
-    let res = (|| {
+    with_side_mdev(c, mdev.as_deref(), || {
         let opts = GuestOpts {
             mem_mib: BACKING_GUEST_MIB,
             extra_qemu_args: &dev_arg,
@@ -557,11 +559,7 @@ fn shadow_doorbells(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> 
             (sent, failed),
         );
         Ok(())
-    })();
-    if let Some(uuid) = mdev {
-        lending::remove_mdev(c.agent(BORROWER)?, &uuid)?;
-    }
-    res
+    })
 }
 
 fn compare(
