@@ -6,11 +6,13 @@
  * With one peer (a two-port adapter; switches with more ports are not
  * supported yet):
  *  - host ids are the NTB port numbers;
- *  - the control area (host info slots and rings, the same layout the
- *    ivshmem server formats) lives in the RAM of the lower port, the
+ *  - the control area (the header and host info slots, the same layout
+ *    the ivshmem server formats) lives in the RAM of the lower port, the
  *    "owner", which formats it and, once the link is up, shows it to the
  *    peer through inbound memory window 0; the peer maps it through its
  *    outbound window;
+ *  - the message rings are in each receiver's inbox, in its RAM, which
+ *    the sender reaches through window 1;
  *  - inbound memory window 1 shows each host's RAM from bus address 0, so
  *    a peer's window offset is a physical address (the layout the core
  *    publishes); the adapter's IOMMU domain must then be identity;
@@ -139,13 +141,13 @@ static const struct dl_fabric_backend_ops dl_ntbb_ops = {
 static int dl_ntbb_area_alloc(struct dl_ntbb *nb, u32 hosts)
 {
 	struct dl_ctl_header *h;
-	u32 hosts_off = PAGE_SIZE, rings_off, ring_stride;
+	u32 hosts_off = PAGE_SIZE, ring_stride;
 	u64 total;
 
-	rings_off = ALIGN(hosts_off + hosts * DL_HOST_INFO_SIZE, PAGE_SIZE);
+	/* The rings are in each receiver's inbox: the area has the slots. */
 	ring_stride = ALIGN(DL_RING_CTRL_SIZE +
 			    DL_DEFAULT_RING_SLOTS * DL_DEFAULT_SLOT_SIZE, 64);
-	total = rings_off + (u64)hosts * hosts * ring_stride;
+	total = hosts_off + (u64)hosts * DL_HOST_INFO_SIZE;
 	nb->area_size = PAGE_ALIGN(total);
 	/* Physically contiguous: one window translation shows it all. */
 	nb->area = alloc_pages_exact(nb->area_size, GFP_KERNEL | __GFP_ZERO);
@@ -165,7 +167,7 @@ static int dl_ntbb_area_alloc(struct dl_ntbb *nb, u32 hosts)
 	h->slot_size = cpu_to_le32(DL_DEFAULT_SLOT_SIZE);
 	h->hosts_off = cpu_to_le32(hosts_off);
 	h->host_stride = cpu_to_le32(DL_HOST_INFO_SIZE);
-	h->rings_off = cpu_to_le32(rings_off);
+	h->inbox_size = cpu_to_le32(hosts * ring_stride);
 	h->ring_stride = cpu_to_le32(ring_stride);
 	h->total_size = cpu_to_le64(total);
 	h->fabric_id = cpu_to_le64(get_random_u64());

@@ -99,7 +99,7 @@ err_free_fab:
 EXPORT_SYMBOL_GPL(dl_fabric_create);
 
 /**
- * dl_fabric_start() - attach to the rings, publish this host, go live.
+ * dl_fabric_start() - publish this host and its inbox, go live.
  * @fab: a fabric from dl_fabric_create(), its doorbells set up.
  *
  * Return: 0 or -errno; on error the host info says ABSENT.
@@ -112,7 +112,7 @@ int dl_fabric_start(struct dl_fabric *fab)
 	dl_hostinfo_begin(fab);
 	for (id = 0; id < fab->geom.max_hosts; id++)
 		if (id != fab->host_id)
-			dl_ring_attach(fab, &fab->peers[id]);
+			dl_ring_init(fab, &fab->peers[id]);
 	dl_hostinfo_publish(fab);
 
 	ret = dl_sysfs_add(fab);
@@ -140,7 +140,8 @@ EXPORT_SYMBOL_GPL(dl_fabric_start);
  * dl_fabric_stop() - take every peer down and leave the fabric.
  * @fab: a started fabric.
  *
- * The host info says ABSENT at once. Waits for a running self-test and for
+ * The host info says ABSENT at once; then waits, up to %DL_LEAVE_ACK_MS,
+ * for the peers to stop writing into this host's inbox. Waits for a running self-test and for
  * sysfs readers. Afterwards no peer is up and nobody is told anything more.
  */
 void dl_fabric_stop(struct dl_fabric *fab)
@@ -154,6 +155,7 @@ void dl_fabric_stop(struct dl_fabric *fab)
 	/* First, so that peers fail their requests to us without waiting. */
 	dl_hostinfo_leave(fab);
 	dl_peers_down_all(fab);
+	dl_hostinfo_await_unbound(fab);
 	dl_debugfs_remove(fab);
 	dl_sysfs_remove(fab);
 	dl_clients_fabric_removing(fab);

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The control area: validating its header and finding things in it.
+ * The control area: validating its header and finding things in it and
+ * in inboxes.
  *
  * The header is written by the ivshmem server, which is a peer like any
- * other: a broken or hostile one could describe rings that overlap, run
- * past the mapping or have sizes that break our arithmetic. So the header
- * is copied once, every field is checked, and from then on only the copy
- * is used.
+ * other: a broken or hostile one could describe slots that run past the
+ * mapping, or ring sizes that break our arithmetic or make inboxes huge.
+ * So the header is copied once, every field is checked, and from then on
+ * only the copy is used.
  */
 #include <linux/build_bug.h>
 #include <linux/device.h>
@@ -43,11 +44,6 @@ static_assert(sizeof(struct dl_irq_set) == DL_IRQ_SET_SIZE);
 static_assert(sizeof(struct dl_irq_fire) == DL_IRQ_FIRE_SIZE);
 static_assert(sizeof(struct dl_dev_fault) == DL_DEV_FAULT_SIZE);
 
-static bool dl_ctl_ranges_overlap(u64 a, u64 a_len, u64 b, u64 b_len)
-{
-	return a < b + b_len && b < a + a_len;
-}
-
 /**
  * dl_ctl_validate() - check the control area header completely.
  * @dev: the adapter, for messages.
@@ -62,7 +58,7 @@ int dl_ctl_validate(struct device *dev, const void *ctl, size_t size,
 		    struct dl_ctl_geom *geom)
 {
 	struct dl_ctl_header h;
-	u64 hosts_len, rings_len, ring_need;
+	u64 hosts_len, inbox_need, ring_need;
 
 	if (size < DL_CTL_HEADER_SIZE) {
 		dev_err(dev, "control area of %zu bytes is too small\n", size);
@@ -86,7 +82,7 @@ int dl_ctl_validate(struct device *dev, const void *ctl, size_t size,
 	geom->slot_size = le32_to_cpu(h.slot_size);
 	geom->hosts_off = le32_to_cpu(h.hosts_off);
 	geom->host_stride = le32_to_cpu(h.host_stride);
-	geom->rings_off = le32_to_cpu(h.rings_off);
+	geom->inbox_size = le32_to_cpu(h.inbox_size);
 	geom->ring_stride = le32_to_cpu(h.ring_stride);
 	geom->total_size = le64_to_cpu(h.total_size);
 	geom->fabric_id = le64_to_cpu(h.fabric_id);
@@ -117,17 +113,16 @@ int dl_ctl_validate(struct device *dev, const void *ctl, size_t size,
 	/* Shared indices and fields are accessed as aligned words. */
 	if (!IS_ALIGNED(geom->hosts_off, 8) ||
 	    !IS_ALIGNED(geom->host_stride, 8) ||
-	    !IS_ALIGNED(geom->rings_off, 8) ||
-	    !IS_ALIGNED(geom->ring_stride, 8)) {
-		dev_err(dev, "control area offsets or strides not 8-byte aligned\n");
+	    !IS_ALIGNED(geom->ring_stride, 64)) {
+		dev_err(dev, "control area offsets or strides not aligned\n");
 		return -EINVAL;
 	}
 
-	/* All in u64: at most 8 * 8 strides of 32 bits cannot overflow. */
+	/* All in u64: at most 8 strides of 32 bits cannot overflow. */
 	hosts_len = (u64)geom->max_hosts * geom->host_stride;
-	rings_len = (u64)geom->max_hosts * geom->max_hosts * geom->ring_stride;
 	ring_need = DL_RING_CTRL_SIZE +
 		    (u64)geom->ring_slots * geom->slot_size;
+	inbox_need = (u64)geom->max_hosts * geom->ring_stride;
 
 	if (geom->host_stride < DL_HOST_INFO_SIZE ||
 	    geom->hosts_off < DL_CTL_HEADER_SIZE ||
@@ -136,16 +131,16 @@ int dl_ctl_validate(struct device *dev, const void *ctl, size_t size,
 			geom->hosts_off, geom->host_stride);
 		return -EINVAL;
 	}
-	if (geom->ring_stride < ring_need ||
-	    geom->rings_off < DL_CTL_HEADER_SIZE ||
-	    geom->rings_off + rings_len > geom->total_size) {
-		dev_err(dev, "rings (off %u, stride %u, need %llu) do not fit\n",
-			geom->rings_off, geom->ring_stride, ring_need);
-		return -EINVAL;
-	}
-	if (dl_ctl_ranges_overlap(geom->hosts_off, hosts_len,
-				  geom->rings_off, rings_len)) {
-		dev_err(dev, "host info slots and rings overlap\n");
+	/*
+	 * Each host allocates an inbox of this size from its own RAM: the
+	 * exact size, so that a hostile header cannot make it allocate more
+	 * than the largest rings need (8 entries of 1024 x 4 KiB slots).
+	 */
+	if (geom->ring_stride != ALIGN(ring_need, 64) ||
+	    geom->inbox_size != inbox_need) {
+		dev_err(dev, "inbox of %u bytes, stride %u: need %llu, stride %llu\n",
+			geom->inbox_size, geom->ring_stride, inbox_need,
+			ALIGN(ring_need, 64));
 		return -EINVAL;
 	}
 	return 0;
@@ -165,19 +160,17 @@ struct dl_host_info *dl_ctl_host(struct dl_fabric *fab, u32 id)
 }
 
 /**
- * dl_ctl_ring() - find the ring carrying messages from @src to @dst.
+ * dl_inbox_entry() - find a peer's entry in an inbox.
  * @fab: the fabric.
- * @src: sending host id, below max_hosts.
- * @dst: receiving host id, below max_hosts.
- * @ring: filled in with pointers to the ring's indices and slots.
+ * @inbox: the inbox, or the start of an entry when @id is 0.
+ * @id: the host id the entry belongs to, below max_hosts.
+ * @ring: filled in with pointers to the entry's indices and slots.
  */
-void dl_ctl_ring(struct dl_fabric *fab, u32 src, u32 dst,
-		 struct dl_ring *ring)
+void dl_inbox_entry(struct dl_fabric *fab, void *inbox, u32 id,
+		    struct dl_ring *ring)
 {
-	size_t off = fab->geom.rings_off +
-		     ((size_t)src * fab->geom.max_hosts + dst) *
-		     fab->geom.ring_stride;
+	void *entry = inbox + (size_t)id * fab->geom.ring_stride;
 
-	ring->ctrl = fab->ctl + off;
-	ring->slots = fab->ctl + off + DL_RING_CTRL_SIZE;
+	ring->ctrl = entry;
+	ring->slots = entry + DL_RING_CTRL_SIZE;
 }

@@ -9,15 +9,24 @@
  * copy has fields that belong together. Readers treat everything as
  * untrusted: a peer can write anything into its own slot.
  *
+ * The slot also names this host's inbox, where its peers put their
+ * messages for it, and says which incarnation of each peer the inbox is
+ * bound to (bound[], see devlend_wire.h). A peer stops writing into the
+ * inbox when the slot stops vouching for it, and says so by clearing its
+ * own bound[] entry for this host; a host that leaves waits for that
+ * before it frees its inbox, and leaks it when a peer never answers.
+ *
  * The RAM layout tells peers how this host's physical addresses map onto
  * their window of its RAM: the emulated window is the host's RAM file,
  * where q35 puts RAM below the PCI hole at the same offset and RAM from
  * 4 GiB up right after it.
  */
 #include <linux/ctype.h>
+#include <linux/delay.h>
 #include <linux/device.h>
 #include <linux/gfp.h>
 #include <linux/io.h>
+#include <linux/jiffies.h>
 #include <linux/ioport.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
@@ -140,11 +149,31 @@ int dl_hostinfo_init(struct dl_fabric *fab)
 	WRITE_ONCE(*(__le64 *)page_address(fab->ident_page),
 		   cpu_to_le64(fab->ident_token));
 
+	/* Physically contiguous: peers reach it by one physical address. */
+	fab->inbox = alloc_pages_exact(fab->geom.inbox_size,
+				       GFP_KERNEL | __GFP_ZERO);
+	if (!fab->inbox) {
+		dev_err(fab->dev, "no memory for an inbox of %u bytes\n",
+			fab->geom.inbox_size);
+		ret = -ENOMEM;
+		goto err_free_page;
+	}
+	if (dl_layout_xlate(&fab->layout, virt_to_phys(fab->inbox),
+			    fab->geom.inbox_size, &off)) {
+		dev_err(fab->dev, "inbox %#llx is outside the RAM layout\n",
+			(u64)virt_to_phys(fab->inbox));
+		ret = -ENODEV;
+		goto err_free_inbox;
+	}
+
 	dev_dbg(fab->dev, "RAM %llu bytes, low %llu, high base %#llx\n",
 		fab->layout.ram_size, fab->layout.ram_low_size,
 		fab->layout.ram_high_base);
 	return 0;
 
+err_free_inbox:
+	free_pages_exact(fab->inbox, fab->geom.inbox_size);
+	fab->inbox = NULL;
 err_free_page:
 	__free_page(fab->ident_page);
 	fab->ident_page = NULL;
@@ -153,10 +182,18 @@ err_free_page:
 
 /**
  * dl_hostinfo_free() - free what dl_hostinfo_init() allocated.
- * @fab: the fabric; its slot must already say ABSENT.
+ * @fab: the fabric; its slot must already say ABSENT, and
+ *	dl_hostinfo_await_unbound() must have run if it was ever UP.
  */
 void dl_hostinfo_free(struct dl_fabric *fab)
 {
+	if (fab->inbox && fab->inbox_leaked)
+		dev_warn(fab->dev,
+			 "inbox of %u bytes leaked: a peer may still write into it\n",
+			 fab->geom.inbox_size);
+	else if (fab->inbox)
+		free_pages_exact(fab->inbox, fab->geom.inbox_size);
+	fab->inbox = NULL;
 	if (fab->ident_page)
 		__free_page(fab->ident_page);
 	fab->ident_page = NULL;
@@ -213,6 +250,8 @@ void dl_hostinfo_publish(struct dl_fabric *fab)
 	hi->ram_high_base = cpu_to_le64(fab->layout.ram_high_base);
 	hi->ident_phys = cpu_to_le64(page_to_phys(fab->ident_page));
 	hi->ident_token = cpu_to_le64(fab->ident_token);
+	hi->inbox_phys = cpu_to_le64(virt_to_phys(fab->inbox));
+	memset(hi->bound, 0, sizeof(hi->bound));
 	dl_hostinfo_set_name(fab);
 
 	/* Every field must be visible before UP vouches for them. */
@@ -227,6 +266,72 @@ void dl_hostinfo_publish(struct dl_fabric *fab)
 void dl_hostinfo_leave(struct dl_fabric *fab)
 {
 	dl_hostinfo_set_state(fab, DL_HOST_ABSENT);
+}
+
+/**
+ * dl_hostinfo_set_bound() - say which incarnation of a peer this host is
+ *	bound to.
+ * @fab: the fabric, published.
+ * @id: the peer.
+ * @incarnation: its incarnation, or 0 once this host no longer writes into
+ *	its inbox. Before a nonzero value, the peer's entry in our inbox must
+ *	be ready for it: the barrier orders that before.
+ */
+void dl_hostinfo_set_bound(struct dl_fabric *fab, u32 id, u64 incarnation)
+{
+	/* The entry is zeroed before the binding says it is ready. */
+	smp_wmb();
+	WRITE_ONCE(fab->self->bound[id], cpu_to_le64(incarnation));
+}
+
+/* Peers whose slot still says they may write into our inbox. */
+static unsigned int dl_hostinfo_writers(struct dl_fabric *fab)
+{
+	unsigned int n = 0;
+	u32 id;
+
+	for (id = 0; id < fab->geom.max_hosts; id++) {
+		const struct dl_host_info *hi = dl_ctl_host(fab, id);
+
+		if (id == fab->host_id)
+			continue;
+		/*
+		 * A slot that is not UP belongs to a host that left or is
+		 * attaching anew: its old incarnation writes no more.
+		 */
+		if (le64_to_cpu(READ_ONCE(hi->magic)) == DL_HOST_MAGIC &&
+		    le32_to_cpu(READ_ONCE(hi->state)) == DL_HOST_UP &&
+		    le64_to_cpu(READ_ONCE(hi->bound[fab->host_id])) ==
+		    fab->incarnation)
+			n++;
+	}
+	return n;
+}
+
+/**
+ * dl_hostinfo_await_unbound() - wait until no peer writes into our inbox.
+ * @fab: the fabric, its slot saying ABSENT; process context.
+ *
+ * Peers see that at their next scan and clear their bound[] entry for this
+ * host once no store of theirs is under way. One that does not within
+ * %DL_LEAVE_ACK_MS (stalled, or gone without leaving) might still write:
+ * the inbox is then leaked rather than given back to the allocator.
+ */
+void dl_hostinfo_await_unbound(struct dl_fabric *fab)
+{
+	unsigned long deadline = jiffies + msecs_to_jiffies(DL_LEAVE_ACK_MS);
+	unsigned int n;
+
+	while ((n = dl_hostinfo_writers(fab))) {
+		if (time_after(jiffies, deadline)) {
+			dev_warn(fab->dev,
+				 "%u peer(s) did not stop writing into this host's inbox\n",
+				 n);
+			fab->inbox_leaked = true;
+			return;
+		}
+		msleep(50);
+	}
 }
 
 /**
@@ -325,6 +430,8 @@ int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap)
 	snap->layout.ram_high_base = le64_to_cpu(c.ram_high_base);
 	snap->ident_phys = le64_to_cpu(c.ident_phys);
 	snap->ident_token = le64_to_cpu(c.ident_token);
+	snap->inbox_phys = le64_to_cpu(c.inbox_phys);
+	snap->bound_me = le64_to_cpu(c.bound[fab->host_id]);
 	dl_hostinfo_copy_name(snap->name, c.name, sizeof(c.name));
 
 	/*
@@ -334,6 +441,7 @@ int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap)
 	 */
 	if (snap->proto_min > snap->proto_max ||
 	    !PAGE_ALIGNED(snap->ident_phys) ||
+	    !PAGE_ALIGNED(snap->inbox_phys) ||
 	    !dl_layout_valid(&snap->layout))
 		return -EINVAL;
 	return 0;

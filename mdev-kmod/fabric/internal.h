@@ -8,7 +8,8 @@
  *  - peer->link_lock (spinlock): the link snapshot (up, proto, epoch,
  *    incarnation, window, layout, name) that senders, the receiver and the
  *    API read; written under fab->lock too.
- *  - peer->tx.lock (spinlock): the peer's transmit ring.
+ *  - peer->tx.lock (spinlock): the peer's transmit ring, and every store
+ *    into the peer's inbox (the receive side's consumer index too).
  *  - the xarray lock of fab->reqs: requests in flight.
  * The receive state of a ring (struct dl_rx_ring) is touched only by the
  * receive work, which never runs twice at once.
@@ -34,6 +35,11 @@ struct kobject;
 
 /* How long a sender waits for room in a full ring. */
 #define DL_TX_FULL_WAIT_MS	1000
+/*
+ * How long a host that leaves waits for its peers to stop writing into its
+ * inbox before it gives up and leaks the inbox instead of freeing it.
+ */
+#define DL_LEAVE_ACK_MS		(4 * DL_HEARTBEAT_MS + 1000)
 
 /* Per-peer counters, shown in debugfs. */
 enum dl_peer_counter {
@@ -55,6 +61,7 @@ enum dl_peer_counter {
 	DL_CNT_RX_IN_IRQ,
 	DL_CNT_ANSWERS,		/* answers to this host's requests */
 	DL_CNT_ANSWER_NS,	/* their round trips, summed */
+	DL_CNT_TX_FENCED,	/* stores refused: its slot no longer vouches */
 	DL_CNT_NR
 };
 
@@ -63,13 +70,13 @@ extern const char * const dl_peer_counter_names[DL_CNT_NR];
 /**
  * struct dl_ctl_geom - the validated geometry of the control area; copied
  * once from the header, never re-read from shared memory.
- * @max_hosts: host info slots, and rows and columns of rings.
+ * @max_hosts: host info slots, and entries of an inbox.
  * @ring_slots: slots per ring, a power of two.
  * @slot_size: bytes per slot, message header included.
  * @hosts_off: offset of host info slot 0.
  * @host_stride: bytes between host info slots.
- * @rings_off: offset of ring (0, 0).
- * @ring_stride: bytes between rings.
+ * @inbox_size: bytes of each host's inbox.
+ * @ring_stride: bytes between inbox entries.
  * @total_size: bytes of the area the header describes.
  * @fabric_id: the fabric instance, for logs.
  */
@@ -79,7 +86,7 @@ struct dl_ctl_geom {
 	u32 slot_size;
 	u32 hosts_off;
 	u32 host_stride;
-	u32 rings_off;
+	u32 inbox_size;
 	u32 ring_stride;
 	u64 total_size;
 	u64 fabric_id;
@@ -107,6 +114,8 @@ struct dl_ram_layout {
  * @layout: its RAM layout.
  * @ident_phys: physical address of its ident page.
  * @ident_token: what the ident page holds.
+ * @inbox_phys: physical address of its inbox.
+ * @bound_me: the incarnation of this host it has bound to, or 0.
  * @name: its host name, made printable.
  */
 struct dl_peer_snap {
@@ -118,12 +127,14 @@ struct dl_peer_snap {
 	struct dl_ram_layout layout;
 	u64 ident_phys;
 	u64 ident_token;
+	u64 inbox_phys;
+	u64 bound_me;
 	char name[sizeof_field(struct dl_host_info, name) + 1];
 };
 
 /**
- * struct dl_ring - one ring in the control area.
- * @ctrl: its producer and consumer indices.
+ * struct dl_ring - one entry of an inbox: indices and slots.
+ * @ctrl: its indices (see struct dl_ring_ctrl).
  * @slots: its first slot.
  */
 struct dl_ring {
@@ -132,24 +143,35 @@ struct dl_ring {
 };
 
 /**
- * struct dl_tx_ring - this host's side of the ring to a peer.
- * @lock: serializes senders; taken with interrupts off, as interrupt
- *	handlers send (dl_ring_send_atomic()).
- * @ring: the ring.
+ * struct dl_tx_ring - this host's side of the ring to a peer, which lives
+ *	in the peer's inbox.
+ * @lock: serializes senders and every store into the peer's inbox; taken
+ *	with interrupts off, as interrupt handlers send
+ *	(dl_ring_send_atomic()).
+ * @open: @out may be written: the link is up (@lock).
+ * @map: the mapping of our entry in the peer's inbox, through the window
+ *	onto its RAM, while @open or until the link goes down (@lock and
+ *	fab->lock to set, either to read).
+ * @out: our entry in the peer's inbox, in @map.
+ * @peer_inc: the incarnation the peer's slot must show while @open.
  * @prod: the producer index; the shared copy is never read back.
  * @seq: sequence number of the next message.
  */
 struct dl_tx_ring {
-	spinlock_t lock;		/* senders */
-	struct dl_ring ring;
+	spinlock_t lock;		/* senders, stores into the peer's inbox */
+	bool open;
+	void *map;
+	struct dl_ring out;
+	u64 peer_inc;
 	u32 prod;
 	u32 seq;
 };
 
 /**
- * struct dl_rx_ring - this host's side of the ring from a peer; used by the
- * receive work only.
- * @ring: the ring.
+ * struct dl_rx_ring - this host's side of the ring from a peer, in this
+ * host's inbox; used by the receive work only.
+ * @in: the peer's entry in this host's inbox.
+ * @gen: the binding (dl_peer.bind_gen) @cons counts for.
  * @cons: the consumer index; the shared copy is never read back.
  * @synced: @epoch and @next_seq are valid.
  * @epoch: the sender epoch of the last message taken.
@@ -158,7 +180,8 @@ struct dl_tx_ring {
  *	room for an answer (dl_ring_rx_peer()).
  */
 struct dl_rx_ring {
-	struct dl_ring ring;
+	struct dl_ring in;
+	u32 gen;
 	u32 cons;
 	bool synced;
 	u32 epoch;
@@ -202,6 +225,12 @@ struct dl_ping_rx {
  * @ident: how to recognize its window (fab->lock).
  * @proto_min: lowest version it speaks (fab->lock).
  * @proto_max: highest version it speaks (fab->lock).
+ * @inbox_phys: physical address of its inbox (fab->lock).
+ * @bound: a ring pair is bound to @bound_inc: our bound[] entry for it
+ *	says so, and our entry in its inbox may be written (fab->lock).
+ * @bound_inc: the incarnation bound to (fab->lock).
+ * @bind_gen: bumped at each binding, before the link comes up; the
+ *	receive side restarts its indices when it changes.
  * @tx: the ring to it.
  * @rx: the ring from it.
  * @ping: ping responder state.
@@ -234,6 +263,10 @@ struct dl_peer {
 	struct dl_fabric_ident ident;
 	u16 proto_min;
 	u16 proto_max;
+	u64 inbox_phys;
+	bool bound;
+	u64 bound_inc;
+	u32 bind_gen;
 
 	struct dl_tx_ring tx;
 	struct dl_rx_ring rx;
@@ -308,6 +341,8 @@ struct dl_selftest_result {
  * @incarnation: this incarnation, random.
  * @ident_token: what @ident_page holds, random.
  * @ident_page: the page peers look for through their windows.
+ * @inbox: this host's inbox, zeroed at allocation, physically contiguous.
+ * @inbox_leaked: a peer may still write into @inbox: never free it.
  * @layout: this host's RAM layout.
  * @heartbeat: this host's heartbeat counter (@beat_timer only).
  * @lock: see the top of this file.
@@ -351,6 +386,8 @@ struct dl_fabric {
 	u64 incarnation;
 	u64 ident_token;
 	struct page *ident_page;
+	void *inbox;
+	bool inbox_leaked;
 	struct dl_ram_layout layout;
 	u64 heartbeat;
 
@@ -408,8 +445,8 @@ static inline struct dl_peer *dl_fabric_peer(struct dl_fabric *fab, u32 id)
 int dl_ctl_validate(struct device *dev, const void *ctl, size_t size,
 		    struct dl_ctl_geom *geom);
 struct dl_host_info *dl_ctl_host(struct dl_fabric *fab, u32 id);
-void dl_ctl_ring(struct dl_fabric *fab, u32 src, u32 dst,
-		 struct dl_ring *ring);
+void dl_inbox_entry(struct dl_fabric *fab, void *inbox, u32 id,
+		    struct dl_ring *ring);
 
 /* hostinfo.c */
 int dl_hostinfo_init(struct dl_fabric *fab);
@@ -417,6 +454,8 @@ void dl_hostinfo_free(struct dl_fabric *fab);
 void dl_hostinfo_begin(struct dl_fabric *fab);
 void dl_hostinfo_publish(struct dl_fabric *fab);
 void dl_hostinfo_leave(struct dl_fabric *fab);
+void dl_hostinfo_set_bound(struct dl_fabric *fab, u32 id, u64 incarnation);
+void dl_hostinfo_await_unbound(struct dl_fabric *fab);
 void dl_hostinfo_refresh(struct dl_fabric *fab);
 void dl_hostinfo_beat_start(struct dl_fabric *fab);
 void dl_hostinfo_beat_stop(struct dl_fabric *fab);
@@ -439,7 +478,11 @@ void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
 /* ring.c */
 u32 dl_ring_share(struct dl_fabric *fab);
 u32 dl_ring_share_normal(struct dl_fabric *fab);
-void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer);
+void dl_ring_init(struct dl_fabric *fab, struct dl_peer *peer);
+void dl_ring_bind(struct dl_fabric *fab, struct dl_peer *peer);
+void dl_ring_open(struct dl_fabric *fab, struct dl_peer *peer, void *map,
+		  u64 incarnation);
+void *dl_ring_close(struct dl_fabric *fab, struct dl_peer *peer);
 int dl_ring_send_atomic(struct dl_fabric *fab, struct dl_peer *peer,
 			const struct dl_fabric_msg *msg);
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,

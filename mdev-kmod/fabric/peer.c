@@ -5,21 +5,30 @@
  * Every DL_HEARTBEAT_MS a timer bumps this host's heartbeat (hostinfo.c),
  * and the liveness work reads every other host's slot. A peer comes up when its info is valid
  * and says UP, its heartbeat has moved since we started watching this
- * incarnation, a window showing its RAM has been found and the two hosts
- * share a protocol version (the highest common one is used). It goes down
- * when its heartbeat stands still for DL_PEER_TIMEOUT_MS, when its slot
- * stops saying UP or becomes malformed, or when its incarnation changes;
- * then it is watched afresh and its window found again. Going down fails
- * every request in flight to the peer at once.
+ * incarnation, a window showing its RAM has been found, the two hosts
+ * share a protocol version (the highest common one is used) and each has
+ * bound a ring pair to the other's incarnation. It goes down when its
+ * heartbeat stands still for DL_PEER_TIMEOUT_MS, when its slot stops
+ * saying UP, becomes malformed or no longer binds us, or when its
+ * incarnation changes; then it is watched afresh and its window found
+ * again. Going down fails every request in flight to the peer at once
+ * and stops every store into its inbox.
+ *
+ * A binding lasts as long as the peer's incarnation: it is dropped, and
+ * our bound[] entry for the peer cleared, only when the peer left, is
+ * attaching anew or shows another incarnation, or when we leave. So the
+ * indices of a ring pair never restart under a peer that still uses them.
  *
  * The work also drains the receive rings, because a doorbell can be lost
  * (ivshmem drops doorbells rung before the receiver's interrupts are set
  * up, and so may a real adapter that resets).
  */
 #include <linux/device.h>
+#include <linux/io.h>
 #include <linux/jiffies.h>
 #include <linux/lockdep.h>
 #include <linux/minmax.h>
+#include <linux/overflow.h>
 #include <linux/printk.h>
 #include <linux/string.h>
 
@@ -88,6 +97,15 @@ static void dl_peer_set_up(struct dl_fabric *fab, struct dl_peer *peer,
 	queue_work(fab->wq, &fab->rx_work);
 }
 
+/* Stop storing into the peer's inbox and unmap our entry there. */
+static void dl_peer_close_out(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	void *map = dl_ring_close(fab, peer);
+
+	if (map)
+		memunmap(map);
+}
+
 static void dl_peer_set_down(struct dl_fabric *fab, struct dl_peer *peer,
 			     const char *why)
 {
@@ -101,6 +119,8 @@ static void dl_peer_set_down(struct dl_fabric *fab, struct dl_peer *peer,
 	peer->up = false;
 	peer->proto = 0;
 	spin_unlock_irqrestore(&peer->link_lock, flags);
+	/* A peer that stopped beating may be rebooting: not one more store. */
+	dl_peer_close_out(fab, peer);
 
 	/*
 	 * Only after the link reads down: a request submitted from now on
@@ -131,6 +151,22 @@ static void dl_peer_drop_window(struct dl_fabric *fab, struct dl_peer *peer)
 	fab->ops->window_put(fab, win);
 }
 
+/*
+ * Drop the ring pair bound to the peer: no store of ours goes into its
+ * inbox after this, and our slot says so, which is what a peer that
+ * leaves waits for before it frees its inbox.
+ */
+static void dl_peer_unbind(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	lockdep_assert_held(&fab->lock);
+
+	if (!peer->bound)
+		return;
+	dl_peer_close_out(fab, peer);
+	dl_hostinfo_set_bound(fab, peer->id, 0);
+	peer->bound = false;
+}
+
 /* Stop watching the current incarnation: down, and forget its window. */
 static void dl_peer_forget(struct dl_fabric *fab, struct dl_peer *peer,
 			   const char *why)
@@ -159,6 +195,7 @@ static void dl_peer_track(struct dl_fabric *fab, struct dl_peer *peer,
 	peer->ident.offset = off;
 	peer->ident.token = snap->ident_token;
 	peer->ident.min_size = snap->layout.ram_size;
+	peer->inbox_phys = snap->inbox_phys;
 
 	spin_lock_irqsave(&peer->link_lock, flags);
 	peer->incarnation = snap->incarnation;
@@ -174,6 +211,7 @@ static bool dl_peer_same_incarnation(struct dl_peer *peer,
 	       snap->proto_min == peer->proto_min &&
 	       snap->proto_max == peer->proto_max &&
 	       snap->ident_token == peer->ident.token &&
+	       snap->inbox_phys == peer->inbox_phys &&
 	       !memcmp(&snap->layout, &peer->layout, sizeof(snap->layout));
 }
 
@@ -207,10 +245,30 @@ static __printf(3, 4) void dl_peer_warn_once(struct dl_fabric *fab,
 	va_end(args);
 }
 
-static void dl_peer_try_up(struct dl_fabric *fab, struct dl_peer *peer)
+/*
+ * Map our entry in the peer's inbox through the window onto its RAM,
+ * write-combining as stores across a bridge want; NULL if the inbox the
+ * peer names is not in its RAM.
+ */
+static void *dl_peer_map_out(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	u64 len = fab->geom.ring_stride;
+	u64 phys, off;
+
+	if (check_add_overflow(peer->inbox_phys, (u64)fab->host_id * len,
+			       &phys) ||
+	    dl_layout_xlate(&peer->layout, phys, len, &off) ||
+	    off > peer->win->size || len > peer->win->size - off)
+		return NULL;
+	return memremap(peer->win->phys_addr + off, len, MEMREMAP_WC);
+}
+
+static void dl_peer_try_up(struct dl_fabric *fab, struct dl_peer *peer,
+			   const struct dl_peer_snap *snap)
 {
 	struct dl_fabric_window *win;
 	unsigned long flags;
+	void *map;
 	u16 proto;
 
 	lockdep_assert_held(&fab->lock);
@@ -239,6 +297,23 @@ static void dl_peer_try_up(struct dl_fabric *fab, struct dl_peer *peer)
 		peer->win = win;
 		spin_unlock_irqrestore(&peer->link_lock, flags);
 	}
+	if (!peer->bound) {
+		dl_ring_bind(fab, peer);
+		peer->bound = true;
+		peer->bound_inc = peer->incarnation;
+		dl_hostinfo_set_bound(fab, peer->id, peer->incarnation);
+	}
+	/* It stores into our inbox only once bound: wait for that too. */
+	if (snap->bound_me != fab->incarnation)
+		return;
+	map = dl_peer_map_out(fab, peer);
+	if (!map) {
+		dl_peer_warn_once(fab, peer,
+				  "its inbox at %#llx is outside its RAM or the window\n",
+				  peer->inbox_phys);
+		return;
+	}
+	dl_ring_open(fab, peer, map, peer->incarnation);
 	dl_peer_set_up(fab, peer, proto);
 }
 
@@ -261,6 +336,9 @@ static void dl_peer_scan(struct dl_fabric *fab, struct dl_peer *peer)
 				       ret ? "host info invalid" :
 				       snap.state == DL_HOST_ABSENT ? "left" :
 				       "re-attaching");
+		/* Its incarnation is over: it takes no more messages. */
+		if (!ret)
+			dl_peer_unbind(fab, peer);
 		return;
 	}
 
@@ -270,6 +348,8 @@ static void dl_peer_scan(struct dl_fabric *fab, struct dl_peer *peer)
 		dl_peer_forget(fab, peer,
 			       snap.incarnation != peer->incarnation ?
 			       "restarted" : "host info changed");
+	if (peer->bound && snap.incarnation != peer->bound_inc)
+		dl_peer_unbind(fab, peer);
 	if (!peer->tracking) {
 		dl_peer_track(fab, peer, &snap);
 		return;		/* up only once the heartbeat moves */
@@ -286,8 +366,12 @@ static void dl_peer_scan(struct dl_fabric *fab, struct dl_peer *peer)
 		return;
 	}
 
+	if (peer->up && snap.bound_me != fab->incarnation) {
+		dl_peer_set_down(fab, peer, "it no longer takes our messages");
+		return;
+	}
 	if (!peer->up && peer->hb_moved)
-		dl_peer_try_up(fab, peer);
+		dl_peer_try_up(fab, peer, &snap);
 }
 
 /**
@@ -315,7 +399,8 @@ void dl_peer_live_work(struct work_struct *work)
 }
 
 /**
- * dl_peers_down_all() - take every peer down and give back their windows.
+ * dl_peers_down_all() - take every peer down, drop every binding and give
+ *	back the windows.
  * @fab: the fabric, stopping; the liveness work must be stopped.
  */
 void dl_peers_down_all(struct dl_fabric *fab)
@@ -323,10 +408,13 @@ void dl_peers_down_all(struct dl_fabric *fab)
 	u32 id;
 
 	mutex_lock(&fab->lock);
-	for (id = 0; id < fab->geom.max_hosts; id++)
-		if (id != fab->host_id)
-			dl_peer_forget(fab, &fab->peers[id],
-				       "fabric adapter going away");
+	for (id = 0; id < fab->geom.max_hosts; id++) {
+		if (id == fab->host_id)
+			continue;
+		dl_peer_forget(fab, &fab->peers[id],
+			       "fabric adapter going away");
+		dl_peer_unbind(fab, &fab->peers[id]);
+	}
 	mutex_unlock(&fab->lock);
 }
 

@@ -3,16 +3,20 @@
  * Message rings: sending into the ring to a peer, receiving from the ring
  * of each peer.
  *
- * Each ordered pair of hosts has a ring of fixed-size slots in the control
- * area. The sender writes a slot, then publishes its producer index and
- * rings the receiver's DL_DB_VEC_MSG doorbell; the receiver copies the slot
- * out, handles the copy and then publishes its consumer index. Each side
- * writes only its own index and keeps the authoritative value locally: the
- * other side's index is read, checked and never trusted.
+ * The ring from a peer lives in this host's inbox, the ring to a peer in
+ * the peer's (devlend_wire.h): the sender writes a slot through its window
+ * onto the receiver's RAM, then publishes its producer index there and
+ * rings the receiver's DL_DB_VEC_MSG doorbell; the receiver copies the
+ * slot out of its own RAM, handles the copy and then publishes its
+ * consumer index into the sender's inbox. So every read is local. Each
+ * side keeps its own index authoritatively: the other side's is read,
+ * checked and never trusted.
  *
- * At attach a receiver drops what was left in its rings for an earlier
- * incarnation (cons = prod); a sender continues from the ring's producer
- * index, as the receiver counts from there.
+ * A ring pair is bound to one incarnation of each host and its indices
+ * start at 0 (dl_ring_bind()). Before every store into a peer's inbox the
+ * sender checks, under the ring's lock, that the peer's slot still vouches
+ * for the inbox (dl_ring_vouched()): a peer that left, re-attached or
+ * restarted gets no more stores from the moment its slot says so.
  */
 #include <linux/delay.h>
 #include <linux/device.h>
@@ -31,29 +35,130 @@ static u8 *dl_ring_slot(struct dl_fabric *fab, struct dl_ring *ring, u32 idx)
 }
 
 /**
- * dl_ring_attach() - take this host's side of the rings to and from a peer.
- * @fab: the fabric, attaching (its host info says INIT).
+ * dl_ring_init() - find the peer's entry in this host's inbox.
+ * @fab: the fabric, its inbox allocated.
  * @peer: the peer.
  */
-void dl_ring_attach(struct dl_fabric *fab, struct dl_peer *peer)
+void dl_ring_init(struct dl_fabric *fab, struct dl_peer *peer)
 {
-	struct dl_rx_ring *rx = &peer->rx;
+	dl_inbox_entry(fab, fab->inbox, peer->id, &peer->rx.in);
+}
+
+/**
+ * dl_ring_bind() - start a ring pair with a new incarnation of a peer.
+ * @fab: the fabric.
+ * @peer: the peer, its link down; fab->lock held.
+ *
+ * Zeroes the peer's entry in our inbox and restarts both indices at 0.
+ * The caller then says so in our bound[] entry for the peer, which the
+ * peer waits for before its first store; the receive side restarts its
+ * consumer index when it sees the new binding generation.
+ */
+void dl_ring_bind(struct dl_fabric *fab, struct dl_peer *peer)
+{
 	struct dl_tx_ring *tx = &peer->tx;
 	unsigned long flags;
 
-	dl_ctl_ring(fab, peer->id, fab->host_id, &rx->ring);
-	dl_ctl_ring(fab, fab->host_id, peer->id, &tx->ring);
+	memset(peer->rx.in.ctrl, 0, fab->geom.ring_stride);
 
-	/* Messages waiting now were meant for an earlier incarnation. */
-	spin_lock_irqsave(&fab->rx_lock, flags);
-	rx->cons = le32_to_cpu(READ_ONCE(rx->ring.ctrl->prod));
-	WRITE_ONCE(rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
-	rx->synced = false;
-	spin_unlock_irqrestore(&fab->rx_lock, flags);
-
-	/* The peer's consumer index counts from where we stopped. */
-	tx->prod = le32_to_cpu(READ_ONCE(tx->ring.ctrl->prod));
+	spin_lock_irqsave(&tx->lock, flags);
+	tx->prod = 0;
 	tx->seq = 0;
+	spin_unlock_irqrestore(&tx->lock, flags);
+	WRITE_ONCE(peer->bind_gen, peer->bind_gen + 1);
+}
+
+/**
+ * dl_ring_open() - let stores into the peer's inbox begin.
+ * @fab: the fabric.
+ * @peer: the peer, bound; fab->lock held.
+ * @map: our entry in its inbox, mapped.
+ * @incarnation: the incarnation its slot must show for stores to go on.
+ */
+void dl_ring_open(struct dl_fabric *fab, struct dl_peer *peer, void *map,
+		  u64 incarnation)
+{
+	struct dl_tx_ring *tx = &peer->tx;
+	unsigned long flags;
+
+	spin_lock_irqsave(&tx->lock, flags);
+	tx->map = map;
+	dl_inbox_entry(fab, map, 0, &tx->out);
+	tx->peer_inc = incarnation;
+	tx->open = true;
+	spin_unlock_irqrestore(&tx->lock, flags);
+}
+
+/**
+ * dl_ring_close() - stop storing into the peer's inbox.
+ * @fab: the fabric.
+ * @peer: the peer; fab->lock held.
+ *
+ * Return: the mapping given to dl_ring_open(), which nobody uses any more,
+ * or NULL.
+ */
+void *dl_ring_close(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_tx_ring *tx = &peer->tx;
+	unsigned long flags;
+	void *map;
+
+	spin_lock_irqsave(&tx->lock, flags);
+	tx->open = false;
+	map = tx->map;
+	tx->map = NULL;
+	tx->out.ctrl = NULL;
+	tx->out.slots = NULL;
+	spin_unlock_irqrestore(&tx->lock, flags);
+	return map;
+}
+
+/*
+ * Whether we may store into the peer's inbox now: the ring is open and the
+ * peer's slot still says UP, with the incarnation we bound to and a binding
+ * to ours. Read before every batch of stores, under the ring's lock, which
+ * dl_ring_close() takes too. When the slot stops vouching, the ring stays
+ * shut until the liveness work has taken the link down and up again.
+ */
+static bool dl_ring_vouched(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	const struct dl_host_info *hi = dl_ctl_host(fab, peer->id);
+	struct dl_tx_ring *tx = &peer->tx;
+
+	lockdep_assert_held(&tx->lock);
+
+	if (!tx->open)
+		return false;
+	if (le32_to_cpu(READ_ONCE(hi->state)) == DL_HOST_UP &&
+	    le64_to_cpu(READ_ONCE(hi->incarnation)) == tx->peer_inc &&
+	    le64_to_cpu(READ_ONCE(hi->bound[fab->host_id])) ==
+	    fab->incarnation)
+		return true;
+	tx->open = false;
+	dl_peer_count(peer, DL_CNT_TX_FENCED);
+	dev_warn_ratelimited(fab->dev,
+			     "peer %u: its slot no longer vouches for its inbox, stores stopped\n",
+			     peer->id);
+	return false;
+}
+
+/*
+ * Publish how far we consumed the ring from the peer, into its inbox.
+ * Not done while the slot does not vouch: the peer gets a new binding,
+ * which starts at 0, before it may send again.
+ */
+static void dl_ring_rx_publish(struct dl_fabric *fab, struct dl_peer *peer)
+{
+	struct dl_tx_ring *tx = &peer->tx;
+	unsigned long flags;
+
+	spin_lock_irqsave(&tx->lock, flags);
+	if (dl_ring_vouched(fab, peer)) {
+		/* Our reads of the slot are done before the peer reuses it. */
+		mb();
+		WRITE_ONCE(tx->out.ctrl->cons, cpu_to_le32(peer->rx.cons));
+	}
+	spin_unlock_irqrestore(&tx->lock, flags);
 }
 
 /**
@@ -113,19 +218,19 @@ static u32 dl_ring_tx_room(struct dl_fabric *fab, struct dl_peer *peer,
 	lockdep_assert_held(&tx->lock);
 
 	/*
-	 * Acquire: the peer is done reading a slot before it publishes the
-	 * consumer index that frees it, so we may overwrite it after this.
+	 * The peer mirrors its consumer index into its entry of our inbox.
+	 * Acquire: it is done reading a slot before it publishes the index
+	 * that frees it, so we may overwrite the slot after this.
 	 */
-	cons = le32_to_cpu(smp_load_acquire(&tx->ring.ctrl->cons));
+	cons = le32_to_cpu(smp_load_acquire(&peer->rx.in.ctrl->cons));
 	used = tx->prod - cons;
 	if (used > fab->geom.ring_slots) {
 		dev_warn_ratelimited(fab->dev,
 				     "peer %u: consumer index %u out of ring (producer %u), resyncing\n",
 				     peer->id, cons, tx->prod);
 		tx->prod = cons;
-		/* Release: pairs with the receiver's acquire of prod. */
-		smp_store_release(&tx->ring.ctrl->prod,
-				  cpu_to_le32(tx->prod));
+		/* Callers checked dl_ring_vouched() under this lock. */
+		WRITE_ONCE(tx->out.ctrl->prod, cpu_to_le32(tx->prod));
 		used = 0;
 	}
 	return used < limit ? limit - used : 0;
@@ -135,7 +240,7 @@ static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
 			     const struct dl_fabric_msg *msg, u16 proto,
 			     u16 flags, u32 status)
 {
-	u8 *slot = dl_ring_slot(fab, &tx->ring, tx->prod);
+	u8 *slot = dl_ring_slot(fab, &tx->out, tx->prod);
 	struct dl_msg_hdr hdr = {
 		.type = cpu_to_le16(msg->type),
 		.proto = cpu_to_le16(proto),
@@ -155,8 +260,13 @@ static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
 		memcpy(slot + DL_MSG_HDR_SIZE, msg->data, msg->len);
 	tx->seq++;
 	tx->prod++;
-	/* Release: the slot is complete before the index says it is there. */
-	smp_store_release(&tx->ring.ctrl->prod, cpu_to_le32(tx->prod));
+	/*
+	 * The slot is complete before the index says it is there. A full
+	 * barrier, not a release: the peer's inbox may be mapped
+	 * write-combining, whose stores a release does not order.
+	 */
+	wmb();
+	WRITE_ONCE(tx->out.ctrl->prod, cpu_to_le32(tx->prod));
 }
 
 /**
@@ -199,6 +309,10 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		if (!dl_peer_link(peer, &proto, NULL))
 			return -ENOTCONN;
 		spin_lock_irqsave(&tx->lock, irqflags);
+		if (!dl_ring_vouched(fab, peer)) {
+			spin_unlock_irqrestore(&tx->lock, irqflags);
+			return -ENOTCONN;
+		}
 		if (dl_ring_tx_room(fab, peer, flags & DL_MSG_F_RESPONSE,
 				    msg->urgent))
 			break;
@@ -245,6 +359,10 @@ int dl_ring_send_atomic(struct dl_fabric *fab, struct dl_peer *peer,
 	if (!dl_peer_link(peer, &proto, NULL))
 		return -ENOTCONN;
 	spin_lock_irqsave(&tx->lock, irqflags);
+	if (!dl_ring_vouched(fab, peer)) {
+		spin_unlock_irqrestore(&tx->lock, irqflags);
+		return -ENOTCONN;
+	}
 	if (!dl_ring_tx_room(fab, peer, false, false)) {
 		spin_unlock_irqrestore(&tx->lock, irqflags);
 		dl_peer_count(peer, DL_CNT_TX_RING_FULL);
@@ -293,7 +411,7 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 			   u16 proto, u32 epoch, bool atomic)
 {
 	struct dl_rx_ring *rx = &peer->rx;
-	const u8 *slot = dl_ring_slot(fab, &rx->ring, rx->cons);
+	const u8 *slot = dl_ring_slot(fab, &rx->in, rx->cons);
 	const struct dl_msg_hdr *hdr = (const void *)fab->rx_buf;
 	struct dl_fabric_msg msg = {};
 	u32 seq, msg_epoch;
@@ -367,6 +485,20 @@ static bool dl_ring_rx_one(struct dl_fabric *fab, struct dl_peer *peer,
 	return true;
 }
 
+/* A new binding restarts the ring from the peer at index 0. */
+static void dl_ring_rx_sync_gen(struct dl_peer *peer)
+{
+	struct dl_rx_ring *rx = &peer->rx;
+	u32 gen = READ_ONCE(peer->bind_gen);
+
+	if (rx->gen == gen)
+		return;
+	rx->gen = gen;
+	rx->cons = 0;
+	rx->synced = false;
+	rx->held_back = false;
+}
+
 /* Whether the ring to @peer has room for an answer now. */
 static bool dl_ring_can_answer(struct dl_fabric *fab, struct dl_peer *peer)
 {
@@ -375,7 +507,8 @@ static bool dl_ring_can_answer(struct dl_fabric *fab, struct dl_peer *peer)
 	bool room;
 
 	spin_lock_irqsave(&tx->lock, irqflags);
-	room = dl_ring_tx_room(fab, peer, true, false);
+	room = dl_ring_vouched(fab, peer) &&
+	       dl_ring_tx_room(fab, peer, true, false);
 	spin_unlock_irqrestore(&tx->lock, irqflags);
 	return room;
 }
@@ -395,9 +528,10 @@ static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer,
 	/* Leave messages of a peer not up yet where they are. */
 	if (!dl_peer_link(peer, &proto, &epoch))
 		return false;
+	dl_ring_rx_sync_gen(peer);
 
 	/* Acquire: the slots up to prod are complete once we see prod. */
-	prod = le32_to_cpu(smp_load_acquire(&rx->ring.ctrl->prod));
+	prod = le32_to_cpu(smp_load_acquire(&rx->in.ctrl->prod));
 	if (prod - rx->cons > fab->geom.ring_slots) {
 		dl_peer_count(peer, DL_CNT_RX_CORRUPT_RING);
 		dev_warn_ratelimited(fab->dev,
@@ -405,8 +539,7 @@ static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer,
 				     peer->id, prod, rx->cons);
 		rx->cons = prod;
 		rx->synced = false;
-		/* Release: nothing of the skipped slots is read after this. */
-		smp_store_release(&rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
+		dl_ring_rx_publish(fab, peer);
 		return false;
 	}
 
@@ -428,8 +561,7 @@ static bool dl_ring_rx_peer(struct dl_fabric *fab, struct dl_peer *peer,
 		if (!dl_ring_rx_one(fab, peer, proto, epoch, false))
 			return false;
 		rx->cons++;
-		/* Release: we are done with the slot before the sender reuses it. */
-		smp_store_release(&rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
+		dl_ring_rx_publish(fab, peer);
 	}
 	return rx->cons != prod;
 }
@@ -480,8 +612,9 @@ static bool dl_ring_rx_peer_fast(struct dl_fabric *fab, struct dl_peer *peer)
 
 	if (!dl_peer_link(peer, &proto, &epoch))
 		return false;
+	dl_ring_rx_sync_gen(peer);
 	/* Acquire: the slots up to prod are complete once we see prod. */
-	prod = le32_to_cpu(smp_load_acquire(&rx->ring.ctrl->prod));
+	prod = le32_to_cpu(smp_load_acquire(&rx->in.ctrl->prod));
 	if (prod - rx->cons > fab->geom.ring_slots)
 		return true;	/* corrupt: the work counts and skips it */
 	for (n = 0; rx->cons != prod && n < fab->geom.ring_slots; n++) {
@@ -489,8 +622,7 @@ static bool dl_ring_rx_peer_fast(struct dl_fabric *fab, struct dl_peer *peer)
 			return true;
 		dl_peer_count(peer, DL_CNT_RX_IN_IRQ);
 		rx->cons++;
-		/* Release: we are done with the slot before the sender reuses it. */
-		smp_store_release(&rx->ring.ctrl->cons, cpu_to_le32(rx->cons));
+		dl_ring_rx_publish(fab, peer);
 	}
 	return rx->cons != prod;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
 /*
- * devlend fabric wire format, version 1.
+ * devlend fabric wire format: control area layout 2, message protocol 1.
  *
  * This header is the one definition of everything that crosses the fabric
  * or lives in fabric-shared memory. The kernel module includes it directly;
@@ -9,19 +9,40 @@
  *
  * The emulated fabric has one shared "control area" (the shared memory of
  * the ivshmem-doorbell device, created and formatted by devlend's ivshmem
- * server). It plays the part that scratchpad registers and a message
- * window play on an NTB adapter:
+ * server; on NTB, a page range in the lower port's RAM). It plays the part
+ * of an NTB adapter's scratchpads:
  *
  *   offset 0              struct dl_ctl_header       (written by the server)
  *   hosts_off + i*stride  struct dl_host_info        (written by host i only)
- *   rings_off + (s*max_hosts + d)*ring_stride
- *                         struct dl_ring_ctrl, then ring_slots slots of
- *                         slot_size bytes: messages from host s to host d.
- *                         prod is written by s only, cons by d only.
  *
- * Nothing read from the control area is trusted: every host, and the
- * server, is a peer that may be faulty or hostile. Readers copy a message
- * out of its slot before parsing it and check every index and length.
+ * Messages travel in rings that live in the receiver's own RAM, as
+ * ntb_transport places them. Each host allocates an "inbox" of inbox_size
+ * bytes, physically contiguous, and names it in its host info. Entry p of
+ * host d's inbox, at p * ring_stride, belongs to peer p:
+ *
+ *   struct dl_ring_ctrl   prod: messages p has published to d;
+ *                         cons: messages p has consumed of the ring from
+ *                         d to p (which lives in p's inbox): the mirror
+ *                         that lets d know its free slots by a local read
+ *   ring_slots slots of slot_size bytes: the messages from p to d
+ *
+ * Everything in entry p is written by p only, through p's window onto d's
+ * RAM, and read by d only: every read is local, every store crosses the
+ * fabric once. Entry d of d's own inbox is unused.
+ *
+ * Binding. A ring pair is used by one incarnation of each host. Host d
+ * zeroes entry p, starts its indices for p at 0, and only then publishes
+ * bound[p] = p's incarnation. Host p writes into d's inbox only while d's
+ * slot says UP, shows the incarnation p bound to and has bound[p] equal
+ * to p's own incarnation; it checks that before every batch of stores.
+ * When p stops writing into d's inbox for good (d left, re-attached or
+ * restarted, or p leaves), it sets its own bound[d] to 0. A host that
+ * leaves waits for that from every peer before it frees its inbox.
+ *
+ * Nothing read from the control area or an inbox is trusted: every host,
+ * and the server, is a peer that may be faulty or hostile. Readers copy a
+ * message out of its slot before parsing it and check every index and
+ * length.
  */
 #ifndef DEVLEND_WIRE_H
 #define DEVLEND_WIRE_H
@@ -34,7 +55,7 @@
 #define DL_HOST_MAGIC		0x4e4954534f484c44ULL
 
 /* Layout of the control area; bumped on any incompatible layout change. */
-#define DL_CTL_LAYOUT_VERSION	1
+#define DL_CTL_LAYOUT_VERSION	2
 
 /* Message protocol versions a host may speak. Peers use the highest common. */
 #define DL_PROTO_V1		1
@@ -70,13 +91,14 @@
  * ivshmem server before any host attaches.
  * @magic: %DL_CTL_MAGIC.
  * @layout_version: %DL_CTL_LAYOUT_VERSION.
- * @max_hosts: number of host info slots and ring rows/columns.
+ * @max_hosts: number of host info slots, and of entries in an inbox.
  * @ring_slots: slots per ring, a power of two.
  * @slot_size: bytes per slot, header included; a multiple of 64.
  * @hosts_off: offset of host info slot 0.
  * @host_stride: bytes between host info slots.
- * @rings_off: offset of ring (0, 0).
- * @ring_stride: bytes between rings.
+ * @inbox_size: bytes of each host's inbox: @max_hosts * @ring_stride.
+ * @ring_stride: bytes between the entries of an inbox, a multiple of 64:
+ *	a struct dl_ring_ctrl and @ring_slots slots.
  * @total_size: size of the whole area in bytes.
  * @fabric_id: random id of this fabric instance, for logs.
  */
@@ -88,7 +110,7 @@ struct dl_ctl_header {
 	__le32 slot_size;
 	__le32 hosts_off;
 	__le32 host_stride;
-	__le32 rings_off;
+	__le32 inbox_size;
 	__le32 ring_stride;
 	__le64 total_size;
 	__le64 fabric_id;
@@ -123,6 +145,11 @@ enum dl_host_state {
  *	shows this host by looking for the token there.
  * @ident_token: random, new each incarnation.
  * @name: the owner's host name, NUL-padded, for humans only.
+ * @inbox_phys: physical address of the owner's inbox, page aligned, in
+ *	the RAM layout above.
+ * @bound: entry p is the incarnation of host p that the owner has bound
+ *	a ring pair to, 0 if none: its inbox entry p is ready for that
+ *	incarnation, and the owner may write into host p's inbox.
  */
 struct dl_host_info {
 	__le64 magic;
@@ -139,16 +166,20 @@ struct dl_host_info {
 	__le64 ident_phys;
 	__le64 ident_token;
 	char name[32];
-	__u8 reserved[144];
+	__le64 inbox_phys;
+	__le64 bound[DL_MAX_HOSTS];
+	__u8 reserved[72];
 } __attribute__((packed));
 
 /**
- * struct dl_ring_ctrl - producer and consumer indices of one ring, on
- * separate cache lines. Both count messages and wrap at 2^32; the slot of
+ * struct dl_ring_ctrl - the indices at the start of an inbox entry, on
+ * separate cache lines; both are written by the peer the entry belongs to.
+ * Indices count messages from 0 at binding and wrap at 2^32; the slot of
  * index i is i & (ring_slots - 1). A ring is full when prod - cons equals
  * ring_slots; prod - cons greater than that is a corrupt ring.
- * @prod: messages published by the sender; written only by the sender.
- * @cons: messages consumed by the receiver; written only by the receiver.
+ * @prod: producer index of the ring in this entry (peer to owner).
+ * @cons: consumer index of the ring the other way (owner to peer), which
+ *	lives in the peer's inbox.
  */
 struct dl_ring_ctrl {
 	__le32 prod;

@@ -2,8 +2,10 @@
 /*
  * fabric/ring.c: how much of a ring each kind of message may use, the
  * producer/consumer arithmetic with indices that wrap at 2^32, full and
- * corrupt rings, and messages written and taken through real slots.
- * Host 0 (this one) and host 1 (the peer) share two rings of 16 slots.
+ * corrupt rings, messages written and taken through real slots, and
+ * stores stopped when the peer's slot no longer vouches for its inbox.
+ * Host 0 (this one) and host 1 (the peer) have two rings of 16 slots: the
+ * peer's entry in our inbox (in_mem) and ours in the peer's (out_mem).
  */
 #include <stdio.h>
 
@@ -27,7 +29,7 @@ struct ring_mem {
 };
 
 static struct dl_fabric fab;
-static struct ring_mem tx_mem, rx_mem;
+static struct ring_mem in_mem, out_mem;
 static struct dl_host_info peer_info;
 static u8 rx_buf[SLOT_SIZE];
 static unsigned int ndoorbells;
@@ -69,11 +71,13 @@ struct dl_host_info *dl_ctl_host(struct dl_fabric *f, u32 id)
 	return &peer_info;
 }
 
-void dl_ctl_ring(struct dl_fabric *f, u32 src, u32 dst, struct dl_ring *ring)
+void dl_inbox_entry(struct dl_fabric *f, void *inbox, u32 id,
+		    struct dl_ring *ring)
 {
-	struct ring_mem *m = src == f->host_id ? &tx_mem : &rx_mem;
+	struct ring_mem *m = inbox;
 
-	(void)dst;
+	(void)f;
+	(void)id;
 	ring->ctrl = &m->ctrl;
 	ring->slots = &m->slots[0][0];
 }
@@ -127,19 +131,23 @@ static struct dl_peer *setup(u32 ring_slots)
 	struct dl_peer *peer = &fab.peers[PEER];
 
 	memset(&fab, 0, sizeof(fab));
-	memset(&tx_mem, 0, sizeof(tx_mem));
-	memset(&rx_mem, 0, sizeof(rx_mem));
+	memset(&out_mem, 0xa5, sizeof(out_mem));
+	memset(&in_mem, 0xa5, sizeof(in_mem));
 	memset(&peer_info, 0, sizeof(peer_info));
 	fab.ops = &fake_ops;
 	fab.geom.max_hosts = 2;
 	fab.geom.ring_slots = ring_slots;
 	fab.geom.slot_size = SLOT_SIZE;
+	fab.geom.ring_stride = sizeof(struct ring_mem);
 	fab.host_id = 0;
 	fab.incarnation = 0xabcd00000000cafeULL;
 	fab.rx_buf = rx_buf;
+	fab.inbox = &in_mem;
 	peer->fab = &fab;
 	peer->id = PEER;
+	peer_info.state = cpu_to_le32(DL_HOST_UP);
 	peer_info.incarnation = cpu_to_le64(PEER_EPOCH);
+	peer_info.bound[0] = cpu_to_le64(fab.incarnation);
 	ndoorbells = 0;
 	ngot = 0;
 	ngot_atomic = 0;
@@ -147,7 +155,13 @@ static struct dl_peer *setup(u32 ring_slots)
 	kshim_lock_taken = false;
 	kshim_warnings = 0;
 	link_up = true;
-	dl_ring_attach(&fab, peer);
+	dl_ring_init(&fab, peer);
+	dl_ring_bind(&fab, peer);
+	/* The peer zeroed our entry in its inbox when it bound us. */
+	memset(&out_mem, 0, sizeof(out_mem));
+	dl_ring_open(&fab, peer, &out_mem, PEER_EPOCH);
+	/* As after the receive side's first look at this binding. */
+	peer->rx.gen = peer->bind_gen;
 	return peer;
 }
 
@@ -188,15 +202,15 @@ static void test_room_wrap(void)
 
 	/* Empty, right below the wrap. */
 	peer->tx.prod = 0xfffffffcU;
-	tx_mem.ctrl.cons = cpu_to_le32(0xfffffffcU);
+	in_mem.ctrl.cons = cpu_to_le32(0xfffffffcU);
 	check_room(peer, 16, 8, 4);
 	/* 2 used, across the wrap. */
 	peer->tx.prod = 0x00000001U;
-	tx_mem.ctrl.cons = cpu_to_le32(0xffffffffU);
+	in_mem.ctrl.cons = cpu_to_le32(0xffffffffU);
 	check_room(peer, 14, 6, 2);
 	/* 4 used: no room for normal requests, some for urgent ones. */
 	peer->tx.prod = 0x00000002U;
-	tx_mem.ctrl.cons = cpu_to_le32(0xfffffffeU);
+	in_mem.ctrl.cons = cpu_to_le32(0xfffffffeU);
 	check_room(peer, 12, 4, 0);
 	/* 8 used: the share is full; responses still fit. */
 	peer->tx.prod = 0x00000006U;
@@ -214,18 +228,18 @@ static void test_room_corrupt(void)
 
 	/* One more than a ring's worth used: the consumer index is bad. */
 	peer->tx.prod = 0x00000007U;
-	tx_mem.ctrl.cons = cpu_to_le32(0xfffffff6U);
+	in_mem.ctrl.cons = cpu_to_le32(0xfffffff6U);
 	spin_lock(&peer->tx.lock);
 	CHECK_EQ(dl_ring_tx_room(&fab, peer, false, false), 4);
 	spin_unlock(&peer->tx.lock);
 	/* We continue from the peer's index, and publish that. */
 	CHECK_EQ(peer->tx.prod, 0xfffffff6U);
-	CHECK_EQ(le32_to_cpu(tx_mem.ctrl.prod), 0xfffffff6U);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.prod), 0xfffffff6U);
 	CHECK_EQ(kshim_warnings, 1);
 
 	/* A consumer ahead of the producer. */
 	peer->tx.prod = 5;
-	tx_mem.ctrl.cons = cpu_to_le32(6);
+	in_mem.ctrl.cons = cpu_to_le32(6);
 	check_room(peer, 16, 8, 4);
 	CHECK_EQ(peer->tx.prod, 6);
 	CHECK_EQ(kshim_warnings, 2);
@@ -247,7 +261,7 @@ static int send(struct dl_peer *peer, u16 type, u64 req_id, u16 flags,
 /* The message in the slot of index @idx of the ring to the peer. */
 static void check_slot(u32 idx, u16 type, u32 seq, u16 flags, size_t len)
 {
-	const u8 *slot = tx_mem.slots[idx % SLOTS];
+	const u8 *slot = out_mem.slots[idx % SLOTS];
 	struct dl_msg_hdr hdr;
 
 	memcpy(&hdr, slot, sizeof(hdr));
@@ -270,13 +284,14 @@ static void test_send_fill(void)
 	unsigned int i;
 	u32 seq = 0;
 
-	/* The peer consumed up to where we start, 6 before the wrap. */
-	tx_mem.ctrl.prod = cpu_to_le32(start);
+	/* A binding starts at 0. */
 	peer = setup(SLOTS);
-	tx_mem.ctrl.prod = cpu_to_le32(start);
-	tx_mem.ctrl.cons = cpu_to_le32(start);
-	dl_ring_attach(&fab, peer);
-	CHECK_EQ(peer->tx.prod, start);
+	CHECK_EQ(peer->tx.prod, 0);
+	CHECK_EQ(peer->tx.seq, 0);
+	CHECK_EQ(le32_to_cpu(in_mem.ctrl.cons), 0);
+	/* The peer consumed up to where we start, 6 before the wrap. */
+	peer->tx.prod = start;
+	in_mem.ctrl.cons = cpu_to_le32(start);
 
 	/* Normal requests: the share less the urgent slots, 4. */
 	for (i = 0; i < 4; i++, seq++)
@@ -298,15 +313,15 @@ static void test_send_fill(void)
 	CHECK_EQ(ndoorbells, 16);
 
 	/* Published across the wrap; each message in its slot. */
-	CHECK_EQ(le32_to_cpu(tx_mem.ctrl.prod), start + 16);
-	CHECK_EQ(le32_to_cpu(tx_mem.ctrl.prod), 0x0000000aU);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.prod), start + 16);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.prod), 0x0000000aU);
 	for (i = 0; i < 4; i++)
 		check_slot(start + i, 20, i, 0, 8 + i);
 	check_slot(start + 6, 27, 6, 0, 24);	/* index 0: the wrap */
 	check_slot(start + 15, 26, 15, DL_MSG_F_RESPONSE, 0);
 
 	/* The peer takes 5: room again, as much as was freed. */
-	tx_mem.ctrl.cons = cpu_to_le32(start + 5);
+	in_mem.ctrl.cons = cpu_to_le32(start + 5);
 	check_room(peer, 5, 0, 0);
 	for (i = 0; i < 5; i++, seq++)
 		CHECK_EQ(send(peer, 26, 0x100 + seq, DL_MSG_F_RESPONSE, false,
@@ -330,12 +345,12 @@ static void test_send_atomic(void)
 	{
 		struct dl_msg_hdr hdr;
 
-		memcpy(&hdr, tx_mem.slots[3], sizeof(hdr));
+		memcpy(&hdr, out_mem.slots[3], sizeof(hdr));
 		CHECK_EQ(le16_to_cpu(hdr.type), 23);
 		CHECK_EQ(le32_to_cpu(hdr.seq), 3);
 		CHECK_EQ(le16_to_cpu(hdr.flags), 0);
 		CHECK_EQ(le64_to_cpu(hdr.req_id), 0);
-		CHECK_EQ(tx_mem.slots[3][DL_MSG_HDR_SIZE + 7], 23);
+		CHECK_EQ(out_mem.slots[3][DL_MSG_HDR_SIZE + 7], 23);
 	}
 	CHECK_EQ(ndoorbells, 4);
 	/* Then it fails at once, counted, and never waits. */
@@ -367,7 +382,7 @@ static void test_send_errors(void)
 /* The peer puts a message into the ring to us at index @idx. */
 static void peer_put(u32 idx, u16 type, u32 seq, u16 len, u32 src, u32 epoch)
 {
-	u8 *slot = rx_mem.slots[idx % SLOTS];
+	u8 *slot = in_mem.slots[idx % SLOTS];
 	struct dl_msg_hdr hdr = {
 		.type = cpu_to_le16(type),
 		.proto = cpu_to_le16(DL_PROTO_V1),
@@ -390,18 +405,21 @@ static void test_receive(void)
 	bool held = false;
 	unsigned int i;
 
-	/* What was in the ring at attach is dropped. */
-	rx_mem.ctrl.prod = cpu_to_le32(start);
+	/* What was in the peer's entry at binding is gone. */
 	peer = setup(SLOTS);
-	rx_mem.ctrl.prod = cpu_to_le32(start);
-	dl_ring_attach(&fab, peer);
-	CHECK_EQ(peer->rx.cons, start);
-	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), start);
+	CHECK_EQ(le32_to_cpu(in_mem.ctrl.prod), 0);
+	CHECK_EQ(in_mem.slots[SLOTS - 1][SLOT_SIZE - 1], 0);
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK_EQ(peer->rx.cons, 0);
+	CHECK_EQ(ngot, 0);
+	/* Somewhere near the wrap. */
+	peer->rx.cons = start;
+	in_mem.ctrl.prod = cpu_to_le32(start);
 
 	/* Five messages across the wrap, taken in order. */
 	for (i = 0; i < 5; i++)
 		peer_put(start + i, 40 + i, 7 + i, 3 * i, PEER, PEER_EPOCH);
-	rx_mem.ctrl.prod = cpu_to_le32(start + 5);
+	in_mem.ctrl.prod = cpu_to_le32(start + 5);
 	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 5);
 	for (i = 0; i < 5 && i < ngot; i++) {
@@ -413,7 +431,7 @@ static void test_receive(void)
 			CHECK_EQ(got_data[i][3 * i - 1], 7 + i);
 	}
 	CHECK_EQ(peer->rx.cons, 2);
-	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), 2);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 2);
 	CHECK_EQ(peer->rx.next_seq, 12);
 
 	/*
@@ -429,7 +447,7 @@ static void test_receive(void)
 	peer_put(2 + 6, 50, 18, SLOT_SIZE, PEER, PEER_EPOCH);	/* too long */
 	peer_put(2 + 8, 50, 20, 4, 0, PEER_EPOCH);		/* source */
 	peer_put(2 + 9, 50, 21, 4, PEER, PEER_EPOCH - 1);	/* stale */
-	rx_mem.ctrl.prod = cpu_to_le32(2 + SLOTS);
+	in_mem.ctrl.prod = cpu_to_le32(2 + SLOTS);
 	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, SLOTS - 3);
 	CHECK_EQ(peer->rx.cons, 2 + SLOTS);
@@ -450,7 +468,7 @@ static void test_receive(void)
 	ngot = 0;
 	peer_info.incarnation = cpu_to_le64(PEER_EPOCH + 1);
 	peer_put(18, 51, 0, 4, PEER, PEER_EPOCH + 1);
-	rx_mem.ctrl.prod = cpu_to_le32(19);
+	in_mem.ctrl.prod = cpu_to_le32(19);
 	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 0);
 	CHECK_EQ(peer->rx.cons, 18);
@@ -470,16 +488,16 @@ static void test_receive_corrupt(void)
 	/* A producer a ring and one ahead: skipped, nothing dispatched. */
 	peer->rx.cons = 0xfffffff8U;
 	peer->rx.synced = true;
-	rx_mem.ctrl.prod = cpu_to_le32(0xfffffff8U + SLOTS + 1);
+	in_mem.ctrl.prod = cpu_to_le32(0xfffffff8U + SLOTS + 1);
 	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 0);
 	CHECK_EQ(peer->rx.cons, 0x00000009U);
-	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), 0x00000009U);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 0x00000009U);
 	CHECK(!peer->rx.synced);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 1);
 
 	/* A producer behind the consumer is as corrupt. */
-	rx_mem.ctrl.prod = cpu_to_le32(0x00000008U);
+	in_mem.ctrl.prod = cpu_to_le32(0x00000008U);
 	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(peer->rx.cons, 8);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 2);
@@ -487,7 +505,7 @@ static void test_receive_corrupt(void)
 	/* Exactly a ring's worth is not corrupt. */
 	for (i = 0; i < SLOTS; i++)
 		peer_put(8 + i, 60, i, 0, PEER, PEER_EPOCH);
-	rx_mem.ctrl.prod = cpu_to_le32(8 + SLOTS);
+	in_mem.ctrl.prod = cpu_to_le32(8 + SLOTS);
 	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, SLOTS);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 2);
@@ -505,7 +523,7 @@ static void test_receive_fast(void)
 
 	for (i = 0; i < ARRAY_SIZE(types); i++)
 		peer_put(i, types[i], i, 4, PEER, PEER_EPOCH);
-	rx_mem.ctrl.prod = cpu_to_le32(ARRAY_SIZE(types));
+	in_mem.ctrl.prod = cpu_to_le32(ARRAY_SIZE(types));
 
 	/* Nothing while the work owns the rings, or the lock is taken. */
 	fab.rx_busy = true;
@@ -520,7 +538,7 @@ static void test_receive_fast(void)
 	CHECK(dl_ring_rx_fast(&fab));
 	CHECK_EQ(ngot_atomic, 2);
 	CHECK_EQ(peer->rx.cons, 2);
-	CHECK_EQ(le32_to_cpu(rx_mem.ctrl.cons), 2);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 2);
 	CHECK_EQ(got[1].type, ATOMIC_TYPE);
 	/* Again: still stuck behind it, takes nothing. */
 	CHECK(dl_ring_rx_fast(&fab));
@@ -539,7 +557,7 @@ static void test_receive_fast(void)
 
 	/* A relay alone: taken whole, nothing left for the work. */
 	peer_put(5, ATOMIC_TYPE, 5, 4, PEER, PEER_EPOCH);
-	rx_mem.ctrl.prod = cpu_to_le32(6);
+	in_mem.ctrl.prod = cpu_to_le32(6);
 	CHECK(!dl_ring_rx_fast(&fab));
 	CHECK_EQ(ngot_atomic, 3);
 	CHECK_EQ(peer->rx.cons, 6);
@@ -551,7 +569,7 @@ static void test_receive_fast(void)
 	atomic_declines = true;
 	peer_put(6, ATOMIC_TYPE, 6, 4, PEER, PEER_EPOCH);
 	peer_put(7, ATOMIC_TYPE, 7, 4, PEER, PEER_EPOCH);
-	rx_mem.ctrl.prod = cpu_to_le32(8);
+	in_mem.ctrl.prod = cpu_to_le32(8);
 	CHECK(dl_ring_rx_fast(&fab));
 	CHECK_EQ(peer->rx.cons, 6);
 	CHECK_EQ(peer->rx.next_seq, 6);
@@ -569,7 +587,7 @@ static void test_receive_fast(void)
 	/* Nor from a peer whose link is down. */
 	link_up = false;
 	peer_put(8, ATOMIC_TYPE, 8, 4, PEER, PEER_EPOCH);
-	rx_mem.ctrl.prod = cpu_to_le32(9);
+	in_mem.ctrl.prod = cpu_to_le32(9);
 	CHECK(!dl_ring_rx_fast(&fab));
 	CHECK_EQ(peer->rx.cons, 8);
 }
@@ -602,7 +620,7 @@ static void test_receive_backpressure(void)
 	/* Its requests stay in its ring, counted once, and are polled for. */
 	for (i = 0; i < 3; i++)
 		peer_put(i, 60, i, 0, PEER, PEER_EPOCH);
-	rx_mem.ctrl.prod = cpu_to_le32(3);
+	in_mem.ctrl.prod = cpu_to_le32(3);
 	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK(held);
 	CHECK_EQ(ngot, 0);
@@ -617,7 +635,7 @@ static void test_receive_backpressure(void)
 	CHECK_EQ(ngot, 0);
 
 	/* It takes one answer: its requests are served again. */
-	tx_mem.ctrl.cons = cpu_to_le32(1);
+	in_mem.ctrl.cons = cpu_to_le32(1);
 	held = false;
 	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
 	CHECK(!held);
@@ -628,6 +646,90 @@ static void test_receive_backpressure(void)
 	dl_ring_rx_work(&fab.rx_work);
 	CHECK_EQ(fab.rx_poll.armed, 0);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_HELD_BACK]), 1);
+}
+
+static void test_bind_and_fence(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+	u8 before[sizeof(out_mem)];
+	bool held = false;
+
+	/* Some traffic both ways in this binding. */
+	CHECK_EQ(send(peer, 20, 1, 0, false, 8), 0);
+	peer_put(0, 40, 0, 4, PEER, PEER_EPOCH);
+	in_mem.ctrl.prod = cpu_to_le32(1);
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK_EQ(ngot, 1);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 1);
+
+	/*
+	 * The peer's slot stops vouching (here: it shows another
+	 * incarnation): no store goes into its inbox, neither a message
+	 * nor our consumer index; counted once, and the ring stays shut.
+	 */
+	peer_info.incarnation = cpu_to_le64(PEER_EPOCH + 1);
+	memcpy(before, &out_mem, sizeof(before));
+	CHECK_EQ(send(peer, 20, 2, 0, false, 8), -ENOTCONN);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_FENCED]), 1);
+	peer_info.incarnation = cpu_to_le64(PEER_EPOCH);
+	CHECK_EQ(send(peer, 20, 2, 0, false, 8), -ENOTCONN);
+	peer_put(1, 40, 1, 4, PEER, PEER_EPOCH);
+	in_mem.ctrl.prod = cpu_to_le32(2);
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK_EQ(ngot, 1);
+	CHECK(!memcmp(before, &out_mem, sizeof(before)));
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_FENCED]), 1);
+	CHECK_EQ(kshim_warnings, 1);
+
+	/* Nor when it no longer binds us, or says anything but UP. */
+	dl_ring_open(&fab, peer, &out_mem, PEER_EPOCH);
+	peer_info.bound[0] = 0;
+	CHECK_EQ(dl_ring_send_atomic(&fab, peer,
+				     &(struct dl_fabric_msg){ .type = 23 }),
+		 -ENOTCONN);
+	dl_ring_open(&fab, peer, &out_mem, PEER_EPOCH);
+	peer_info.bound[0] = cpu_to_le64(fab.incarnation);
+	peer_info.state = cpu_to_le32(DL_HOST_INIT);
+	CHECK_EQ(send(peer, 20, 2, 0, false, 8), -ENOTCONN);
+	CHECK(!memcmp(before, &out_mem, sizeof(before)));
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_FENCED]), 3);
+
+	/* Closed, the mapping is handed back and nothing is stored. */
+	dl_ring_open(&fab, peer, &out_mem, PEER_EPOCH);
+	peer_info.state = cpu_to_le32(DL_HOST_UP);
+	CHECK(dl_ring_close(&fab, peer) == &out_mem);
+	CHECK(dl_ring_close(&fab, peer) == NULL);
+	CHECK_EQ(send(peer, 20, 2, 0, false, 8), -ENOTCONN);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_FENCED]), 3);
+
+	/*
+	 * A new binding (the peer restarted): our entry for it is zeroed,
+	 * both indices restart at 0, and the receive side, seeing the new
+	 * generation, takes the new binding's first message at index 0.
+	 */
+	peer_info.incarnation = cpu_to_le64(PEER_EPOCH + 2);
+	dl_ring_bind(&fab, peer);
+	CHECK_EQ(le32_to_cpu(in_mem.ctrl.prod), 0);
+	CHECK_EQ(le32_to_cpu(in_mem.ctrl.cons), 0);
+	CHECK_EQ(peer->tx.prod, 0);
+	memset(&out_mem, 0, sizeof(out_mem));
+	dl_ring_open(&fab, peer, &out_mem, PEER_EPOCH + 2);
+	CHECK_EQ(send(peer, 20, 3, 0, false, 8), 0);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.prod), 1);
+	{
+		struct dl_msg_hdr hdr;
+
+		memcpy(&hdr, out_mem.slots[0], sizeof(hdr));
+		CHECK_EQ(le32_to_cpu(hdr.seq), 0);
+		CHECK_EQ(le64_to_cpu(hdr.req_id), 3);
+	}
+	peer_put(0, 41, 0, 4, PEER, PEER_EPOCH);
+	in_mem.ctrl.prod = cpu_to_le32(1);
+	ngot = 0;
+	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK_EQ(ngot, 1);
+	CHECK_EQ(peer->rx.cons, 1);
+	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 1);
 }
 
 static const struct unit_test tests[] = {
@@ -650,6 +752,8 @@ static const struct unit_test tests[] = {
 	  test_receive_fast },
 	{ "receive: held back while the peer leaves its answers; no wait",
 	  test_receive_backpressure },
+	{ "binding: stores stop when the peer's slot stops vouching; rebind at 0",
+	  test_bind_and_fence },
 };
 
 UNIT_SUITE(ring_suite, "fabric/ring.c: ring index arithmetic", tests);

@@ -13,6 +13,17 @@
 //! rings the target's doorbell through the ivshmem server's socket of the
 //! dead host (a new client of a host id gets the other hosts' eventfds).
 //!
+//! The rings live in the receivers' inboxes (control area layout 2,
+//! `devlend_wire::CtlLayout`), so the fuzzer also maps two RAM files on the
+//! outer machine: the target's, whose inbox entry for the dead host holds
+//! the ring it writes (slots and `prod`) and the consumer index it
+//! publishes for the ring back; and the dead host's (its file outlives its
+//! QEMU), whose inbox entry for the target holds the ring the target
+//! writes and the target's consumer index of the fuzzer's ring. Like any
+//! host it writes into the target's inbox only while the target's slot
+//! says UP, shows the incarnation it started with and has the ring pair
+//! bound to the dead host's incarnation.
+//!
 //! Every message written is run through [`Model`], which mirrors the
 //! receive path of `devlend_fabric.ko` (`fabric/ring.c`, `fabric/msg.c`,
 //! `fabric/request.c`, `fabric/selftest.c`, `lender/msg.c`): what it must
@@ -22,7 +33,7 @@
 //! Everything the fuzzer writes follows from its seed.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::os::unix::net::UnixStream;
@@ -32,7 +43,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use devlend_wire::sys;
-use devlend_wire::{CtlLayout, Ping, DL_CTL_HEADER_SIZE, DL_MSG_HDR_SIZE};
+use devlend_wire::{
+    CtlLayout, HostInfo, HostState, Ping, DL_CTL_HEADER_SIZE, DL_HOST_INFO_SIZE, DL_MSG_HDR_SIZE,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::json;
@@ -42,6 +55,12 @@ use serde_json::json;
 pub struct Options {
     /// The control area file (the ivshmem server's `--ctl-path`).
     pub ctl: PathBuf,
+    /// The target's RAM file (its QEMU's memory backend): its inbox holds
+    /// the ring the fuzzer writes.
+    pub target_ram: PathBuf,
+    /// The impersonated host's RAM file, which outlives its killed QEMU:
+    /// its inbox holds the ring the target writes to it.
+    pub peer_ram: PathBuf,
     /// The ivshmem server's socket of the impersonated host, to get the
     /// target's doorbell; without it the fuzzer relies on the target's
     /// liveness work, which drains at most a ring every 200 ms.
@@ -233,71 +252,95 @@ impl ParsedReport {
 }
 
 // ---------------------------------------------------------------------------
-// The control area, mapped.
+// Shared memory, mapped: the control area and two inboxes.
 
-/// The control area file, mapped read-write and shared, as every host maps
-/// it.
-struct Area {
+/// A range of a file mapped read-write and shared, as the hosts map it:
+/// the control area, or a host's inbox in its RAM file.
+struct Mapped {
+    /// Start of the mapping, page aligned.
+    map: *mut u8,
+    map_len: usize,
+    /// Start of the range: `map` plus the range's offset in its first page.
     base: *mut u8,
     len: usize,
-    layout: CtlLayout,
+    /// What the range is, for messages.
+    what: String,
 }
 
-impl Area {
-    fn open(path: &Path) -> anyhow::Result<Area> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .with_context(|| format!("open {}", path.display()))?;
-        let len = usize::try_from(file.metadata()?.len())?;
-        let mut header = [0u8; DL_CTL_HEADER_SIZE];
-        file.read_exact_at(&mut header, 0)
-            .with_context(|| format!("read the header of {}", path.display()))?;
-        let layout = CtlLayout::parse(&header)
-            .with_context(|| format!("control area {}", path.display()))?;
-        layout.check_fits(len as u64)?;
-        // SAFETY: a new shared mapping of `len` bytes of an open file, at
-        // an address the kernel picks; nothing in this process aliases it.
-        // The hosts write the same pages concurrently, so it is only ever
-        // accessed through atomics and volatile copies (see below).
-        let base = unsafe {
+fn page_size() -> u64 {
+    // SAFETY: sysconf takes no pointers and only reads a constant of the
+    // system.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(page).unwrap_or(PAGE)
+}
+
+fn open_rw(path: &Path) -> anyhow::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("open {}", path.display()))
+}
+
+impl Mapped {
+    /// Maps `len` (nonzero) bytes at `offset` of `file`.
+    fn new(file: &File, offset: u64, len: usize, what: String) -> anyhow::Result<Mapped> {
+        let start = offset - offset % page_size();
+        let lead = usize::try_from(offset - start)?;
+        let map_len = lead
+            .checked_add(len)
+            .with_context(|| format!("{what}: {len} bytes at {offset:#x} overflow"))?;
+        let file_off = libc::off_t::try_from(start)
+            .with_context(|| format!("{what}: offset {offset:#x} too large"))?;
+        // SAFETY: a new shared mapping of `map_len` bytes of an open file,
+        // at an address the kernel picks; nothing in this process aliases
+        // it. The hosts write the same pages concurrently, so it is only
+        // ever accessed through atomics and volatile copies (see below).
+        let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                map_len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 file.as_raw_fd(),
-                0,
+                file_off,
             )
         };
-        if base == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("mmap {}", path.display()));
+        if map == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("mmap {what}"));
         }
-        Ok(Area {
-            base: base.cast(),
+        let map = map.cast::<u8>();
+        // SAFETY: `lead < map_len`: the range starts inside the mapping
+        // just made.
+        let base = unsafe { map.add(lead) };
+        Ok(Mapped {
+            map,
+            map_len,
+            base,
             len,
-            layout,
+            what,
         })
     }
 
-    fn check(&self, off: u64, len: usize, align: u64) -> usize {
+    /// Checks that `len` bytes at `off` lie in the range and that their
+    /// address is `align`-aligned; the offset as usize.
+    fn check(&self, off: u64, len: usize, align: usize) -> usize {
         let off = usize::try_from(off).expect("offset fits usize");
         assert!(
             off.checked_add(len).is_some_and(|end| end <= self.len)
-                && (off as u64).is_multiple_of(align),
-            "access of {len} bytes at {off:#x} outside the control area"
+                && (self.base as usize).wrapping_add(off).is_multiple_of(align),
+            "access of {len} bytes at {off:#x} outside {} or misaligned",
+            self.what
         );
         off
     }
 
     fn u32_at(&self, off: u64) -> &AtomicU32 {
         let off = self.check(off, 4, 4);
-        // SAFETY: `off` is 4-byte aligned and within the mapping (checked),
-        // which lives as long as `self`; every access of this process to
-        // the word is atomic. Other processes (QEMU's vCPUs) access it with
-        // their own atomic loads and stores.
+        // SAFETY: the address is 4-byte aligned and within the mapping
+        // (checked), which lives as long as `self`; every access of this
+        // process to the word is atomic. Other processes (QEMU's vCPUs)
+        // access it with their own atomic loads and stores.
         unsafe { AtomicU32::from_ptr(self.base.add(off).cast()) }
     }
 
@@ -307,17 +350,17 @@ impl Area {
         unsafe { AtomicU64::from_ptr(self.base.add(off).cast()) }
     }
 
-    /// Copies bytes out, 8 at a time (`buf.len()` a multiple of 8 unless
-    /// `off` is 0 and it is the header).
+    /// Copies bytes out, 8 at a time; `buf.len()` a multiple of 8.
     fn read(&self, off: u64, buf: &mut [u8]) {
+        assert!(buf.len().is_multiple_of(8));
         let start = self.check(off, buf.len(), 8);
-        for (i, chunk) in buf.chunks_mut(8).enumerate() {
+        for (i, chunk) in buf.chunks_exact_mut(8).enumerate() {
             // SAFETY: within the mapping (checked for the whole of `buf`)
             // and 8-byte aligned; volatile because another process writes
             // the memory whenever it likes.
             let word =
                 unsafe { std::ptr::read_volatile(self.base.add(start + i * 8).cast::<u64>()) };
-            chunk.copy_from_slice(&word.to_le_bytes()[..chunk.len()]);
+            chunk.copy_from_slice(&word.to_le_bytes());
         }
     }
 
@@ -325,7 +368,7 @@ impl Area {
     fn write(&self, off: u64, buf: &[u8]) {
         assert!(buf.len().is_multiple_of(8));
         let start = self.check(off, buf.len(), 8);
-        for (i, chunk) in buf.chunks(8).enumerate() {
+        for (i, chunk) in buf.chunks_exact(8).enumerate() {
             let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
             // SAFETY: as in read.
             unsafe { std::ptr::write_volatile(self.base.add(start + i * 8).cast::<u64>(), word) };
@@ -333,11 +376,85 @@ impl Area {
     }
 }
 
-impl Drop for Area {
+impl Drop for Mapped {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in open, not used after this.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        // SAFETY: the mapping made in new, not used after this.
+        unsafe { libc::munmap(self.map.cast(), self.map_len) };
     }
+}
+
+/// Maps the control area file (the ivshmem server's `--ctl-path`) whole.
+fn open_ctl(path: &Path) -> anyhow::Result<(Mapped, CtlLayout)> {
+    let file = open_rw(path)?;
+    let len = file
+        .metadata()
+        .with_context(|| format!("stat {}", path.display()))?
+        .len();
+    let mut header = [0u8; DL_CTL_HEADER_SIZE];
+    file.read_exact_at(&mut header, 0)
+        .with_context(|| format!("read the header of {}", path.display()))?;
+    let layout =
+        CtlLayout::parse(&header).with_context(|| format!("control area {}", path.display()))?;
+    layout
+        .check_fits(len)
+        .with_context(|| format!("control area {}", path.display()))?;
+    let area = Mapped::new(
+        &file,
+        0,
+        usize::try_from(len)?,
+        format!("control area {}", path.display()),
+    )?;
+    Ok((area, layout))
+}
+
+/// Host `id`'s slot in the control area, decoded and checked.
+fn read_host(area: &Mapped, layout: &CtlLayout, id: u32) -> anyhow::Result<HostInfo> {
+    let mut buf = [0u8; DL_HOST_INFO_SIZE];
+    area.read(layout.host_offset(id)?, &mut buf);
+    HostInfo::decode_slot(&buf, id)
+        .and_then(|h| h.check_layout(layout).map(|()| h))
+        .with_context(|| format!("host {id}'s slot in the control area"))
+}
+
+/// Maps the inbox of `owner` (which is up) in its RAM file `path`, after
+/// checking that the file is that host's RAM (its ident token at
+/// `ident_phys`) and holds the whole inbox.
+fn open_inbox(path: &Path, layout: &CtlLayout, owner: &HostInfo) -> anyhow::Result<Mapped> {
+    let id = owner.host_id;
+    let file = open_rw(path)?;
+    let len = file
+        .metadata()
+        .with_context(|| format!("stat {}", path.display()))?
+        .len();
+    let ident = owner
+        .ram
+        .window_range(owner.ident_phys, 8)
+        .with_context(|| format!("host {id}'s ident_phys is not in its RAM"))?;
+    let mut token = [0u8; 8];
+    file.read_exact_at(&mut token, ident)
+        .with_context(|| format!("read host {id}'s ident token in {}", path.display()))?;
+    ensure!(
+        u64::from_le_bytes(token) == owner.ident_token,
+        "{} is not host {id}'s RAM: no ident token {:#x} at offset {ident:#x}",
+        path.display(),
+        owner.ident_token
+    );
+    let off = owner
+        .inbox_offset(layout)
+        .with_context(|| format!("host {id}'s inbox"))?;
+    let size = layout.inbox_size();
+    ensure!(
+        off.checked_add(u64::from(size))
+            .is_some_and(|end| end <= len),
+        "{} ({len} bytes) ends before host {id}'s inbox ({size} bytes at {off:#x})",
+        path.display()
+    );
+    Mapped::new(
+        &file,
+        off,
+        usize::try_from(size)?,
+        format!("host {id}'s inbox in {}", path.display()),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -1264,31 +1381,54 @@ impl Gen {
 // ---------------------------------------------------------------------------
 // The run.
 
+const PROD: u64 = std::mem::offset_of!(sys::dl_ring_ctrl, prod) as u64;
+const CONS: u64 = std::mem::offset_of!(sys::dl_ring_ctrl, cons) as u64;
+
+/// The ring pair between the impersonated peer P and the target T.
 struct Rings<'a> {
-    area: &'a Area,
+    area: &'a Mapped,
+    /// T's inbox: entry P holds the ring P -> T and P's consumer index of
+    /// the ring T -> P, all written by the fuzzer.
+    target_inbox: &'a Mapped,
+    /// P's inbox: entry T holds the ring T -> P and T's consumer index of
+    /// the ring P -> T, all written by the target.
+    peer_inbox: &'a Mapped,
     slots: u32,
     slot_size: usize,
-    /// Ring peer -> target.
-    tx_ctrl: u64,
+    /// Ring P -> T: T's inbox entry P and its slots, in `target_inbox`.
+    tx_entry: u64,
     tx_slots: u64,
-    /// Ring target -> peer.
-    rx_ctrl: u64,
+    /// Ring T -> P: P's inbox entry T and its slots, in `peer_inbox`.
+    rx_entry: u64,
     rx_slots: u64,
     heartbeat: u64,
+    /// T's host info slot in the control area, and what it must show for
+    /// P to write into T's inbox.
+    target_slot: u64,
+    target: u32,
+    target_inc: u64,
+    peer: u32,
+    peer_inc: u64,
 }
 
 impl Rings<'_> {
+    /// Producer index of the ring P -> T, in T's inbox entry P.
     fn tx_prod(&self) -> &AtomicU32 {
-        self.area.u32_at(self.tx_ctrl)
+        self.target_inbox.u32_at(self.tx_entry + PROD)
     }
+    /// Consumer index of the ring P -> T, which T publishes in P's inbox
+    /// entry T.
     fn tx_cons(&self) -> &AtomicU32 {
-        self.area.u32_at(self.tx_ctrl + 64)
+        self.peer_inbox.u32_at(self.rx_entry + CONS)
     }
+    /// Producer index of the ring T -> P, in P's inbox entry T.
     fn rx_prod(&self) -> &AtomicU32 {
-        self.area.u32_at(self.rx_ctrl)
+        self.peer_inbox.u32_at(self.rx_entry + PROD)
     }
+    /// Consumer index of the ring T -> P, which P publishes in T's inbox
+    /// entry P.
     fn rx_cons(&self) -> &AtomicU32 {
-        self.area.u32_at(self.rx_ctrl + 64)
+        self.target_inbox.u32_at(self.tx_entry + CONS)
     }
     fn slot_off(&self, base: u64, idx: u32) -> u64 {
         base + u64::from(idx & (self.slots - 1)) * self.slot_size as u64
@@ -1297,6 +1437,37 @@ impl Rings<'_> {
         self.area
             .u64_at(self.heartbeat)
             .fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The binding rule, checked before every batch of stores into T's
+    /// inbox: T's slot says UP, shows the incarnation P bound to, and has
+    /// bound its ring pair to P's incarnation.
+    fn check_bound(&self) -> anyhow::Result<()> {
+        use std::mem::offset_of;
+        let field = |off: usize| self.target_slot + off as u64;
+        let state = self
+            .area
+            .u32_at(field(offset_of!(sys::dl_host_info, state)))
+            .load(Ordering::Acquire);
+        let inc = self
+            .area
+            .u64_at(field(offset_of!(sys::dl_host_info, incarnation)))
+            .load(Ordering::Acquire);
+        let bound = self
+            .area
+            .u64_at(field(offset_of!(sys::dl_host_info, bound)) + 8 * u64::from(self.peer))
+            .load(Ordering::Acquire);
+        ensure!(
+            state == sys::DL_HOST_UP && inc == self.target_inc && bound == self.peer_inc,
+            "host {} no longer takes messages from host {}'s incarnation {:#x}: \
+             its slot says state {state}, incarnation {inc:#x} (bound to {:#x}), bound[{}] = {bound:#x}",
+            self.target,
+            self.peer,
+            self.peer_inc,
+            self.target_inc,
+            self.peer
+        );
+        Ok(())
     }
 }
 
@@ -1323,7 +1494,7 @@ impl Fuzzer<'_> {
     }
 
     /// Consumes what the target wrote to the peer.
-    fn drain_rx(&mut self) {
+    fn drain_rx(&mut self) -> anyhow::Result<()> {
         let prod = self.rings.rx_prod().load(Ordering::Acquire);
         let mut slot = vec![0u8; self.rings.slot_size];
         if prod.wrapping_sub(self.rx_cons) > self.rings.slots {
@@ -1332,7 +1503,9 @@ impl Fuzzer<'_> {
         }
         while self.rx_cons != prod {
             let off = self.rings.slot_off(self.rings.rx_slots, self.rx_cons);
-            self.rings.area.read(off, &mut slot[..DL_MSG_HDR_SIZE]);
+            self.rings
+                .peer_inbox
+                .read(off, &mut slot[..DL_MSG_HDR_SIZE]);
             self.rx_cons = self.rx_cons.wrapping_add(1);
             self.last_activity = Instant::now();
             let (t, flags, status, req_id) = (
@@ -1351,7 +1524,9 @@ impl Fuzzer<'_> {
                 *self.report.target_posts.entry(t).or_default() += 1;
             }
         }
+        self.rings.check_bound()?;
         self.rings.rx_cons().store(self.rx_cons, Ordering::Release);
+        Ok(())
     }
 
     fn response(&mut self, t: u16, status: u32, req_id: u64) {
@@ -1399,17 +1574,20 @@ impl Fuzzer<'_> {
         self.rings.slots - self.prod.wrapping_sub(cons).min(self.rings.slots)
     }
 
-    fn publish(&mut self) {
+    fn publish(&mut self) -> anyhow::Result<()> {
+        self.rings.check_bound()?;
         self.rings.tx_prod().store(self.prod, Ordering::Release);
         if let Some(bell) = &self.bell {
             ring_doorbell(bell);
         }
+        Ok(())
     }
 
-    /// Writes one message (or an answer) into the next slot.
+    /// Writes one message (or an answer) into the next slot; the batch it
+    /// is part of has checked the binding first.
     fn put(&mut self, slot: &[u8]) {
         let off = self.rings.slot_off(self.rings.tx_slots, self.prod);
-        self.rings.area.write(off, slot);
+        self.rings.target_inbox.write(off, slot);
         self.prod = self.prod.wrapping_add(1);
         if let Some(p) = self.model.apply(slot) {
             self.pending.push_back(p);
@@ -1421,7 +1599,7 @@ impl Fuzzer<'_> {
     /// Ends when the target is seen holding our messages back: its ring to
     /// us full of answers, ours to it full and not taken for a while; or
     /// after a bound. Returns whether it was seen.
-    fn deaf_phase(&mut self, budget: u64) -> bool {
+    fn deaf_phase(&mut self, budget: u64) -> anyhow::Result<bool> {
         const HELD_FOR: Duration = Duration::from_millis(300);
         const AT_MOST: Duration = Duration::from_secs(10);
         let t0 = Instant::now();
@@ -1439,14 +1617,15 @@ impl Fuzzer<'_> {
                     .wrapping_sub(self.rx_cons);
                 let since = *full_since.get_or_insert_with(Instant::now);
                 if room == 0 && rx_used >= self.rings.slots && since.elapsed() >= HELD_FOR {
-                    return true;
+                    return Ok(true);
                 }
                 // A doorbell, in case the target missed one.
-                self.publish();
+                self.publish()?;
                 std::thread::sleep(Duration::from_millis(2));
                 continue;
             }
             full_since = None;
+            self.rings.check_bound()?;
             for _ in 0..room.min(u32::try_from(budget - sent).unwrap_or(u32::MAX)) {
                 let kind = self.gen.message(&mut slot);
                 *self.report.kinds.entry(kind).or_default() += 1;
@@ -1454,9 +1633,9 @@ impl Fuzzer<'_> {
                 sent += 1;
                 self.put(&slot);
             }
-            self.publish();
+            self.publish()?;
         }
-        false
+        Ok(false)
     }
 
     /// Waits until the target consumed everything, keeping the peer alive.
@@ -1465,9 +1644,9 @@ impl Fuzzer<'_> {
         let mut last_bell = Instant::now();
         while self.rings.tx_cons().load(Ordering::Acquire) != self.prod {
             self.keep_alive();
-            self.drain_rx();
+            self.drain_rx()?;
             if last_bell.elapsed() > Duration::from_millis(50) {
-                self.publish();
+                self.publish()?;
                 last_bell = Instant::now();
             }
             if t0.elapsed() > timeout {
@@ -1488,11 +1667,11 @@ impl Fuzzer<'_> {
         self.wait_drained(Duration::from_secs(30))?;
         let skip = self.rings.slots + 1 + self.gen.rng.random_range(0..1000);
         self.prod = self.prod.wrapping_add(skip);
-        self.publish();
+        self.publish()?;
         let t0 = Instant::now();
         while self.rings.tx_cons().load(Ordering::Acquire) != self.prod {
             self.keep_alive();
-            self.drain_rx();
+            self.drain_rx()?;
             ensure!(
                 t0.elapsed() < Duration::from_secs(30),
                 "the target did not skip a corrupt ring (prod {})",
@@ -1509,30 +1688,51 @@ impl Fuzzer<'_> {
 
 /// Runs the fuzzer; the report of what was sent and seen.
 pub fn run(opts: &Options) -> anyhow::Result<Report> {
-    let area = Area::open(&opts.ctl)?;
-    let layout = area.layout;
+    let (area, layout) = open_ctl(&opts.ctl)?;
     let (t, b) = (opts.target, opts.peer);
-    let host = layout.host_offset(b)?;
-    let mut info = [0u8; devlend_wire::DL_HOST_INFO_SIZE];
-    area.read(host, &mut info);
-    let peer_info = devlend_wire::HostInfo::decode_slot(&info, b)
-        .with_context(|| format!("host {b}'s slot in the control area"))?;
+    let peer_info = read_host(&area, &layout, b)?;
     ensure!(
-        peer_info.state == devlend_wire::HostState::Up,
+        peer_info.state == HostState::Up,
         "host {b} does not say UP: {peer_info:?}"
     );
+    let target_info = read_host(&area, &layout, t)?;
+    ensure!(
+        target_info.state == HostState::Up,
+        "host {t} does not say UP: {target_info:?}"
+    );
+    // The target writes into the dead host's inbox only while the dead
+    // host's slot has the ring pair bound to the target's incarnation.
+    ensure!(
+        peer_info.bound_to(t) == Some(target_info.incarnation),
+        "host {b} has not bound a ring pair to host {t}'s incarnation {:#x} (bound[{t}] = {:#x})",
+        target_info.incarnation,
+        peer_info.bound_to(t).unwrap_or(0)
+    );
     let epoch = peer_info.incarnation as u32;
+    let target_inbox = open_inbox(&opts.target_ram, &layout, &target_info)?;
+    let peer_inbox = open_inbox(&opts.peer_ram, &layout, &peer_info)?;
+    let host = layout.host_offset(b)?;
     let rings = Rings {
         area: &area,
+        target_inbox: &target_inbox,
+        peer_inbox: &peer_inbox,
         slots: layout.ring_slots(),
         slot_size: layout.slot_size() as usize,
-        tx_ctrl: layout.ring_offset(b, t)?,
-        tx_slots: layout.slot_offset(b, t, 0)?,
-        rx_ctrl: layout.ring_offset(t, b)?,
-        rx_slots: layout.slot_offset(t, b, 0)?,
+        tx_entry: layout.inbox_entry_offset(b)?,
+        tx_slots: layout.inbox_slot_offset(b, 0)?,
+        rx_entry: layout.inbox_entry_offset(t)?,
+        rx_slots: layout.inbox_slot_offset(t, 0)?,
         heartbeat: host + std::mem::offset_of!(sys::dl_host_info, heartbeat) as u64,
+        target_slot: layout.host_offset(t)?,
+        target: t,
+        target_inc: target_info.incarnation,
+        peer: b,
+        peer_inc: peer_info.incarnation,
     };
     rings.beat();
+    rings
+        .check_bound()
+        .context("the target has not bound a ring pair to the dead host")?;
 
     // The server takes a new client for the dead host's id once it has
     // seen the old one go.
@@ -1602,7 +1802,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     fz.wait_drained(Duration::from_secs(30))
         .context("the target does not drain the dead host's ring")?;
     let mut last = vec![0u8; fz.rings.slot_size];
-    fz.rings.area.read(
+    fz.rings.target_inbox.read(
         fz.rings
             .slot_off(fz.rings.tx_slots, fz.prod.wrapping_sub(1)),
         &mut last,
@@ -1612,7 +1812,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         fz.gen.seq = next;
         fz.model.next_seq = Some(next);
     }
-    fz.drain_rx();
+    fz.drain_rx()?;
     // Answers to the target's requests made before we came.
     fz.answers.clear();
 
@@ -1625,17 +1825,18 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     let mut last_report = Instant::now();
     while fz.report.sent < opts.messages {
         fz.keep_alive();
-        fz.drain_rx();
+        fz.drain_rx()?;
         let room = fz.free_slots();
         if room == 0 {
             // Nudge the target if it stopped (a lost doorbell), then wait.
             if fz.last_activity.elapsed() > Duration::from_millis(20) {
-                fz.publish();
+                fz.publish()?;
                 fz.last_activity = Instant::now();
             }
             std::thread::sleep(Duration::from_micros(300));
             continue;
         }
+        fz.rings.check_bound()?;
         for _ in 0..room {
             if let Some((t, id)) = fz.answers.pop_front() {
                 fz.gen.answer(&mut slot, t, id);
@@ -1649,10 +1850,10 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
             }
             fz.put(&slot);
         }
-        fz.publish();
+        fz.publish()?;
         fz.last_activity = Instant::now();
         if fz.report.sent >= next_deaf && fz.report.deaf_phases < u64::from(opts.deaf_phases) {
-            let held = fz.deaf_phase(opts.messages - fz.report.sent);
+            let held = fz.deaf_phase(opts.messages - fz.report.sent)?;
             fz.report.deaf_phases += 1;
             fz.report.deaf_held += u64::from(held);
             next_deaf += deaf_every;
@@ -1678,7 +1879,7 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     let quiet = Instant::now();
     while !fz.pending.is_empty() && quiet.elapsed() < Duration::from_secs(10) {
         fz.keep_alive();
-        fz.drain_rx();
+        fz.drain_rx()?;
         std::thread::sleep(Duration::from_millis(2));
     }
     fz.report.secs = t0.elapsed().as_secs_f64();
@@ -1687,4 +1888,312 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     fz.rings.beat();
     drop(bell);
     Ok(fz.report)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    use devlend_wire::RamLayout;
+
+    use super::*;
+
+    const T: u32 = 0;
+    const P: u32 = 1;
+    const RAM: u64 = 16 << 20;
+    const INBOX: u64 = 0x10_0000;
+    const IDENT: u64 = 0x1000;
+
+    /// A directory of its own under the system's temporary directory.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let dir = std::env::temp_dir()
+                .join(format!("devlend-peerfuzz-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn host(id: u32, peer_inc: u64) -> HostInfo {
+        let mut bound = [0; devlend_wire::BOUND_LEN];
+        bound[(1 - id) as usize] = peer_inc;
+        HostInfo {
+            state: HostState::Up,
+            host_id: id,
+            incarnation: incarnation(id),
+            heartbeat: 1,
+            proto_min: 1,
+            proto_max: 1,
+            ram: RamLayout {
+                size: RAM,
+                low_size: RAM,
+                high_base: 1 << 32,
+            },
+            ident_phys: IDENT,
+            ident_token: 0x70_0000 + u64::from(id),
+            name: format!("host{id}"),
+            inbox_phys: INBOX,
+            bound,
+        }
+    }
+
+    fn incarnation(id: u32) -> u64 {
+        0xabcd_0000_0000_0000 + u64::from(id)
+    }
+
+    fn write_host(ctl: &Path, layout: &CtlLayout, h: &HostInfo) {
+        let mut buf = [0u8; DL_HOST_INFO_SIZE];
+        h.encode(&mut buf).unwrap();
+        let f = open_rw(ctl).unwrap();
+        f.write_all_at(&buf, layout.host_offset(h.host_id).unwrap())
+            .unwrap();
+    }
+
+    /// A fabric of two hosts, T (0) and P (1), bound to each other, as
+    /// files: the control area and both RAM files, inboxes zeroed.
+    struct Fabric {
+        dir: TempDir,
+        layout: CtlLayout,
+    }
+
+    impl Fabric {
+        fn new(name: &str) -> Self {
+            let dir = TempDir::new(name);
+            let layout = CtlLayout::new(1 << 20, 2, 32, 256).unwrap();
+            let fabric = Fabric { dir, layout };
+            let ctl = File::create(fabric.ctl()).unwrap();
+            ctl.set_len(layout.total_size()).unwrap();
+            ctl.write_all_at(&layout.to_bytes(), 0).unwrap();
+            for id in [T, P] {
+                write_host(&fabric.ctl(), &layout, &host(id, incarnation(1 - id)));
+                let ram = File::create(fabric.ram(id)).unwrap();
+                ram.set_len(RAM).unwrap();
+                ram.write_all_at(&(0x70_0000 + u64::from(id)).to_le_bytes(), IDENT)
+                    .unwrap();
+            }
+            fabric
+        }
+
+        fn ctl(&self) -> PathBuf {
+            self.dir.0.join("fabric.ctl")
+        }
+
+        fn ram(&self, id: u32) -> PathBuf {
+            self.dir.0.join(format!("host{id}.ram"))
+        }
+
+        fn options(&self, messages: u64) -> Options {
+            Options {
+                ctl: self.ctl(),
+                target_ram: self.ram(T),
+                peer_ram: self.ram(P),
+                doorbell_sock: None,
+                target: T,
+                peer: P,
+                messages,
+                seed: 7,
+                dev_ids: vec![1],
+                corruptions: 2,
+                deaf_phases: 0,
+                verbose: false,
+            }
+        }
+
+        /// The u32 at `off` of host `id`'s inbox, read from its RAM file.
+        fn inbox_u32(&self, id: u32, off: u64) -> u32 {
+            let mut buf = [0u8; 4];
+            File::open(self.ram(id))
+                .unwrap()
+                .read_exact_at(&mut buf, INBOX + off)
+                .unwrap();
+            u32::from_le_bytes(buf)
+        }
+    }
+
+    /// What the fake target saw.
+    #[derive(Debug, Default)]
+    struct Seen {
+        msgs: u64,
+        answered: u64,
+        corrupt: u64,
+    }
+
+    /// Plays T: takes P's messages from T's inbox entry P, mirrors its
+    /// consumer index into P's inbox entry T, skips a corrupt ring, and
+    /// answers every request (status OK, empty) in P's inbox entry T,
+    /// within the room P's consumer index in T's inbox leaves.
+    fn fake_target(fabric: &Fabric, stop: &AtomicBool) -> Seen {
+        let layout = &fabric.layout;
+        let t_inbox = open_inbox(&fabric.ram(T), layout, &host(T, incarnation(P))).unwrap();
+        let p_inbox = open_inbox(&fabric.ram(P), layout, &host(P, incarnation(T))).unwrap();
+        let entry_p = layout.inbox_entry_offset(P).unwrap();
+        let entry_t = layout.inbox_entry_offset(T).unwrap();
+        let slots = layout.ring_slots();
+        // Continue from the indices in the files, as a live target would.
+        let mut cons = p_inbox.u32_at(entry_t + CONS).load(Ordering::Acquire);
+        let mut prod = p_inbox.u32_at(entry_t + PROD).load(Ordering::Acquire);
+        let mut seen = Seen::default();
+        let mut hdr = [0u8; DL_MSG_HDR_SIZE];
+        while !stop.load(Ordering::Acquire) {
+            let their = t_inbox.u32_at(entry_p + PROD).load(Ordering::Acquire);
+            if their.wrapping_sub(cons) > slots {
+                seen.corrupt += 1;
+                cons = their;
+            }
+            while cons != their && !stop.load(Ordering::Acquire) {
+                t_inbox.read(layout.inbox_slot_offset(P, cons).unwrap(), &mut hdr);
+                let (flags, req_id) = (le16(&hdr, 6), le64(&hdr, 24));
+                if flags & RESP == 0 && req_id != 0 {
+                    let room = t_inbox.u32_at(entry_p + CONS);
+                    if prod.wrapping_sub(room.load(Ordering::Acquire)) >= slots {
+                        break;
+                    }
+                    let mut resp = [0u8; DL_MSG_HDR_SIZE];
+                    resp[0..2].copy_from_slice(&hdr[0..2]);
+                    resp[2..4].copy_from_slice(&1u16.to_le_bytes());
+                    resp[6..8].copy_from_slice(&RESP.to_le_bytes());
+                    resp[8..12].copy_from_slice(&T.to_le_bytes());
+                    resp[12..16].copy_from_slice(&(incarnation(T) as u32).to_le_bytes());
+                    resp[16..20].copy_from_slice(&prod.to_le_bytes());
+                    resp[24..32].copy_from_slice(&req_id.to_le_bytes());
+                    p_inbox.write(layout.inbox_slot_offset(T, prod).unwrap(), &resp);
+                    prod = prod.wrapping_add(1);
+                    p_inbox
+                        .u32_at(entry_t + PROD)
+                        .store(prod, Ordering::Release);
+                    seen.answered += 1;
+                }
+                seen.msgs += 1;
+                cons = cons.wrapping_add(1);
+            }
+            p_inbox
+                .u32_at(entry_t + CONS)
+                .store(cons, Ordering::Release);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        seen
+    }
+
+    /// Runs the fuzzer against [`fake_target`]; its result and what the
+    /// target saw.
+    fn run_against_fake(fabric: &Fabric, opts: &Options) -> (anyhow::Result<Report>, Seen) {
+        let stop = Arc::new(AtomicBool::new(false));
+        std::thread::scope(|s| {
+            let target = s.spawn(|| fake_target(fabric, &stop));
+            let res = run(opts);
+            stop.store(true, Ordering::Release);
+            (res, target.join().unwrap())
+        })
+    }
+
+    #[test]
+    fn fuzzes_through_the_inboxes() {
+        let fabric = Fabric::new("inboxes");
+        let heartbeat = |ctl: &Path| {
+            let area = devlend_wire::ControlArea::open(ctl).unwrap();
+            match area.read_host(P).unwrap() {
+                devlend_wire::HostSlot::Valid(h) => h.heartbeat,
+                other => panic!("{other:?}"),
+            }
+        };
+        let (res, seen) = run_against_fake(&fabric, &fabric.options(3000));
+        let report = res.unwrap();
+        assert_eq!(report.sent, 3000);
+        assert_eq!(report.expected.rx_corrupt_ring, 2);
+        assert_eq!(seen.corrupt, 2, "{seen:?}");
+        // Every message and answer, and the two impossible producer
+        // indices, went into T's inbox entry P.
+        assert!(seen.msgs >= 3000, "{seen:?}");
+        assert_eq!(report.missing_responses, 0, "{:?}", report.wrong_examples);
+        assert_eq!(report.responses.values().sum::<u64>(), seen.answered);
+        // The indices where they belong: T's consumer index of P's ring in
+        // P's inbox entry T, P's of T's ring in T's inbox entry P.
+        let layout = &fabric.layout;
+        let (entry_p, entry_t) = (
+            layout.inbox_entry_offset(P).unwrap(),
+            layout.inbox_entry_offset(T).unwrap(),
+        );
+        assert_eq!(
+            fabric.inbox_u32(T, entry_p + PROD),
+            fabric.inbox_u32(P, entry_t + CONS)
+        );
+        assert_eq!(
+            fabric.inbox_u32(P, entry_t + PROD),
+            u32::try_from(seen.answered).unwrap()
+        );
+        assert_eq!(
+            fabric.inbox_u32(T, entry_p + CONS),
+            fabric.inbox_u32(P, entry_t + PROD)
+        );
+        // Nothing was written into the entries of other hosts.
+        assert_eq!(fabric.inbox_u32(T, entry_t + PROD), 0);
+        assert_eq!(fabric.inbox_u32(P, entry_p + PROD), 0);
+        assert!(heartbeat(&fabric.ctl()) > 1);
+
+        // A second run continues from the indices the first one left.
+        let before = fabric.inbox_u32(T, entry_p + PROD);
+        let (res, _) = run_against_fake(&fabric, &fabric.options(100));
+        assert_eq!(res.unwrap().sent, 100);
+        assert!(fabric.inbox_u32(T, entry_p + PROD).wrapping_sub(before) >= 100);
+    }
+
+    #[test]
+    fn writes_only_into_an_inbox_bound_to_it() {
+        let fabric = Fabric::new("bound");
+        let layout = fabric.layout;
+        // T has not bound the ring pair to P: nothing is written.
+        write_host(&fabric.ctl(), &layout, &host(T, 0));
+        let err = run(&fabric.options(10)).unwrap_err();
+        assert!(format!("{err:#}").contains("bound[1] = 0x0"), "{err:#}");
+        // T bound to an earlier incarnation of P.
+        write_host(&fabric.ctl(), &layout, &host(T, 0x1234));
+        let err = run(&fabric.options(10)).unwrap_err();
+        assert!(format!("{err:#}").contains("no longer takes"), "{err:#}");
+        // P had not bound to T: T would send it nothing.
+        write_host(&fabric.ctl(), &layout, &host(T, incarnation(P)));
+        write_host(&fabric.ctl(), &layout, &host(P, 0));
+        let err = run(&fabric.options(10)).unwrap_err();
+        assert!(format!("{err:#}").contains("has not bound"), "{err:#}");
+        assert_eq!(
+            fabric.inbox_u32(T, layout.inbox_entry_offset(P).unwrap()),
+            0
+        );
+    }
+
+    #[test]
+    fn refuses_ram_files_of_other_hosts() {
+        let fabric = Fabric::new("ident");
+        let swapped = Options {
+            target_ram: fabric.ram(P),
+            peer_ram: fabric.ram(T),
+            ..fabric.options(10)
+        };
+        let err = run(&swapped).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("is not host 0's RAM"),
+            "{err:#}"
+        );
+        // A RAM file that ends before the inbox.
+        File::options()
+            .write(true)
+            .open(fabric.ram(P))
+            .unwrap()
+            .set_len(INBOX + 4096)
+            .unwrap();
+        let err = run(&fabric.options(10)).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("ends before host 1's inbox"),
+            "{err:#}"
+        );
+    }
 }

@@ -3,8 +3,10 @@
 //! fabric. It keeps the dead host's heartbeat moving in the control area
 //! file, so the lender keeps it up, and writes malformed, replayed,
 //! oversized, out-of-order and stale messages straight into the ring from
-//! the borrower to the lender, ringing the lender's doorbell through the
-//! ivshmem server's socket of the dead host. The lender must not crash or
+//! the borrower to the lender (in the lender's inbox, through the lender's
+//! RAM file; the lender's messages to the borrower it takes from the
+//! borrower's inbox, in the dead borrower's RAM file), ringing the lender's
+//! doorbell through the ivshmem server's socket of the dead host. The lender must not crash or
 //! complain in its kernel log, must count every rejection where the
 //! fuzzer's model of the receive path says it must, and must serve the
 //! borrower's next incarnation afterwards.
@@ -106,8 +108,12 @@ fn run_fuzzer(
         sock.display().to_string(),
         "--target".to_owned(),
         lender_id.to_string(),
+        "--target-ram".to_owned(),
+        c.paths().ram_file(LENDER).display().to_string(),
         "--peer".to_owned(),
         borrower_id.to_string(),
+        "--peer-ram".to_owned(),
+        c.paths().ram_file(BORROWER).display().to_string(),
         "--dev-id".to_owned(),
         dev_id.to_string(),
         "--messages".to_owned(),

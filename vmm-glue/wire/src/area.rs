@@ -1,4 +1,7 @@
 //! A read-only view of a control area file, for tools on the outer machine.
+//!
+//! The control area holds the header and the host info slots only; the
+//! rings are in the hosts' inboxes, in their RAM (see [`CtlLayout`]).
 
 use std::fmt;
 use std::fs::File;
@@ -6,8 +9,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::sys::{DL_CTL_HEADER_SIZE, DL_HOST_INFO_SIZE, DL_RING_CTRL_SIZE};
-use crate::{CtlLayout, HostInfo, HostState, RingCtrl, WireError};
+use crate::sys::{DL_CTL_HEADER_SIZE, DL_HOST_INFO_SIZE};
+use crate::{CtlLayout, HostInfo, HostState, WireError};
 
 /// Errors of reading a control area file.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +55,7 @@ pub enum AreaError {
         #[source]
         source: WireError,
     },
-    /// A host id or ring index is out of range.
+    /// A host id is out of range.
     #[error("bad index into control area {path}")]
     Index {
         /// The file.
@@ -88,17 +91,25 @@ pub enum HostSlot {
     Invalid(WireError),
 }
 
-/// The indices of one ring.
+/// A ring pair a host has bound to an incarnation of a peer: a nonzero
+/// entry of its host info's `bound`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RingStatus {
-    /// Sender.
-    pub src: u32,
-    /// Receiver.
-    pub dst: u32,
-    /// The indices as read.
-    pub ctrl: RingCtrl,
-    /// Messages waiting, or `None` if the indices are corrupt.
-    pub occupancy: Option<u32>,
+pub struct Binding {
+    /// The host whose `bound` entry this is: its inbox entry `peer` is
+    /// ready for that incarnation.
+    pub owner: u32,
+    /// The peer.
+    pub peer: u32,
+    /// The peer's incarnation bound to.
+    pub incarnation: u64,
+    /// The peer's slot says UP with this incarnation. If not, the binding
+    /// is stale: the peer left or restarted and the owner has not let go
+    /// yet.
+    pub current: bool,
+    /// The peer has bound back to the owner's incarnation: both rings of
+    /// the pair may carry messages (each host writes into the other's
+    /// inbox only while the other has bound to it).
+    pub paired: bool,
 }
 
 /// Everything [`ControlArea::snapshot`] read.
@@ -108,8 +119,6 @@ pub struct FabricSnapshot {
     pub layout: CtlLayout,
     /// Slot `i` is host `i`.
     pub hosts: Vec<HostSlot>,
-    /// Every ring between two different hosts, ordered by (src, dst).
-    pub rings: Vec<RingStatus>,
 }
 
 impl ControlArea {
@@ -165,7 +174,8 @@ impl ControlArea {
         read_exact_at(&self.file, &self.path, buf, offset)
     }
 
-    /// Reads and decodes host slot `id`.
+    /// Reads and decodes host slot `id`, checked against the area's layout
+    /// too ([`HostInfo::check_layout`]).
     pub fn read_host(&self, id: u32) -> Result<HostSlot, AreaError> {
         let off = self.layout.host_offset(id).map_err(|e| self.index_err(e))?;
         let mut buf = [0u8; DL_HOST_INFO_SIZE];
@@ -173,57 +183,22 @@ impl ControlArea {
         if buf.iter().all(|&b| b == 0) {
             return Ok(HostSlot::Empty);
         }
-        Ok(match HostInfo::decode_slot(&buf, id) {
+        let decoded = HostInfo::decode_slot(&buf, id)
+            .and_then(|info| info.check_layout(&self.layout).map(|()| info));
+        Ok(match decoded {
             Ok(info) => HostSlot::Valid(info),
             Err(e) => HostSlot::Invalid(e),
         })
     }
 
-    /// Reads the indices of the ring from `src` to `dst`.
-    pub fn read_ring(&self, src: u32, dst: u32) -> Result<RingCtrl, AreaError> {
-        let off = self
-            .layout
-            .ring_offset(src, dst)
-            .map_err(|e| self.index_err(e))?;
-        let mut buf = [0u8; DL_RING_CTRL_SIZE];
-        self.read_at(&mut buf, off)?;
-        RingCtrl::decode(&buf).map_err(|e| self.index_err(e))
-    }
-
-    /// Copies the slot holding ring index `index` of the ring from `src`
-    /// to `dst`; decode it with [`crate::MsgHdr::decode_message`].
-    pub fn read_slot(&self, src: u32, dst: u32, index: u32) -> Result<Vec<u8>, AreaError> {
-        let off = self
-            .layout
-            .slot_offset(src, dst, index)
-            .map_err(|e| self.index_err(e))?;
-        let mut buf = vec![0u8; self.layout.slot_size() as usize];
-        self.read_at(&mut buf, off)?;
-        Ok(buf)
-    }
-
-    /// Reads every host slot and every ring between two different hosts.
+    /// Reads every host slot.
     pub fn snapshot(&self) -> Result<FabricSnapshot, AreaError> {
-        let n = self.layout.max_hosts();
-        let hosts = (0..n)
+        let hosts = (0..self.layout.max_hosts())
             .map(|id| self.read_host(id))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut rings = Vec::new();
-        for src in 0..n {
-            for dst in (0..n).filter(|&d| d != src) {
-                let ctrl = self.read_ring(src, dst)?;
-                rings.push(RingStatus {
-                    src,
-                    dst,
-                    ctrl,
-                    occupancy: ctrl.occupancy(self.layout.ring_slots()).ok(),
-                });
-            }
-        }
         Ok(FabricSnapshot {
             layout: self.layout,
             hosts,
-            rings,
         })
     }
 }
@@ -246,11 +221,38 @@ impl FabricSnapshot {
             _ => None,
         })
     }
+
+    /// Host `id`, if its slot is valid and says UP.
+    pub fn host_up(&self, id: u32) -> Option<&HostInfo> {
+        self.hosts_up().find(|h| h.host_id == id)
+    }
+
+    /// The ring pairs every host that is up has bound, ordered by (owner,
+    /// peer).
+    pub fn bindings(&self) -> Vec<Binding> {
+        let mut out = Vec::new();
+        for owner in self.hosts_up() {
+            for peer in 0..self.layout.max_hosts() {
+                let Some(incarnation) = owner.bound_to(peer) else {
+                    continue;
+                };
+                let current = self.host_up(peer).filter(|p| p.incarnation == incarnation);
+                out.push(Binding {
+                    owner: owner.host_id,
+                    peer,
+                    incarnation,
+                    current: current.is_some(),
+                    paired: current
+                        .is_some_and(|p| p.bound_to(owner.host_id) == Some(owner.incarnation)),
+                });
+            }
+        }
+        out
+    }
 }
 
 impl fmt::Display for FabricSnapshot {
-    /// One line for the area, one per host, one per ring that ever carried
-    /// a message.
+    /// One line for the area, one per host, one per ring pair bound.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.layout)?;
         for (id, slot) in self.hosts.iter().enumerate() {
@@ -260,7 +262,7 @@ impl fmt::Display for FabricSnapshot {
                 HostSlot::Valid(h) => writeln!(
                     f,
                     "host {id}: {:<6} {:?} incarnation {:#018x} heartbeat {} proto {}..{} \
-                     ram {} MiB (low {} MiB, high at {:#x})",
+                     ram {} MiB (low {} MiB, high at {:#x}) inbox at {:#x}",
                     h.state.to_string(),
                     h.name,
                     h.incarnation,
@@ -269,30 +271,22 @@ impl fmt::Display for FabricSnapshot {
                     h.proto_max,
                     h.ram.size >> 20,
                     h.ram.low_size >> 20,
-                    h.ram.high_base
+                    h.ram.high_base,
+                    h.inbox_phys
                 )?,
             }
         }
-        for r in &self.rings {
-            if r.ctrl.prod == 0 && r.ctrl.cons == 0 {
-                continue;
-            }
-            match r.occupancy {
-                Some(n) => writeln!(
-                    f,
-                    "ring {}->{}: {n}/{} queued (prod {}, cons {})",
-                    r.src,
-                    r.dst,
-                    self.layout.ring_slots(),
-                    r.ctrl.prod,
-                    r.ctrl.cons
-                )?,
-                None => writeln!(
-                    f,
-                    "ring {}->{}: CORRUPT (prod {}, cons {})",
-                    r.src, r.dst, r.ctrl.prod, r.ctrl.cons
-                )?,
-            }
+        for b in self.bindings() {
+            let how = match (b.current, b.paired) {
+                (false, _) => "stale",
+                (true, false) => "one way",
+                (true, true) => "paired",
+            };
+            writeln!(
+                f,
+                "bound {}->{}: incarnation {:#018x} ({how})",
+                b.owner, b.peer, b.incarnation
+            )?;
         }
         Ok(())
     }
@@ -328,86 +322,147 @@ mod tests {
             ident_phys: 0x10_0000,
             ident_token: 0x5eed,
             name: format!("host{id}"),
+            inbox_phys: 0x20_0000,
+            bound: [0; crate::BOUND_LEN],
         }
     }
 
+    fn write_host(file: &std::fs::File, layout: &CtlLayout, h: &HostInfo) {
+        let mut buf = [0u8; DL_HOST_INFO_SIZE];
+        h.encode(&mut buf).unwrap();
+        file.write_all_at(&buf, layout.host_offset(h.host_id).unwrap())
+            .unwrap();
+    }
+
     #[test]
-    fn reads_hosts_and_rings() {
-        let layout = CtlLayout::new(1 << 20, 3, 16, 128)
+    fn reads_hosts_and_bindings() {
+        let layout = CtlLayout::new(1 << 20, 4, 16, 128)
             .unwrap()
             .with_fabric_id(0xabcd);
         let f = area_file(&layout, 1 << 20);
         let file = f.as_file();
-        let mut buf = [0u8; DL_HOST_INFO_SIZE];
-        host(0, HostState::Up).encode(&mut buf).unwrap();
-        file.write_all_at(&buf, layout.host_offset(0).unwrap())
-            .unwrap();
+        // Host 0 and host 1 bound to each other; host 0 also still to an
+        // old incarnation of host 3, which is not up.
+        let mut h0 = host(0, HostState::Up);
+        let mut h1 = host(1, HostState::Up);
+        h0.bound[1] = h1.incarnation;
+        h0.bound[3] = 0x9999;
+        h1.bound[0] = h0.incarnation;
+        write_host(file, &layout, &h0);
+        write_host(file, &layout, &h1);
         // Host 2 writes garbage into its state.
+        let mut buf = [0u8; DL_HOST_INFO_SIZE];
         host(2, HostState::Up).encode(&mut buf).unwrap();
         buf[8] = 9;
         file.write_all_at(&buf, layout.host_offset(2).unwrap())
             .unwrap();
 
-        let mut ring = [0u8; DL_RING_CTRL_SIZE];
-        RingCtrl { prod: 5, cons: 3 }.encode(&mut ring).unwrap();
-        file.write_all_at(&ring, layout.ring_offset(0, 1).unwrap())
-            .unwrap();
-        RingCtrl { prod: 100, cons: 3 }.encode(&mut ring).unwrap();
-        file.write_all_at(&ring, layout.ring_offset(1, 0).unwrap())
-            .unwrap();
-
-        let mut slot = [0u8; 128];
-        let hdr = crate::MsgHdr {
-            msg_type: 1,
-            proto: 1,
-            src: 0,
-            seq: 4,
-            req_id: 9,
-            ..Default::default()
-        };
-        hdr.encode_message(b"hello", &mut slot).unwrap();
-        file.write_all_at(&slot, layout.slot_offset(0, 1, 4).unwrap())
-            .unwrap();
-
         let area = ControlArea::open(f.path()).unwrap();
         assert_eq!(area.layout(), &layout);
-        assert_eq!(
-            area.read_host(0).unwrap(),
-            HostSlot::Valid(host(0, HostState::Up))
-        );
-        assert_eq!(area.read_host(1).unwrap(), HostSlot::Empty);
+        assert_eq!(area.read_host(0).unwrap(), HostSlot::Valid(h0.clone()));
+        assert_eq!(area.read_host(3).unwrap(), HostSlot::Empty);
         assert!(matches!(
             area.read_host(2).unwrap(),
             HostSlot::Invalid(WireError::InvalidField { field: "state", .. })
         ));
-        assert!(matches!(area.read_host(3), Err(AreaError::Index { .. })));
-        let copy = area.read_slot(0, 1, 4 + 16).unwrap();
-        let (h, payload) = crate::MsgHdr::decode_message(&copy).unwrap();
-        assert_eq!((h.seq, payload), (4, &b"hello"[..]));
+        assert!(matches!(area.read_host(4), Err(AreaError::Index { .. })));
 
         let snap = area.snapshot().unwrap();
-        assert_eq!(snap.hosts.len(), 3);
-        assert_eq!(snap.rings.len(), 6);
-        assert_eq!(snap.hosts_up().count(), 1);
-        let r01 = snap
-            .rings
-            .iter()
-            .find(|r| (r.src, r.dst) == (0, 1))
-            .unwrap();
-        assert_eq!(r01.occupancy, Some(2));
-        let r10 = snap
-            .rings
-            .iter()
-            .find(|r| (r.src, r.dst) == (1, 0))
-            .unwrap();
-        assert_eq!(r10.occupancy, None);
+        assert_eq!(snap.hosts.len(), 4);
+        assert_eq!(snap.hosts_up().count(), 2);
+        assert_eq!(snap.host_up(1), Some(&h1));
+        assert_eq!(snap.host_up(2), None);
+        let b = |owner, peer, incarnation, current, paired| Binding {
+            owner,
+            peer,
+            incarnation,
+            current,
+            paired,
+        };
+        assert_eq!(
+            snap.bindings(),
+            vec![
+                b(0, 1, h1.incarnation, true, true),
+                b(0, 3, 0x9999, false, false),
+                b(1, 0, h0.incarnation, true, true),
+            ]
+        );
         let text = snap.to_string();
+        assert!(text.contains("4 hosts, inboxes of 0x2200 bytes"), "{text}");
         assert!(text.contains("host 0: UP     \"host0\""), "{text}");
-        assert!(text.contains("host 1: empty"), "{text}");
+        assert!(text.contains("inbox at 0x200000"), "{text}");
+        assert!(text.contains("host 3: empty"), "{text}");
         assert!(text.contains("host 2: invalid"), "{text}");
-        assert!(text.contains("ring 0->1: 2/16 queued"), "{text}");
-        assert!(text.contains("ring 1->0: CORRUPT"), "{text}");
-        assert!(!text.contains("ring 0->2"), "{text}");
+        assert!(
+            text.contains("bound 0->1: incarnation 0x0000000000002222 (paired)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bound 0->3: incarnation 0x0000000000009999 (stale)"),
+            "{text}"
+        );
+
+        // Host 1 restarts: host 0's binding to it goes stale, and the new
+        // incarnation has not bound back yet.
+        let h1 = HostInfo {
+            incarnation: 0x4242,
+            bound: [0; crate::BOUND_LEN],
+            ..h1
+        };
+        write_host(file, &layout, &h1);
+        let snap = area.snapshot().unwrap();
+        assert_eq!(snap.bindings()[0], b(0, 1, 0x2222, false, false));
+        // Host 1 binds to host 0 again before host 0 does: one way.
+        let h1 = HostInfo {
+            bound: [h0.incarnation, 0, 0, 0, 0, 0, 0, 0],
+            ..h1
+        };
+        write_host(file, &layout, &h1);
+        let snap = area.snapshot().unwrap();
+        assert_eq!(snap.bindings()[2], b(1, 0, h0.incarnation, true, false));
+    }
+
+    #[test]
+    fn read_host_checks_the_layout() {
+        let layout = CtlLayout::new(1 << 20, 2, 16, 128).unwrap();
+        let f = area_file(&layout, 1 << 20);
+        let file = f.as_file();
+        // An inbox (2 * 2176 bytes) that runs past the end of RAM.
+        let h0 = HostInfo {
+            inbox_phys: (512 << 20) - 4096,
+            ..host(0, HostState::Up)
+        };
+        write_host(file, &layout, &h0);
+        // Bound to a host id the area has no slot for.
+        let mut h1 = host(1, HostState::Up);
+        h1.bound[5] = 1;
+        write_host(file, &layout, &h1);
+        let area = ControlArea::open(f.path()).unwrap();
+        assert!(matches!(
+            area.read_host(0).unwrap(),
+            HostSlot::Invalid(WireError::InvalidField {
+                field: "inbox_phys",
+                ..
+            })
+        ));
+        assert!(matches!(
+            area.read_host(1).unwrap(),
+            HostSlot::Invalid(WireError::InvalidField { field: "bound", .. })
+        ));
+        // A slot claiming another id than its index.
+        write_host(file, &layout, &host(0, HostState::Init));
+        let mut buf = [0u8; DL_HOST_INFO_SIZE];
+        area.read_at(&mut buf, layout.host_offset(0).unwrap())
+            .unwrap();
+        file.write_all_at(&buf, layout.host_offset(1).unwrap())
+            .unwrap();
+        assert!(matches!(
+            area.read_host(1).unwrap(),
+            HostSlot::Invalid(WireError::InvalidField {
+                field: "host_id",
+                ..
+            })
+        ));
     }
 
     #[test]

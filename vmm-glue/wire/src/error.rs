@@ -50,7 +50,10 @@ pub enum WireError {
     },
     /// A derived field of the control area header differs from what its
     /// parameters give under this layout version.
-    #[error("dl_ctl_header.{field} = {found:#x}, layout v1 requires {expected:#x}")]
+    #[error(
+        "dl_ctl_header.{field} = {found:#x}, layout {} requires {expected:#x}",
+        crate::sys::DL_CTL_LAYOUT_VERSION
+    )]
     LayoutMismatch {
         /// The field.
         field: &'static str,
@@ -59,12 +62,12 @@ pub enum WireError {
         /// The value the layout requires.
         expected: u64,
     },
-    /// The area is too small for its rings, or its parameters overflow.
+    /// The area is too small for its host info slots.
     #[error("control area of {total_size} bytes cannot hold its layout, which needs {need}")]
     AreaTooSmall {
         /// The area's size.
         total_size: u64,
-        /// The size its layout needs (`u64::MAX` on overflow).
+        /// The size its layout needs.
         need: u64,
     },
     /// The memory actually available is smaller than the header says.

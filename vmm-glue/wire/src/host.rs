@@ -4,16 +4,20 @@ use std::fmt;
 
 use crate::bytes::check_len;
 use crate::sys::{
-    DL_HOST_ABSENT, DL_HOST_INFO_SIZE, DL_HOST_INIT, DL_HOST_MAGIC, DL_HOST_UP, DL_PROTO_MAX,
-    DL_PROTO_MIN,
+    DL_HOST_ABSENT, DL_HOST_INFO_SIZE, DL_HOST_INIT, DL_HOST_MAGIC, DL_HOST_UP, DL_MAX_HOSTS,
+    DL_PROTO_MAX, DL_PROTO_MIN,
 };
-use crate::WireError;
+use crate::{CtlLayout, WireError, INBOX_ALIGN};
 
 /// Bytes of the `name` field, NUL padding included.
 pub const HOST_NAME_LEN: usize = 32;
 
+/// Entries of the `bound` field: one per possible host id.
+pub const BOUND_LEN: usize = DL_MAX_HOSTS as usize;
+
 const INFO: &str = "dl_host_info";
-const PAGE: u64 = 4096;
+/// A page: what `ident_phys` and `inbox_phys` are aligned to.
+const PAGE: u64 = INBOX_ALIGN;
 
 /// `enum dl_host_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,6 +91,19 @@ impl RamLayout {
         (off < self.high_size()).then(|| self.low_size + off)
     }
 
+    /// Offset in the window of the range of `len` bytes at physical
+    /// address `phys`, if the whole range is RAM in one part of the layout
+    /// (below `low_size`, or in high RAM): a range in the hole, past the
+    /// end of RAM, or across the split has none.
+    pub fn window_range(&self, phys: u64, len: u64) -> Option<u64> {
+        let end = phys.checked_add(len)?;
+        if end <= self.low_size {
+            return Some(phys);
+        }
+        let off = phys.checked_sub(self.high_base)?;
+        (off.checked_add(len)? <= self.high_size()).then(|| self.low_size + off)
+    }
+
     /// Checks that the layout is possible: some RAM, low RAM within it,
     /// and high RAM (if any) above low RAM without wrapping the address
     /// space.
@@ -134,6 +151,8 @@ impl RamLayout {
 /// Only `state`, `host_id`, `incarnation` and `heartbeat` mean something
 /// in every state; the rest is checked, and meaningful, only when the host
 /// is [`HostState::Up`] (during `Init` its owner may be rewriting it).
+/// What depends on the control area's geometry (the inbox's extent, which
+/// `bound` entries may be set) is checked by [`HostInfo::check_layout`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostInfo {
     /// The owner's state.
@@ -159,6 +178,14 @@ pub struct HostInfo {
     /// and `=` with `?` (as the kernel module does), so it is one word
     /// safe to print.
     pub name: String,
+    /// Physical address of the owner's inbox (`inbox_size` bytes of its
+    /// RAM, page aligned): entry `p` holds the ring from host `p` to the
+    /// owner.
+    pub inbox_phys: u64,
+    /// Entry `p`: the incarnation of host `p` the owner has bound a ring
+    /// pair to, 0 if none. Its inbox entry `p` is then ready for that
+    /// incarnation, and the owner may write into host `p`'s inbox.
+    pub bound: [u64; BOUND_LEN],
 }
 
 impl HostInfo {
@@ -168,8 +195,10 @@ impl HostInfo {
     /// garbage) and an unknown state. When the state is `Up` it also checks
     /// what peers rely on: `proto_min <= proto_max`, both nonzero; a
     /// possible RAM layout; `ident_phys` a page of that RAM; a nonzero
-    /// `ident_token`. The name is sanitized, not checked (see
-    /// [`HostInfo::name`]); reserved bytes are ignored.
+    /// `ident_token`; `inbox_phys` page aligned and RAM. The name is
+    /// sanitized, not checked (see [`HostInfo::name`]); reserved bytes are
+    /// ignored. The checks that need the control area's layout are
+    /// [`HostInfo::check_layout`]'s.
     pub fn decode(buf: &[u8]) -> Result<Self, WireError> {
         check_len(INFO, buf.len(), DL_HOST_INFO_SIZE)?;
         let magic: u64 = get!(buf, dl_host_info, magic);
@@ -198,6 +227,8 @@ impl HostInfo {
             ident_phys: get!(buf, dl_host_info, ident_phys),
             ident_token: get!(buf, dl_host_info, ident_token),
             name: decode_name(&buf[field_range!(dl_host_info, name)]),
+            inbox_phys: get!(buf, dl_host_info, inbox_phys),
+            bound: decode_bound(&buf[field_range!(dl_host_info, bound)]),
         };
         if info.state == HostState::Up {
             info.validate_up()?;
@@ -237,25 +268,7 @@ impl HostInfo {
             ));
         }
         self.ram.validate()?;
-        if self.ident_phys % PAGE != 0 {
-            return Err(WireError::invalid(
-                INFO,
-                "ident_phys",
-                self.ident_phys,
-                "is not page aligned",
-            ));
-        }
-        match self.ram.window_offset(self.ident_phys) {
-            Some(off) if self.ram.size - off >= PAGE => {}
-            _ => {
-                return Err(WireError::invalid(
-                    INFO,
-                    "ident_phys",
-                    self.ident_phys,
-                    "is not a page of the host's RAM",
-                ))
-            }
-        }
+        self.check_page("ident_phys", self.ident_phys)?;
         if self.ident_token == 0 {
             return Err(WireError::invalid(
                 INFO,
@@ -264,7 +277,88 @@ impl HostInfo {
                 "must not be zero",
             ));
         }
+        self.check_page("inbox_phys", self.inbox_phys)?;
         Ok(())
+    }
+
+    /// Checks that `phys` is page aligned and that the page there is RAM
+    /// in the owner's layout.
+    fn check_page(&self, field: &'static str, phys: u64) -> Result<(), WireError> {
+        if phys % PAGE != 0 {
+            return Err(WireError::invalid(INFO, field, phys, "is not page aligned"));
+        }
+        if self.ram.window_range(phys, PAGE).is_none() {
+            return Err(WireError::invalid(
+                INFO,
+                field,
+                phys,
+                "is not a page of the host's RAM",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks what a host info must satisfy in an area of layout `layout`
+    /// (besides what [`HostInfo::decode`] checks): the owner's id is one of
+    /// its host slots and, when the owner is `Up`, its whole inbox is RAM
+    /// in one part of its layout (see [`HostInfo::inbox_offset`]) and it
+    /// has bound nothing to itself or to a host id beyond `max_hosts`.
+    pub fn check_layout(&self, layout: &CtlLayout) -> Result<(), WireError> {
+        if self.host_id >= layout.max_hosts() {
+            return Err(WireError::invalid(
+                INFO,
+                "host_id",
+                self.host_id,
+                "is not below max_hosts",
+            ));
+        }
+        if self.state != HostState::Up {
+            return Ok(());
+        }
+        self.inbox_offset(layout)?;
+        for (peer, &inc) in (0u32..).zip(self.bound.iter()) {
+            if inc != 0 && (peer == self.host_id || peer >= layout.max_hosts()) {
+                return Err(WireError::invalid(
+                    INFO,
+                    "bound",
+                    peer,
+                    "entry set for the owner itself or for no host",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Offset of the owner's inbox in a window onto its RAM (which is the
+    /// offset in its RAM file), for an area of layout `layout`. Fails
+    /// unless the `inbox_size` bytes at `inbox_phys` are page aligned RAM
+    /// in one part of the owner's layout.
+    pub fn inbox_offset(&self, layout: &CtlLayout) -> Result<u64, WireError> {
+        if self.inbox_phys % INBOX_ALIGN != 0 {
+            return Err(WireError::invalid(
+                INFO,
+                "inbox_phys",
+                self.inbox_phys,
+                "is not page aligned",
+            ));
+        }
+        self.ram
+            .window_range(self.inbox_phys, u64::from(layout.inbox_size()))
+            .ok_or_else(|| {
+                WireError::invalid(
+                    INFO,
+                    "inbox_phys",
+                    self.inbox_phys,
+                    "the inbox is not within one part of the host's RAM",
+                )
+            })
+    }
+
+    /// The incarnation of host `peer` the owner has bound a ring pair to,
+    /// if any.
+    pub fn bound_to(&self, peer: u32) -> Option<u64> {
+        let inc = *self.bound.get(usize::try_from(peer).ok()?)?;
+        (inc != 0).then_some(inc)
     }
 
     /// Writes this as a `struct dl_host_info` (magic set, reserved bytes
@@ -306,6 +400,11 @@ impl HostInfo {
         put!(buf, dl_host_info, ident_token, self.ident_token);
         let name_field = field_range!(dl_host_info, name);
         buf[name_field.start..name_field.start + name.len()].copy_from_slice(name);
+        put!(buf, dl_host_info, inbox_phys, self.inbox_phys);
+        let bound = &mut buf[field_range!(dl_host_info, bound)];
+        for (chunk, inc) in bound.chunks_exact_mut(8).zip(self.bound) {
+            chunk.copy_from_slice(&inc.to_le_bytes());
+        }
         Ok(())
     }
 
@@ -316,6 +415,15 @@ impl HostInfo {
         let lo = self.proto_min.max(DL_PROTO_MIN);
         (lo <= hi).then_some(hi)
     }
+}
+
+/// The `bound` array, little-endian u64 entries.
+fn decode_bound(raw: &[u8]) -> [u64; BOUND_LEN] {
+    let mut bound = [0u64; BOUND_LEN];
+    for (inc, chunk) in bound.iter_mut().zip(raw.chunks_exact(8)) {
+        *inc = u64::from_le_bytes(chunk.try_into().expect("chunks of 8 bytes"));
+    }
+    bound
 }
 
 fn is_name_byte(b: u8) -> bool {
@@ -356,7 +464,15 @@ mod tests {
             ident_phys: 4 * GIB + 0x10_0000,
             ident_token: 0xdead_beef_cafe_f00d,
             name: "borrower-1".into(),
+            inbox_phys: 4 * GIB + 0x20_0000,
+            bound: [0x1111, 0x2222, 0, 0, 0, 0, 0, 0],
         }
+    }
+
+    /// An area for `max_hosts` hosts with rings of 128 slots of 256 bytes:
+    /// inboxes of `max_hosts * 32896` bytes.
+    fn layout(max_hosts: u32) -> CtlLayout {
+        CtlLayout::new(1 << 20, max_hosts, 128, 256).unwrap()
     }
 
     fn encoded(h: &HostInfo) -> [u8; DL_HOST_INFO_SIZE] {
@@ -377,7 +493,8 @@ mod tests {
         let buf = encoded(&h);
         assert_eq!(&buf[..8], b"DLHOSTIN");
         assert_eq!(&buf[80..90], b"borrower-1");
-        assert!(buf[90..].iter().all(|&b| b == 0));
+        assert!(buf[90..112].iter().all(|&b| b == 0));
+        assert!(buf[136..].iter().all(|&b| b == 0));
         assert_eq!(HostInfo::decode(&buf).unwrap(), h);
         assert_eq!(HostInfo::decode_slot(&buf, 3).unwrap(), h);
         // Trailing bytes beyond the struct are not looked at.
@@ -395,9 +512,11 @@ mod tests {
                 ident_phys: 0,
                 ident_token: 0,
                 name: String::new(),
+                inbox_phys: 3,
                 ..up_host()
             };
             assert_eq!(HostInfo::decode(&encoded(&h)).unwrap(), h);
+            assert!(h.check_layout(&layout(4)).is_ok());
         }
         let max_name = "x".repeat(31);
         let h = HostInfo {
@@ -415,6 +534,10 @@ mod tests {
         assert_eq!(&buf[24..32], &42u64.to_le_bytes());
         assert_eq!(&buf[40..48], &(3 * GIB).to_le_bytes());
         assert_eq!(&buf[72..80], &0xdead_beef_cafe_f00du64.to_le_bytes());
+        assert_eq!(&buf[112..120], &(4 * GIB + 0x20_0000).to_le_bytes());
+        assert_eq!(&buf[120..128], &0x1111u64.to_le_bytes());
+        assert_eq!(&buf[128..136], &0x2222u64.to_le_bytes());
+        assert_eq!(offset_of!(H, reserved), 184);
     }
 
     #[test]
@@ -478,6 +601,10 @@ mod tests {
             // Past the end of high RAM.
             (offset_of!(H, ident_phys), 5 * GIB, "ident_phys"),
             (offset_of!(H, ident_token), 0, "ident_token"),
+            (offset_of!(H, inbox_phys), 4 * GIB + 0x20_0040, "inbox_phys"),
+            (offset_of!(H, inbox_phys), 3 * GIB, "inbox_phys"),
+            (offset_of!(H, inbox_phys), 5 * GIB, "inbox_phys"),
+            (offset_of!(H, inbox_phys), u64::MAX - 4095, "inbox_phys"),
         ];
         for &(off, v, field) in u64s {
             let err = patched(off, &v.to_le_bytes()).unwrap_err();
@@ -499,7 +626,14 @@ mod tests {
         );
         // Reserved bytes are ignored.
         assert!(patched(offset_of!(H, reserved0), &[1, 2, 3, 4]).is_ok());
-        assert!(patched(offset_of!(H, reserved) + 143, &[9]).is_ok());
+        assert!(patched(offset_of!(H, reserved) + 71, &[9]).is_ok());
+        // Bound incarnations are any value.
+        assert_eq!(
+            patched(offset_of!(H, bound) + 7 * 8, &u64::MAX.to_le_bytes())
+                .unwrap()
+                .bound[7],
+            u64::MAX
+        );
     }
 
     #[test]
@@ -525,6 +659,7 @@ mod tests {
                 high_base: 4 * GIB,
             },
             ident_phys: GIB - PAGE,
+            inbox_phys: GIB - 32 * PAGE,
             ..up_host()
         };
         assert_eq!(HostInfo::decode(&encoded(&h)).unwrap(), h);
@@ -534,6 +669,85 @@ mod tests {
             ..h
         };
         assert!(HostInfo::decode(&encoded(&h)).is_err());
+    }
+
+    #[test]
+    fn inbox_in_the_layout() {
+        let h = up_host();
+        // 4 * (128 + 128 * 256) bytes from 4 GiB + 2 MiB: high RAM, which
+        // starts at window offset 2 GiB.
+        assert_eq!(layout(4).inbox_size(), 131_584);
+        assert_eq!(h.inbox_offset(&layout(4)), Ok(2 * GIB + 0x20_0000));
+        assert!(h.check_layout(&layout(4)).is_ok());
+        // Bound entries beyond max_hosts, or for the owner itself, are not.
+        let h = HostInfo {
+            host_id: 1,
+            ..up_host()
+        };
+        assert_eq!(
+            h.check_layout(&layout(4)).unwrap_err(),
+            WireError::invalid(
+                "dl_host_info",
+                "bound",
+                1u32,
+                "entry set for the owner itself or for no host"
+            )
+        );
+        let h = HostInfo {
+            bound: [0, 0, 0, 0, 0, 0, 0, 0x77],
+            ..up_host()
+        };
+        assert_eq!(
+            h.check_layout(&layout(4)).unwrap_err().field(),
+            Some("bound")
+        );
+        assert!(h.check_layout(&layout(8)).is_ok());
+        assert_eq!(h.bound_to(7), Some(0x77));
+        assert_eq!(h.bound_to(0), None);
+        assert_eq!(h.bound_to(8), None);
+        assert_eq!(h.bound_to(u32::MAX), None);
+        // The owner's id must be a slot of the area.
+        assert_eq!(
+            up_host().check_layout(&layout(3)).unwrap_err().field(),
+            Some("host_id")
+        );
+
+        // The inbox must lie in one part of RAM: not across the end of low
+        // RAM, not past the end of high RAM.
+        let size = u64::from(layout(2).inbox_size());
+        for phys in [2 * GIB - PAGE, 2 * GIB - 16 * PAGE, 5 * GIB - 16 * PAGE] {
+            let h = HostInfo {
+                inbox_phys: phys,
+                ..up_host()
+            };
+            assert!(HostInfo::decode(&encoded(&h)).is_ok(), "{phys:#x}");
+            assert_eq!(
+                h.inbox_offset(&layout(2)).unwrap_err().field(),
+                Some("inbox_phys"),
+                "{phys:#x}"
+            );
+        }
+        let h = HostInfo {
+            inbox_phys: 2 * GIB - 17 * PAGE,
+            ..up_host()
+        };
+        assert!(size <= 17 * PAGE);
+        assert_eq!(h.inbox_offset(&layout(2)), Ok(2 * GIB - 17 * PAGE));
+        let h = HostInfo {
+            inbox_phys: 5 * GIB - 17 * PAGE,
+            ..up_host()
+        };
+        assert_eq!(h.inbox_offset(&layout(2)), Ok(3 * GIB - 17 * PAGE));
+        // Not page aligned: refused even outside UP, where decode does not
+        // look.
+        let h = HostInfo {
+            inbox_phys: 0x800,
+            ..up_host()
+        };
+        assert_eq!(
+            h.inbox_offset(&layout(2)).unwrap_err().field(),
+            Some("inbox_phys")
+        );
     }
 
     #[test]
@@ -547,6 +761,16 @@ mod tests {
         assert_eq!(ram.window_offset(5 * GIB - 1), Some(3 * GIB - 1));
         assert_eq!(ram.window_offset(5 * GIB), None);
         assert_eq!(ram.window_offset(u64::MAX), None);
+
+        assert_eq!(ram.window_range(0, 2 * GIB), Some(0));
+        assert_eq!(ram.window_range(1, 2 * GIB), None);
+        assert_eq!(ram.window_range(2 * GIB - 8, 8), Some(2 * GIB - 8));
+        assert_eq!(ram.window_range(2 * GIB - 8, 16), None);
+        assert_eq!(ram.window_range(4 * GIB - 8, 16), None);
+        assert_eq!(ram.window_range(4 * GIB, GIB), Some(2 * GIB));
+        assert_eq!(ram.window_range(4 * GIB + 8, GIB), None);
+        assert_eq!(ram.window_range(5 * GIB - 8, 8), Some(3 * GIB - 8));
+        assert_eq!(ram.window_range(u64::MAX - 8, 16), None);
     }
 
     #[test]

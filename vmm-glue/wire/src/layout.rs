@@ -1,4 +1,5 @@
-//! Geometry of the control area and the ring index arithmetic.
+//! Geometry of the control area and of the inboxes, and the ring index
+//! arithmetic.
 
 use std::fmt;
 
@@ -9,33 +10,48 @@ use crate::sys::{
 };
 use crate::WireError;
 
-/// Offset of host info slot 0 in layout v1: the page after the header.
+/// Offset of host info slot 0 in layout 2: the page after the header.
 pub const HOSTS_OFF: u32 = 4096;
-/// Bytes between host info slots in layout v1: one `struct dl_host_info`.
+/// Bytes between host info slots in layout 2: one `struct dl_host_info`.
 pub const HOST_STRIDE: u32 = DL_HOST_INFO_SIZE as u32;
-/// The rings start on a boundary of this many bytes.
-pub const AREA_ALIGN: u32 = 4096;
-/// Each ring (control block and slots) is padded to this many bytes.
+/// An inbox starts on a boundary of this many bytes: `inbox_phys` is page
+/// aligned.
+pub const INBOX_ALIGN: u64 = 4096;
+/// Each inbox entry (ring control block and slots) is padded to this many
+/// bytes.
 pub const RING_ALIGN: u32 = 64;
 
 const HDR: &str = "dl_ctl_header";
 
-/// The geometry of a control area: what `struct dl_ctl_header` says.
+/// The geometry of a control area and of every host's inbox: what
+/// `struct dl_ctl_header` says.
 ///
-/// A value of this type always satisfies layout v1: the parameters are
-/// within the header's limits, the offsets and strides are the ones
-/// computed from them, and the rings fit in `total_size`. Build one with
-/// [`CtlLayout::new`] (the ivshmem server) or [`CtlLayout::parse`] (anyone
-/// reading an area).
+/// A value of this type always satisfies layout 2: the parameters are
+/// within the header's limits, the offsets, strides and sizes are the ones
+/// computed from them, and the host info slots fit in `total_size`. Build
+/// one with [`CtlLayout::new`] (the ivshmem server) or [`CtlLayout::parse`]
+/// (anyone reading an area).
 ///
-/// Layout v1, from the parameters `max_hosts`, `ring_slots`, `slot_size`:
+/// The control area holds only the header (page 0) and the host info
+/// slots. Messages travel in rings that live in the receiver's own RAM:
+/// each host has an *inbox* of `inbox_size` bytes there, physically
+/// contiguous, at the `inbox_phys` its host info names. Entry `p` of host
+/// `d`'s inbox, at `p * ring_stride`, belongs to peer `p`: a
+/// `struct dl_ring_ctrl` (`prod`: messages `p` has published to `d`;
+/// `cons`: messages `p` has consumed of the ring from `d` to `p`, which
+/// lives in `p`'s inbox entry `d`), then `ring_slots` slots of `slot_size`
+/// bytes holding the messages from `p` to `d`. Everything in entry `p` is
+/// written by `p` only, through its window onto `d`'s RAM, and read by `d`
+/// only; entry `d` of `d`'s own inbox is unused.
+///
+/// Layout 2, from the parameters `max_hosts`, `ring_slots`, `slot_size`:
 ///
 /// ```text
 /// hosts_off   = 4096
 /// host_stride = 256                       (sizeof(struct dl_host_info))
-/// rings_off   = align_up(hosts_off + max_hosts * host_stride, 4096)
+/// hosts_end   = hosts_off + max_hosts * host_stride <= total_size
 /// ring_stride = align_up(128 + ring_slots * slot_size, 64)
-/// rings_end   = rings_off + max_hosts * max_hosts * ring_stride <= total_size
+/// inbox_size  = max_hosts * ring_stride
 /// ```
 ///
 /// and the limits `1 <= max_hosts <= DL_MAX_HOSTS`, `ring_slots` a power
@@ -48,16 +64,16 @@ pub struct CtlLayout {
     max_hosts: u32,
     ring_slots: u32,
     slot_size: u32,
-    rings_off: u32,
     ring_stride: u32,
+    inbox_size: u32,
     fabric_id: u64,
 }
 
-/// Offsets computed from the parameters.
+/// Sizes computed from the parameters.
 struct Derived {
-    rings_off: u32,
     ring_stride: u32,
-    rings_end: u64,
+    inbox_size: u32,
+    hosts_end: u64,
 }
 
 fn derive(max_hosts: u32, ring_slots: u32, slot_size: u32) -> Result<Derived, WireError> {
@@ -101,37 +117,29 @@ fn derive(max_hosts: u32, ring_slots: u32, slot_size: u32) -> Result<Derived, Wi
             "must be a multiple of 64",
         ));
     }
-    // With the limits above none of this can overflow (the largest ring is
-    // 128 + 1024 * 4096 bytes); checked arithmetic keeps it so if a limit
-    // in the header grows.
+    // With the limits above none of this can overflow (the largest inbox
+    // is 8 * (128 + 1024 * 4096) bytes); checked arithmetic keeps it so if
+    // a limit in the header grows.
     let hosts_end = u64::from(HOSTS_OFF) + u64::from(max_hosts) * u64::from(HOST_STRIDE);
-    let rings_off = align_up(hosts_end, u64::from(AREA_ALIGN));
     let ring_stride = (u64::from(ring_slots) * u64::from(slot_size))
         .checked_add(DL_RING_CTRL_SIZE as u64)
         .and_then(|v| align_up(v, u64::from(RING_ALIGN)));
-    let (Some(rings_off), Some(ring_stride)) = (rings_off, ring_stride) else {
-        return Err(WireError::AreaTooSmall {
-            total_size: 0,
-            need: u64::MAX,
-        });
-    };
-    let rings_end = (u64::from(max_hosts) * u64::from(max_hosts))
-        .checked_mul(ring_stride)
-        .and_then(|v| v.checked_add(rings_off));
+    let inbox_size = ring_stride.and_then(|s| s.checked_mul(u64::from(max_hosts)));
     match (
-        u32::try_from(rings_off),
-        u32::try_from(ring_stride),
-        rings_end,
+        ring_stride.map(u32::try_from),
+        inbox_size.map(u32::try_from),
     ) {
-        (Ok(rings_off), Ok(ring_stride), Some(rings_end)) => Ok(Derived {
-            rings_off,
+        (Some(Ok(ring_stride)), Some(Ok(inbox_size))) => Ok(Derived {
             ring_stride,
-            rings_end,
+            inbox_size,
+            hosts_end,
         }),
-        _ => Err(WireError::AreaTooSmall {
-            total_size: 0,
-            need: u64::MAX,
-        }),
+        _ => Err(WireError::invalid(
+            HDR,
+            "inbox_size",
+            inbox_size.unwrap_or(u64::MAX),
+            "does not fit 32 bits",
+        )),
     }
 }
 
@@ -147,10 +155,10 @@ impl CtlLayout {
         slot_size: u32,
     ) -> Result<Self, WireError> {
         let d = derive(max_hosts, ring_slots, slot_size)?;
-        if total_size < d.rings_end {
+        if total_size < d.hosts_end {
             return Err(WireError::AreaTooSmall {
                 total_size,
-                need: d.rings_end,
+                need: d.hosts_end,
             });
         }
         Ok(CtlLayout {
@@ -158,8 +166,8 @@ impl CtlLayout {
             max_hosts,
             ring_slots,
             slot_size,
-            rings_off: d.rings_off,
             ring_stride: d.ring_stride,
+            inbox_size: d.inbox_size,
             fabric_id: 0,
         })
     }
@@ -175,10 +183,10 @@ impl CtlLayout {
     ///
     /// Checks what the kernel module checks before it trusts an area: the
     /// magic, the layout version, the limits of every parameter, that every
-    /// offset and stride is the one layout v1 derives from the parameters,
-    /// that the rings fit in `total_size`, and that the reserved bytes are
-    /// zero. It cannot know how much memory backs the area: check that with
-    /// [`CtlLayout::check_fits`].
+    /// offset, stride and size is the one layout 2 derives from the
+    /// parameters, that the host info slots fit in `total_size`, and that
+    /// the reserved bytes are zero. It cannot know how much memory backs
+    /// the area: check that with [`CtlLayout::check_fits`].
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
         check_len(HDR, buf.len(), DL_CTL_HEADER_SIZE)?;
         let magic: u64 = get!(buf, dl_ctl_header, magic);
@@ -209,9 +217,9 @@ impl CtlLayout {
                 HOST_STRIDE,
             ),
             (
-                "rings_off",
-                get!(buf, dl_ctl_header, rings_off),
-                d.rings_off,
+                "inbox_size",
+                get!(buf, dl_ctl_header, inbox_size),
+                d.inbox_size,
             ),
             (
                 "ring_stride",
@@ -230,10 +238,10 @@ impl CtlLayout {
         }
 
         let total_size: u64 = get!(buf, dl_ctl_header, total_size);
-        if total_size < d.rings_end {
+        if total_size < d.hosts_end {
             return Err(WireError::AreaTooSmall {
                 total_size,
-                need: d.rings_end,
+                need: d.hosts_end,
             });
         }
         let reserved = &buf[field_range!(dl_ctl_header, reserved)];
@@ -250,8 +258,8 @@ impl CtlLayout {
             max_hosts,
             ring_slots,
             slot_size,
-            rings_off: d.rings_off,
             ring_stride: d.ring_stride,
+            inbox_size: d.inbox_size,
             fabric_id: get!(buf, dl_ctl_header, fabric_id),
         })
     }
@@ -270,7 +278,7 @@ impl CtlLayout {
         put!(buf, dl_ctl_header, slot_size, self.slot_size);
         put!(buf, dl_ctl_header, hosts_off, HOSTS_OFF);
         put!(buf, dl_ctl_header, host_stride, HOST_STRIDE);
-        put!(buf, dl_ctl_header, rings_off, self.rings_off);
+        put!(buf, dl_ctl_header, inbox_size, self.inbox_size);
         put!(buf, dl_ctl_header, ring_stride, self.ring_stride);
         put!(buf, dl_ctl_header, total_size, self.total_size);
         put!(buf, dl_ctl_header, fabric_id, self.fabric_id);
@@ -302,7 +310,7 @@ impl CtlLayout {
         self.total_size
     }
 
-    /// Number of host slots, and of ring rows and columns.
+    /// Number of host slots, and of entries in an inbox.
     pub fn max_hosts(&self) -> u32 {
         self.max_hosts
     }
@@ -332,20 +340,20 @@ impl CtlLayout {
         HOST_STRIDE
     }
 
-    /// Offset of ring (0, 0).
-    pub fn rings_off(&self) -> u32 {
-        self.rings_off
+    /// End of the last host info slot: the least `total_size` may be.
+    pub fn hosts_end(&self) -> u64 {
+        u64::from(HOSTS_OFF) + u64::from(self.max_hosts) * u64::from(HOST_STRIDE)
     }
 
-    /// Bytes between rings.
+    /// Bytes of each host's inbox: `max_hosts * ring_stride`.
+    pub fn inbox_size(&self) -> u32 {
+        self.inbox_size
+    }
+
+    /// Bytes between the entries of an inbox: a `struct dl_ring_ctrl` and
+    /// `ring_slots` slots, padded to a multiple of 64.
     pub fn ring_stride(&self) -> u32 {
         self.ring_stride
-    }
-
-    /// End of the last ring; the area may be larger.
-    pub fn rings_end(&self) -> u64 {
-        let rings = u64::from(self.max_hosts) * u64::from(self.max_hosts);
-        u64::from(self.rings_off) + rings * u64::from(self.ring_stride)
     }
 
     /// The fabric instance's random id.
@@ -364,19 +372,19 @@ impl CtlLayout {
         Ok(())
     }
 
-    /// Offset of the `struct dl_host_info` of host `id`.
+    /// Offset in the control area of the `struct dl_host_info` of host
+    /// `id`.
     pub fn host_offset(&self, id: u32) -> Result<u64, WireError> {
         self.check_host("host id", id)?;
         Ok(u64::from(HOSTS_OFF) + u64::from(id) * u64::from(HOST_STRIDE))
     }
 
-    /// Offset of the ring carrying messages from host `src` to host `dst`
-    /// (its `struct dl_ring_ctrl`; the slots follow it).
-    pub fn ring_offset(&self, src: u32, dst: u32) -> Result<u64, WireError> {
-        self.check_host("ring source", src)?;
-        self.check_host("ring destination", dst)?;
-        let ring = u64::from(src) * u64::from(self.max_hosts) + u64::from(dst);
-        Ok(u64::from(self.rings_off) + ring * u64::from(self.ring_stride))
+    /// Offset, from the start of an inbox, of the entry of host `peer`:
+    /// its `struct dl_ring_ctrl`, which the slots of the ring from `peer`
+    /// to the inbox's owner follow.
+    pub fn inbox_entry_offset(&self, peer: u32) -> Result<u64, WireError> {
+        self.check_host("inbox entry", peer)?;
+        Ok(u64::from(peer) * u64::from(self.ring_stride))
     }
 
     /// Slot number of ring index `index` (indices wrap at 2^32; slots at
@@ -385,9 +393,10 @@ impl CtlLayout {
         index & (self.ring_slots - 1)
     }
 
-    /// Offset of the slot holding ring index `index` of ring (`src`, `dst`).
-    pub fn slot_offset(&self, src: u32, dst: u32, index: u32) -> Result<u64, WireError> {
-        Ok(self.ring_offset(src, dst)?
+    /// Offset, from the start of an inbox, of the slot holding ring index
+    /// `index` of the ring from `peer` to the inbox's owner.
+    pub fn inbox_slot_offset(&self, peer: u32, index: u32) -> Result<u64, WireError> {
+        Ok(self.inbox_entry_offset(peer)?
             + DL_RING_CTRL_SIZE as u64
             + u64::from(self.slot_of(index)) * u64::from(self.slot_size))
     }
@@ -397,34 +406,46 @@ impl fmt::Display for CtlLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "fabric {:#018x}: {} bytes, {} hosts, rings of {} x {}-byte slots at {:#x} (stride {:#x})",
+            "fabric {:#018x}: {} bytes, {} hosts, inboxes of {:#x} bytes: rings of {} x {}-byte slots (stride {:#x})",
             self.fabric_id,
             self.total_size,
             self.max_hosts,
+            self.inbox_size,
             self.ring_slots,
             self.slot_size,
-            self.rings_off,
             self.ring_stride
         )
     }
 }
 
-/// The indices of one ring (`struct dl_ring_ctrl`).
+/// A producer and a consumer index (`struct dl_ring_ctrl`), and the ring
+/// arithmetic on them.
 ///
-/// Both count messages and wrap at 2^32: occupancy is `prod - cons` in
-/// wrapping arithmetic, and a ring whose occupancy exceeds its slot count
-/// is corrupt.
+/// [`RingCtrl::decode`] and [`RingCtrl::encode`] read and write the
+/// `struct dl_ring_ctrl` at the start of an inbox entry. Both its fields
+/// are written by the peer the entry belongs to, and they are indices of
+/// two different rings: in entry `p` of host `d`'s inbox, `prod` is the
+/// producer index of the ring from `p` to `d` (whose slots follow it),
+/// `cons` the consumer index of the ring from `d` to `p` (which lives in
+/// `p`'s inbox entry `d`).
+///
+/// The arithmetic ([`RingCtrl::occupancy`] and the rest) is about one
+/// ring: the ring from `p` to `d` is
+/// `RingCtrl { prod: d.inbox[p].prod, cons: p.inbox[d].cons }`. Both
+/// indices count messages from 0 at binding and wrap at 2^32: occupancy is
+/// `prod - cons` in wrapping arithmetic, and a ring whose occupancy
+/// exceeds its slot count is corrupt.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RingCtrl {
-    /// Messages published by the sender.
+    /// Producer index: messages published by the sender.
     pub prod: u32,
-    /// Messages consumed by the receiver.
+    /// Consumer index: messages consumed by the receiver.
     pub cons: u32,
 }
 
 impl RingCtrl {
-    /// Reads a `struct dl_ring_ctrl` from the start of `buf`. The padding
-    /// is not looked at.
+    /// Reads a `struct dl_ring_ctrl` (the start of an inbox entry) from the
+    /// start of `buf`. The padding is not looked at.
     pub fn decode(buf: &[u8]) -> Result<Self, WireError> {
         check_len("dl_ring_ctrl", buf.len(), DL_RING_CTRL_SIZE)?;
         Ok(RingCtrl {
@@ -498,57 +519,57 @@ mod tests {
         let l = default_layout();
         assert_eq!(l.hosts_off(), 4096);
         assert_eq!(l.host_stride(), 256);
-        // 4096 + 8 * 256 = 6144 -> 8192
-        assert_eq!(l.rings_off(), 8192);
+        // 4096 + 8 * 256
+        assert_eq!(l.hosts_end(), 6144);
         // 128 + 128 * 256 = 32896, already a multiple of 64
         assert_eq!(l.ring_stride(), 32896);
-        assert_eq!(l.rings_end(), 8192 + 64 * 32896);
+        assert_eq!(l.inbox_size(), 8 * 32896);
         assert_eq!(l.max_payload(), 256 - 32);
         assert_eq!(l.host_offset(0).unwrap(), 4096);
         assert_eq!(l.host_offset(7).unwrap(), 4096 + 7 * 256);
-        assert_eq!(l.ring_offset(0, 0).unwrap(), 8192);
-        assert_eq!(l.ring_offset(1, 2).unwrap(), 8192 + (8 + 2) * 32896);
-        assert_eq!(l.ring_offset(7, 7).unwrap(), 8192 + 63 * 32896);
-        assert_eq!(l.slot_offset(1, 2, 0).unwrap(), 8192 + 10 * 32896 + 128);
+        assert_eq!(l.inbox_entry_offset(0).unwrap(), 0);
+        assert_eq!(l.inbox_entry_offset(2).unwrap(), 2 * 32896);
+        assert_eq!(l.inbox_entry_offset(7).unwrap(), 7 * 32896);
+        assert_eq!(l.inbox_slot_offset(2, 0).unwrap(), 2 * 32896 + 128);
         // Index 130 of a 128-slot ring is slot 2.
+        assert_eq!(l.inbox_slot_offset(2, 130).unwrap(), 2 * 32896 + 128 + 512);
+        // The last slot of the last entry ends the inbox.
         assert_eq!(
-            l.slot_offset(1, 2, 130).unwrap(),
-            8192 + 10 * 32896 + 128 + 512
+            l.inbox_slot_offset(7, 127).unwrap() + 256,
+            u64::from(l.inbox_size())
         );
         assert_eq!(l.slot_of(u32::MAX), 127);
     }
 
     #[test]
     fn small_layouts_round_up() {
-        // One host: 4096 + 256 -> 8192; 128 + 1 * 128 = 256.
-        let l = CtlLayout::new(8192 + 256, 1, 1, 128).unwrap();
+        // One host: its slot ends at 4096 + 256; 128 + 1 * 128 = 256.
+        let l = CtlLayout::new(4096 + 256, 1, 1, 128).unwrap();
         assert_eq!(
-            (l.rings_off(), l.ring_stride(), l.rings_end()),
-            (8192, 256, 8448)
+            (l.hosts_end(), l.ring_stride(), l.inbox_size()),
+            (4352, 256, 256)
         );
-        // 16 hosts would need more than a page of host slots; the limit is 8,
-        // so the rings always start at 8192. Odd stride: 128 + 2 * 192 = 512.
+        // Odd stride: 128 + 2 * 192 = 512.
         let l = CtlLayout::new(1 << 20, 3, 2, 192).unwrap();
-        assert_eq!((l.rings_off(), l.ring_stride()), (8192, 512));
+        assert_eq!((l.ring_stride(), l.inbox_size()), (512, 1536));
         // 128 + 4 * 4032 = 16256, a multiple of 64.
         let l = CtlLayout::new(1 << 20, 2, 4, 4032).unwrap();
         assert_eq!(l.ring_stride(), 16256);
+        assert_eq!(l.inbox_size(), 2 * 16256);
     }
 
     #[test]
     fn largest_layout_does_not_overflow() {
-        let err =
-            CtlLayout::new(1 << 20, DL_MAX_HOSTS, DL_MAX_RING_SLOTS, DL_MAX_SLOT_SIZE).unwrap_err();
-        let need = 8192 + 64 * (128 + 1024 * 4096);
+        // The inboxes are in the hosts' RAM: the area needs only the host
+        // slots, whatever the rings' size.
+        let l = CtlLayout::new(8192, DL_MAX_HOSTS, DL_MAX_RING_SLOTS, DL_MAX_SLOT_SIZE).unwrap();
+        assert_eq!(l.ring_stride(), 128 + 1024 * 4096);
+        assert_eq!(l.inbox_size(), 8 * (128 + 1024 * 4096));
+        assert_eq!(l.hosts_end(), 4096 + 8 * 256);
         assert_eq!(
-            err,
-            WireError::AreaTooSmall {
-                total_size: 1 << 20,
-                need
-            }
+            l.inbox_slot_offset(7, u32::MAX).unwrap() + 4096,
+            u64::from(l.inbox_size())
         );
-        let l = CtlLayout::new(need, DL_MAX_HOSTS, DL_MAX_RING_SLOTS, DL_MAX_SLOT_SIZE).unwrap();
-        assert_eq!(l.rings_end(), need);
         assert_eq!(CtlLayout::parse(&l.to_bytes()).unwrap(), l);
     }
 
@@ -568,10 +589,14 @@ mod tests {
             let err = CtlLayout::new(DL_DEFAULT_CTL_SIZE, hosts, slots, size).unwrap_err();
             assert_eq!(err.field(), Some(field), "{hosts} {slots} {size}: {err}");
         }
-        assert!(matches!(
-            CtlLayout::new(8192, 2, 128, 256),
-            Err(WireError::AreaTooSmall { .. })
-        ));
+        assert_eq!(
+            CtlLayout::new(4096 + 2 * 256 - 1, 2, 128, 256),
+            Err(WireError::AreaTooSmall {
+                total_size: 4096 + 2 * 256 - 1,
+                need: 4096 + 2 * 256
+            })
+        );
+        assert!(CtlLayout::new(4096 + 2 * 256, 2, 128, 256).is_ok());
     }
 
     #[test]
@@ -582,6 +607,10 @@ mod tests {
         // Only the header is written.
         assert!(area[DL_CTL_HEADER_SIZE..].iter().all(|&b| b == 0xaa));
         assert_eq!(&area[..8], b"DLFABRIC");
+        assert_eq!(&area[8..12], &2u32.to_le_bytes());
+        // inbox_size at 32, ring_stride at 36.
+        assert_eq!(&area[32..36], &(8u32 * 32896).to_le_bytes());
+        assert_eq!(&area[36..40], &32896u32.to_le_bytes());
         assert_eq!(CtlLayout::parse(&area).unwrap(), l);
         assert_eq!(
             CtlLayout::parse(&l.to_bytes()).unwrap().fabric_id(),
@@ -636,12 +665,13 @@ mod tests {
             parse_patched(offset_of!(H, magic), &DL_CTL_MAGIC.to_be_bytes()),
             Err(WireError::BadMagic { .. })
         ));
-        for v in [0u32, 2, u32::MAX] {
+        // Layout 1 (rings in the control area) is not spoken any more.
+        for v in [0u32, 1, 3, u32::MAX] {
             assert_eq!(
                 parse_patched(offset_of!(H, layout_version), &v.to_le_bytes()),
                 Err(WireError::UnsupportedLayoutVersion {
                     found: v,
-                    supported: 1
+                    supported: 2
                 })
             );
         }
@@ -660,9 +690,10 @@ mod tests {
             (offset_of!(H, hosts_off), &[0, 128, 8192], "hosts_off"),
             (offset_of!(H, host_stride), &[0, 128, 512], "host_stride"),
             (
-                offset_of!(H, rings_off),
-                &[0, 4096, 6144, 8256],
-                "rings_off",
+                offset_of!(H, inbox_size),
+                // Layout 1's rings_off, one entry short, one too many.
+                &[0, 8192, 7 * 32896, 9 * 32896, u32::MAX],
+                "inbox_size",
             ),
             (
                 offset_of!(H, ring_stride),
@@ -676,32 +707,47 @@ mod tests {
                 assert_eq!(err.field(), Some(field), "{field} = {v}: {err}");
             }
         }
-        // A consistent header with fewer hosts parses; it changes nothing
-        // derived because the rings start at 8192 for any host count.
-        let l = parse_patched(offset_of!(H, max_hosts), &2u32.to_le_bytes()).unwrap();
-        assert_eq!(l.max_hosts(), 2);
-        // Changing ring parameters without the stride is a mismatch.
+        // Fewer hosts without the inbox size is a mismatch: the inbox has
+        // an entry per host.
+        assert_eq!(
+            parse_patched(offset_of!(H, max_hosts), &2u32.to_le_bytes()),
+            Err(WireError::LayoutMismatch {
+                field: "inbox_size",
+                found: 8 * 32896,
+                expected: 2 * 32896
+            })
+        );
+        // Changing ring parameters without the sizes is a mismatch too.
         assert_eq!(
             parse_patched(offset_of!(H, ring_slots), &64u32.to_le_bytes()),
             Err(WireError::LayoutMismatch {
-                field: "ring_stride",
-                found: 32896,
-                expected: 128 + 64 * 256
+                field: "inbox_size",
+                found: 8 * 32896,
+                expected: 8 * (128 + 64 * 256)
             })
         );
-        for total in [0u64, 8192, 8192 + 64 * 32896 - 1] {
-            assert!(matches!(
+        let mut fewer = default_layout().to_bytes();
+        fewer[offset_of!(H, max_hosts)..][..4].copy_from_slice(&2u32.to_le_bytes());
+        fewer[offset_of!(H, inbox_size)..][..4].copy_from_slice(&(2u32 * 32896).to_le_bytes());
+        let l = CtlLayout::parse(&fewer).unwrap();
+        assert_eq!((l.max_hosts(), l.inbox_size()), (2, 2 * 32896));
+        assert!(l.inbox_entry_offset(2).is_err());
+
+        for total in [0u64, 4096, 6143] {
+            assert_eq!(
                 parse_patched(offset_of!(H, total_size), &total.to_le_bytes()),
-                Err(WireError::AreaTooSmall { need, .. }) if need == 8192 + 64 * 32896
-            ));
+                Err(WireError::AreaTooSmall {
+                    total_size: total,
+                    need: 6144
+                })
+            );
         }
-        // The smallest area that holds the rings is fine.
-        let min = 8192u64 + 64 * 32896;
+        // The smallest area that holds the host slots is fine.
         assert_eq!(
-            parse_patched(offset_of!(H, total_size), &min.to_le_bytes())
+            parse_patched(offset_of!(H, total_size), &6144u64.to_le_bytes())
                 .unwrap()
                 .total_size(),
-            min
+            6144
         );
         for i in 0..72 {
             let err = parse_patched(offset_of!(H, reserved) + i, &[1]).unwrap_err();
@@ -729,12 +775,20 @@ mod tests {
                 limit: 3
             })
         );
-        assert!(l.ring_offset(3, 0).is_err());
-        assert!(l.ring_offset(0, 3).is_err());
-        assert!(l.slot_offset(0, u32::MAX, 0).is_err());
         assert_eq!(
-            l.slot_offset(2, 2, 9).unwrap(),
-            l.ring_offset(2, 2).unwrap() + 128 + 128
+            l.inbox_entry_offset(3),
+            Err(WireError::OutOfRange {
+                what: "inbox entry",
+                value: 3,
+                limit: 3
+            })
+        );
+        assert!(l.inbox_slot_offset(u32::MAX, 0).is_err());
+        // 128 + 8 * 128 = 1152.
+        assert_eq!(l.ring_stride(), 1152);
+        assert_eq!(
+            l.inbox_slot_offset(2, 9).unwrap(),
+            l.inbox_entry_offset(2).unwrap() + 128 + 128
         );
     }
 

@@ -4,18 +4,25 @@
 //! that crosses the fabric or lives in fabric-shared memory. This crate runs
 //! bindgen on it at build time ([`sys`]) and adds a safe layer on top:
 //!
-//! * [`CtlLayout`]: the control area's geometry, computed from its
-//!   parameters, written into a [`sys::dl_ctl_header`] ([`CtlLayout::format`])
-//!   and parsed back with every check the kernel makes ([`CtlLayout::parse`]);
-//! * [`HostInfo`]: a host info slot, decoded and encoded;
+//! * [`CtlLayout`]: the geometry of the control area (control area layout
+//!   2: the header and the host info slots) and of every host's inbox (the
+//!   rings, which live in the receivers' RAM), computed from its
+//!   parameters, written into a [`sys::dl_ctl_header`]
+//!   ([`CtlLayout::format`]) and parsed back with every check the kernel
+//!   makes ([`CtlLayout::parse`]);
+//! * [`HostInfo`]: a host info slot, decoded and encoded, with where its
+//!   owner's inbox is ([`HostInfo::inbox_offset`]) and whom it has bound
+//!   ring pairs to;
 //! * [`MsgHdr`] and [`Ping`]: the message header and the ping payload;
-//! * [`RingCtrl`]: a ring's producer/consumer indices and their checks;
+//! * [`RingCtrl`]: the indices at the start of an inbox entry, and a
+//!   ring's producer/consumer arithmetic and its checks;
 //! * [`ControlArea`]: a read-only view of a control area file, for tools on
 //!   the outer machine that print the fabric's state.
 //!
 //! Everything is decoded from byte slices with explicit little-endian
-//! conversions: the control area is written by peers that may be faulty or
-//! hostile, so nothing is ever transmuted from its bytes. Field offsets and
+//! conversions: the control area and the inboxes are written by peers that
+//! may be faulty or hostile, so nothing is ever transmuted from their
+//! bytes. Field offsets and
 //! widths come from the generated structs (`offset_of!`), so the safe layer
 //! cannot disagree with the header either.
 
@@ -74,10 +81,10 @@ pub mod sys {
     }
 }
 
-pub use area::{AreaError, ControlArea, FabricSnapshot, HostSlot, RingStatus};
+pub use area::{AreaError, Binding, ControlArea, FabricSnapshot, HostSlot};
 pub use error::WireError;
-pub use host::{HostInfo, HostState, RamLayout, HOST_NAME_LEN};
-pub use layout::{CtlLayout, RingCtrl, AREA_ALIGN, HOSTS_OFF, HOST_STRIDE, RING_ALIGN};
+pub use host::{HostInfo, HostState, RamLayout, BOUND_LEN, HOST_NAME_LEN};
+pub use layout::{CtlLayout, RingCtrl, HOSTS_OFF, HOST_STRIDE, INBOX_ALIGN, RING_ALIGN};
 pub use msg::{MsgHdr, MsgStatus, MsgType, Ping};
 pub use sys::{
     DL_CTL_HEADER_SIZE, DL_CTL_LAYOUT_VERSION, DL_CTL_MAGIC, DL_DB_VECTORS, DL_DB_VEC_MSG,
@@ -122,10 +129,24 @@ const _: () = {
     // The largest fixed payload fits a slot of the default size, which is
     // what the server formats.
     assert!(DL_MSG_HDR_SIZE + sys::DL_DEV_INFO_FULL_SIZE <= DL_DEFAULT_SLOT_SIZE as usize);
-    // Layout v1 puts the host slots at one page and strides them by one
-    // host info; the ring control block is what precedes a ring's slots.
+    // Layout 2 puts the host slots at one page and strides them by one
+    // host info; the ring control block is what starts an inbox entry.
     assert!(HOST_STRIDE as usize == DL_HOST_INFO_SIZE);
     assert!(HOSTS_OFF as usize >= DL_CTL_HEADER_SIZE);
+    assert!(DL_RING_CTRL_SIZE % RING_ALIGN as usize == 0);
+    // The largest inbox fits the header's 32-bit inbox_size.
+    assert!(
+        DL_MAX_HOSTS as u64
+            * (DL_RING_CTRL_SIZE as u64 + DL_MAX_RING_SLOTS as u64 * DL_MAX_SLOT_SIZE as u64)
+            <= u32::MAX as u64
+    );
+    // A host info has one bound entry per possible host id.
+    assert!(
+        std::mem::offset_of!(sys::dl_host_info, reserved)
+            - std::mem::offset_of!(sys::dl_host_info, bound)
+            == 8 * BOUND_LEN
+    );
+    assert!(INBOX_ALIGN.is_power_of_two());
     assert!(DL_MIN_SLOT_SIZE as usize > DL_MSG_HDR_SIZE + DL_PING_SIZE);
     assert!(DL_MAX_SLOT_SIZE as usize - DL_MSG_HDR_SIZE <= u16::MAX as usize);
     assert!(DL_MIN_SLOT_SIZE % RING_ALIGN == 0 && DL_MAX_SLOT_SIZE % RING_ALIGN == 0);

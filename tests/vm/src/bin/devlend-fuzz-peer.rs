@@ -1,13 +1,18 @@
 //! `devlend-fuzz-peer`: plays a malicious fabric peer from the outer
 //! machine, writing malformed, replayed, oversized, out-of-order and stale
-//! messages into a host's receive ring in the control area file (see
-//! `devlend_vmtests::peerfuzz`).
+//! messages into a host's receive ring, in that host's inbox in its RAM
+//! file (see `devlend_vmtests::peerfuzz`).
 //!
 //! ```text
-//! devlend-fuzz-peer --ctl FILE --target ID --peer ID [--doorbell-sock SOCK]
-//!     [--messages N] [--seed S] [--dev-id ID]... [--corruptions N]
-//!     [--deaf-phases N] [--json]
+//! devlend-fuzz-peer --ctl FILE --target ID --target-ram FILE --peer ID
+//!     --peer-ram FILE [--doorbell-sock SOCK] [--messages N] [--seed S]
+//!     [--dev-id ID]... [--corruptions N] [--deaf-phases N] [--json]
 //! ```
+//!
+//! `--ctl` is the control area file (the ivshmem server's `--ctl-path`);
+//! `--target-ram` and `--peer-ram` are the RAM files (QEMU memory backends)
+//! of the target and of the impersonated peer: the fuzzer writes into the
+//! target's inbox and reads the target's messages from the peer's.
 //!
 //! `--deaf-phases N` (default 3): N times, the fuzzer stops taking the
 //! target's messages while it sends on, until the target holds its
@@ -25,17 +30,21 @@ use anyhow::{bail, Context};
 use devlend_vmtests::peerfuzz::{self, Options};
 
 fn usage() -> &'static str {
-    "usage: devlend-fuzz-peer --ctl FILE --target ID --peer ID [--doorbell-sock SOCK] \
-     [--messages N] [--seed S] [--dev-id ID]... [--corruptions N] [--deaf-phases N] \
-     [--json] [-v]"
+    "usage: devlend-fuzz-peer --ctl FILE --target ID --target-ram FILE --peer ID \
+     --peer-ram FILE [--doorbell-sock SOCK] [--messages N] [--seed S] [--dev-id ID]... \
+     [--corruptions N] [--deaf-phases N] [--json] [-v]"
 }
 
 fn parse() -> anyhow::Result<(Options, bool)> {
     let mut ctl = None;
     let mut target = None;
+    let mut target_ram = None;
     let mut peer = None;
+    let mut peer_ram = None;
     let mut opts = Options {
         ctl: PathBuf::new(),
+        target_ram: PathBuf::new(),
+        peer_ram: PathBuf::new(),
         doorbell_sock: None,
         target: 0,
         peer: 0,
@@ -57,7 +66,9 @@ fn parse() -> anyhow::Result<(Options, bool)> {
             "--ctl" => ctl = Some(PathBuf::from(val()?)),
             "--doorbell-sock" => opts.doorbell_sock = Some(PathBuf::from(val()?)),
             "--target" => target = Some(val()?.parse().context("--target")?),
+            "--target-ram" => target_ram = Some(PathBuf::from(val()?)),
             "--peer" => peer = Some(val()?.parse().context("--peer")?),
+            "--peer-ram" => peer_ram = Some(PathBuf::from(val()?)),
             "--messages" => opts.messages = val()?.parse().context("--messages")?,
             "--seed" => opts.seed = parse_u64(&val()?).context("--seed")?,
             "--dev-id" => opts.dev_ids.push(val()?.parse().context("--dev-id")?),
@@ -74,9 +85,15 @@ fn parse() -> anyhow::Result<(Options, bool)> {
     }
     opts.ctl = ctl.with_context(|| format!("--ctl is required\n{}", usage()))?;
     opts.target = target.with_context(|| format!("--target is required\n{}", usage()))?;
+    opts.target_ram =
+        target_ram.with_context(|| format!("--target-ram is required\n{}", usage()))?;
     opts.peer = peer.with_context(|| format!("--peer is required\n{}", usage()))?;
+    opts.peer_ram = peer_ram.with_context(|| format!("--peer-ram is required\n{}", usage()))?;
     if opts.target == opts.peer {
         bail!("--target and --peer must differ");
+    }
+    if opts.target_ram == opts.peer_ram {
+        bail!("--target-ram and --peer-ram must differ");
     }
     Ok((opts, json))
 }

@@ -4,10 +4,11 @@
 //! - the host's RAM is a shared file, so peers can map it;
 //! - per peer, an `ivshmem-plain` whose memory is that peer's RAM file: a
 //!   window onto the peer's whole physical memory, as an NTB window with an
-//!   identity translation would be;
+//!   identity translation would be; a host sends messages by writing into
+//!   the peer's inbox through it;
 //! - one `ivshmem-doorbell` (the fabric adapter) connected to devlend's
 //!   ivshmem server on the socket of this host's id: doorbells to peers, and
-//!   the shared control area with the message rings;
+//!   the shared control area with the host info slots;
 //! - lenders sit on q35 behind an emulated Intel IOMMU and carry the devices
 //!   they lend, each behind its own root port so it is alone in its IOMMU
 //!   group;

@@ -24,9 +24,10 @@ pub struct Config {
     pub ctl_size: u64,
     /// Interrupt vectors (eventfds) per host.
     pub vectors: u32,
-    /// Slots per ring of the control area.
+    /// Slots per message ring, announced in the control area's header (the
+    /// rings themselves are in the hosts' inboxes, in their own RAM).
     pub ring_slots: u32,
-    /// Bytes per ring slot.
+    /// Bytes per ring slot, announced likewise.
     pub slot_size: u32,
     /// Reuse (truncate and reformat) an existing control area file instead
     /// of refusing to start.

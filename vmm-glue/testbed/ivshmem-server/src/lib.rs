@@ -9,7 +9,9 @@
 //!
 //! The shared memory it hands out is the fabric's control area: a file the
 //! server creates, sizes and formats with a `struct dl_ctl_header`
-//! ([`devlend_wire::CtlLayout`]) before any host attaches.
+//! ([`devlend_wire::CtlLayout`]) before any host attaches. It holds the
+//! header and the host info slots; the message rings live in each host's
+//! own RAM (its inbox), which the server never sees.
 //!
 //! # Protocol
 //!
