@@ -1,14 +1,18 @@
 //! Foundation tests on the two-host cluster: the fabric links up, carries
-//! messages intact and in order, the borrower runs a KVM guest, and a host
-//! that dies is noticed while the survivor keeps working.
+//! messages intact and in order through rings in each receiver's RAM, the
+//! borrower runs a KVM guest, and a host that dies is noticed while the
+//! survivor keeps working.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context};
+use anyhow::{bail, ensure, Context};
 use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, counter};
 use devlend_vmtests::guest;
 use devlend_vmtests::{Check, Suite};
+use devlend_wire::{ControlArea, CtlLayout, HostInfo, HostSlot, HostState, MsgHdr, RingCtrl};
 
 const LENDER: &str = "lender";
 const BORROWER: &str = "borrower";
@@ -114,6 +118,141 @@ fn fabric_messages_each_way(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A host's info slot, as the control area file holds it now.
+fn host_info(area: &ControlArea, id: u32) -> anyhow::Result<HostInfo> {
+    match area.read_host(id)? {
+        HostSlot::Valid(h) => Ok(h),
+        other => bail!("host {id}'s slot: {other:?}"),
+    }
+}
+
+/// `len` bytes at `off` of a host's RAM file (its physical memory).
+fn read_ram(c: &Cluster, host: &str, off: u64, len: usize) -> anyhow::Result<Vec<u8>> {
+    let path = c.paths().ram_file(host);
+    let mut buf = vec![0u8; len];
+    File::open(&path)
+        .and_then(|f| f.read_exact_at(&mut buf, off))
+        .with_context(|| format!("reading {len} bytes at {off:#x} of {}", path.display()))?;
+    Ok(buf)
+}
+
+/// The indices of `owner`'s inbox entry for `peer`, read in its RAM file.
+fn inbox_ctrl(
+    c: &Cluster,
+    layout: &CtlLayout,
+    owner: (&str, &HostInfo),
+    peer: u32,
+) -> anyhow::Result<(u64, RingCtrl)> {
+    let entry = owner.1.inbox_offset(layout)? + layout.inbox_entry_offset(peer)?;
+    let buf = read_ram(c, owner.0, entry, devlend_wire::sys::DL_RING_CTRL_SIZE)?;
+    Ok((entry, RingCtrl::decode(&buf)?))
+}
+
+/// The rings live in each receiver's RAM (control area layout 2). After
+/// pings one way, read on the outer machine: the receiver's inbox entry
+/// for the sender, in the receiver's RAM file, has its producer index
+/// moved by exactly the messages the sender counted, and its last slot
+/// holds a message from the sender's incarnation; the consumer index
+/// mirrored into the sender's inbox says the receiver took them all; and
+/// each host's slot binds the other's incarnation.
+fn fabric_rings_in_receivers_ram(c: &mut Cluster) -> anyhow::Result<()> {
+    let (lid, bid) = fabric_up(c)?;
+    let area = ControlArea::open(c.paths().ctl_file())?;
+    let layout = *area.layout();
+    for (sid, sname, rid, rname) in [(lid, LENDER, bid, BORROWER), (bid, BORROWER, lid, LENDER)] {
+        let (s, r) = (host_info(&area, sid)?, host_info(&area, rid)?);
+        ensure!(
+            r.bound_to(sid) == Some(s.incarnation) && s.bound_to(rid) == Some(r.incarnation),
+            "{sname} and {rname} are not bound to each other: {:?} / {:?}",
+            s.bound,
+            r.bound
+        );
+        let tx_before = counter(&fabric::peer_counters(c.agent(sname)?, rid)?, "tx_msgs")?;
+        let (_, before) = inbox_ctrl(c, &layout, (rname, &r), sid)?;
+        let res = fabric::selftest(c.agent(sname)?, rid, 500, 64, 8)?;
+        ensure!(
+            res.get("result").map(String::as_str) == Some("pass"),
+            "{sname}: {res:?}"
+        );
+        let tx_after = counter(&fabric::peer_counters(c.agent(sname)?, rid)?, "tx_msgs")?;
+        let (entry, after) = inbox_ctrl(c, &layout, (rname, &r), sid)?;
+        let moved = after.prod.wrapping_sub(before.prod);
+        ensure!(
+            u64::from(moved) == tx_after - tx_before && moved >= 500,
+            "{sname} -> {rname}: the producer index in {rname}'s RAM moved by {moved},              {sname} sent {} messages",
+            tx_after - tx_before
+        );
+        let last = layout.inbox_slot_offset(sid, after.prod.wrapping_sub(1))?
+            - layout.inbox_entry_offset(sid)?;
+        let slot = read_ram(c, rname, entry + last, layout.slot_size() as usize)?;
+        let hdr = MsgHdr::decode(&slot)?;
+        ensure!(
+            hdr.src == sid && hdr.epoch == s.incarnation as u32,
+            "{sname}'s last message in {rname}'s RAM: {hdr:?}"
+        );
+        // Its consumer index, mirrored into the sender's inbox, catches up.
+        let t0 = Instant::now();
+        loop {
+            let (_, mirror) = inbox_ctrl(c, &layout, (sname, &s), rid)?;
+            if mirror.cons == after.prod {
+                break;
+            }
+            ensure!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{rname} consumed {} of {sname}'s ring, which holds {}",
+                mirror.cons,
+                after.prod
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        println!(
+            "  {sname} -> {rname}: {moved} messages in {rname}'s RAM at {:#x}, last seq {}",
+            r.inbox_phys, hdr.seq
+        );
+    }
+    Ok(())
+}
+
+/// A host that leaves frees its inbox only once its peer has stopped
+/// writing into it: the borrower's modules unloaded while the lender is
+/// up, the lender drops its binding to the borrower, and the borrower's
+/// kernel frees its inbox (no "leaked"). Loaded again, the two bind anew
+/// and carry messages.
+fn fabric_leave_waits_for_peers(c: &mut Cluster) -> anyhow::Result<()> {
+    let (lid, bid) = fabric_up(c)?;
+    let b = c.agent(BORROWER)?;
+    let mark: usize = fabric::sh(b, "dmesg | wc -l")?.trim().parse()?;
+    let t0 = Instant::now();
+    fabric::unload_modules(b)?;
+    let took = t0.elapsed();
+    let log = fabric::sh(b, &format!("dmesg | tail -n +{}", mark + 1))?;
+    ensure!(
+        log.contains("left fabric") && !log.contains("leaked"),
+        "the borrower's kernel log on leaving:\n{log}"
+    );
+    let area = ControlArea::open(c.paths().ctl_file())?;
+    let l = host_info(&area, lid)?;
+    ensure!(
+        l.bound_to(bid).is_none(),
+        "the lender still binds the borrower that left: {:?}",
+        l.bound
+    );
+    match area.read_host(bid)? {
+        HostSlot::Valid(h) if h.state == HostState::Absent => {}
+        other => bail!("the borrower's slot after leaving: {other:?}"),
+    }
+    println!("  left in {:.1} s, its inbox freed", took.as_secs_f64());
+    let (lid, bid) = fabric_up(c)?;
+    for (host, peer) in [(LENDER, bid), (BORROWER, lid)] {
+        let res = fabric::selftest(c.agent(host)?, peer, 200, 64, 8)?;
+        ensure!(
+            res.get("result").map(String::as_str) == Some("pass"),
+            "{host} after the borrower came back: {res:?}"
+        );
+    }
+    Ok(())
+}
+
 /// (c) Inside the borrower a KVM guest boots and runs a command whose
 /// output we check.
 fn nested_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
@@ -142,6 +281,8 @@ fn nested_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
 /// and when the host comes back the link comes up and carries messages.
 fn fabric_peer_down_and_back(c: &mut Cluster) -> anyhow::Result<()> {
     let (lid, _bid) = fabric_up(c)?;
+    let area = ControlArea::open(c.paths().ctl_file())?;
+    let old = host_info(&area, lid)?.incarnation;
     c.kill_host(LENDER)?;
     let b = c.agent(BORROWER)?;
     let took = fabric::wait_peer_state(b, lid, "down", Duration::from_secs(30))
@@ -172,6 +313,17 @@ fn fabric_peer_down_and_back(c: &mut Cluster) -> anyhow::Result<()> {
     // The lender comes back: link up again, messages flow both ways.
     c.restart_host(LENDER)?;
     let (lid, bid) = fabric_up(c)?;
+    // A new ring pair, bound to the new incarnation on both sides.
+    let (l, b) = (host_info(&area, lid)?, host_info(&area, bid)?);
+    ensure!(
+        l.incarnation != old
+            && b.bound_to(lid) == Some(l.incarnation)
+            && l.bound_to(bid) == Some(b.incarnation),
+        "after the restart: lender {:#x} (was {old:#x}) bound {:?}, borrower bound {:?}",
+        l.incarnation,
+        l.bound,
+        b.bound
+    );
     for (host, peer) in [(LENDER, bid), (BORROWER, lid)] {
         let res = fabric::selftest(c.agent(host)?, peer, 1000, 128, 8)?;
         ensure!(
@@ -262,6 +414,14 @@ fn main() {
         Check {
             name: "fabric_messages_each_way",
             run: fabric_messages_each_way,
+        },
+        Check {
+            name: "fabric_rings_in_receivers_ram",
+            run: fabric_rings_in_receivers_ram,
+        },
+        Check {
+            name: "fabric_leave_waits_for_peers",
+            run: fabric_leave_waits_for_peers,
         },
         Check {
             name: "nested_kvm_guest",
