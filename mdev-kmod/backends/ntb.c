@@ -3,20 +3,26 @@
  * devlend_ntb.ko: a fabric backend over Linux's NTB API, for any ntb_dev
  * (a real adapter's hardware driver, or devlend's emulated port).
  *
- * With one peer (a two-port adapter; switches with more ports are not
- * supported yet):
+ * On a two-port adapter or a port of a switch with up to DL_MAX_HOSTS
+ * ports numbered from 0:
  *  - host ids are the NTB port numbers;
  *  - the control area (the header and host info slots, the same layout
- *    the ivshmem server formats) lives in the RAM of the lower port, the
- *    "owner", which formats it and, once the link is up, shows it to the
- *    peer through inbound memory window 0; the peer maps it through its
- *    outbound window;
+ *    the ivshmem server formats) lives in the RAM of the lowest port, the
+ *    "owner", which formats it and, once the link to a peer is up, shows
+ *    it to that peer through its inbound memory window 0; the others map
+ *    it through the outbound window that shows it;
  *  - the message rings are in each receiver's inbox, in its RAM, which
  *    the sender reaches through window 1;
- *  - inbound memory window 1 shows each host's RAM from bus address 0, so
- *    a peer's window offset is a physical address (the layout the core
- *    publishes); the adapter's IOMMU domain must then be identity;
- *  - fabric doorbell vector v is NTB doorbell bit v.
+ *  - inbound memory window 1 shows each host's RAM from bus address 0, to
+ *    every peer, so a peer's window offset is a physical address (the
+ *    layout the core publishes); the adapter's IOMMU domain must then be
+ *    identity;
+ *  - which outbound window leads to which peer is not defined by the NTB
+ *    API for switches: windows are found by what they show (the control
+ *    area's magic, a peer's ident token), never by their index;
+ *  - with one peer, fabric doorbell vector v is NTB doorbell bit v; with
+ *    more, a switch routes bit i to port i (ntb_pingpong's model), so
+ *    only the message vector is used: bit <peer's port> rings it.
  *
  * What a peer was shown cannot be taken back on every adapter (the
  * emulated one cannot stop a peer's writes): an area a peer may have
@@ -43,12 +49,25 @@
 #define DL_NTBB_RETRY_MS	200
 
 /**
+ * struct dl_ntbb_win - an outbound memory window, as the core sees it.
+ * @fw: what the core is given.
+ * @claimed: the core holds @fw.
+ */
+struct dl_ntbb_win {
+	struct dl_fabric_window fw;
+	bool claimed;
+};
+
+/**
  * struct dl_ntbb - the backend on one NTB device.
  * @ntb: the NTB device.
  * @fdev: the fabric's device, /sys/class/devlend/ntb-<NTB device>: the
  *	NTB device has its PCI function's name, which a fabric over that
  *	function (the emulated port's) already gave the mdev bus.
+ * @npeers: the other ports.
  * @owner: this port formats and holds the control area.
+ * @owner_pidx: the owner's peer index, when not @owner.
+ * @db_bits: the doorbell bits this port receives on.
  * @lock: the fabric's life cycle: @fab, @remote, the windows' translation.
  * @fab_lock: @fab for the doorbell event (any context).
  * @fab: the fabric, while there is one.
@@ -57,16 +76,20 @@
  * @area_dma: its bus address for the adapter.
  * @area_shown: a peer was given @area's window: never free it.
  * @remote: the owner's control area, mapped, when not @owner.
- * @ram_shown: window 1 translates to this host's RAM.
- * @win: the window onto the peer's RAM, given to the core.
- * @win_claimed: the core holds @win.
+ * @shown: bit pidx: that peer's inbound windows translate (window 1 to
+ *	this host's RAM; window 0 to @area, when @owner).
+ * @nwins: outbound windows.
+ * @wins: the outbound windows, by index.
  * @setup: brings the fabric up or down as the link goes.
  * @dying: the device is being removed.
  */
 struct dl_ntbb {
 	struct ntb_dev *ntb;
 	struct device *fdev;
+	int npeers;
 	bool owner;
+	int owner_pidx;
+	u64 db_bits;
 	struct mutex lock;	/* see above */
 	spinlock_t fab_lock;	/* see above */
 	struct dl_fabric *fab;
@@ -75,9 +98,9 @@ struct dl_ntbb {
 	dma_addr_t area_dma;
 	bool area_shown;
 	void *remote;
-	bool ram_shown;
-	struct dl_fabric_window win;
-	bool win_claimed;
+	u64 shown;
+	int nwins;
+	struct dl_ntbb_win *wins;
 	struct delayed_work setup;
 	bool dying;
 };
@@ -89,7 +112,33 @@ static void dl_ntbb_peer_db_set(struct dl_fabric *fab, u32 peer,
 
 	/* The ring writes before it must be seen before the doorbell. */
 	wmb();
-	ntb_peer_db_set(nb->ntb, BIT_ULL(vector));
+	/* With more ports, bit i rings port i: the message vector only. */
+	ntb_peer_db_set(nb->ntb, BIT_ULL(nb->npeers == 1 ? vector : peer));
+}
+
+/*
+ * The first 8 bytes of outbound window @widx at @offset, or 0 when it
+ * does not translate (yet) or is smaller than @min_size.
+ */
+static u64 dl_ntbb_window_peek(struct dl_ntbb *nb, int widx, u64 offset,
+			       u64 min_size, phys_addr_t *base,
+			       resource_size_t *size)
+{
+	u64 page = round_down(offset, PAGE_SIZE);
+	__le64 val;
+	void *map;
+
+	if (ntb_peer_mw_get_addr(nb->ntb, widx, base, size))
+		return 0;
+	if (*size < min_size || *size < 8 || offset > *size - 8 ||
+	    offset_in_page(offset) > PAGE_SIZE - sizeof(val))
+		return 0;
+	map = memremap(*base + page, PAGE_SIZE, MEMREMAP_WB);
+	if (!map)
+		return 0;
+	val = READ_ONCE(*(__le64 *)(map + offset - page));
+	memunmap(map);
+	return le64_to_cpu(val);
 }
 
 static struct dl_fabric_window *
@@ -98,36 +147,29 @@ dl_ntbb_window_find(struct dl_fabric *fab, const struct dl_fabric_ident *id)
 	struct dl_ntbb *nb = dl_fabric_backend_priv(fab);
 	resource_size_t size;
 	phys_addr_t base;
-	u64 page, token;
-	void *map;
+	int widx;
 
-	if (nb->win_claimed ||
-	    ntb_peer_mw_get_addr(nb->ntb, DL_NTBB_MW_RAM, &base, &size))
-		return NULL;
-	page = round_down(id->offset, PAGE_SIZE);
-	if (size < id->min_size || size < 8 || id->offset > size - 8 ||
-	    offset_in_page(id->offset) > PAGE_SIZE - sizeof(token))
-		return NULL;
-	map = memremap(base + page, PAGE_SIZE, MEMREMAP_WB);
-	if (!map)
-		return NULL;
-	token = le64_to_cpu(READ_ONCE(*(__le64 *)(map + id->offset - page)));
-	memunmap(map);
-	if (token != id->token)
-		return NULL;
-	nb->win.dev = &nb->ntb->dev;
-	nb->win.phys_addr = base;
-	nb->win.size = size;
-	nb->win_claimed = true;
-	return &nb->win;
+	/* Whichever window shows the peer's token is the peer's. */
+	for (widx = 0; widx < nb->nwins; widx++) {
+		struct dl_ntbb_win *w = &nb->wins[widx];
+
+		if (w->claimed ||
+		    dl_ntbb_window_peek(nb, widx, id->offset, id->min_size,
+					&base, &size) != id->token)
+			continue;
+		w->fw.dev = &nb->ntb->dev;
+		w->fw.phys_addr = base;
+		w->fw.size = size;
+		w->claimed = true;
+		return &w->fw;
+	}
+	return NULL;
 }
 
 static void dl_ntbb_window_put(struct dl_fabric *fab,
 			       struct dl_fabric_window *win)
 {
-	struct dl_ntbb *nb = dl_fabric_backend_priv(fab);
-
-	nb->win_claimed = false;
+	container_of(win, struct dl_ntbb_win, fw)->claimed = false;
 }
 
 static const struct dl_fabric_backend_ops dl_ntbb_ops = {
@@ -192,14 +234,14 @@ static void dl_ntbb_area_free(struct dl_ntbb *nb)
 	free_pages_exact(nb->area, nb->area_size);
 }
 
-/* Whether inbound window @widx takes a translation of @size bytes. */
-static int dl_ntbb_window_fits(struct dl_ntbb *nb, int widx, u64 size,
-			       const char *what)
+/* Whether inbound window @widx for peer @pidx takes @size bytes. */
+static int dl_ntbb_window_fits(struct dl_ntbb *nb, int pidx, int widx,
+			       u64 size, const char *what)
 {
 	resource_size_t size_max;
 	int ret;
 
-	ret = ntb_mw_get_align(nb->ntb, 0, widx, NULL, NULL, &size_max);
+	ret = ntb_mw_get_align(nb->ntb, pidx, widx, NULL, NULL, &size_max);
 	if (ret)
 		return ret;
 	if (size <= size_max)
@@ -210,7 +252,61 @@ static int dl_ntbb_window_fits(struct dl_ntbb *nb, int widx, u64 size,
 	return -ENOSPC;
 }
 
-static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size)
+/* Both windows for peer @pidx checked before either is shown. */
+static int dl_ntbb_windows_fit(struct dl_ntbb *nb, int pidx, u64 ram_size)
+{
+	int ret;
+
+	ret = dl_ntbb_window_fits(nb, pidx, DL_NTBB_MW_RAM, ram_size,
+				  "this host's RAM");
+	if (!ret && nb->owner)
+		ret = dl_ntbb_window_fits(nb, pidx, DL_NTBB_MW_CTL,
+					  nb->area_size, "the control area");
+	return ret;
+}
+
+/*
+ * Show this host to each peer in @links not shown yet: its RAM in window
+ * 1, from bus address 0, for the peers' DMA and their stores into our
+ * inbox; the control area in window 0, when the owner.
+ */
+static int dl_ntbb_show(struct dl_ntbb *nb, u64 links)
+{
+	u64 ram_size = dl_fabric_ram_size(nb->fab);
+	int pidx, ret;
+
+	lockdep_assert_held(&nb->lock);
+
+	for (pidx = 0; pidx < nb->npeers; pidx++) {
+		if (!(links & BIT_ULL(pidx)) || (nb->shown & BIT_ULL(pidx)))
+			continue;
+		ret = dl_ntbb_windows_fit(nb, pidx, ram_size);
+		if (ret)
+			return ret;
+		if (nb->owner) {
+			ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_CTL,
+					       nb->area_dma, nb->area_size);
+			if (ret) {
+				dev_err(&nb->ntb->dev, "cannot show the control area in window %d: %d\n",
+					DL_NTBB_MW_CTL, ret);
+				return ret;
+			}
+			nb->area_shown = true;
+		}
+		nb->shown |= BIT_ULL(pidx);
+		ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_RAM, 0,
+				       ram_size);
+		if (ret) {
+			dev_err(&nb->ntb->dev, "cannot show this host's RAM in window %d: %d\n",
+				DL_NTBB_MW_RAM, ret);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size,
+			     u64 links)
 {
 	struct dl_fabric_config cfg = {
 		.dev = nb->fdev,
@@ -219,47 +315,31 @@ static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size)
 		.ctl = ctl,
 		.ctl_size = ctl_size,
 		.host_id = ntb_port_number(nb->ntb),
-		.db_vectors = DL_DB_VECTORS,
+		.db_vectors = nb->npeers == 1 ? DL_DB_VECTORS : 1,
 	};
 	struct dl_fabric *fab;
 	unsigned long flags;
-	int ret;
+	int pidx, ret;
 
 	lockdep_assert_held(&nb->lock);
 
 	fab = dl_fabric_create(&cfg);
 	if (IS_ERR(fab))
 		return PTR_ERR(fab);
-	/* Both windows checked before either is shown. */
-	ret = dl_ntbb_window_fits(nb, DL_NTBB_MW_RAM, dl_fabric_ram_size(fab),
-				  "this host's RAM");
-	if (!ret && nb->owner)
-		ret = dl_ntbb_window_fits(nb, DL_NTBB_MW_CTL, nb->area_size,
-					  "the control area");
-	if (ret)
-		goto err_destroy;
-	if (nb->owner) {
-		ret = ntb_mw_set_trans(nb->ntb, 0, DL_NTBB_MW_CTL, nb->area_dma,
-				       nb->area_size);
-		if (ret) {
-			dev_err(&nb->ntb->dev, "cannot show the control area in window %d: %d\n",
-				DL_NTBB_MW_CTL, ret);
+	/* Every window checked before any is shown. */
+	for (pidx = 0; pidx < nb->npeers; pidx++) {
+		if (!(links & BIT_ULL(pidx)))
+			continue;
+		ret = dl_ntbb_windows_fit(nb, pidx, dl_fabric_ram_size(fab));
+		if (ret)
 			goto err_destroy;
-		}
-		nb->area_shown = true;
 	}
-	/* This host's RAM, for the peer's DMA, from bus address 0. */
-	ret = ntb_mw_set_trans(nb->ntb, 0, DL_NTBB_MW_RAM, 0,
-			       dl_fabric_ram_size(fab));
-	if (ret) {
-		dev_err(&nb->ntb->dev, "cannot show this host's RAM in window %d: %d\n",
-			DL_NTBB_MW_RAM, ret);
-		goto err_destroy;
-	}
-	nb->ram_shown = true;
 	spin_lock_irqsave(&nb->fab_lock, flags);
 	nb->fab = fab;
 	spin_unlock_irqrestore(&nb->fab_lock, flags);
+	ret = dl_ntbb_show(nb, links);
+	if (ret)
+		goto err_unpublish;
 	ret = dl_fabric_start(fab);
 	if (ret)
 		goto err_unpublish;
@@ -294,16 +374,22 @@ static void dl_ntbb_fabric_down(struct dl_ntbb *nb)
 	}
 }
 
-/* Not the owner: map the owner's control area once it shows it. */
-static int dl_ntbb_join(struct dl_ntbb *nb)
+/*
+ * Not the owner: map the owner's control area once it shows it, in
+ * whichever outbound window starts with its magic.
+ */
+static int dl_ntbb_join(struct dl_ntbb *nb, u64 links)
 {
 	resource_size_t size;
 	phys_addr_t base;
-	int ret;
+	int widx, ret;
 
-	ret = ntb_peer_mw_get_addr(nb->ntb, DL_NTBB_MW_CTL, &base, &size);
-	if (ret)
-		return ret;
+	for (widx = 0; widx < nb->nwins; widx++)
+		if (dl_ntbb_window_peek(nb, widx, 0, DL_CTL_HEADER_SIZE, &base,
+					&size) == DL_CTL_MAGIC)
+			break;
+	if (widx == nb->nwins)
+		return -EAGAIN;
 	nb->remote = memremap(base, size, MEMREMAP_WB);
 	if (!nb->remote)
 		return -ENOMEM;
@@ -311,7 +397,7 @@ static int dl_ntbb_join(struct dl_ntbb *nb)
 		ret = -EAGAIN;
 		goto err_unmap;
 	}
-	ret = dl_ntbb_fabric_up(nb, nb->remote, size);
+	ret = dl_ntbb_fabric_up(nb, nb->remote, size, links);
 	if (ret)
 		goto err_unmap;
 	return 0;
@@ -323,33 +409,37 @@ err_unmap:
 }
 
 /*
- * The fabric comes up once the link is: the windows' limits are known only
- * then (ntb_mw_get_align() needs the link). The owner keeps its fabric
- * when the link goes down (its area is its own RAM; liveness tells the
- * peer gone); the other port leaves, since the owner's area may go.
+ * The fabric comes up once a link is (the owner's: to any peer; the
+ * others': to the owner): the windows' limits are known only then
+ * (ntb_mw_get_align() needs the link). Peers whose link comes up later
+ * are shown this host then. The owner keeps its fabric when links go
+ * down (its area is its own RAM; liveness tells the peers gone); the
+ * others leave when the link to the owner goes, since its area may go.
  */
 static void dl_ntbb_setup_work(struct work_struct *work)
 {
 	struct dl_ntbb *nb = container_of(to_delayed_work(work),
 					  struct dl_ntbb, setup);
-	bool up;
+	u64 links, up;
 	int ret;
 
 	mutex_lock(&nb->lock);
 	if (nb->dying)
 		goto out_unlock;
-	up = ntb_link_is_up(nb->ntb, NULL, NULL) & BIT_ULL(0);
+	links = ntb_link_is_up(nb->ntb, NULL, NULL) &
+		GENMASK_ULL(nb->npeers - 1, 0);
+	up = nb->owner ? links : links & BIT_ULL(nb->owner_pidx);
 	if (!up) {
 		if (!nb->owner)
 			dl_ntbb_fabric_down(nb);
 		goto out_unlock;
 	}
 	if (nb->fab)
-		goto out_unlock;
-	if (nb->owner)
-		ret = dl_ntbb_fabric_up(nb, nb->area, nb->area_size);
+		ret = dl_ntbb_show(nb, links);
+	else if (nb->owner)
+		ret = dl_ntbb_fabric_up(nb, nb->area, nb->area_size, links);
 	else
-		ret = dl_ntbb_join(nb);
+		ret = dl_ntbb_join(nb, links);
 	/* Windows too small stay so: wait for the next link event. */
 	if (ret && ret != -ENOSPC)
 		queue_delayed_work(system_wq, &nb->setup,
@@ -373,14 +463,16 @@ static void dl_ntbb_db_event(void *ctx, int db_vector)
 	unsigned long bits;
 	unsigned int v;
 
-	bits = ntb_db_read(nb->ntb) & GENMASK_ULL(DL_DB_VECTORS - 1, 0);
+	bits = ntb_db_read(nb->ntb) & nb->db_bits;
 	if (!bits)
 		return;
 	ntb_db_clear(nb->ntb, bits);
 	spin_lock_irqsave(&nb->fab_lock, flags);
-	if (nb->fab)
+	if (nb->fab && nb->npeers == 1)
 		for_each_set_bit(v, &bits, DL_DB_VECTORS)
 			dl_fabric_db_event(nb->fab, v);
+	else if (nb->fab)
+		dl_fabric_db_event(nb->fab, DL_DB_VEC_MSG);
 	spin_unlock_irqrestore(&nb->fab_lock, flags);
 }
 
@@ -392,35 +484,93 @@ static const struct ntb_ctx_ops dl_ntbb_ctx_ops = {
 /* Withdraw the translations shown; the area itself stays if it was. */
 static void dl_ntbb_unshow(struct dl_ntbb *nb)
 {
-	if (nb->ram_shown)
-		ntb_mw_clear_trans(nb->ntb, 0, DL_NTBB_MW_RAM);
-	if (nb->area_shown)
-		ntb_mw_clear_trans(nb->ntb, 0, DL_NTBB_MW_CTL);
-	nb->ram_shown = false;
+	int pidx;
+
+	for (pidx = 0; pidx < nb->npeers; pidx++) {
+		if (!(nb->shown & BIT_ULL(pidx)))
+			continue;
+		ntb_mw_clear_trans(nb->ntb, pidx, DL_NTBB_MW_RAM);
+		if (nb->owner)
+			ntb_mw_clear_trans(nb->ntb, pidx, DL_NTBB_MW_CTL);
+	}
+	nb->shown = 0;
+}
+
+/*
+ * Whether this backend can run on @ntb: ports numbered 0..n-1 (they are
+ * the fabric's host ids), two inbound windows per peer, and the doorbell
+ * bits it rings and receives.
+ */
+static int dl_ntbb_check(struct ntb_dev *ntb, int npeers)
+{
+	int port = ntb_port_number(ntb);
+	u64 need_db;
+	int pidx;
+
+	if (npeers < 1 || npeers >= DL_MAX_HOSTS || port < 0 ||
+	    port > npeers) {
+		dev_info(&ntb->dev, "devlend: port %d of %d: needs 2 to %d ports numbered from 0\n",
+			 port, npeers + 1, DL_MAX_HOSTS);
+		return -EOPNOTSUPP;
+	}
+	for (pidx = 0; pidx < npeers; pidx++) {
+		int pport = ntb_peer_port_number(ntb, pidx);
+
+		if (pport < 0 || pport > npeers || pport == port) {
+			dev_info(&ntb->dev, "devlend: peer port %d: ports must be numbered 0..%d\n",
+				 pport, npeers);
+			return -EOPNOTSUPP;
+		}
+		if (ntb_mw_count(ntb, pidx) < 2) {
+			dev_info(&ntb->dev, "devlend: needs 2 memory windows per peer\n");
+			return -EOPNOTSUPP;
+		}
+	}
+	need_db = npeers == 1 ? GENMASK_ULL(DL_DB_VECTORS - 1, 0) :
+		  GENMASK_ULL(npeers, 0);
+	if (ntb_peer_mw_count(ntb) < 2 ||
+	    (ntb_db_valid_mask(ntb) & need_db) != need_db) {
+		dev_info(&ntb->dev, "devlend: needs 2 outbound memory windows and doorbell bits %#llx\n",
+			 need_db);
+		return -EOPNOTSUPP;
+	}
+	return 0;
 }
 
 static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 {
+	int npeers = ntb_peer_port_count(ntb);
 	struct dl_ntbb *nb;
-	int ret;
+	int pidx, ret;
 
-	if (ntb_peer_port_count(ntb) != 1) {
-		dev_info(&ntb->dev, "devlend: %d peers; only two-port NTB is supported\n",
-			 ntb_peer_port_count(ntb));
-		return -EOPNOTSUPP;
-	}
-	if (ntb_mw_count(ntb, 0) < 2 || ntb_peer_mw_count(ntb) < 2 ||
-	    (ntb_db_valid_mask(ntb) & GENMASK_ULL(DL_DB_VECTORS - 1, 0)) !=
-	    GENMASK_ULL(DL_DB_VECTORS - 1, 0)) {
-		dev_info(&ntb->dev, "devlend: needs 2 memory windows and %d doorbell bits\n",
-			 DL_DB_VECTORS);
-		return -EOPNOTSUPP;
-	}
+	ret = dl_ntbb_check(ntb, npeers);
+	if (ret)
+		return ret;
 	nb = kzalloc(sizeof(*nb), GFP_KERNEL);
 	if (!nb)
 		return -ENOMEM;
 	nb->ntb = ntb;
-	nb->owner = ntb_port_number(ntb) < ntb_peer_port_number(ntb, 0);
+	nb->npeers = npeers;
+	nb->nwins = ntb_peer_mw_count(ntb);
+	nb->wins = kcalloc(nb->nwins, sizeof(*nb->wins), GFP_KERNEL);
+	if (!nb->wins) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	/* The lowest port owns the control area. */
+	nb->owner = true;
+	for (pidx = 0; pidx < npeers; pidx++) {
+		int pport = ntb_peer_port_number(ntb, pidx);
+
+		if (pport < ntb_port_number(ntb) &&
+		    (nb->owner ||
+		     pport < ntb_peer_port_number(ntb, nb->owner_pidx))) {
+			nb->owner = false;
+			nb->owner_pidx = pidx;
+		}
+	}
+	nb->db_bits = npeers == 1 ? GENMASK_ULL(DL_DB_VECTORS - 1, 0) :
+		      BIT_ULL(ntb_port_number(ntb));
 	mutex_init(&nb->lock);
 	spin_lock_init(&nb->fab_lock);
 	INIT_DELAYED_WORK(&nb->setup, dl_ntbb_setup_work);
@@ -434,8 +584,8 @@ static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	ret = ntb_set_ctx(ntb, nb, &dl_ntbb_ctx_ops);
 	if (ret)
 		goto err_unregister;
-	ntb_db_clear(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
-	ntb_db_clear_mask(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
+	ntb_db_clear(ntb, nb->db_bits);
+	ntb_db_clear_mask(ntb, nb->db_bits);
 	if (nb->owner) {
 		ret = dl_ntbb_area_alloc(nb, ntb_peer_port_count(ntb) + 1);
 		if (ret)
@@ -455,6 +605,7 @@ err_clear_ctx:
 err_unregister:
 	device_unregister(nb->fdev);
 err_free:
+	kfree(nb->wins);
 	kfree(nb);
 	return ret;
 }
@@ -473,10 +624,11 @@ static void dl_ntbb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	mutex_unlock(&nb->lock);
 	ntb_link_disable(ntb);
 	dl_ntbb_unshow(nb);
-	ntb_db_set_mask(ntb, GENMASK_ULL(DL_DB_VECTORS - 1, 0));
+	ntb_db_set_mask(ntb, nb->db_bits);
 	ntb_clear_ctx(ntb);
 	dl_ntbb_area_free(nb);
 	device_unregister(nb->fdev);
+	kfree(nb->wins);
 	kfree(nb);
 }
 
