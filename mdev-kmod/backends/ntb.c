@@ -76,8 +76,14 @@ struct dl_ntbb_win {
  * @area_dma: its bus address for the adapter.
  * @area_shown: a peer was given @area's window: never free it.
  * @remote: the owner's control area, mapped, when not @owner.
+ * @trans_lock: window 1's translations: @shown's and @revoked's bits
+ *	against dl_ntbb_peer_inbound(), which the core calls under its own
+ *	lock (taken after @lock, never before).
  * @shown: bit pidx: that peer's inbound windows translate (window 1 to
  *	this host's RAM; window 0 to @area, when @owner).
+ * @revoked: bit pidx: window 1 was taken from that peer: an incarnation
+ *	of it is over and no new one is bound yet (@trans_lock).
+ * @ram_size: bytes window 1 shows, once a fabric was made.
  * @nwins: outbound windows.
  * @wins: the outbound windows, by index.
  * @setup: brings the fabric up or down as the link goes.
@@ -98,7 +104,10 @@ struct dl_ntbb {
 	dma_addr_t area_dma;
 	bool area_shown;
 	void *remote;
+	struct mutex trans_lock;	/* see above */
 	u64 shown;
+	u64 revoked;
+	u64 ram_size;
 	int nwins;
 	struct dl_ntbb_win *wins;
 	struct delayed_work setup;
@@ -172,11 +181,57 @@ static void dl_ntbb_window_put(struct dl_fabric *fab,
 	container_of(win, struct dl_ntbb_win, fw)->claimed = false;
 }
 
+/* The peer index of port @port, or -1. */
+static int dl_ntbb_pidx(struct dl_ntbb *nb, u32 port)
+{
+	int pidx;
+
+	for (pidx = 0; pidx < nb->npeers; pidx++)
+		if (ntb_peer_port_number(nb->ntb, pidx) == port)
+			return pidx;
+	return -1;
+}
+
+/*
+ * Take window 1 from a peer whose incarnation is over, and give it back
+ * for the next: on a real adapter its stores and its devices' DMA into
+ * this host's RAM are then dropped, whatever it still has mapped. (The
+ * emulated port only tells the peer; a mapped window still writes.)
+ */
+static void dl_ntbb_peer_inbound(struct dl_fabric *fab, u32 peer, bool open)
+{
+	struct dl_ntbb *nb = dl_fabric_backend_priv(fab);
+	int pidx = dl_ntbb_pidx(nb, peer);
+	int ret = 0;
+
+	if (pidx < 0)
+		return;
+	mutex_lock(&nb->trans_lock);
+	if (!(nb->shown & BIT_ULL(pidx)) ||
+	    !!(nb->revoked & BIT_ULL(pidx)) == !open)
+		goto out_unlock;
+	if (open)
+		ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_RAM, 0,
+				       nb->ram_size);
+	else
+		ret = ntb_mw_clear_trans(nb->ntb, pidx, DL_NTBB_MW_RAM);
+	if (ret)
+		dev_warn(&nb->ntb->dev, "devlend: cannot %s window %d of port %u: %d\n",
+			 open ? "open" : "close", DL_NTBB_MW_RAM, peer, ret);
+	else if (open)
+		nb->revoked &= ~BIT_ULL(pidx);
+	else
+		nb->revoked |= BIT_ULL(pidx);
+out_unlock:
+	mutex_unlock(&nb->trans_lock);
+}
+
 static const struct dl_fabric_backend_ops dl_ntbb_ops = {
 	.name = "ntb",
 	.peer_db_set = dl_ntbb_peer_db_set,
 	.window_find = dl_ntbb_window_find,
 	.window_put = dl_ntbb_window_put,
+	.peer_inbound = dl_ntbb_peer_inbound,
 };
 
 /* The owner's control area, formatted as the ivshmem server does. */
@@ -273,36 +328,40 @@ static int dl_ntbb_windows_fit(struct dl_ntbb *nb, int pidx, u64 ram_size)
 static int dl_ntbb_show(struct dl_ntbb *nb, u64 links)
 {
 	u64 ram_size = dl_fabric_ram_size(nb->fab);
-	int pidx, ret;
+	int pidx, ret = 0;
 
 	lockdep_assert_held(&nb->lock);
 
+	mutex_lock(&nb->trans_lock);
+	nb->ram_size = ram_size;
 	for (pidx = 0; pidx < nb->npeers; pidx++) {
 		if (!(links & BIT_ULL(pidx)) || (nb->shown & BIT_ULL(pidx)))
 			continue;
 		ret = dl_ntbb_windows_fit(nb, pidx, ram_size);
 		if (ret)
-			return ret;
+			break;
 		if (nb->owner) {
 			ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_CTL,
 					       nb->area_dma, nb->area_size);
 			if (ret) {
 				dev_err(&nb->ntb->dev, "cannot show the control area in window %d: %d\n",
 					DL_NTBB_MW_CTL, ret);
-				return ret;
+				break;
 			}
 			nb->area_shown = true;
 		}
 		nb->shown |= BIT_ULL(pidx);
+		nb->revoked &= ~BIT_ULL(pidx);
 		ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_RAM, 0,
 				       ram_size);
 		if (ret) {
 			dev_err(&nb->ntb->dev, "cannot show this host's RAM in window %d: %d\n",
 				DL_NTBB_MW_RAM, ret);
-			return ret;
+			break;
 		}
 	}
-	return 0;
+	mutex_unlock(&nb->trans_lock);
+	return ret;
 }
 
 static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size,
@@ -486,6 +545,7 @@ static void dl_ntbb_unshow(struct dl_ntbb *nb)
 {
 	int pidx;
 
+	mutex_lock(&nb->trans_lock);
 	for (pidx = 0; pidx < nb->npeers; pidx++) {
 		if (!(nb->shown & BIT_ULL(pidx)))
 			continue;
@@ -494,6 +554,8 @@ static void dl_ntbb_unshow(struct dl_ntbb *nb)
 			ntb_mw_clear_trans(nb->ntb, pidx, DL_NTBB_MW_CTL);
 	}
 	nb->shown = 0;
+	nb->revoked = 0;
+	mutex_unlock(&nb->trans_lock);
 }
 
 /*
@@ -572,6 +634,7 @@ static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	nb->db_bits = npeers == 1 ? GENMASK_ULL(DL_DB_VECTORS - 1, 0) :
 		      BIT_ULL(ntb_port_number(ntb));
 	mutex_init(&nb->lock);
+	mutex_init(&nb->trans_lock);
 	spin_lock_init(&nb->fab_lock);
 	INIT_DELAYED_WORK(&nb->setup, dl_ntbb_setup_work);
 

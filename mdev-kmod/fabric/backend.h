@@ -51,6 +51,14 @@ struct dl_fabric_ident {
  * @window_find: find an unclaimed window that shows @id, claim it and
  *	return it, or return NULL. Process context, may sleep.
  * @window_put: give a claimed window back. Process context, may sleep.
+ * @peer_inbound: let @peer reach this host's RAM through its window onto
+ *	it (@open), or stop its stores and DMA from reaching it: called with
+ *	false when an incarnation of the peer is over (it left, is attaching
+ *	anew or restarted, or this host leaves), with true before a ring pair
+ *	is bound to a new one. On NTB, the peer's inbound translation.
+ *	Optional: a backend that cannot stop a peer (the emulated fabric's
+ *	windows are fixed views of RAM files) leaves it NULL. Process
+ *	context, may sleep; called under the fabric's liveness lock.
  */
 struct dl_fabric_backend_ops {
 	const char *name;
@@ -59,6 +67,7 @@ struct dl_fabric_backend_ops {
 	struct dl_fabric_window *(*window_find)(struct dl_fabric *fab,
 						const struct dl_fabric_ident *id);
 	void (*window_put)(struct dl_fabric *fab, struct dl_fabric_window *win);
+	void (*peer_inbound)(struct dl_fabric *fab, u32 peer, bool open);
 };
 
 /*

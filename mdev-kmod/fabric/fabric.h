@@ -48,9 +48,12 @@
  *     in both orders (see "The debug kernel" in docs/testing.md);
  *     lender: the lent device's device lock > lent->lock > dl_lender.lock >
  *     lent->intx_lock.
+ *  2a. the NTB backend's nb->trans_lock, taken under fab->lock by
+ *     peer_inbound and under the backend's nb->lock (which is outside
+ *     fab->lock: it starts and stops fabrics) when it shows windows.
  *  3. the fabric's leaf locks, taken by the calls below and nothing inside
- *     them: peer->link_lock, peer->tx.lock, the request table's lock, the
- *     doorbell lock.
+ *     them: peer->link_lock, peer->tx.lock (also around every store into
+ *     a peer's inbox), the request table's lock, the doorbell lock.
  * The receive work holds handlers_lock for reading around a handler call,
  * outside the handler's own locks; (un)registering a handler takes it for
  * writing, so is never done with a lock a handler takes.

@@ -163,6 +163,9 @@ static void dl_peer_unbind(struct dl_fabric *fab, struct dl_peer *peer)
 	if (!peer->bound)
 		return;
 	dl_peer_close_out(fab, peer);
+	/* Where the adapter can, what that incarnation still sends stops. */
+	if (fab->ops->peer_inbound)
+		fab->ops->peer_inbound(fab, peer->id, false);
 	dl_hostinfo_set_bound(fab, peer->id, 0);
 	peer->bound = false;
 }
@@ -298,6 +301,8 @@ static void dl_peer_try_up(struct dl_fabric *fab, struct dl_peer *peer,
 		spin_unlock_irqrestore(&peer->link_lock, flags);
 	}
 	if (!peer->bound) {
+		if (fab->ops->peer_inbound)
+			fab->ops->peer_inbound(fab, peer->id, true);
 		dl_ring_bind(fab, peer);
 		peer->bound = true;
 		peer->bound_inc = peer->incarnation;
