@@ -27,6 +27,8 @@ static_assert(sizeof(struct dl_ntb_hello) == DL_NTB_HELLO_SIZE);
 static_assert(sizeof(struct dl_ntb_db) == DL_NTB_DB_SIZE);
 static_assert(sizeof(struct dl_ntb_reg) == DL_NTB_REG_SIZE);
 static_assert(sizeof(struct dl_ntb_mw) == DL_NTB_MW_SIZE);
+/* The state file prints both windows of each peer. */
+static_assert(DL_NTB_MWS == 2);
 
 static struct dentry *dl_ntbe_debugfs;
 
@@ -420,6 +422,7 @@ static int dl_ntbe_show_one(struct dl_fabric *fab, void *ctx, void *arg)
 	struct dl_ntbe *ne = ctx;
 	struct seq_file *s = arg;
 	unsigned long flags;
+	u32 host;
 
 	spin_lock_irqsave(&ne->lock, flags);
 	seq_printf(s, "ntb=%s port=%u ports=%u mws=%u mw_size_max=%llu link_on=%d linked=%#llx db=%#llx db_mask=%#llx msg_sts=%#llx db_rx=%llu rej=%llu msgs_dropped=%llu\n",
@@ -427,6 +430,16 @@ static int dl_ntbe_show_one(struct dl_fabric *fab, void *ctx, void *arg)
 		   ne->mw_size_max, ne->link_on,
 		   ne->linked, ne->db, ne->db_mask, ne->msg_sts, ne->db_rx,
 		   ne->rej, ne->msgs_dropped);
+	/* Each peer's window translations: ours for it, and its for us. */
+	for (host = 0; host < ne->hosts; host++) {
+		const struct dl_ntbe_peer *p = &ne->peers[host];
+
+		if (host == ne->self)
+			continue;
+		seq_printf(s, "peer=%u present=%d link=%d in=%llu,%llu out=%llu,%llu\n",
+			   host, p->present, p->link, p->in[0].size,
+			   p->in[1].size, p->out[0].size, p->out[1].size);
+	}
 	spin_unlock_irqrestore(&ne->lock, flags);
 	return 0;
 }

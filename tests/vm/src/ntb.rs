@@ -95,3 +95,21 @@ pub fn port_state(
         .with_context(|| "devlend/ntb_emu is empty: no emulated port")?;
     Ok(fabric::parse_kv(line))
 }
+
+/// The emulated port's lines for its peers (`peer=<host id> present link
+/// in=<size of our window 0>,<window 1> out=<the peer's for us>`), as
+/// key=value maps, by host id.
+pub fn port_peers(
+    agent: &AgentClient,
+) -> anyhow::Result<std::collections::HashMap<u32, std::collections::HashMap<String, String>>> {
+    let text = sh(agent, "cat /sys/kernel/debug/devlend/ntb_emu")?;
+    text.lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("peer="))
+        .map(|l| {
+            let kv = fabric::parse_kv(l);
+            let id = kv["peer"].parse().with_context(|| format!("peer line {l:?}"))?;
+            Ok((id, kv))
+        })
+        .collect()
+}

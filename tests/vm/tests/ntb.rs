@@ -444,9 +444,27 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
         || lending::lent_state(a, &nvme.addr),
         "available",
     )?;
-    for x in [a, b] {
-        sh(x, "rmmod devlend_ntb").context("unloading devlend_ntb")?;
-    }
+    // The borrower leaves the NTB fabric: the lender takes window 1 (its
+    // RAM) from it, and the borrower's port hears that it is gone.
+    let window_1 = |x: &AgentClient, peer: u32, dir: &str| -> anyhow::Result<String> {
+        let peers = ntb::port_peers(x)?;
+        let kv = peers.get(&peer).with_context(|| format!("no peer {peer}: {peers:?}"))?;
+        Ok(kv[dir].split(',').nth(1).unwrap_or("?").to_owned())
+    };
+    ensure!(
+        window_1(a, ib, "in")? != "0" && window_1(b, ia, "out")? != "0",
+        "window 1 not open while bound: {:?}",
+        ntb::port_peers(a)?
+    );
+    sh(b, "rmmod devlend_ntb").context("unloading devlend_ntb")?;
+    wait_until(
+        "the lender's window 1 taken from the borrower that left",
+        WAIT,
+        || Ok(format!("{}/{}", window_1(a, ib, "in")?, window_1(b, ia, "out")?)),
+        "0/0",
+    )?;
+    println!("  the borrower left: the lender closed its window 1 to it");
+    sh(a, "rmmod devlend_ntb").context("unloading devlend_ntb")?;
     no_refusals(c)
 }
 
