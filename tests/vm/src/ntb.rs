@@ -108,8 +108,33 @@ pub fn port_peers(
         .take_while(|l| l.starts_with("peer="))
         .map(|l| {
             let kv = fabric::parse_kv(l);
-            let id = kv["peer"].parse().with_context(|| format!("peer line {l:?}"))?;
+            let id = kv["peer"]
+                .parse()
+                .with_context(|| format!("peer line {l:?}"))?;
             Ok((id, kv))
         })
         .collect()
+}
+
+/// Waits until the host's NTB fabric (on NTB device `dev`, the fabric of
+/// `devlend_ntb.ko`) has peer `peer` up.
+pub fn wait_ntb_fabric_peer_up(
+    agent: &AgentClient,
+    dev: &str,
+    peer: u32,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()> {
+    crate::lending::wait_until(
+        &format!("the NTB fabric's link to host {peer}"),
+        timeout,
+        || {
+            let out = agent.sh(
+                &format!("cat /sys/class/devlend/ntb-{dev}/fabric/peers/{peer}/state"),
+                std::time::Duration::from_secs(10),
+            )?;
+            Ok(out.stdout.trim().to_owned())
+        },
+        "up",
+    )?;
+    Ok(())
 }

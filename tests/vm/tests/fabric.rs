@@ -118,6 +118,19 @@ fn fabric_messages_each_way(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// With the link up, `count` pings of `size` bytes each way pass.
+fn pings_pass_both_ways(c: &mut Cluster, count: u32, size: u32) -> anyhow::Result<()> {
+    let (lid, bid) = fabric_up(c)?;
+    for (host, peer) in [(LENDER, bid), (BORROWER, lid)] {
+        let res = fabric::selftest(c.agent(host)?, peer, count, size, 8)?;
+        ensure!(
+            res.get("result").map(String::as_str) == Some("pass"),
+            "{host}: {res:?}"
+        );
+    }
+    Ok(())
+}
+
 /// A host's info slot, as the control area file holds it now.
 fn host_info(area: &ControlArea, id: u32) -> anyhow::Result<HostInfo> {
     match area.read_host(id)? {
@@ -242,15 +255,7 @@ fn fabric_leave_waits_for_peers(c: &mut Cluster) -> anyhow::Result<()> {
         other => bail!("the borrower's slot after leaving: {other:?}"),
     }
     println!("  left in {:.1} s, its inbox freed", took.as_secs_f64());
-    let (lid, bid) = fabric_up(c)?;
-    for (host, peer) in [(LENDER, bid), (BORROWER, lid)] {
-        let res = fabric::selftest(c.agent(host)?, peer, 200, 64, 8)?;
-        ensure!(
-            res.get("result").map(String::as_str) == Some("pass"),
-            "{host} after the borrower came back: {res:?}"
-        );
-    }
-    Ok(())
+    pings_pass_both_ways(c, 200, 64).context("after the borrower came back")
 }
 
 /// (c) Inside the borrower a KVM guest boots and runs a command whose
@@ -324,14 +329,7 @@ fn fabric_peer_down_and_back(c: &mut Cluster) -> anyhow::Result<()> {
         l.bound,
         b.bound
     );
-    for (host, peer) in [(LENDER, bid), (BORROWER, lid)] {
-        let res = fabric::selftest(c.agent(host)?, peer, 1000, 128, 8)?;
-        ensure!(
-            res.get("result").map(String::as_str) == Some("pass"),
-            "{host}: {res:?}"
-        );
-    }
-    Ok(())
+    pings_pass_both_ways(c, 1000, 128)
 }
 
 /// A host that stops beating while its QEMU runs (here: paused over QMP,

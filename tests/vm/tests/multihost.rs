@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
-use devlend_vmtests::lending::{self, wait_until};
+use devlend_vmtests::lending;
 use devlend_vmtests::{ntb, pool, Check, Suite};
 
 /// The hosts of `four-host.toml`.
@@ -92,20 +92,13 @@ fn ntb_switch_of_four_ports(c: &mut Cluster) -> anyhow::Result<()> {
         for (h, me, dev) in &hosts {
             let a = c.agent(h)?;
             for (_, id, _) in hosts.iter().filter(|(_, id, _)| id != me) {
-                wait_until(
-                    &format!("{h}'s NTB fabric link to host {id}"),
-                    Duration::from_secs(90),
-                    || {
-                        let out = a.sh(
-                            &format!("cat /sys/class/devlend/ntb-{dev}/fabric/peers/{id}/state"),
-                            Duration::from_secs(10),
-                        )?;
-                        Ok(out.stdout.trim().to_owned())
-                    },
-                    "up",
-                )?;
+                ntb::wait_ntb_fabric_peer_up(a, dev, *id, Duration::from_secs(90))
+                    .with_context(|| format!("on {h}"))?;
             }
-            let role = sh(a, "dmesg | grep -o 'NTB backend on port [0-9]* ([a-z]*' | tail -n 1")?;
+            let role = sh(
+                a,
+                "dmesg | grep -o 'NTB backend on port [0-9]* ([a-z]*' | tail -n 1",
+            )?;
             let want = if *me == 0 { "owner" } else { "user" };
             ensure!(
                 role.trim().ends_with(want),

@@ -316,18 +316,7 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
     }
     let (ia, ib) = (fabric::host_id(a)?, fabric::host_id(b)?);
     for (x, dev, peer) in [(a, &da, ib), (b, &db, ia)] {
-        wait_until(
-            "the NTB fabric's link",
-            WAIT,
-            || {
-                let out = x.sh(
-                    &format!("cat /sys/class/devlend/ntb-{dev}/fabric/peers/{peer}/state"),
-                    Duration::from_secs(10),
-                )?;
-                Ok(out.stdout.trim().to_owned())
-            },
-            "up",
-        )?;
+        ntb::wait_ntb_fabric_peer_up(x, dev, peer, WAIT)?;
     }
     println!("  a second fabric, over the NTB ports, is up on both hosts");
 
@@ -448,7 +437,9 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
     // RAM) from it, and the borrower's port hears that it is gone.
     let window_1 = |x: &AgentClient, peer: u32, dir: &str| -> anyhow::Result<String> {
         let peers = ntb::port_peers(x)?;
-        let kv = peers.get(&peer).with_context(|| format!("no peer {peer}: {peers:?}"))?;
+        let kv = peers
+            .get(&peer)
+            .with_context(|| format!("no peer {peer}: {peers:?}"))?;
         Ok(kv[dir].split(',').nth(1).unwrap_or("?").to_owned())
     };
     ensure!(
@@ -460,7 +451,13 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
     wait_until(
         "the lender's window 1 taken from the borrower that left",
         WAIT,
-        || Ok(format!("{}/{}", window_1(a, ib, "in")?, window_1(b, ia, "out")?)),
+        || {
+            Ok(format!(
+                "{}/{}",
+                window_1(a, ib, "in")?,
+                window_1(b, ia, "out")?
+            ))
+        },
         "0/0",
     )?;
     println!("  the borrower left: the lender closed its window 1 to it");
