@@ -138,3 +138,64 @@ pub fn wait_ntb_fabric_peer_up(
     )?;
     Ok(())
 }
+
+/// The borrower's userspace NVMe driver writes through an mdev of type
+/// `devlend-nvme` made on the host's NTB fabric (NTB device `dev`):
+/// `args` say where and how much (`--lba`, `--range-blocks`, `--ios`); it
+/// verifies what it reads back first. The mdev is removed whatever
+/// happened; the driver's JSON report, with at least one verified I/O.
+pub fn nvme_writes_over_ntb_fabric(
+    agent: &AgentClient,
+    dev: &str,
+    args: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let fab = format!("/sys/class/devlend/ntb-{dev}");
+    let types = sh(agent, &format!("ls {fab}/mdev_supported_types"))?;
+    if !types.split_whitespace().any(|t| t == "devlend-nvme") {
+        bail!("no nvme mdev type on the NTB fabric: {types}");
+    }
+    let uuid = sh(agent, "cat /proc/sys/kernel/random/uuid")?
+        .trim()
+        .to_owned();
+    sh(
+        agent,
+        &format!("echo {uuid} > {fab}/mdev_supported_types/devlend-nvme/create"),
+    )?;
+    let drv = crate::twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let out = agent.sh(
+        &format!("{drv} --mdev {uuid} --rw write --pattern seq {args} --json"),
+        std::time::Duration::from_secs(600),
+    );
+    let removed = sh(
+        agent,
+        &format!("echo 1 > /sys/bus/mdev/devices/{uuid}/remove"),
+    );
+    let out = out?;
+    removed?;
+    let r = crate::lending::driver_report(&out)?;
+    if r["verified_ios"].as_u64().unwrap_or(0) == 0 {
+        bail!("no verified I/O: {r}");
+    }
+    Ok(r)
+}
+
+/// sha256 of `blocks` 4 KiB blocks from 512-byte LBA `lba` of an NVMe
+/// backing file, read on the outer machine, outside every VM.
+pub fn backing_range_sha256(
+    file: &std::path::Path,
+    lba: u64,
+    blocks: u64,
+) -> anyhow::Result<String> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "dd if={} bs=4096 skip={} count={blocks} status=none | sha256sum",
+            file.display(),
+            lba / 8
+        ))
+        .output()?;
+    if !out.status.success() {
+        bail!("reading {}: {out:?}", file.display());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}

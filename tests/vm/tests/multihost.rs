@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
-use devlend_vmtests::lending;
+use devlend_vmtests::lending::{self, wait_until};
 use devlend_vmtests::{ntb, pool, Check, Suite};
 
 /// The hosts of `four-host.toml`.
@@ -138,6 +138,56 @@ fn ntb_switch_of_four_ports(c: &mut Cluster) -> anyhow::Result<()> {
             }
         }
         println!("  200 pings each way between every pair of ports, all intact");
+        // DMA and messages between two ports that own nothing: lender2's
+        // NVMe, written through an mdev of borrower2's NTB fabric.
+        let (l2, b2) = (c.agent("lender2")?, c.agent("borrower2")?);
+        let dev_b2 = &hosts
+            .iter()
+            .find(|(h, _, _)| *h == "borrower2")
+            .context("borrower2")?
+            .2;
+        let nvme = lending::find_by_class(l2, lending::NVME_CLASS)?;
+        lending::lend(l2, &nvme.addr)?;
+        let img = c.paths().nvme_file("lender2", "nvme0");
+        let before = ntb::backing_range_sha256(&img, 16384, 64)?;
+        let res = wait_until(
+            "lender2's NVMe listed on borrower2's NTB fabric",
+            Duration::from_secs(60),
+            || {
+                let out = b2.sh(
+                    &format!(
+                        "cat /sys/class/devlend/ntb-{dev_b2}/fabric/remote/*/name 2>/dev/null"
+                    ),
+                    Duration::from_secs(10),
+                )?;
+                Ok(out
+                    .stdout
+                    .lines()
+                    .any(|l| l.trim() == nvme.addr)
+                    .to_string())
+            },
+            "true",
+        )
+        .and_then(|_| {
+            ntb::nvme_writes_over_ntb_fabric(b2, dev_b2, "--lba 16384 --range-blocks 64 --ios 200")
+        });
+        let back = wait_until(
+            "lender2's NVMe available again",
+            Duration::from_secs(60),
+            || lending::lent_state(l2, &nvme.addr),
+            "available",
+        )
+        .and_then(|_| lending::unlend(l2, &nvme.addr));
+        let r = res?;
+        back?;
+        ensure!(
+            ntb::backing_range_sha256(&img, 16384, 64)? != before,
+            "lender2's backing file unchanged where borrower2 wrote: {r}"
+        );
+        println!(
+            "  borrower2 (port 3) wrote lender2's (port 1) NVMe over the NTB fabric: {} verified I/Os, the backing file changed",
+            r["verified_ios"]
+        );
         for (h, _, _) in &hosts {
             let st = ntb::port_state(c.agent(h)?)?;
             ensure!(

@@ -382,42 +382,19 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
         "devlend --fabric {ntb_fabric} remote: {remote}"
     );
     println!("  devlend fabrics: {}", names.join(", "));
-    let types = sh(b, &format!("ls {fab_b}/mdev_supported_types"))?;
-    let nvme_type = types
-        .split_whitespace()
-        .find(|t| *t == "devlend-nvme")
-        .with_context(|| format!("no nvme mdev type on the NTB fabric: {types}"))?
-        .to_owned();
-
     let img = c.paths().nvme_file(A, "nvme0");
-    let before_file = range_sha256(&img)?;
+    let before_file = ntb::backing_range_sha256(&img, 8192, 64)?;
     let before_db = db_rx(b)?;
-    let uuid = sh(b, "cat /proc/sys/kernel/random/uuid")?.trim().to_owned();
-    sh(
-        b,
-        &format!("echo {uuid} > {fab_b}/mdev_supported_types/{nvme_type}/create"),
-    )?;
-    let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let out = b.sh(
-        &format!(
-            "{drv} --mdev {uuid} --rw write --pattern seq --lba 8192 --range-blocks 64 \
-             --ios 500 --json"
-        ),
-        Duration::from_secs(600),
-    );
-    let removed = sh(b, &format!("echo 1 > /sys/bus/mdev/devices/{uuid}/remove"));
-    let out = out?;
-    removed?;
-    let r = lending::driver_report(&out)?;
+    let r = ntb::nvme_writes_over_ntb_fabric(b, &db, "--lba 8192 --range-blocks 64 --ios 500")?;
     let verified = r["verified_ios"].as_u64().unwrap_or(0);
-    ensure!(verified > 0, "no verified I/O: {r}");
+    let nvme_type = "devlend-nvme";
     let doorbells = db_rx(b)? - before_db;
     ensure!(
         doorbells > verified / 4,
         "{doorbells} NTB doorbells for {verified} I/Os: not the NTB fabric"
     );
     ensure!(
-        range_sha256(&img)? != before_file,
+        ntb::backing_range_sha256(&img, 8192, 64)? != before_file,
         "the written range of the lender's backing file is unchanged: {r}"
     );
     ensure!(
@@ -525,21 +502,6 @@ fn ntb_window_limits_refused(c: &mut Cluster) -> anyhow::Result<()> {
         st["mws"], st["mw_size_max"]
     );
     Ok(())
-}
-
-/// sha256 of the range the timed writes of `ntb_backend_lends_nvme` cover
-/// (LBA 8192, 64 I/Os of 4 KiB) in an NVMe backing file, read on the outer
-/// machine, outside every VM.
-fn range_sha256(file: &std::path::Path) -> anyhow::Result<String> {
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "dd if={} bs=4096 skip=1024 count=64 status=none | sha256sum",
-            file.display()
-        ))
-        .output()?;
-    ensure!(out.status.success(), "reading {}: {out:?}", file.display());
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// Doorbell messages the host's emulated port received.
