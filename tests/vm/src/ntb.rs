@@ -199,3 +199,26 @@ pub fn backing_range_sha256(
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
+
+/// Waits until the host's NTB fabric (on NTB device `dev`) lists the
+/// remote device at PCI address `addr` among its peers' devices.
+pub fn wait_listed_on_ntb_fabric(
+    agent: &AgentClient,
+    dev: &str,
+    addr: &str,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()> {
+    crate::lending::wait_until(
+        &format!("{addr} listed on the NTB fabric"),
+        timeout,
+        || {
+            let out = agent.sh(
+                &format!("cat /sys/class/devlend/ntb-{dev}/fabric/remote/*/name 2>/dev/null"),
+                std::time::Duration::from_secs(10),
+            )?;
+            Ok(out.stdout.lines().any(|l| l.trim() == addr).to_string())
+        },
+        "true",
+    )?;
+    Ok(())
+}

@@ -150,27 +150,14 @@ fn ntb_switch_of_four_ports(c: &mut Cluster) -> anyhow::Result<()> {
         lending::lend(l2, &nvme.addr)?;
         let img = c.paths().nvme_file("lender2", "nvme0");
         let before = ntb::backing_range_sha256(&img, 16384, 64)?;
-        let res = wait_until(
-            "lender2's NVMe listed on borrower2's NTB fabric",
-            Duration::from_secs(60),
-            || {
-                let out = b2.sh(
-                    &format!(
-                        "cat /sys/class/devlend/ntb-{dev_b2}/fabric/remote/*/name 2>/dev/null"
-                    ),
-                    Duration::from_secs(10),
-                )?;
-                Ok(out
-                    .stdout
-                    .lines()
-                    .any(|l| l.trim() == nvme.addr)
-                    .to_string())
-            },
-            "true",
-        )
-        .and_then(|_| {
-            ntb::nvme_writes_over_ntb_fabric(b2, dev_b2, "--lba 16384 --range-blocks 64 --ios 200")
-        });
+        let res = ntb::wait_listed_on_ntb_fabric(b2, dev_b2, &nvme.addr, Duration::from_secs(60))
+            .and_then(|_| {
+                ntb::nvme_writes_over_ntb_fabric(
+                    b2,
+                    dev_b2,
+                    "--lba 16384 --range-blocks 64 --ios 200",
+                )
+            });
         let back = wait_until(
             "lender2's NVMe available again",
             Duration::from_secs(60),

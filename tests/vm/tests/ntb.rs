@@ -325,9 +325,9 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
     if lending::driver_of(a, &nvme.addr)?.as_deref() != Some("devlend-lender") {
         lending::lend(a, &nvme.addr)?;
     }
-    // The NTB fabric's own device (the NTB device has its PCI adapter's
-    // name, which the emulated fabric's mdev parent took already).
-    let fab_b = format!("/sys/class/devlend/ntb-{db}");
+    // The NTB fabric's own device is /sys/class/devlend/ntb-<dev> (the NTB
+    // device has its PCI adapter's name, which the emulated fabric's mdev
+    // parent took already): no clash.
     let dup = sh(
         b,
         "dmesg | grep -c 'cannot create duplicate filename' || true",
@@ -342,22 +342,7 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
         parents.split_whitespace().any(|p| p == format!("ntb-{db}")),
         "the NTB fabric is no mdev parent: {parents}"
     );
-    wait_until(
-        "the NVMe listed on the NTB fabric",
-        WAIT,
-        || {
-            let out = b.sh(
-                &format!("cat {fab_b}/fabric/remote/*/name 2>/dev/null"),
-                Duration::from_secs(10),
-            )?;
-            Ok(out
-                .stdout
-                .lines()
-                .any(|l| l.trim() == nvme.addr)
-                .to_string())
-        },
-        "true",
-    )?;
+    ntb::wait_listed_on_ntb_fabric(b, &db, &nvme.addr, WAIT)?;
     // The CLI sees both fabrics, and acts on the one it is told.
     let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
     let fabrics: serde_json::Value =
