@@ -483,6 +483,7 @@ void dl_ring_bind(struct dl_fabric *fab, struct dl_peer *peer);
 void dl_ring_open(struct dl_fabric *fab, struct dl_peer *peer, void *map,
 		  u64 incarnation);
 void *dl_ring_close(struct dl_fabric *fab, struct dl_peer *peer);
+bool dl_ring_is_open(struct dl_peer *peer);
 int dl_ring_send_atomic(struct dl_fabric *fab, struct dl_peer *peer,
 			const struct dl_fabric_msg *msg);
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,

@@ -3,16 +3,17 @@
  * Peers: liveness, protocol negotiation, window binding, link up and down.
  *
  * Every DL_HEARTBEAT_MS a timer bumps this host's heartbeat (hostinfo.c),
- * and the liveness work reads every other host's slot. A peer comes up when its info is valid
- * and says UP, its heartbeat has moved since we started watching this
- * incarnation, a window showing its RAM has been found, the two hosts
- * share a protocol version (the highest common one is used) and each has
- * bound a ring pair to the other's incarnation. It goes down when its
- * heartbeat stands still for DL_PEER_TIMEOUT_MS, when its slot stops
- * saying UP, becomes malformed or no longer binds us, or when its
- * incarnation changes; then it is watched afresh and its window found
- * again. Going down fails every request in flight to the peer at once
- * and stops every store into its inbox.
+ * and the liveness work reads every other host's slot. A peer comes up
+ * when its info is valid and says UP, its heartbeat has moved since we
+ * started watching this incarnation, a window showing its RAM has been
+ * found, the two hosts share a protocol version (the highest common one
+ * is used) and each has bound a ring pair to the other's incarnation. It
+ * goes down when its heartbeat stands still for DL_PEER_TIMEOUT_MS, when
+ * its slot stops saying UP, becomes malformed or no longer binds us (or a
+ * check before a store into its inbox found so), or when its incarnation
+ * changes; then it is watched afresh and its window found again. Going
+ * down fails every request in flight to the peer at once and stops every
+ * store into its inbox.
  *
  * A binding lasts as long as the peer's incarnation: it is dropped, and
  * our bound[] entry for the peer cleared, only when the peer left, is
@@ -373,6 +374,16 @@ static void dl_peer_scan(struct dl_fabric *fab, struct dl_peer *peer)
 
 	if (peer->up && snap.bound_me != fab->incarnation) {
 		dl_peer_set_down(fab, peer, "it no longer takes our messages");
+		return;
+	}
+	/*
+	 * A check before a store found its slot not vouching, though it
+	 * does again now (it was changing, or it is hostile): down, and up
+	 * at the next scan with the ring open again, rather than a link
+	 * that reads up while every send fails.
+	 */
+	if (peer->up && !dl_ring_is_open(peer)) {
+		dl_peer_set_down(fab, peer, "its slot stopped vouching for its inbox");
 		return;
 	}
 	if (!peer->up && peer->hb_moved)

@@ -113,6 +113,24 @@ void *dl_ring_close(struct dl_fabric *fab, struct dl_peer *peer)
 	return map;
 }
 
+/**
+ * dl_ring_is_open() - whether stores into the peer's inbox may go on.
+ * @peer: the peer.
+ *
+ * Return: false once dl_ring_close() ran or a check of the peer's slot
+ * before a store failed.
+ */
+bool dl_ring_is_open(struct dl_peer *peer)
+{
+	unsigned long flags;
+	bool open;
+
+	spin_lock_irqsave(&peer->tx.lock, flags);
+	open = peer->tx.open;
+	spin_unlock_irqrestore(&peer->tx.lock, flags);
+	return open;
+}
+
 /*
  * Whether we may store into the peer's inbox now: the ring is open and the
  * peer's slot still says UP, with the incarnation we bound to and a binding

@@ -226,6 +226,99 @@ fn fabric_rings_in_receivers_ram(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A peer's slot that stops vouching for its inbox gets no more stores:
+/// while the borrower floods the lender with pings, the lender's slot is
+/// made, behind its back, to no longer bind the borrower (its `bound`
+/// entry zeroed in the control area file). The borrower refuses its next
+/// store (counted `tx_fenced`), and from then on its entry in the
+/// lender's inbox, read in the lender's RAM file, does not move; its link
+/// goes down and the flood fails. With the entry put back, the link comes
+/// up again on the same ring pair and pings pass both ways.
+fn fabric_stores_stop_when_slot_stops_vouching(c: &mut Cluster) -> anyhow::Result<()> {
+    let (lid, bid) = fabric_up(c)?;
+    let area = ControlArea::open(c.paths().ctl_file())?;
+    let layout = *area.layout();
+    let l = host_info(&area, lid)?;
+    let bound = l
+        .bound_to(bid)
+        .context("the lender does not bind the borrower")?;
+    let bound_at = layout.host_offset(lid)?
+        + std::mem::offset_of!(devlend_wire::sys::dl_host_info, bound) as u64
+        + 8 * u64::from(bid);
+    let ctl = std::fs::OpenOptions::new()
+        .write(true)
+        .open(c.paths().ctl_file())?;
+    let fenced = || -> anyhow::Result<u64> {
+        counter(
+            &fabric::peer_counters(c.agent(BORROWER)?, lid)?,
+            "tx_fenced",
+        )
+    };
+    let prod = || -> anyhow::Result<u32> { Ok(inbox_ctrl(c, &layout, (LENDER, &l), bid)?.1.prod) };
+    let fenced_before = fenced()?;
+    let b = c.agent(BORROWER)?;
+    let (res, flood) = std::thread::scope(|s| {
+        let flood = s.spawn(|| {
+            b.sh(
+                &format!(
+                    "echo 'peer={lid} count=1000000 size=64 window=8' > /sys/kernel/debug/devlend/selftest"
+                ),
+                Duration::from_secs(300),
+            )
+        });
+        let res = (|| {
+            let p0 = prod()?;
+            let t0 = Instant::now();
+            while prod()?.wrapping_sub(p0) < 100 {
+                ensure!(
+                    t0.elapsed() < Duration::from_secs(30),
+                    "the flood does not flow"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            ctl.write_all_at(&0u64.to_le_bytes(), bound_at)?;
+            let t0 = Instant::now();
+            while fenced()? == fenced_before {
+                ensure!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "no store refused while the lender's slot does not bind the borrower"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let p1 = prod()?;
+            std::thread::sleep(Duration::from_secs(1));
+            let p2 = prod()?;
+            ensure!(
+                p1 == p2,
+                "the borrower stored into the lender's inbox after its check failed: prod {p1} -> {p2}"
+            );
+            fabric::wait_peer_state(b, lid, "down", Duration::from_secs(10))
+                .context("the borrower's link to the lender")?;
+            Ok(p2)
+        })();
+        ctl.write_all_at(&bound.to_le_bytes(), bound_at)
+            .expect("putting the lender's binding back");
+        (res, flood.join().expect("flood thread"))
+    });
+    let p = res?;
+    let flood = flood?;
+    ensure!(
+        flood.exit_code != Some(0),
+        "the flood went through a fenced ring: {flood:?}"
+    );
+    println!(
+        "  refused {} store(s); the lender's inbox stayed at {p}",
+        fenced()? - fenced_before
+    );
+    pings_pass_both_ways(c, 200, 64).context("with the binding back")?;
+    let after = inbox_ctrl(c, &layout, (LENDER, &l), bid)?.1.prod;
+    ensure!(
+        after.wrapping_sub(p) >= 200,
+        "the same ring pair goes on: prod {p} -> {after}"
+    );
+    Ok(())
+}
+
 /// A host that leaves frees its inbox only once its peer has stopped
 /// writing into it: the borrower's modules unloaded while the lender is
 /// up, the lender drops its binding to the borrower, and the borrower's
@@ -416,6 +509,10 @@ fn main() {
         Check {
             name: "fabric_rings_in_receivers_ram",
             run: fabric_rings_in_receivers_ram,
+        },
+        Check {
+            name: "fabric_stores_stop_when_slot_stops_vouching",
+            run: fabric_stores_stop_when_slot_stops_vouching,
         },
         Check {
             name: "fabric_leave_waits_for_peers",
