@@ -698,7 +698,7 @@ static void test_bind_and_fence(void)
 	dl_ring_open(&fab, peer, &out_mem, PEER_EPOCH);
 	peer_info.state = cpu_to_le32(DL_HOST_UP);
 	CHECK(dl_ring_close(&fab, peer) == &out_mem);
-	CHECK(dl_ring_close(&fab, peer) == NULL);
+	CHECK(!dl_ring_close(&fab, peer));
 	CHECK_EQ(send(peer, 20, 2, 0, false, 8), -ENOTCONN);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_FENCED]), 3);
 

@@ -113,8 +113,9 @@ typedef struct { s64 counter; } atomic64_t;
 #define smp_load_acquire(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
 /* Release: no earlier access moves after the store (pairs with the acquire). */
 #define smp_store_release(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
-/* Full barriers, as the kernel's for write-combining stores. */
+/* Full barrier, as the kernel's mb(). */
 #define mb()			__atomic_thread_fence(__ATOMIC_SEQ_CST)
+/* The kernel's wmb() orders write-combining stores: a full barrier here. */
 #define wmb()			__atomic_thread_fence(__ATOMIC_SEQ_CST)
 
 /* Locks, all empty: nothing runs concurrently here. */
