@@ -24,6 +24,8 @@
  *                  is not open, with "any", "<host-id>:<dev_id>" or
  *                  "<lender-name>/<pci-address>"
  *   state          idle, borrowed, lost or returning
+ *   open           1 while a VMM has the mdev open, else 0: removing it
+ *                  then waits for the VMM to close it (see open_show())
  */
 #include <linux/device.h>
 #include <linux/mdev.h>
@@ -202,9 +204,48 @@ static ssize_t state_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(state);
 
+/**
+ * open_show() - whether a VMM has the mdev open.
+ * @dev: the mdev's device.
+ * @attr: its "open" attribute.
+ * @buf: where to print "1" or "0".
+ *
+ * The mdev core does not refuse to remove an open mdev: dl_mdev_remove()
+ * has VFIO ask the user to let go (the REQ eventfd) and waits, in D state
+ * and for as long as it takes, until the user has closed the device. QEMU
+ * answers by unplugging the device from the running guest; a VMM that does
+ * not answer (cloud-hypervisor) leaves the remove hanging. Tools read this
+ * first to refuse instead (devlend mdev remove). The answer can be stale by
+ * the time they write remove: reading it and removing are not one step.
+ *
+ * It is &dl_vdev.open, the driver's own record, read under &dl_vdev.lock,
+ * rather than the VFIO core's open_count (under its dev_set->lock, which
+ * is VFIO's): dl_vdev_open() sets it and dl_vdev_close() clears it under
+ * that lock, so a read that meets an open or a close in progress waits for
+ * it and tells how it ended, where open_count is already 1 during an
+ * open_device that then fails and still 1 during close_device. Either one
+ * misses a file that holds the device without having opened it, which
+ * delays a remove as well: a VFIO cdev opened but not yet bound to iommufd.
+ *
+ * Return: the bytes printed.
+ */
+static ssize_t open_show(struct device *dev, struct device_attribute *attr,
+			 char *buf)
+{
+	struct dl_vdev *v = dev_get_drvdata(dev);
+	bool open;
+
+	mutex_lock(&v->lock);
+	open = v->open;
+	mutex_unlock(&v->lock);
+	return sysfs_emit(buf, "%d\n", open);
+}
+static DEVICE_ATTR_RO(open);
+
 static struct attribute *dl_mdev_attrs[] = {
 	&dev_attr_remote_device.attr,
 	&dev_attr_state.attr,
+	&dev_attr_open.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(dl_mdev);
