@@ -776,12 +776,26 @@ static void dl_lender_remove(struct pci_dev *pdev)
 {
 	struct dl_lent *lent = pci_get_drvdata(pdev);
 
-	xa_erase(&dl_lender.devs, lent->dev_id);
-
+	/*
+	 * Taken back before it leaves the table, never after: a peer that
+	 * asks about a device the table no longer has is answered ENODEV,
+	 * which tells a borrower that nothing of it is mapped any more, and
+	 * it lets its quarantined pages go. Until the mappings are gone the
+	 * device stays findable, and requests are answered EAGAIN (busy,
+	 * which settles nothing) through the slow hold taken before we wait
+	 * for the lock, behind a debugfs reader or the fault work.
+	 */
+	atomic_inc(&lent->slow_holds);
 	mutex_lock(&lent->lock);
 	lent->dead = true;
 	dl_lent_reclaim(lent, "device no longer lent");
 	mutex_unlock(&lent->lock);
+	/*
+	 * The slow hold is never dropped: whoever found the device before
+	 * the erase gets EAGAIN at once instead of spinning on the device
+	 * lock, which we hold until the end, and asks again.
+	 */
+	xa_erase(&dl_lender.devs, lent->dev_id);
 	/* We hold the device lock, which a queued reset waits for. */
 	dl_lent_slow_cancel(lent);
 	pci_intx(pdev, !(lent->orig_cmd & PCI_COMMAND_INTX_DISABLE));

@@ -198,8 +198,9 @@ struct dl_lent_dma {
  *	holder request meanwhile (-EAGAIN).
  * @slow_fab: the fabric of that request.
  * @slow_msg: the request, without its payload.
- * @slow_holds: how many resets or take-backs hold the device's locks now;
- *	the receive work does not wait for the locks while it is nonzero.
+ * @slow_holds: how many resets or take-backs hold the device's locks now,
+ *	plus one for good once dl_lender_remove() starts; the receive work
+ *	does not wait for the locks while it is nonzero.
  * @changed_work: tells peers the device changed hands, for a handler that
  *	must not wait for ring room itself.
  * @fault_work: sends DL_MSG_DEV_FAULT for the last fault reported.
