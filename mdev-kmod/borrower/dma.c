@@ -991,9 +991,10 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 		 * no later fill would send them: they are not gaps. Unmap and
 		 * unpin everything (unmapping what is not mapped is harmless)
 		 * so that the retry maps it all again; meanwhile it is one
-		 * more window, counted as such.
+		 * more window, counted as such. "Everything" is the all flag
+		 * on the wire: the lender refuses 0 + U64_MAX as a range.
 		 */
-		dl_dma_release(v, 0, U64_MAX, false);
+		dl_dma_release(v, 0, U64_MAX, true);
 		if (!v->window_start)
 			v->window_start = jiffies ?: 1;
 	} else if (v->npinned != before) {

@@ -26,6 +26,7 @@
 #include <linux/string.h>
 #include <linux/unaligned.h>
 
+#include "../include/dl_dma_rules.h"
 #include "internal.h"
 
 /* Who may do what to a device. */
@@ -660,19 +661,20 @@ static int dl_serve_dma_unmap(struct dl_lender_call *c)
 	u64 len = le64_to_cpu(u->len);
 	int err;
 
-	if (flags & ~DL_DMA_UNMAP_F_ALL) {
-		dl_lent_reject(c->lent, DL_REJ_MALFORMED);
-		return -EINVAL;
-	}
-	if (flags & DL_DMA_UNMAP_F_ALL) {
+	switch (dl_unmap_check(flags, iova, len)) {
+	case DL_UNMAP_ALL:
 		dl_lent_dma_unmap_all(c->lent);
 		err = 0;
-	} else if (!len || !PAGE_ALIGNED(iova) || !PAGE_ALIGNED(len) ||
-		   iova + len - 1 < iova) {
-		dl_lent_reject(c->lent, DL_REJ_DMA_RANGE);
-		err = -EINVAL;
-	} else {
+		break;
+	case DL_UNMAP_RANGE:
 		err = dl_lent_dma_unmap(c->lent, iova, len);
+		break;
+	case -ERANGE:
+		dl_lent_reject(c->lent, DL_REJ_DMA_RANGE);
+		return -EINVAL;
+	default:
+		dl_lent_reject(c->lent, DL_REJ_MALFORMED);
+		return -EINVAL;
 	}
 	if (!err)
 		dl_lent_count(c->lent, DL_LCNT_DMA_UNMAPS);

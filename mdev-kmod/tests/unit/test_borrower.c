@@ -13,6 +13,7 @@
 /* The kernel builds with -Wextra but without these (Makefile.extrawarn). */
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "../../include/dl_dma_rules.h"
 #include "../../borrower/dma.c"
 #include "../../borrower/config.c"
 #pragma GCC diagnostic pop
@@ -60,6 +61,7 @@ struct run {
 static struct run runs[64];
 static unsigned int nruns, nmaps, nunmaps, nquarantined, nlost, nresets;
 static struct dl_dma_unmap last_unmap;
+static unsigned int nunmaps_refused;
 static int map_ret, unmap_ret, cread_ret;
 static size_t max_payload;
 /* The order of events: 'M' map, 'U' unmap, 'W' config write. */
@@ -293,6 +295,13 @@ int dl_fabric_request_urgent(struct dl_fabric *fab, u32 peer, u16 type,
 	if (type != DL_MSG_DMA_UNMAP || len != sizeof(last_unmap))
 		return -EPROTO;
 	memcpy(&last_unmap, data, len);
+	/* What the real lender refuses is refused here too. */
+	if (dl_unmap_check(le32_to_cpu(last_unmap.flags),
+			   le64_to_cpu(last_unmap.iova),
+			   le64_to_cpu(last_unmap.len)) < 0) {
+		nunmaps_refused++;
+		return -EINVAL;
+	}
 	return unmap_ret;
 }
 
@@ -379,6 +388,7 @@ static void reset_all(void)
 	nruns = 0;
 	nmaps = 0;
 	nunmaps = 0;
+	nunmaps_refused = 0;
 	nquarantined = 0;
 	nlost = 0;
 	nresets = 0;
@@ -849,9 +859,14 @@ static void test_repin_failure(void)
 	gmaps[2].moved = true;
 	map_ret = -ENOSPC;
 	dl_dma_repin_work(&v.repin_work.work);
-	/* Nothing may stay pinned but unsent: everything goes, to retry. */
+	/*
+	 * Nothing may stay pinned but unsent: everything goes, to retry,
+	 * unmapped at the lender as "all" (a range of 0 + U64_MAX is not
+	 * one, and the lender refuses it).
+	 */
 	CHECK_EQ(v.npinned, 0);
-	CHECK_EQ(le32_to_cpu(last_unmap.flags), 0);
+	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
+	CHECK_EQ(nunmaps_refused, 0);
 	check_pins(0, 32 * MiB, 0);
 	CHECK_EQ(v.repin_tries, 1);
 	CHECK_EQ(v.repin_work.delay, DL_REPIN_RETRY_MS);

@@ -101,6 +101,7 @@ typedef struct { s64 counter; } atomic64_t;
 #define SZ_4G		0x100000000ULL
 #define PAGE_SHIFT	12
 #define PAGE_SIZE	BIT(PAGE_SHIFT)
+#define PAGE_ALIGNED(addr)	IS_ALIGNED((unsigned long)(addr), PAGE_SIZE)
 
 /*
  * Memory ordering: the tests are single-threaded, but the accesses are the
