@@ -40,6 +40,7 @@ const char * const dl_peer_counter_names[DL_CNT_NR] = {
 	[DL_CNT_ANSWERS] = "answers",
 	[DL_CNT_ANSWER_NS] = "answer_ns",
 	[DL_CNT_TX_FENCED] = "tx_fenced",
+	[DL_CNT_STALE_ANSWERS] = "stale_answers",
 };
 
 static int dl_peers_show(struct seq_file *s, void *unused)

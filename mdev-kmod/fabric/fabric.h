@@ -217,6 +217,11 @@ typedef void (*dl_fabric_db_fn)(struct dl_fabric *fab, unsigned int vector,
  *	-ENODEV.
  * @sent: when the request was published to the peer.
  * @done: when its response arrived (valid if @status is not a local error).
+ * @peer_inc: the peer's incarnation the request was sent to, 0 if it was
+ *	not sent. Only that incarnation's answer is taken, so what a client
+ *	learns from the answer (a device granted to it) belongs to this
+ *	incarnation, and when no answer came (-ETIMEDOUT, -ENOTCONN) this
+ *	is the incarnation that may have acted on it.
  * @peer: private: the peer asked.
  * @type: private: the message type asked.
  * @wire_id: private: the request id on the wire.
@@ -234,6 +239,7 @@ struct dl_fabric_req {
 	int status;
 	ktime_t sent;
 	ktime_t done;
+	u64 peer_inc;
 
 	u32 peer;
 	u16 type;

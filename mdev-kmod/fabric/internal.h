@@ -62,6 +62,7 @@ enum dl_peer_counter {
 	DL_CNT_ANSWERS,		/* answers to this host's requests */
 	DL_CNT_ANSWER_NS,	/* their round trips, summed */
 	DL_CNT_TX_FENCED,	/* stores refused: its slot no longer vouches */
+	DL_CNT_STALE_ANSWERS,	/* answers owed to an incarnation that is over */
 	DL_CNT_NR
 };
 
@@ -487,7 +488,8 @@ bool dl_ring_is_open(struct dl_peer *peer);
 int dl_ring_send_atomic(struct dl_fabric *fab, struct dl_peer *peer,
 			const struct dl_fabric_msg *msg);
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
-		 const struct dl_fabric_msg *msg, u16 flags, u32 status);
+		 const struct dl_fabric_msg *msg, u16 flags, u32 status,
+		 u64 *bound_inc);
 void dl_ring_rx_work(struct work_struct *work);
 bool dl_ring_rx_fast(struct dl_fabric *fab);
 void dl_ring_rx_poll(struct timer_list *t);

@@ -265,7 +265,7 @@ int dl_fabric_send(struct dl_fabric *fab, u32 peer, u16 type,
 
 	if (!p)
 		return -EINVAL;
-	return dl_ring_send(fab, p, &msg, 0, DL_STATUS_OK);
+	return dl_ring_send(fab, p, &msg, 0, DL_STATUS_OK, NULL);
 }
 EXPORT_SYMBOL_GPL(dl_fabric_send);
 
@@ -320,6 +320,7 @@ int dl_fabric_respond(struct dl_fabric *fab, const struct dl_fabric_msg *req,
 	struct dl_peer *p = dl_fabric_peer(fab, req->peer);
 	struct dl_fabric_msg msg = {
 		.type = req->type,
+		.epoch = req->epoch,
 		.req_id = req->req_id,
 		.data = data,
 		.len = len,
@@ -328,6 +329,6 @@ int dl_fabric_respond(struct dl_fabric *fab, const struct dl_fabric_msg *req,
 	if (!p || !req->req_id)
 		return -EINVAL;
 	return dl_ring_send(fab, p, &msg, DL_MSG_F_RESPONSE,
-			    dl_errno_to_status(err));
+			    dl_errno_to_status(err), NULL);
 }
 EXPORT_SYMBOL_GPL(dl_fabric_respond);

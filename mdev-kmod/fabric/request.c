@@ -120,6 +120,7 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 	req->type = type;
 	req->status = -EINPROGRESS;
 	req->resp_len = 0;
+	req->peer_inc = 0;
 
 	ret = dl_req_get_credit(fab, p, req->urgent);
 	if (ret)
@@ -145,7 +146,7 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 	 */
 	msg.req_id = req->wire_id;
 	req->sent = ktime_get();
-	ret = dl_ring_send(fab, p, &msg, 0, DL_STATUS_OK);
+	ret = dl_ring_send(fab, p, &msg, 0, DL_STATUS_OK, &req->peer_inc);
 	if (!ret)
 		return 0;
 
@@ -269,7 +270,14 @@ void dl_req_complete(struct dl_fabric *fab, struct dl_peer *peer,
 
 	xa_lock(&fab->reqs);
 	req = xa_load(&fab->reqs, idx);
-	if (req && (req->wire_id != msg->req_id || req->peer != peer->id))
+	/*
+	 * Only the incarnation the request went to answers it: ids start
+	 * again in every incarnation of ours, and an answer that an earlier
+	 * incarnation of the peer owed us must not finish a request that a
+	 * later one never saw (nor tell a borrower who granted what).
+	 */
+	if (req && (req->wire_id != msg->req_id || req->peer != peer->id ||
+		    msg->epoch != lower_32_bits(req->peer_inc)))
 		req = NULL;
 	if (req) {
 		__xa_erase(&fab->reqs, idx);

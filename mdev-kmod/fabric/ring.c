@@ -295,6 +295,14 @@ static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
  *	ignored (the peer's negotiated version is used).
  * @flags: %DL_MSG_F_RESPONSE or 0.
  * @status: an &enum dl_msg_status for responses, else 0.
+ * @bound_inc: if not NULL, set to the peer's incarnation the ring is bound
+ *	to, before the message can be seen: the only one that may answer it.
+ *
+ * A response goes only to the incarnation that asked: @msg->epoch is the
+ * request's, and a ring bound to another incarnation of the requester
+ * (it restarted while the request waited for the slow work) does not get
+ * it. Request ids start again at 1 in every incarnation, so the answer
+ * could otherwise be taken for that of a new request.
  *
  * If the ring is full (for requests and posted messages: half full, see
  * dl_ring_share()), waits for room for up to %DL_TX_FULL_WAIT_MS; but a
@@ -305,10 +313,12 @@ static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
  * other peer. Might sleep.
  *
  * Return: 0, -EMSGSIZE if the payload does not fit a slot, -ENOTCONN if
- * the peer is not up, -EAGAIN if the ring stayed full.
+ * the peer is not up or (a response) no longer the incarnation that
+ * asked, -EAGAIN if the ring stayed full.
  */
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
-		 const struct dl_fabric_msg *msg, u16 flags, u32 status)
+		 const struct dl_fabric_msg *msg, u16 flags, u32 status,
+		 u64 *bound_inc)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(DL_TX_FULL_WAIT_MS);
 	bool nowait = (flags & DL_MSG_F_RESPONSE) &&
@@ -331,6 +341,12 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 			spin_unlock_irqrestore(&tx->lock, irqflags);
 			return -ENOTCONN;
 		}
+		if ((flags & DL_MSG_F_RESPONSE) &&
+		    msg->epoch != lower_32_bits(tx->peer_inc)) {
+			spin_unlock_irqrestore(&tx->lock, irqflags);
+			dl_peer_count(peer, DL_CNT_STALE_ANSWERS);
+			return -ENOTCONN;
+		}
 		if (dl_ring_tx_room(fab, peer, flags & DL_MSG_F_RESPONSE,
 				    msg->urgent))
 			break;
@@ -344,6 +360,8 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		/* The receiver frees slots without telling us: poll. */
 		usleep_range(100, 200);
 	}
+	if (bound_inc)
+		*bound_inc = tx->peer_inc;
 	dl_ring_tx_write(fab, tx, msg, proto, flags, status);
 	spin_unlock_irqrestore(&tx->lock, irqflags);
 

@@ -245,17 +245,25 @@ static void test_room_corrupt(void)
 	CHECK_EQ(kshim_warnings, 2);
 }
 
-static int send(struct dl_peer *peer, u16 type, u64 req_id, u16 flags,
-		bool urgent, size_t len)
+/* Responses answer a request of the incarnation the ring is bound to. */
+static int send_epoch(struct dl_peer *peer, u16 type, u64 req_id, u16 flags,
+		      bool urgent, size_t len, u32 epoch, u64 *bound_inc)
 {
 	u8 data[SLOT_SIZE];
 	struct dl_fabric_msg msg = {
 		.type = type, .req_id = req_id, .data = data, .len = len,
-		.urgent = urgent,
+		.urgent = urgent, .epoch = epoch,
 	};
 
 	memset(data, type, sizeof(data));
-	return dl_ring_send(&fab, peer, &msg, flags, 0);
+	return dl_ring_send(&fab, peer, &msg, flags, 0, bound_inc);
+}
+
+static int send(struct dl_peer *peer, u16 type, u64 req_id, u16 flags,
+		bool urgent, size_t len)
+{
+	return send_epoch(peer, type, req_id, flags, urgent, len, PEER_EPOCH,
+			  NULL);
 }
 
 /* The message in the slot of index @idx of the ring to the peer. */
@@ -377,6 +385,29 @@ static void test_send_errors(void)
 	CHECK_EQ(send(peer, 20, 1, 0, false, 0), -ENOTCONN);
 	CHECK_EQ(peer->tx.prod, 1);
 	CHECK_EQ(ndoorbells, 1);
+}
+
+static void test_send_bound_incarnation(void)
+{
+	struct dl_peer *peer = setup(SLOTS);
+	u64 inc = 0;
+
+	/* A request learns which incarnation it went to. */
+	CHECK_EQ(send_epoch(peer, 20, 0x100, 0, false, 4, 0, &inc), 0);
+	CHECK_EQ(inc, PEER_EPOCH);
+	/* The answer to a request of this incarnation goes out. */
+	CHECK_EQ(send_epoch(peer, 26, 0x101, DL_MSG_F_RESPONSE, false, 0,
+			    PEER_EPOCH, NULL), 0);
+	CHECK_EQ(peer->tx.prod, 2);
+	/*
+	 * One its earlier incarnation asked for does not: ids restart with
+	 * each incarnation, so it could pass for the answer to a new one.
+	 */
+	CHECK_EQ(send_epoch(peer, 26, 0x102, DL_MSG_F_RESPONSE, false, 0,
+			    PEER_EPOCH - 1, NULL), -ENOTCONN);
+	CHECK_EQ(peer->tx.prod, 2);
+	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_STALE_ANSWERS]), 1);
+	CHECK_EQ(ndoorbells, 2);
 }
 
 /* The peer puts a message into the ring to us at index @idx. */
@@ -742,6 +773,8 @@ static const struct unit_test tests[] = {
 	{ "send: fill a ring across the wrap; each kind stops at its limit",
 	  test_send_fill },
 	{ "send: payload too large, peer down", test_send_errors },
+	{ "send: requests learn the incarnation; stale answers are not sent",
+	  test_send_bound_incarnation },
 	{ "send from an interrupt: the posted share, then fails at once",
 	  test_send_atomic },
 	{ "receive: in order across the wrap; bad, stale, gapped messages",
