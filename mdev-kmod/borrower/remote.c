@@ -500,7 +500,7 @@ out_unlock:
 
 static void dl_remote_scan_peer(struct dl_borrower *b, u32 peer)
 {
-	struct dl_fabric_peer_info pi;
+	struct dl_fabric_peer_info pi, now;
 	struct dl_rinfo *infos;
 	unsigned int nr = 0, i, tries;
 	u64 start_seq;
@@ -550,6 +550,17 @@ static void dl_remote_scan_peer(struct dl_borrower *b, u32 peer)
 					     ids[i], peer, pi.name, ret);
 			goto out_free;
 		}
+	}
+	/*
+	 * The answers are of the incarnation the lender has now. If that is
+	 * not the one read before asking, they must not refresh entries of
+	 * the old one: the restart's link-up queued a scan after this one.
+	 */
+	ret = dl_fabric_peer_info(b->fab, peer, &now);
+	if (ret || !now.up || now.incarnation != pi.incarnation) {
+		dev_dbg_ratelimited(b->dev, "peer %u restarted during its scan; scanned again\n",
+				    peer);
+		goto out_free;
 	}
 	dl_remote_update(b, peer, &pi, ids, infos, nr, start_seq);
 out_free:

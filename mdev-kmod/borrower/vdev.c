@@ -112,6 +112,46 @@ void dl_vdev_refused(struct dl_vdev *v, int err)
 }
 
 /**
+ * struct dl_acquire - how one DL_MSG_DEV_ACQUIRE went.
+ * @inc: the lender incarnation the request went to, 0 if it was not sent:
+ *	a grant is that incarnation's, and so is the lease.
+ * @refused: the lender answered with a refusal: it granted nothing.
+ */
+struct dl_acquire {
+	u64 inc;
+	bool refused;
+};
+
+/* Asks for the device once; see struct dl_acquire for what is learnt. */
+static int dl_vdev_acquire(struct dl_vdev *v, struct dl_acquire *a)
+{
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
+	struct dl_dev_ref resp;
+	struct dl_fabric_req req = {
+		.resp = &resp,
+		.resp_size = sizeof(resp),
+	};
+	int ret;
+
+	ret = dl_fabric_req_submit(v->b->fab, v->host, DL_MSG_DEV_ACQUIRE,
+				   &ref, sizeof(ref), &req);
+	if (!ret)
+		ret = dl_fabric_req_wait(v->b->fab, &req, DL_B_TIMEOUT_MS);
+	if (!ret && req.resp_len < sizeof(resp))
+		ret = -EPROTO;
+	a->inc = req.peer_inc;
+	/*
+	 * Only a status the lender chose is a refusal; a malformed grant is
+	 * still a grant, and no answer may hide one.
+	 */
+	a->refused = req.done && (ret == -EINVAL || ret == -EOPNOTSUPP ||
+				  ret == -EBUSY || ret == -ENODEV ||
+				  ret == -EIO);
+	dl_vdev_refused(v, ret);
+	return ret;
+}
+
+/**
  * dl_vdev_borrow() - acquire the remote device unless held already.
  * @v: the mdev, open; caller holds v->lock.
  *
@@ -120,9 +160,8 @@ void dl_vdev_refused(struct dl_vdev *v, int err)
  */
 int dl_vdev_borrow(struct dl_vdev *v)
 {
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
-	struct dl_dev_ref resp;
 	struct dl_borrower *b = v->b;
+	struct dl_acquire acq;
 	struct dl_lease *lease;
 	unsigned int tries;
 	int ret;
@@ -151,22 +190,29 @@ int dl_vdev_borrow(struct dl_vdev *v)
 	}
 	/* EIO: the lender is still taking it back from its last holder. */
 	for (tries = 0; ; tries++) {
-		ret = dl_vdev_request(v, DL_MSG_DEV_ACQUIRE, &ref, sizeof(ref),
-				      &resp, sizeof(resp));
+		ret = dl_vdev_acquire(v, &acq);
 		if (ret != -EIO || tries >= DL_B_BUSY_TRIES)
 			break;
 		msleep(DL_B_BUSY_MS);
 	}
+	/*
+	 * The lease is the incarnation's that the request reached, not the
+	 * one the remote entry was listed by: a lender that restarted since
+	 * the last scan gives out the same dev_ids, and what it grants must
+	 * be released to it, never settled as "the lender restarted".
+	 */
+	mutex_lock(&b->lock);
+	if (acq.inc)
+		lease->incarnation = acq.inc;
 	if (ret) {
 		/* Without an answer the lender may have granted it. */
-		mutex_lock(&b->lock);
-		if (ret == -ETIMEDOUT || ret == -ENOTCONN)
+		if (acq.inc && !acq.refused)
 			dl_lease_return_later(b, lease);
 		else
 			dl_lease_settle(b, lease, "not borrowed");
 		dl_lease_put(b, lease);
-		mutex_unlock(&b->lock);
 	}
+	mutex_unlock(&b->lock);
 	if (ret == -EBUSY) {
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "remote device %u:%u (%s) is held by another host\n",
@@ -183,8 +229,11 @@ int dl_vdev_borrow(struct dl_vdev *v)
 	mutex_lock(&v->dma_lock);
 	mutex_lock(&b->lock);
 	v->lease = lease;
-	if (v->remote->gone) {
-		/* The lender went down meanwhile. */
+	if (v->remote->gone || lease->incarnation != v->remote->incarnation) {
+		/*
+		 * The lender went down meanwhile, or the entry is of an
+		 * incarnation before the one that granted it: give it back.
+		 */
 		dl_vdev_set_state(v, DL_VDEV_LOST);
 		dl_lease_return_later(b, lease);
 		ret = -EIO;
