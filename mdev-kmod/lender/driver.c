@@ -174,7 +174,12 @@ void dl_lender_peer_down(struct dl_fabric *fab, u32 peer)
 	 * held by @peer is marked; its slow work takes it back under its
 	 * locks, if the holder is still gone, and meanwhile the device takes
 	 * no holder request.
+	 *
+	 * The link reads down before we read the holders; pairs with the
+	 * barrier in dl_serve_acquire(), which names the holder before it
+	 * reads the link again.
 	 */
+	smp_mb();
 	while ((lent = dl_lent_next(&idx))) {
 		if (READ_ONCE(lent->fab) == fab &&
 		    READ_ONCE(lent->borrower) == peer &&
@@ -200,7 +205,11 @@ void dl_lender_fabric_removing(struct dl_fabric *fab)
  * dl_lender_flush_slow() - wait for every device's slow request to be
  *	answered (they hold a fabric pointer) and its peers told.
  *
- * Called once no handler can queue one any more.
+ * Called once no handler can queue one any more. The slow work queues
+ * itself again while someone else holds the device lock, and one
+ * flush_work() waits only for the run under way: flushed until it was
+ * idle, or a run queued during the flush would answer through a fabric
+ * that is gone.
  */
 void dl_lender_flush_slow(void)
 {
@@ -208,7 +217,8 @@ void dl_lender_flush_slow(void)
 	struct dl_lent *lent;
 
 	while ((lent = dl_lent_next(&idx))) {
-		flush_work(&lent->slow_work);
+		while (flush_work(&lent->slow_work))
+			;
 		flush_work(&lent->changed_work);
 		dl_lent_put(lent);
 	}

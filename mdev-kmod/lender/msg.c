@@ -511,6 +511,20 @@ static int dl_serve_acquire(struct dl_lender_call *c)
 	lent->borrower = peer;
 	lent->borrower_inc = pinfo.incarnation;
 	lent->fab = c->fab;
+	/*
+	 * The peer may have gone down since we read it up: its take-back
+	 * (dl_lender_peer_down()) walked the devices before we named it
+	 * holder, and nothing else would ever take this one back. Read the
+	 * link again only after the holder is visible; the walk reads the
+	 * holder only after the link reads down (barriers paired there).
+	 */
+	smp_mb();
+	if (dl_fabric_peer_info(c->fab, peer, &pinfo) || !pinfo.up ||
+	    pinfo.incarnation != lent->borrower_inc) {
+		dl_lent_slow_mark(lent, DL_LENT_SLOW_RECLAIM);
+		dl_lent_slow_queue(lent);
+		return -EINVAL;
+	}
 	dl_lent_changed_queue(lent);
 	dl_lent_count(lent, DL_LCNT_ACQUIRES);
 	pci_info_ratelimited(lent->pdev,
