@@ -456,7 +456,14 @@ static int dl_dma_pin_bulk(struct dl_dma_batch *bt, u64 iova, int n, u64 hva)
 	long got = 0;
 	bool ok;
 
-	if (v->pin_mm && v->pin_mm != mm)
+	/*
+	 * Only in the VMM's own context (the BME write), never in the re-pin
+	 * work: account_locked_vm() checks the limit of the current task,
+	 * and a kworker has CAP_IPC_LOCK, which would let bulk pins escape
+	 * the VMM's RLIMIT_MEMLOCK. VFIO's own pins are charged to the task
+	 * that mapped the memory, so they are right anywhere.
+	 */
+	if (current->mm != mm || (v->pin_mm && v->pin_mm != mm))
 		return DL_PIN_REFUSED;
 	if (vfio_pin_pages(&v->vdev, iova, 1, IOMMU_READ | IOMMU_WRITE,
 			   &first) != 1)

@@ -50,6 +50,8 @@ static unsigned int npin_calls, bad_pin_calls, bad_unpins, ngup_calls;
 /* The VMM: its memory maps IOVA i at HVA_BASE + i (see add_slot()). */
 #define HVA_BASE	0x7f0000000000ULL
 static struct mm_struct mm;
+/* The VMM's thread, and a kworker (no memory of its own). */
+static struct task_struct vmm_task = { .mm = &mm }, worker_task;
 /* Most pages the VMM may lock; 0 for no limit. */
 static long locked_limit;
 
@@ -389,6 +391,7 @@ static void reset_all(void)
 	nmaps = 0;
 	nunmaps = 0;
 	nunmaps_refused = 0;
+	kshim_current = &vmm_task;
 	nquarantined = 0;
 	nlost = 0;
 	nresets = 0;
@@ -1141,6 +1144,23 @@ static void test_bulk_refused(void)
 	check_pins(0, 8 * MiB, 0);
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.pin_pages);
+
+	/*
+	 * In a kworker (the re-pin work), whose CAP_IPC_LOCK would pass any
+	 * limit: VFIO pins, charged to the VMM, even over its limit.
+	 */
+	setup_guest();
+	locked_limit = 16;
+	kshim_current = &worker_task;
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	CHECK_EQ(v.fill.bulk_pages, 0);
+	CHECK_EQ(ngup_calls, 0);
+	CHECK_EQ(mm.locked_vm, 0);
+	check_pins(1 * MiB, 4 * MiB, 1);
+	dl_dma_disable(&v);
+	check_pins(0, 8 * MiB, 0);
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.pin_pages);
 }
 
 static void test_probe(void)
@@ -1195,7 +1215,7 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_keeps },
 	{ "bulk pins: a call per 2 MiB, VFIO anchors at both ends, accounted, all given back",
 	  test_bulk_pins },
-	{ "bulk pins refused (another mapping, locked limit, turned off, exited VMM): VFIO pins",
+	{ "bulk pins refused (another mapping, locked limit, turned off, exited VMM, kworker): VFIO pins",
 	  test_bulk_refused },
 	{ "without KVM: probing 2 MiB blocks; an unmap is not kept",
 	  test_probe },

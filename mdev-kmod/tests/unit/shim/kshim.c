@@ -5,6 +5,8 @@
 
 #include "kshim.h"
 
+struct task_struct *kshim_current;
+
 unsigned long jiffies = 1000;
 struct workqueue_struct *system_unbound_wq;
 unsigned int kshim_warnings;

@@ -382,6 +382,13 @@ struct mm_struct {
 	long locked_vm;
 };
 
+/* The task the code runs in: only its memory is looked at. */
+struct task_struct {
+	struct mm_struct *mm;
+};
+extern struct task_struct *kshim_current;
+#define current kshim_current
+
 static inline bool mmget_not_zero(struct mm_struct *mm)
 {
 	if (!mm->users)
