@@ -48,7 +48,7 @@ Exit status:
   1  failure without a status of its own
   2  bad usage
   3  not found (module not loaded, no adapter, no such device, mdev or type)
-  4  busy or none available (held by another borrower, available_instances 0)
+  4  busy or none available (held by another borrower, mdev open in a VMM, available_instances 0)
   5  permission denied (run as root)
   6  timed out (the guest did not release a device; no device became free for mdev create --wait)
   7  the VMM refused or could not be reached over QMP
@@ -227,7 +227,17 @@ enum MdevCmd {
     },
     /// This host's devlend mdevs.
     List,
-    /// Remove an mdev (it must not be open in a VM).
+    /// Remove an mdev; refused (exit status 4) while a VMM has it open.
+    #[command(
+        long_about = "Remove an mdev; refused (exit status 4) while a VMM has it open.\n\n\
+        Reads the mdev's `open` attribute and writes 1 to its `remove` only when it is 0 \
+        (or absent, from a borrower module that predates it). The kernel would not refuse \
+        the remove of an open mdev: it would ask the VMM to let go, which QEMU does by \
+        unplugging the device from the running guest, and wait until the VMM closes it, \
+        forever under a VMM that does not answer (cloud-hypervisor). Detach the device from \
+        the guest or stop the VM first. The check and the remove are two steps, not one: \
+        a VMM that opens the mdev between them gets the kernel's behaviour."
+    )]
     Remove {
         /// The mdev's UUID.
         uuid: String,

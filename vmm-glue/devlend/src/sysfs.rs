@@ -25,6 +25,10 @@ pub const TYPE_PREFIX: &str = "devlend-";
 
 const HINT_MODULE: &str = "load devlend's modules on this host (modprobe devlend_ivshmem \
      devlend_lender devlend_borrower) and check `dmesg` for the fabric adapter";
+const HINT_MDEV_OPEN: &str = "removing it now would make the kernel take it from the VM \
+     (QEMU unplugs it from the running guest) or wait until the VMM lets go; detach it from \
+     the guest first (`devlend detach`, `virsh detach-device`, `ch-remote remove-device`) or \
+     stop the VM, then remove it";
 const HINT_LENDER: &str =
     "load the lender on this host (modprobe devlend_lender) and check `dmesg`";
 
@@ -896,7 +900,14 @@ impl Sysfs {
                 spec,
                 "the mdev was removed again; `devlend remote` shows whether the device is free, of this type, and not the target of another mdev of this host (EBUSY)",
             ) {
-                let _ = self.write(&d.join("remove"), "1", "");
+                let mut e = e;
+                if let Err(kept) = self.remove_unless_open(&d, uuid) {
+                    if let CliError::Sysfs { ref mut hint, .. } = e {
+                        *hint = format!(
+                            "the mdev was not removed again ({kept}); `devlend mdev remove {uuid}` once no VMM has it open"
+                        );
+                    }
+                }
                 return match e {
                     // Another mdev of this host took the device in between.
                     CliError::Sysfs { ref source, .. }
@@ -1027,24 +1038,54 @@ impl Sysfs {
         }
     }
 
-    /// Removes an mdev.
+    /// Removes an mdev, unless a VMM has it open (see
+    /// [`Sysfs::remove_unless_open`]).
     pub fn mdev_remove(&self, uuid: &str) -> Result<()> {
         let m = self.find_mdev(uuid)?;
-        let f = self.path(MDEV_DEVICES).join(&m.uuid).join("remove");
-        self.write(
-            &f,
-            "1",
-            "a VMM still has it open; detach it from the guest first (`devlend detach`)",
-        )
-        .map_err(|e| match e {
-            CliError::Sysfs { ref source, .. } if source.raw_os_error() == Some(libc::EBUSY) => {
-                CliError::busy(
-                    format!("mdev {} is in use", m.uuid),
-                    "a VMM still has it open; detach it from the guest first (`devlend detach`) or stop the VM",
-                )
-            }
-            e => e,
-        })
+        self.remove_unless_open(&self.path(MDEV_DEVICES).join(&m.uuid), &m.uuid)
+    }
+
+    /// Whether a VMM has the mdev in `d` open: its `open`, or `None` when
+    /// there is none to read (a borrower module older than `open`, another
+    /// parent's mdev, or an mdev whose removal has begun: the kernel takes
+    /// the driver's attributes away first).
+    pub fn mdev_open(&self, d: &Path) -> Option<bool> {
+        self.read_num(&d.join("open")).map(|n| n != 0)
+    }
+
+    /// Writes `1` to the `remove` of the mdev `uuid` in `d`, unless it
+    /// says it is open (exit 4, nothing written). The kernel does not
+    /// refuse the remove of an open mdev: it asks the VMM to let go (QEMU
+    /// unplugs the device from the running guest) and the write waits,
+    /// past any signal, until the VMM has closed it (forever under a VMM
+    /// that does not answer, like cloud-hypervisor). Reading `open` and
+    /// writing `remove` are two steps: a VMM that opens the mdev in
+    /// between gets the kernel's behaviour.
+    pub fn remove_unless_open(&self, d: &Path, uuid: &str) -> Result<()> {
+        if self.mdev_open(d) == Some(true) {
+            return Err(CliError::busy(
+                format!("mdev {uuid} is open in a VMM"),
+                HINT_MDEV_OPEN,
+            ));
+        }
+        self.write(&d.join("remove"), "1", "`dmesg` may say why")
+            .map_err(|e| match e {
+                CliError::Sysfs { ref source, .. }
+                    if source.raw_os_error() == Some(libc::EBUSY) =>
+                {
+                    CliError::busy(format!("mdev {uuid} is in use"), HINT_MDEV_OPEN)
+                }
+                // mdev core: a remove of this mdev is under way.
+                CliError::Sysfs { ref source, .. }
+                    if source.raw_os_error() == Some(libc::EAGAIN) =>
+                {
+                    CliError::busy(
+                        format!("mdev {uuid} is being removed already"),
+                        "an earlier remove waits until the VMM that has it open closes it; detach the device from the guest or stop the VM",
+                    )
+                }
+                e => e,
+            })
     }
 }
 

@@ -243,6 +243,7 @@ fn fake_kernel_after(
                 let d = root.join(format!("sys/devices/pci0000:00/{ADAPTER}/{uuid}"));
                 write(&d.join("remote_device"), "any\n");
                 write(&d.join("state"), "idle\n");
+                write(&d.join("open"), "0\n");
                 write(&d.join("remove"), "");
                 std::os::unix::fs::symlink(
                     format!("../mdev_supported_types/{mtype}"),
@@ -595,6 +596,103 @@ fn mdev_remove_writes_remove() {
     let o = t.devlend(&["mdev", "remove", "00000000-0000-0000-0000-000000000000"]);
     assert_eq!(o.status.code(), Some(3));
     assert!(stderr(&o).contains("devlend mdev list"));
+}
+
+/// The kernel does not refuse the remove of an open mdev (it takes the
+/// device from the VM, or waits for the VMM forever): the command reads
+/// `open` and refuses with exit 4 without writing `remove`.
+#[test]
+fn mdev_remove_refuses_an_open_mdev_and_writes_nothing() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    t.set_mdev_open(UUID, true);
+    let d = t.adapter().join(UUID);
+    for args in [
+        &["mdev", "remove", UUID][..],
+        &["--json", "mdev", "remove", &UUID.to_uppercase()][..],
+    ] {
+        let o = t.devlend(args);
+        assert_eq!(o.status.code(), Some(4), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!("devlend: error: mdev {UUID} is open in a VMM")),
+            "{e}"
+        );
+        assert!(
+            e.contains("devlend: hint: ") && e.contains("devlend detach"),
+            "{e}"
+        );
+        assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+        assert_eq!(fs::read_to_string(d.join("remove")).unwrap(), "");
+    }
+    // Once the VMM has closed it, the same mdev is removed.
+    t.set_mdev_open(UUID, false);
+    let o = t.devlend(&["mdev", "remove", UUID]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(d.join("remove")).unwrap(), "1");
+}
+
+/// A closed mdev is removed: `1` written to its `remove`, and said so.
+#[test]
+fn mdev_remove_removes_a_closed_mdev() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let o = t.devlend(&["--json", "mdev", "remove", UUID]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json(&o)["removed"], UUID);
+    let d = t.adapter().join(UUID);
+    assert_eq!(fs::read_to_string(d.join("remove")).unwrap(), "1");
+}
+
+/// A borrower module without `open` (older than it) cannot say: the
+/// remove is written as before.
+#[test]
+fn mdev_remove_without_open_attribute_writes_remove() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let d = t.adapter().join(UUID);
+    fs::remove_file(d.join("open")).unwrap();
+    let o = t.devlend(&["mdev", "remove", UUID]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(d.join("remove")).unwrap(), "1");
+}
+
+/// The mdev `mdev create` makes and then takes back (its remote_device
+/// refused) is not removed if a VMM opened it meanwhile.
+#[test]
+fn mdev_create_does_not_remove_again_an_mdev_a_vmm_opened() {
+    let t = borrower();
+    let create = t.adapter().join("mdev_supported_types/devlend-nvme/create");
+    let root = t.root().to_path_buf();
+    let k = thread::spawn(move || {
+        for _ in 0..2000 {
+            let s = fs::read_to_string(&create).unwrap_or_default();
+            if !s.is_empty() {
+                let d = root.join(format!("sys/devices/pci0000:00/{ADAPTER}/{}", s.trim()));
+                fs::create_dir_all(d.join("remote_device")).unwrap();
+                write(&d.join("open"), "1\n");
+                write(&d.join("remove"), "");
+                fs::create_dir_all(root.join("sys/bus/mdev/devices")).unwrap();
+                std::os::unix::fs::symlink(
+                    &d,
+                    root.join(format!("sys/bus/mdev/devices/{}", s.trim())),
+                )
+                .unwrap();
+                return d;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        panic!("no create");
+    });
+    let o = t.devlend(&["mdev", "create", "--device", "0:1"]);
+    let d = k.join().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not removed again") && stderr(&o).contains("is open in a VMM"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(fs::read_to_string(d.join("remove")).unwrap(), "");
 }
 
 #[test]

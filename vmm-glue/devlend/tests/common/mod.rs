@@ -32,6 +32,15 @@ impl Tree {
         self.p(&format!("sys/devices/pci0000:00/{ADAPTER}"))
     }
 
+    /// Sets the `open` of mdev `uuid` as the borrower shows a VMM's open
+    /// (`true`) or close.
+    pub fn set_mdev_open(&self, uuid: &str, open: bool) {
+        write(
+            &self.adapter().join(uuid).join("open"),
+            if open { "1\n" } else { "0\n" },
+        );
+    }
+
     /// Runs devlend against the tree.
     pub fn devlend(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_devlend"))
@@ -46,6 +55,7 @@ impl Tree {
         let d = self.adapter().join(uuid);
         write(&d.join("remote_device"), &format!("{remote}\n"));
         write(&d.join("state"), "idle\n");
+        write(&d.join("open"), "0\n");
         write(&d.join("remove"), "");
         symlink(
             format!("../mdev_supported_types/{mtype}"),
