@@ -240,8 +240,8 @@ static inline u8 dl_cap_virt_wmask(u8 id, u16 reg2, unsigned int rel)
  * @ext: the capability is an extended one.
  * @id: its id.
  * @off: offset in the capability.
- * @len: 2: the 16-bit register at @off; 0: every byte from @off to the
- *	capability's end.
+ * @len: 2 or 4: the register of that size at @off; 0: every byte from @off
+ *	to the capability's end.
  * @wmask: the writable bits (of each byte, with @len 0).
  */
 struct dl_cap_perm {
@@ -249,8 +249,25 @@ struct dl_cap_perm {
 	u16 id;
 	u8 off;
 	u8 len;
-	u16 wmask;
+	u32 wmask;
 };
+
+/* AER's error bits a borrower may write (status RW1C, mask, severity). */
+#define DL_AER_UNCOR_WMASK (PCI_ERR_UNC_UND | PCI_ERR_UNC_DLP | \
+			    PCI_ERR_UNC_SURPDN | PCI_ERR_UNC_POISON_TLP | \
+			    PCI_ERR_UNC_FCP | PCI_ERR_UNC_COMP_TIME | \
+			    PCI_ERR_UNC_COMP_ABORT | PCI_ERR_UNC_UNX_COMP | \
+			    PCI_ERR_UNC_RX_OVER | PCI_ERR_UNC_MALF_TLP | \
+			    PCI_ERR_UNC_ECRC | PCI_ERR_UNC_UNSUP | \
+			    PCI_ERR_UNC_ACSV | PCI_ERR_UNC_INTN | \
+			    PCI_ERR_UNC_MCBTLP | PCI_ERR_UNC_ATOMEG | \
+			    PCI_ERR_UNC_TLPPRE)
+#define DL_AER_COR_WMASK (PCI_ERR_COR_RCVR | PCI_ERR_COR_BAD_TLP | \
+			  PCI_ERR_COR_BAD_DLLP | PCI_ERR_COR_REP_ROLL | \
+			  PCI_ERR_COR_REP_TIMER | PCI_ERR_COR_ADV_NFAT | \
+			  PCI_ERR_COR_INTERNAL | PCI_ERR_COR_LOG_OVER)
+/* Only ECRC generation and checking: not the first-error pointer. */
+#define DL_AER_CAP_WMASK (PCI_ERR_CAP_ECRC_GENE | PCI_ERR_CAP_ECRC_CHKE)
 
 /**
  * dl_cap_perms() - a capability's permission table at the device.
@@ -259,9 +276,11 @@ struct dl_cap_perm {
  * @n: set to the number of rows.
  *
  * PCIe device control's safe bits (FLR is virtual: the lender resets);
- * vendor-specific capabilities and AER's registers, as vfio-pci allows
- * them. Every other capability is read-only at the device, virtual ones
- * (dl_cap_is_virtual()) included.
+ * vendor-specific capabilities; AER's defined error bits of its status,
+ * mask and severity registers and its ECRC enables, bit for bit as
+ * vfio-pci's init_pci_ext_cap_err_perm() (the header log, root port
+ * registers and reserved bits stay read-only). Every other capability is
+ * read-only at the device, virtual ones (dl_cap_is_virtual()) included.
  *
  * Return: the capability's rows, or NULL with *@n 0.
  */
@@ -272,7 +291,17 @@ static inline const struct dl_cap_perm *dl_cap_perms(bool ext, u16 id,
 	static const struct dl_cap_perm rows[] = {
 		{ false, PCI_CAP_ID_EXP, PCI_EXP_DEVCTL, 2, DL_DEVCTL_WMASK },
 		{ false, PCI_CAP_ID_VNDR, PCI_CAP_SIZEOF, 0, 0xff },
-		{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_UNCOR_STATUS, 0, 0xff },
+		{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_UNCOR_STATUS, 4,
+		  DL_AER_UNCOR_WMASK },
+		{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_UNCOR_MASK, 4,
+		  DL_AER_UNCOR_WMASK },
+		{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_UNCOR_SEVER, 4,
+		  DL_AER_UNCOR_WMASK },
+		{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_COR_STATUS, 4,
+		  DL_AER_COR_WMASK },
+		{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_COR_MASK, 4,
+		  DL_AER_COR_WMASK },
+		{ true, PCI_EXT_CAP_ID_ERR, PCI_ERR_CAP, 4, DL_AER_CAP_WMASK },
 		{ true, PCI_EXT_CAP_ID_VNDR, PCI_VNDR_HEADER, 0, 0xff },
 	};
 	unsigned int i, k;

@@ -57,10 +57,14 @@ static void dl_wmask_set(struct dl_lent *lent, unsigned int pos,
 	memset(lent->wmask + pos, mask, len);
 }
 
-static void dl_wmask_set16(struct dl_lent *lent, unsigned int pos, u16 mask)
+/* The mask of a little-endian register of @len bytes at @pos. */
+static void dl_wmask_set_reg(struct dl_lent *lent, unsigned int pos,
+			     unsigned int len, u32 mask)
 {
-	dl_wmask_set(lent, pos, 1, mask & 0xff);
-	dl_wmask_set(lent, pos + 1, 1, mask >> 8);
+	unsigned int i;
+
+	for (i = 0; i < len; i++)
+		dl_wmask_set(lent, pos + i, 1, (mask >> (8 * i)) & 0xff);
 }
 
 /* Bytes of a standard capability; @room (up to the next one) if unknown. */
@@ -118,7 +122,8 @@ static void dl_cfg_caps(struct dl_lent *lent, const struct dl_cap *caps,
 			if (p->off + p->len > len)
 				continue;
 			if (p->len)
-				dl_wmask_set16(lent, pos + p->off, p->wmask);
+				dl_wmask_set_reg(lent, pos + p->off, p->len,
+						 p->wmask);
 			else
 				dl_wmask_set(lent, pos + p->off, len - p->off,
 					     p->wmask);

@@ -272,11 +272,31 @@ static void test_std_cap_masks(void)
 	dl_lent_cfg_free(&lent);
 }
 
+/* The 32-bit register at @off has the writable bits @want. */
+static void check_mask32(unsigned int off, u32 want)
+{
+	u32 got = lent.wmask[off] | lent.wmask[off + 1] << 8 |
+		  lent.wmask[off + 2] << 16 | (u32)lent.wmask[off + 3] << 24;
+
+	if (got != want)
+		unit_fail(__FILE__, __LINE__,
+			  "wmask of the register at 0x%x = 0x%08x, want 0x%08x",
+			  off, got, want);
+}
+
 static void test_ext_cap_masks(void)
 {
 	init_device(true);
 	check_mask(0x100, 0x104, 0);	/* AER header */
-	check_mask(0x104, 0x150, 0xff);	/* AER registers */
+	/* AER: its defined error bits and ECRC enables, as vfio-pci. */
+	check_mask32(0x100 + PCI_ERR_UNCOR_STATUS, 0x03fff031);
+	check_mask32(0x100 + PCI_ERR_UNCOR_MASK, 0x03fff031);
+	check_mask32(0x100 + PCI_ERR_UNCOR_SEVER, 0x03fff031);
+	check_mask32(0x100 + PCI_ERR_COR_STATUS, 0x0000f1c1);
+	check_mask32(0x100 + PCI_ERR_COR_MASK, 0x0000f1c1);
+	check_mask32(0x100 + PCI_ERR_CAP, 0x00000140);
+	/* The header log and the root port's registers: read-only. */
+	check_mask(0x100 + PCI_ERR_HEADER_LOG, 0x150, 0);
 	check_mask(0x150, 0x190, 0);	/* SR-IOV: no new functions */
 	check_mask(0x190, 0x194, 0);	/* vendor header */
 	check_mask(0x194, PCI_CFG_SPACE_EXP_SIZE, 0xff);
@@ -500,6 +520,14 @@ static void test_write_caps(void)
 	CHECK_EQ(dl_lent_cfg_write(&lent, 0x100 + PCI_ERR_UNCOR_STATUS, 4,
 				   0x00100000), 0);
 	CHECK_EQ(nwrites, 2);
+	/* Not its reserved bits, first-error pointer or header log. */
+	CHECK_EQ(dl_lent_cfg_write(&lent, 0x100 + PCI_ERR_UNCOR_STATUS, 4,
+				   0x80000000), 1);
+	CHECK_EQ(dl_lent_cfg_write(&lent, 0x100 + PCI_ERR_CAP, 4, 0x1f), 1);
+	nwrites = 2;
+	CHECK_EQ(dl_lent_cfg_write(&lent, 0x100 + PCI_ERR_HEADER_LOG, 4,
+				   0xdeadbeef), 1);
+	CHECK_EQ(nwrites, 2);
 	CHECK_EQ(dl_lent_cfg_write(&lent, 0x150 + PCI_SRIOV_CTRL, 2,
 				   PCI_SRIOV_CTRL_VFE), 1);
 	CHECK_EQ(nwrites, 2);
@@ -566,7 +594,7 @@ static void test_shared_model(void)
 		 DL_DEVCTL_WMASK);
 	CHECK_EQ(n, 1);
 	CHECK(!(DL_DEVCTL_WMASK & PCI_EXP_DEVCTL_BCR_FLR));
-	CHECK(dl_cap_perms(true, PCI_EXT_CAP_ID_ERR, &n) && n == 1);
+	CHECK(dl_cap_perms(true, PCI_EXT_CAP_ID_ERR, &n) && n == 6);
 	CHECK(!dl_cap_perms(true, PCI_EXT_CAP_ID_SRIOV, &n) && !n);
 	/* Same id, other space: extended 0x10 is SR-IOV, read-only. */
 	CHECK(!dl_cap_perms(true, PCI_CAP_ID_EXP, &n) && !n);
