@@ -76,6 +76,8 @@ static const char *dl_remote_state_name(const struct dl_remote *r)
 		return "borrowed";
 	case DL_LENT_RETURNING:
 		return "returning";
+	case DL_LENT_FAILED:
+		return "failed";
 	}
 	return "unknown";
 }

@@ -95,7 +95,8 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	ret = dl_lent_reset(lent);
 	if (ret)
 		dev_warn_ratelimited(&pdev->dev,
-				     "lender: function reset failed: %d\n", ret);
+				     "lender: function reset failed: %d; device %u is lent to nobody until it is lent again\n",
+				     ret, lent->dev_id);
 	pci_load_saved_state(pdev, lent->saved);
 	pci_restore_state(pdev);
 	pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
@@ -105,7 +106,12 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	lent->borrower = DL_NO_HOST;
 	lent->borrower_inc = 0;
 	lent->fab = NULL;
-	lent->state = DL_LENT_AVAILABLE;
+	/*
+	 * A function that did not reset may still hold the last holder's
+	 * queues, data and DMA addresses: it goes to nobody else. Unlending
+	 * and lending it again (a new probe) is the administrator's call.
+	 */
+	lent->state = ret ? DL_LENT_FAILED : DL_LENT_AVAILABLE;
 	if (pdev->is_virtfn)
 		pci_clear_dev_assigned(pdev);
 	atomic_dec(&lent->slow_holds);
@@ -469,7 +475,8 @@ static ssize_t unlend_store(struct device_driver *drv, const char *buf,
 	}
 	lent = pci_get_drvdata(pdev);
 	mutex_lock(&lent->lock);
-	if (lent->state != DL_LENT_AVAILABLE && !force) {
+	if (lent->state != DL_LENT_AVAILABLE &&
+	    lent->state != DL_LENT_FAILED && !force) {
 		pci_info(pdev, "lender: device %u is borrowed by host %u; use \"%s force\"\n",
 			 lent->dev_id, lent->borrower, pci_name(pdev));
 		ret = -EBUSY;

@@ -333,6 +333,8 @@ static inline const char *dl_lent_state_name(enum dl_lent_state s)
 		return "borrowed";
 	case DL_LENT_RETURNING:
 		return "returning";
+	case DL_LENT_FAILED:
+		return "failed";
 	}
 	return "?";
 }

@@ -491,6 +491,13 @@ static int dl_serve_acquire(struct dl_lender_call *c)
 	struct dl_lent *lent = c->lent;
 	u32 peer = c->msg->peer;
 
+	if (lent->state == DL_LENT_FAILED) {
+		dl_lent_reject(lent, DL_REJ_BUSY);
+		dev_dbg_ratelimited(&lent->pdev->dev,
+				    "lender: host %u asked for device %u, whose reset failed\n",
+				    peer, lent->dev_id);
+		return -EBUSY;
+	}
 	if (lent->state != DL_LENT_AVAILABLE || lent->unlending) {
 		dl_lent_reject(lent, DL_REJ_BUSY);
 		dev_dbg_ratelimited(&lent->pdev->dev,

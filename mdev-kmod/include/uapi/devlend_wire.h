@@ -288,6 +288,8 @@ enum dl_lent_state {
 	DL_LENT_AVAILABLE = 0,	/* lent, nobody holds it */
 	DL_LENT_BORROWED = 1,	/* held by @borrower */
 	DL_LENT_RETURNING = 2,	/* being reset after release; soon available */
+	/* Its reset failed: lent to nobody until it is lent again. */
+	DL_LENT_FAILED = 3,
 };
 
 /* struct dl_dev_info.flags */

@@ -94,7 +94,7 @@ enum Cmd {
     Fabrics,
     /// Local PCI devices and their lending state.
     #[command(long_about = "Local PCI devices and their lending state.\n\n\
-        Lent devices show their dev_id, state (available, borrowed, returning), the \
+        Lent devices show their dev_id, state (available, borrowed, returning, failed), the \
         borrowing host, DMA bytes mapped and interrupt vectors. Bridges are left out \
         unless --all.")]
     Devices {
@@ -557,6 +557,15 @@ fn create_now(
         }
         match r.state.as_str() {
             "available" => {}
+            "failed" => {
+                return Err(CliError::busy(
+                    format!(
+                        "remote device {} ({}/{}) failed its reset on its lender",
+                        r.id, r.lender, r.name
+                    ),
+                    "its lender lends it to nobody until its administrator lends it again (`devlend unlend` then `devlend lend` there)",
+                ))
+            }
             "borrowed" | "returning" => eprintln!(
                 "devlend: note: remote device {} is {}{}; a VM cannot open the mdev until it is given back",
                 r.id,

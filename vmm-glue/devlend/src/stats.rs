@@ -83,7 +83,7 @@ pub struct LentStats {
     pub address: String,
     /// The lender's id for it.
     pub dev_id: u32,
-    /// available, borrowed or returning.
+    /// available, borrowed, returning or failed.
     pub state: String,
     /// Borrowing host id.
     pub borrower: Option<u32>,

@@ -99,7 +99,7 @@ pub struct LocalDevice {
     /// Part of the fabric itself (the adapter or a memory window, bound to
     /// the `devlend` driver): never to be lent.
     pub fabric: bool,
-    /// Lending state when lent: available, borrowed, returning.
+    /// Lending state when lent: available, borrowed, returning, failed (its reset failed).
     pub lent: Option<Lent>,
     /// For an SR-IOV virtual function: its physical function's address.
     pub physfn: Option<String>,
@@ -128,7 +128,7 @@ pub const FABRIC_DRIVER: &str = "devlend";
 pub struct Lent {
     /// The lender's id for it.
     pub dev_id: u32,
-    /// available, borrowed or returning.
+    /// available, borrowed, returning or failed.
     pub state: String,
     /// Borrowing host id.
     pub borrower: Option<u32>,
@@ -157,7 +157,7 @@ pub struct Remote {
     pub device: String,
     /// Class code.
     pub class: String,
-    /// available, borrowed, returning, gone ...
+    /// available, borrowed, returning, failed, gone ...
     pub state: String,
     /// Borrowing host id.
     pub borrower: Option<u32>,

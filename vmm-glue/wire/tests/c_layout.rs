@@ -271,6 +271,7 @@ fn rust_constants() -> Vec<(&'static str, u64)> {
         DL_LENT_AVAILABLE,
         DL_LENT_BORROWED,
         DL_LENT_RETURNING,
+        DL_LENT_FAILED,
         DL_DEV_F_MSIX,
         DL_DEV_F_MSI,
         DL_DEV_F_INTX,
