@@ -183,8 +183,11 @@ struct dl_fabric_msg {
 /*
  * A handler runs in the fabric's receive work, in process context, one
  * message at a time per fabric. It may sleep briefly (e.g. to respond) but
- * must never wait for another message from the fabric: nothing else is
- * received until it returns.
+ * must never wait for another message from the fabric, for a peer, or for
+ * a lock that is held across either: nothing else is received until it
+ * returns. So dl_fabric_send() from a handler does not wait for ring
+ * room: it fails with -EAGAIN, and the handler leaves the message to a
+ * work of its own.
  */
 typedef void (*dl_fabric_msg_fn)(struct dl_fabric *fab,
 				 const struct dl_fabric_msg *msg, void *priv);

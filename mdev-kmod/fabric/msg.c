@@ -248,7 +248,8 @@ EXPORT_SYMBOL_GPL(dl_fabric_unregister_handler);
  * @len: bytes at @data, at most dl_fabric_max_payload().
  *
  * Messages to one peer arrive in the order they were sent. Might sleep
- * (up to about a second while the peer's ring is full).
+ * (up to about a second while the peer's ring is full), except in a
+ * handler: there it fails with -EAGAIN at once, see dl_ring_send().
  *
  * Return: 0 once the message is in the peer's ring, -EINVAL for a bad
  * peer, or an error of dl_ring_send().

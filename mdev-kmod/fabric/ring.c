@@ -305,12 +305,15 @@ static void dl_ring_tx_write(struct dl_fabric *fab, struct dl_tx_ring *tx,
  * could otherwise be taken for that of a new request.
  *
  * If the ring is full (for requests and posted messages: half full, see
- * dl_ring_share()), waits for room for up to %DL_TX_FULL_WAIT_MS; but a
- * response from the receive work never waits: the receive work takes a
+ * dl_ring_share()), waits for room for up to %DL_TX_FULL_WAIT_MS; but
+ * nothing sent from the receive work waits. The receive work takes a
  * peer's messages only while there is room for the answers
  * (dl_ring_rx_peer()), so a response that finds none is owed to a peer
- * that does not take its answers, and waiting for it would hold up every
- * other peer. Might sleep.
+ * that does not take its answers; and a posted message a handler sends
+ * (a hello answered, an interrupt fired again) finds none only when that
+ * peer holds its consumer index back. Waiting for either would hold up
+ * every other peer, a second per message: the handler is told -EAGAIN
+ * and leaves the send to a work of its own. Might sleep.
  *
  * Return: 0, -EMSGSIZE if the payload does not fit a slot, -ENOTCONN if
  * the peer is not up or (a response) no longer the incarnation that
@@ -321,8 +324,7 @@ int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		 u64 *bound_inc)
 {
 	unsigned long deadline = jiffies + msecs_to_jiffies(DL_TX_FULL_WAIT_MS);
-	bool nowait = (flags & DL_MSG_F_RESPONSE) &&
-		      current_work() == &fab->rx_work;
+	bool nowait = current_work() == &fab->rx_work;
 	struct dl_tx_ring *tx = &peer->tx;
 	unsigned long irqflags;
 	bool waited = false;

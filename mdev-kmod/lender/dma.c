@@ -544,11 +544,20 @@ void dl_lent_fault_work(struct work_struct *work)
 	struct dl_fabric *fab;
 	u32 peer;
 
+	/*
+	 * Under the lock, which keeps the fabric alive (a take-back clears
+	 * lent->fab under it before the fabric goes), so without waiting
+	 * for ring room: the receive work takes this lock for every request
+	 * about the device. A report that finds no room is dropped (the
+	 * lender's log keeps it); it tells the holder nothing it must act
+	 * on.
+	 */
 	mutex_lock(&lent->lock);
 	fab = lent->fab;
 	peer = lent->borrower;
 	if (fab && peer != DL_NO_HOST && !lent->dead)
-		dl_fabric_send(fab, peer, DL_MSG_DEV_FAULT, &f, sizeof(f));
+		dl_fabric_send_atomic(fab, peer, DL_MSG_DEV_FAULT, &f,
+				      sizeof(f));
 	mutex_unlock(&lent->lock);
 	dev_warn_ratelimited(&lent->pdev->dev, "lender: IOMMU blocked a DMA %s IOVA %#llx\n",
 			     f.flags ? "write to" : "read from",

@@ -132,8 +132,13 @@ void dl_lent_intx_eoi(struct dl_lent *lent)
 		lent->intx_masked = refire;
 	}
 	spin_unlock_irq(&lent->intx_lock);
+	/*
+	 * Relayed by the handler's thread, as if it had fired: this runs in
+	 * the receive work too (an unmask, a config write, a BAR access),
+	 * which must not wait for room in the holder's ring.
+	 */
 	if (refire)
-		dl_lent_irq_thread(lent->vecs[0].irq, &lent->vecs[0]);
+		irq_wake_thread(lent->vecs[0].irq, &lent->vecs[0]);
 }
 
 /**

@@ -72,7 +72,10 @@ struct dl_ntbe_peer {
  * @peers: by host id.
  * @db_pending: by host id: doorbell bits rung while the ring to that
  *	host was full, sent by @db_work (doorbell bits latch; none is lost).
- * @db_work: sends @db_pending.
+ * @hello_owed: bit host id: that host asked for our hello and
+ *	translations; sent by @db_work, not by the handler, which must not
+ *	wait for ring room.
+ * @db_work: sends @db_pending and @hello_owed.
  * @db_rx: doorbell messages received.
  * @rej: messages refused (malformed, out of range, unknown sender).
  * @msgs_dropped: messages that found their register full.
@@ -98,6 +101,7 @@ struct dl_ntbe {
 	u64 msg_mask;
 	struct dl_ntbe_peer peers[DL_MAX_HOSTS];
 	u64 db_pending[DL_MAX_HOSTS];
+	u64 hello_owed;
 	struct delayed_work db_work;
 	u64 db_rx;
 	u64 rej;
@@ -128,6 +132,7 @@ static inline bool dl_ntbe_pidx_ok(const struct dl_ntbe *ne, int pidx)
 /* main.c */
 void dl_ntbe_link_update(struct dl_ntbe *ne);
 int dl_ntbe_hello(struct dl_ntbe *ne, u32 host, u32 flags, bool atomic);
+int dl_ntbe_answer_hello(struct dl_ntbe *ne, u32 host);
 
 /* ops.c */
 extern const struct ntb_dev_ops dl_ntbe_ops;

@@ -121,12 +121,15 @@ static void dl_ntbe_reject(struct dl_ntbe *ne, const struct dl_fabric_msg *msg)
 			    msg->type, msg->peer);
 }
 
-/* Send a peer the translations we hold for it (it just said hello). */
-static void dl_ntbe_send_trans(struct dl_ntbe *ne, u32 host)
+/*
+ * Send a peer the translations we hold for it (it just said hello),
+ * without waiting for ring room. Return: 0 or the first error.
+ */
+static int dl_ntbe_send_trans(struct dl_ntbe *ne, u32 host)
 {
 	struct dl_ntbe_mw in[DL_NTB_MWS];
 	unsigned long flags;
-	int w;
+	int w, ret;
 
 	spin_lock_irqsave(&ne->lock, flags);
 	memcpy(in, ne->peers[host].in, sizeof(in));
@@ -138,10 +141,43 @@ static void dl_ntbe_send_trans(struct dl_ntbe *ne, u32 host)
 			.size = cpu_to_le64(in[w].size),
 		};
 
-		if (in[w].size)
-			dl_fabric_send(ne->fab, host, DL_MSG_NTB_MW, &m,
-				       sizeof(m));
+		if (!in[w].size)
+			continue;
+		ret = dl_fabric_send_atomic(ne->fab, host, DL_MSG_NTB_MW, &m,
+					    sizeof(m));
+		if (ret)
+			return ret;
 	}
+	return 0;
+}
+
+/**
+ * dl_ntbe_answer_hello() - send a host that asked our hello and the
+ *	translations we hold for it, without waiting for ring room.
+ * @ne: the port.
+ * @host: the host.
+ *
+ * Both are states, not events: sending them again is harmless, so a
+ * partial send is simply retried whole.
+ *
+ * Return: 0, or -EAGAIN if the host's ring had no room (try again later),
+ * or another error of the send (the host is gone: its own hello will ask
+ * again when it is back).
+ */
+int dl_ntbe_answer_hello(struct dl_ntbe *ne, u32 host)
+{
+	unsigned long flags;
+	bool on;
+	int ret;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	on = ne->link_on;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	ret = dl_ntbe_hello(ne, host, DL_NTB_F_PRESENT |
+			    (on ? DL_NTB_F_LINK : 0), true);
+	if (!ret)
+		ret = dl_ntbe_send_trans(ne, host);
+	return ret;
 }
 
 static void dl_ntbe_rx_hello(struct dl_fabric *fab,
@@ -151,7 +187,6 @@ static void dl_ntbe_rx_hello(struct dl_fabric *fab,
 	struct dl_ntbe *ne = priv;
 	struct dl_ntbe_peer *p;
 	unsigned long flags;
-	bool on;
 	u32 f;
 
 	if (!dl_ntbe_msg_ok(ne, msg, sizeof(*h)))
@@ -163,13 +198,16 @@ static void dl_ntbe_rx_hello(struct dl_fabric *fab,
 	p->link = p->present && (f & DL_NTB_F_LINK);
 	if (!p->present)
 		memset(p->out, 0, sizeof(p->out));
-	on = ne->link_on;
+	/*
+	 * The answer is the work's to send: a peer that holds its consumer
+	 * index back would keep a handler waiting for room, and with it
+	 * every other peer's messages.
+	 */
+	if (f & DL_NTB_F_ASK)
+		ne->hello_owed |= BIT_ULL(msg->peer);
 	spin_unlock_irqrestore(&ne->lock, flags);
-	if (f & DL_NTB_F_ASK) {
-		dl_ntbe_hello(ne, msg->peer, DL_NTB_F_PRESENT |
-			      (on ? DL_NTB_F_LINK : 0), false);
-		dl_ntbe_send_trans(ne, msg->peer);
-	}
+	if (f & DL_NTB_F_ASK)
+		mod_delayed_work(system_wq, &ne->db_work, 0);
 	dl_ntbe_link_update(ne);
 }
 
@@ -400,6 +438,7 @@ static void dl_ntbe_peer_event(struct dl_fabric *fab, void *ctx,
 		p->link = false;
 		memset(p->out, 0, sizeof(p->out));
 		ne->db_pending[peer] = 0;
+		ne->hello_owed &= ~BIT_ULL(peer);
 	}
 	on = ne->link_on;
 	spin_unlock_irqrestore(&ne->lock, flags);

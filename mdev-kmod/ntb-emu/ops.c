@@ -381,8 +381,32 @@ static int dl_ntbe_peer_db_set(struct ntb_dev *ntb, u64 bits)
 	return 0;
 }
 
+/* Answer the hellos that asked; keep those whose ring had no room. */
+static void dl_ntbe_send_owed_hellos(struct dl_ntbe *ne)
+{
+	unsigned long flags;
+	u64 owed;
+	u32 host;
+
+	spin_lock_irqsave(&ne->lock, flags);
+	owed = ne->hello_owed;
+	ne->hello_owed = 0;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	for (host = 0; host < ne->hosts; host++) {
+		if (!(owed & BIT_ULL(host)) ||
+		    dl_ntbe_answer_hello(ne, host) != -EAGAIN)
+			continue;
+		spin_lock_irqsave(&ne->lock, flags);
+		ne->hello_owed |= BIT_ULL(host);
+		spin_unlock_irqrestore(&ne->lock, flags);
+		queue_delayed_work(system_wq, &ne->db_work,
+				   msecs_to_jiffies(10));
+	}
+}
+
 /**
- * dl_ntbe_db_work() - send the doorbell bits that found a ring full.
+ * dl_ntbe_db_work() - send the doorbell bits that found a ring full, and
+ *	the hellos peers asked for.
  * @work: &dl_ntbe.db_work.
  */
 void dl_ntbe_db_work(struct work_struct *work)
@@ -394,6 +418,7 @@ void dl_ntbe_db_work(struct work_struct *work)
 	u64 bits;
 	u32 host;
 
+	dl_ntbe_send_owed_hellos(ne);
 	for (host = 0; host < ne->hosts; host++) {
 		spin_lock_irqsave(&ne->lock, flags);
 		bits = ne->db_pending[host];
