@@ -1483,6 +1483,12 @@ struct Fuzzer<'a> {
     last_beat: Instant,
     last_activity: Instant,
     bell: Option<OwnedFd>,
+    /// The ivshmem server connection the doorbell came from, kept until
+    /// the fuzzer is done (closing it lets the host's new QEMU connect).
+    _bell_stream: Option<UnixStream>,
+    /// The status of each response by request id, when someone wants them
+    /// (the churn mode).
+    statuses: Option<HashMap<u64, u32>>,
 }
 
 impl Fuzzer<'_> {
@@ -1531,6 +1537,9 @@ impl Fuzzer<'_> {
 
     fn response(&mut self, t: u16, status: u32, req_id: u64) {
         *self.report.responses.entry(status).or_default() += 1;
+        if let Some(st) = &mut self.statuses {
+            st.insert(req_id, status);
+        }
         let Some(pos) = self.pending.iter().position(|p| p.req_id == req_id) else {
             self.report.unexpected_responses += 1;
             return;
@@ -1686,8 +1695,260 @@ impl Fuzzer<'_> {
     }
 }
 
-/// Runs the fuzzer; the report of what was sent and seen.
-pub fn run(opts: &Options) -> anyhow::Result<Report> {
+// ---------------------------------------------------------------------------
+// The churn mode: a well-formed holder that costs the lender page tables.
+
+/// What the churn mode does (see [`churn`]).
+#[derive(Debug, Clone)]
+pub struct ChurnOptions {
+    /// The lent device to take.
+    pub dev_id: u32,
+    /// Rounds: round k maps one page at IOVA k << 21 and unmaps it.
+    pub rounds: u64,
+}
+
+/// The IOVA of churn round `k`: a 2 MiB region of its own each round, so
+/// that each round needs a leaf page table of its own in the lender's
+/// IOMMU domain.
+pub fn churn_iova(k: u64) -> u64 {
+    k << 21
+}
+
+/// Borrower pages the churn mode maps (in the dead peer's low RAM, which
+/// its window shows): one kept mapped at IOVA 0 for the whole run (so the
+/// lender's domain is never empty meanwhile), one mapped and unmapped again
+/// and again.
+const CHURN_ANCHOR_ADDR: u64 = 16 << 20;
+const CHURN_PAGE_ADDR: u64 = (16 << 20) + PAGE;
+/// Requests in flight at most.
+const CHURN_WINDOW: usize = 32;
+/// How long the lender may take to answer one request (a release resets
+/// the device first).
+const CHURN_ANSWER: Duration = Duration::from_secs(120);
+
+impl Fuzzer<'_> {
+    /// Answers the target's requests (as the fuzzer does, with random
+    /// payloads), while there is room.
+    fn answer_target(&mut self) {
+        let mut slot = vec![0u8; self.rings.slot_size];
+        while self.free_slots() > 0 {
+            let Some((t, id)) = self.answers.pop_front() else {
+                break;
+            };
+            self.gen.answer(&mut slot, t, id);
+            self.put(&slot);
+        }
+    }
+
+    /// Keeps the peer alive and takes what the target sent; answers its
+    /// requests.
+    fn tend(&mut self) -> anyhow::Result<()> {
+        self.keep_alive();
+        self.drain_rx()?;
+        if !self.answers.is_empty() {
+            self.rings.check_bound()?;
+            self.answer_target();
+            self.publish()?;
+        }
+        Ok(())
+    }
+
+    /// Writes one well-formed request of type `t` with payload `p`, once
+    /// there is room; its id.
+    fn request(&mut self, t: u16, p: &[u8]) -> anyhow::Result<u64> {
+        let t0 = Instant::now();
+        while self.free_slots() == 0 {
+            self.tend()?;
+            if self.last_activity.elapsed() > Duration::from_millis(20) {
+                self.publish()?;
+                self.last_activity = Instant::now();
+            }
+            ensure!(
+                t0.elapsed() < CHURN_ANSWER,
+                "no room in the ring to the target for {CHURN_ANSWER:?}"
+            );
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        let mut slot = vec![0u8; self.rings.slot_size];
+        let id = self.gen.next_req();
+        self.gen.hdr(&mut slot, t, p.len(), 0, id);
+        slot[DL_MSG_HDR_SIZE..DL_MSG_HDR_SIZE + p.len()].copy_from_slice(p);
+        self.rings.check_bound()?;
+        self.put(&slot);
+        self.publish()?;
+        self.last_activity = Instant::now();
+        Ok(id)
+    }
+
+    /// Waits for the answer to request `id`; its status.
+    fn status_of(&mut self, id: u64) -> anyhow::Result<u32> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.statuses.as_mut().and_then(|m| m.remove(&id)) {
+                return Ok(st);
+            }
+            self.tend()?;
+            if self.last_activity.elapsed() > Duration::from_millis(50) {
+                // A doorbell, in case the target missed one.
+                self.publish()?;
+                self.last_activity = Instant::now();
+            }
+            ensure!(
+                t0.elapsed() < CHURN_ANSWER,
+                "no answer to request {id:#x} within {CHURN_ANSWER:?}"
+            );
+            std::thread::sleep(Duration::from_micros(300));
+        }
+    }
+
+    /// Keeps the peer alive until `go()`, or at most `limit`.
+    fn idle_until(&mut self, go: &dyn Fn() -> bool, limit: Duration) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        while !go() {
+            self.tend()?;
+            ensure!(t0.elapsed() < limit, "not told to go on within {limit:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+}
+
+fn dev_ref_payload(dev: u32) -> Vec<u8> {
+    let mut p = dev.to_le_bytes().to_vec();
+    p.extend_from_slice(&0u32.to_le_bytes());
+    p
+}
+
+fn dma_map_payload(dev: u32, iova: u64, addr: u64, len: u64) -> Vec<u8> {
+    let mut p = dev.to_le_bytes().to_vec();
+    p.extend_from_slice(&1u32.to_le_bytes());
+    for v in [iova, addr, len] {
+        p.extend_from_slice(&v.to_le_bytes());
+    }
+    p
+}
+
+fn dma_unmap_payload(dev: u32, iova: u64, len: u64) -> Vec<u8> {
+    let mut p = dev.to_le_bytes().to_vec();
+    p.extend_from_slice(&0u32.to_le_bytes());
+    p.extend_from_slice(&iova.to_le_bytes());
+    p.extend_from_slice(&len.to_le_bytes());
+    p
+}
+
+/// The churn mode (issue 26): as the dead peer, takes device `co.dev_id`,
+/// keeps one page mapped at IOVA 0, then for k = 1..=rounds maps one page
+/// at [`churn_iova`]`(k)` and unmaps it again: each round a little memory
+/// for the lender's IOMMU page tables, which only a budget on them bounds.
+/// Prints `CHURN-HELD <json>` and keeps the device (and the peer alive)
+/// until `go("release")`; then releases it, prints `CHURN-RELEASED <json>`
+/// and keeps the peer alive until `go("quit")`. Fails if the acquire, the
+/// first map or the release is refused.
+pub fn churn(
+    opts: &Options,
+    co: &ChurnOptions,
+    go: &dyn Fn(&str) -> bool,
+) -> anyhow::Result<serde_json::Value> {
+    let att = attach(opts)?;
+    let mut fz = fuzzer(&att, opts)?;
+    fz.statuses = Some(HashMap::new());
+    let dev = co.dev_id;
+
+    let st = fz.request(T_ACQUIRE, &dev_ref_payload(dev))?;
+    let st = fz.status_of(st)?;
+    ensure!(st == S_OK, "acquire of device {dev} answered {st}");
+    let id = fz.request(T_DMA_MAP, &dma_map_payload(dev, 0, CHURN_ANCHOR_ADDR, PAGE))?;
+    let st = fz.status_of(id)?;
+    ensure!(st == S_OK, "the anchor map at IOVA 0 was answered {st}");
+
+    let t0 = Instant::now();
+    let (mut maps_ok, mut maps_refused, mut unmaps_ok, mut unmaps_refused) = (0u64, 0, 0, 0);
+    let mut first_refused = None;
+    let mut statuses: HashMap<u32, u64> = HashMap::new();
+    let mut inflight: VecDeque<(u64, bool, u64)> = VecDeque::new();
+    let mut take = |fz: &mut Fuzzer, (id, map, k): (u64, bool, u64)| -> anyhow::Result<()> {
+        let st = fz.status_of(id)?;
+        *statuses.entry(st).or_default() += 1;
+        match (map, st == S_OK) {
+            (true, true) => maps_ok += 1,
+            (true, false) => {
+                maps_refused += 1;
+                first_refused.get_or_insert(k);
+            }
+            (false, true) => unmaps_ok += 1,
+            (false, false) => unmaps_refused += 1,
+        }
+        Ok(())
+    };
+    for k in 1..=co.rounds {
+        let iova = churn_iova(k);
+        let id = fz.request(
+            T_DMA_MAP,
+            &dma_map_payload(dev, iova, CHURN_PAGE_ADDR, PAGE),
+        )?;
+        inflight.push_back((id, true, k));
+        let id = fz.request(T_DMA_UNMAP, &dma_unmap_payload(dev, iova, PAGE))?;
+        inflight.push_back((id, false, k));
+        while inflight.len() >= CHURN_WINDOW {
+            let r = inflight.pop_front().expect("in flight");
+            take(&mut fz, r)?;
+        }
+        if opts.verbose && k % 256 == 0 {
+            eprintln!(
+                "  churn: {k} rounds, {:.0}/s",
+                k as f64 / t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+    while let Some(r) = inflight.pop_front() {
+        take(&mut fz, r)?;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let statuses: serde_json::Map<String, serde_json::Value> = statuses
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let mut report = json!({
+        "dev_id": dev,
+        "rounds": co.rounds,
+        "maps_ok": maps_ok,
+        "maps_refused": maps_refused,
+        "first_refused": first_refused,
+        "unmaps_ok": unmaps_ok,
+        "unmaps_refused": unmaps_refused,
+        "statuses": statuses,
+        "secs": secs,
+    });
+    println!("CHURN-HELD {report}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    fz.idle_until(&|| go("release"), Duration::from_secs(600))?;
+
+    let id = fz.request(T_RELEASE, &dev_ref_payload(dev))?;
+    let st = fz.status_of(id)?;
+    report["release_status"] = json!(st);
+    ensure!(st == S_OK, "the release of device {dev} was answered {st}");
+    println!("CHURN-RELEASED {report}");
+    let _ = std::io::stdout().flush();
+    fz.idle_until(&|| go("quit"), Duration::from_secs(600))?;
+    fz.rings.beat();
+    Ok(report)
+}
+
+/// The shared memory of the impersonated peer and its target, mapped and
+/// checked: the control area and both inboxes.
+struct Attachment {
+    area: Mapped,
+    layout: CtlLayout,
+    target_inbox: Mapped,
+    peer_inbox: Mapped,
+    target_info: HostInfo,
+    peer_info: HostInfo,
+}
+
+/// Maps what the fuzzer writes and reads, after checking that the peer is
+/// dead but still says UP and the target has a ring pair bound to it.
+fn attach(opts: &Options) -> anyhow::Result<Attachment> {
     let (area, layout) = open_ctl(&opts.ctl)?;
     let (t, b) = (opts.target, opts.peer);
     let peer_info = read_host(&area, &layout, b)?;
@@ -1708,14 +1969,29 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         target_info.incarnation,
         peer_info.bound_to(t).unwrap_or(0)
     );
-    let epoch = peer_info.incarnation as u32;
     let target_inbox = open_inbox(&opts.target_ram, &layout, &target_info)?;
     let peer_inbox = open_inbox(&opts.peer_ram, &layout, &peer_info)?;
+    Ok(Attachment {
+        area,
+        layout,
+        target_inbox,
+        peer_inbox,
+        target_info,
+        peer_info,
+    })
+}
+
+/// A fuzzer on the rings of `att`, bound, with the target's doorbell (if
+/// asked), continuing after what the dead host left in its ring.
+fn fuzzer<'a>(att: &'a Attachment, opts: &Options) -> anyhow::Result<Fuzzer<'a>> {
+    let (layout, target_info, peer_info) = (&att.layout, &att.target_info, &att.peer_info);
+    let (t, b) = (opts.target, opts.peer);
+    let epoch = peer_info.incarnation as u32;
     let host = layout.host_offset(b)?;
     let rings = Rings {
-        area: &area,
-        target_inbox: &target_inbox,
-        peer_inbox: &peer_inbox,
+        area: &att.area,
+        target_inbox: &att.target_inbox,
+        peer_inbox: &att.peer_inbox,
         slots: layout.ring_slots(),
         slot_size: layout.slot_size() as usize,
         tx_entry: layout.inbox_entry_offset(b)?,
@@ -1793,6 +2069,8 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
         last_beat: Instant::now(),
         last_activity: Instant::now(),
         bell: bell.as_ref().map(|(_, fd)| fd.try_clone()).transpose()?,
+        _bell_stream: bell.map(|(stream, _)| stream),
+        statuses: None,
         rings,
     };
 
@@ -1815,6 +2093,13 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     fz.drain_rx()?;
     // Answers to the target's requests made before we came.
     fz.answers.clear();
+    Ok(fz)
+}
+
+/// Runs the fuzzer; the report of what was sent and seen.
+pub fn run(opts: &Options) -> anyhow::Result<Report> {
+    let att = attach(opts)?;
+    let mut fz = fuzzer(&att, opts)?;
 
     let corrupt_every = (opts.messages / (u64::from(opts.corruptions) + 1)).max(1);
     let mut next_corrupt = corrupt_every;
@@ -1886,7 +2171,6 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     fz.report.missing_responses += fz.pending.len() as u64;
     fz.report.expected = fz.model.exp.clone();
     fz.rings.beat();
-    drop(bell);
     Ok(fz.report)
 }
 

@@ -18,6 +18,13 @@
 //! target's messages while it sends on, until the target holds its
 //! messages back for want of room for their answers.
 //!
+//! `--churn N` (with one `--dev-id`): instead of fuzzing, hold that device
+//! and map and unmap one page at a new 2 MiB-aligned IOVA N times
+//! (`peerfuzz::churn`); prints `CHURN-HELD <json>`, then releases the
+//! device when a line `release` comes on stdin, prints `CHURN-RELEASED
+//! <json>`, and exits at `quit` (or the end of stdin), keeping the peer
+//! alive meanwhile.
+//!
 //! The peer must be a host whose slot says UP but whose QEMU is gone (killed):
 //! the fuzzer keeps its heartbeat moving. With `--doorbell-sock` (the ivshmem
 //! server's socket of that host) it rings the target's doorbell. `--json`
@@ -25,6 +32,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use devlend_vmtests::peerfuzz::{self, Options};
@@ -32,10 +41,10 @@ use devlend_vmtests::peerfuzz::{self, Options};
 fn usage() -> &'static str {
     "usage: devlend-fuzz-peer --ctl FILE --target ID --target-ram FILE --peer ID \
      --peer-ram FILE [--doorbell-sock SOCK] [--messages N] [--seed S] [--dev-id ID]... \
-     [--corruptions N] [--deaf-phases N] [--json] [-v]"
+     [--corruptions N] [--deaf-phases N] [--json] [--churn N] [-v]"
 }
 
-fn parse() -> anyhow::Result<(Options, bool)> {
+fn parse() -> anyhow::Result<(Options, bool, Option<u64>)> {
     let mut ctl = None;
     let mut target = None;
     let mut target_ram = None;
@@ -56,6 +65,7 @@ fn parse() -> anyhow::Result<(Options, bool)> {
         verbose: false,
     };
     let mut json = false;
+    let mut churn = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || {
@@ -75,6 +85,7 @@ fn parse() -> anyhow::Result<(Options, bool)> {
             "--corruptions" => opts.corruptions = val()?.parse().context("--corruptions")?,
             "--deaf-phases" => opts.deaf_phases = val()?.parse().context("--deaf-phases")?,
             "--json" => json = true,
+            "--churn" => churn = Some(val()?.parse().context("--churn")?),
             "-v" | "--verbose" => opts.verbose = true,
             "-h" | "--help" => {
                 println!("{}", usage());
@@ -95,7 +106,46 @@ fn parse() -> anyhow::Result<(Options, bool)> {
     if opts.target_ram == opts.peer_ram {
         bail!("--target-ram and --peer-ram must differ");
     }
-    Ok((opts, json))
+    if churn.is_some() && opts.dev_ids.len() != 1 {
+        bail!("--churn needs exactly one --dev-id");
+    }
+    Ok((opts, json, churn))
+}
+
+/// The churn mode, told by lines on stdin when to release and quit.
+fn run_churn(opts: &Options, rounds: u64) -> ExitCode {
+    let release = Arc::new(AtomicBool::new(false));
+    let quit = Arc::new(AtomicBool::new(false));
+    {
+        let (release, quit) = (release.clone(), quit.clone());
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lines() {
+                match line.as_deref().map(str::trim) {
+                    Ok("release") => release.store(true, Ordering::SeqCst),
+                    Ok("quit") => break,
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            release.store(true, Ordering::SeqCst);
+            quit.store(true, Ordering::SeqCst);
+        });
+    }
+    let co = peerfuzz::ChurnOptions {
+        dev_id: opts.dev_ids[0],
+        rounds,
+    };
+    let go = |stage: &str| match stage {
+        "release" => release.load(Ordering::SeqCst),
+        _ => quit.load(Ordering::SeqCst),
+    };
+    match peerfuzz::churn(opts, &co, &go) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("devlend-fuzz-peer: churn: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn parse_u64(s: &str) -> anyhow::Result<u64> {
@@ -106,13 +156,20 @@ fn parse_u64(s: &str) -> anyhow::Result<u64> {
 }
 
 fn main() -> ExitCode {
-    let (opts, json) = match parse() {
+    let (opts, json, churn) = match parse() {
         Ok(v) => v,
         Err(e) => {
             eprintln!("devlend-fuzz-peer: {e:#}");
             return ExitCode::from(2);
         }
     };
+    if let Some(rounds) = churn {
+        println!(
+            "churning device {} of host {} as host {}: {rounds} rounds",
+            opts.dev_ids[0], opts.target, opts.peer
+        );
+        return run_churn(&opts, rounds);
+    }
     println!(
         "fuzzing host {} as host {}: {} messages, seed {:#x}",
         opts.target, opts.peer, opts.messages, opts.seed

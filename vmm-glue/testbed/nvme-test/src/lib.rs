@@ -25,6 +25,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 use devlend_vfio::pci;
 use devlend_vfio::VFIO_PCI_BAR0_REGION_INDEX as BAR0;
+use devlend_vfio::VFIO_PCI_CONFIG_REGION_INDEX;
 use devlend_vfio::{RemoteDevice, VfioBackend};
 
 /// The memory page size the driver gives the controller: CC.MPS = 0, so
@@ -181,6 +182,11 @@ pub struct NvmeConfig {
     pub io_size: u32,
     /// How long to wait for the controller or a completion.
     pub timeout: Duration,
+    /// Enable MSI-X while memory decode is off, and turn decode on again
+    /// afterwards, as a guest may: the MSI-X table lies in a BAR, so
+    /// whoever programs it behind the guest's back (a lender, vfio-pci)
+    /// must see to decode itself, or the vectors never fire.
+    pub msix_decode_off: bool,
 }
 
 impl Default for NvmeConfig {
@@ -190,6 +196,7 @@ impl Default for NvmeConfig {
             queue_depth: 8,
             io_size: 4096,
             timeout: Duration::from_secs(10),
+            msix_decode_off: false,
         }
     }
 }
@@ -507,7 +514,13 @@ impl<B: VfioBackend> Nvme<B> {
         dev.map_guest_memory(&mem)?;
         dev.enable_bus_master()?;
         let vectors = dev.msix_count().min(2);
+        if cfg.msix_decode_off {
+            Self::set_memory_decode(&dev, false)?;
+        }
         dev.enable_msix(vectors.max(1))?;
+        if cfg.msix_decode_off {
+            Self::set_memory_decode(&dev, true)?;
+        }
         let io_vector = if vectors >= 2 { 1 } else { 0 };
         let mut nvme = Nvme {
             dev,
@@ -532,6 +545,18 @@ impl<B: VfioBackend> Nvme<B> {
             io_vector,
         ));
         Ok(nvme)
+    }
+
+    /// Sets or clears Memory Space Enable in the command register.
+    fn set_memory_decode(dev: &RemoteDevice<B>, on: bool) -> NvmeResult<()> {
+        let cfg = VFIO_PCI_CONFIG_REGION_INDEX;
+        let cmd = dev.read_u16(cfg, pci::COMMAND)?;
+        let cmd = if on {
+            cmd | pci::COMMAND_MEMORY
+        } else {
+            cmd & !pci::COMMAND_MEMORY
+        };
+        Ok(dev.write_u16(cfg, pci::COMMAND, cmd)?)
     }
 
     /// Writes every slot's PRP list page and keeps its PRP1 and PRP2, once:

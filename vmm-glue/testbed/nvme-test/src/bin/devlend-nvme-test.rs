@@ -115,6 +115,17 @@ struct Args {
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Enable MSI-X while memory decode is off (cleared in the command
+    /// register first, set again right after), as a guest may; the
+    /// vectors must work all the same.
+    #[arg(long)]
+    msix_decode_off: bool,
+    /// After setting the device up (DMA memory, bus master, MSI-X,
+    /// controller enabled), and before the first command, wait until this
+    /// file exists (at most 600 s); prints "waiting before I/O" when it
+    /// starts to wait.
+    #[arg(long)]
+    wait_before_io: Option<PathBuf>,
     /// After the I/O, keep the device open (borrowed) until this file
     /// exists (at most 600 s, or until the host asks for the device back);
     /// prints "holding" when it starts to wait.
@@ -697,6 +708,7 @@ fn run_device(
         queue_depth: args.queue_depth,
         io_size: args.io_size,
         timeout: Duration::from_secs(args.timeout),
+        msix_decode_off: args.msix_decode_off,
     };
     // Before `nvme`, so dropped after it (see `P2pTarget::map`).
     let p2p = args
@@ -706,6 +718,11 @@ fn run_device(
         .transpose()
         .map_err(Failure::Setup)?;
     let mut nvme = Nvme::new(dev, cfg).map_err(Failure::Setup)?;
+    if let Some(flag) = &args.wait_before_io {
+        wait_for(flag, "waiting before I/O", &|| {
+            notes.req.load(Ordering::SeqCst) > 0
+        })?;
+    }
     let identity = nvme.identify_and_setup().map_err(Failure::Setup)?;
     if !args.json {
         println!(
@@ -866,8 +883,14 @@ fn run_device(
 /// Keeps the device (open in the caller) until `flag` exists, the host
 /// asks for it back, or HOLD_MAX passes.
 fn hold_until(flag: &std::path::Path, stop: &dyn Fn() -> bool) -> Result<(), Failure> {
+    wait_for(flag, "holding the device", stop)
+}
+
+/// Prints "`what` until `flag` exists" and waits for that, the host asking
+/// for the device back, or HOLD_MAX.
+fn wait_for(flag: &std::path::Path, what: &str, stop: &dyn Fn() -> bool) -> Result<(), Failure> {
     use std::io::Write;
-    println!("holding the device until {} exists", flag.display());
+    println!("{what} until {} exists", flag.display());
     let _ = std::io::stdout().flush();
     let t0 = Instant::now();
     while !flag.exists() && !stop() {
