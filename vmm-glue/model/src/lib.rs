@@ -89,6 +89,12 @@ pub struct Params {
     /// The lender may restart after its device was removed (or while it
     /// is being removed); else only while it lends it.
     pub restart_after_removal: bool,
+    /// Explore `dl_serve_acquire()`'s second read of the link (commit
+    /// b8d0286) finding the borrower down after the holder was named: the
+    /// device is marked for take-back and the request answered -EINVAL,
+    /// sent when the receive work gets to it, if the link is up by then.
+    /// Off by default: it shows a race (docs/model.md).
+    pub acquire_race: bool,
 }
 
 impl Params {
@@ -104,6 +110,7 @@ impl Params {
             allowed_hosts: false,
             unload: true,
             restart_after_removal: false,
+            acquire_race: false,
         }
     }
 
@@ -294,6 +301,9 @@ pub struct Lender {
     pub sees_borrower: bool,
     /// The lent device (dev_id 1), `None` once removed.
     pub dev: Option<Dev>,
+    /// An answer the receive work has yet to send (only with
+    /// [`Params::acquire_race`]), and who waits for it.
+    pub outbox: Option<(Option<Slot>, Ret)>,
 }
 
 /// The borrower fabric's view of the lender (fabric/peer.c).
@@ -555,6 +565,14 @@ pub enum Action {
     /// the `dl_serve_*()` of its type: the lender serves the oldest
     /// request.
     DlLenderOnDevMsg(Kind),
+    /// lender/msg.c `dl_serve_acquire()` (with [`Params::acquire_race`]):
+    /// the holder named, the link read again finds the borrower down
+    /// (`dl_lender_peer_down()` ran meanwhile): marked for take-back,
+    /// answered -EINVAL by `dl_lender_respond()` later.
+    DlServeAcquireSeesDown,
+    /// lender/msg.c `dl_lender_respond()`: the receive work sends the
+    /// answer it holds, if the link is up, else drops it.
+    DlLenderRespond,
     /// lender/msg.c `dl_lent_slow_work()`: a marked take-back, then a
     /// DL_MSG_DEV_RELEASE taken for it, answered.
     DlLentSlowWork,
@@ -829,6 +847,11 @@ impl State {
                 d.slow = Some(None);
             }
         }
+        if let Some((tag, _)) = self.lender.outbox.as_mut() {
+            if *tag == Some(slot) {
+                *tag = None;
+            }
+        }
         self.answers[slot.idx()] = None;
     }
 }
@@ -1082,6 +1105,7 @@ impl Model for Ownership {
                 loaded: true,
                 sees_borrower: true,
                 dev: Some(Dev::lent()),
+                outbox: None,
             },
             reqs: Vec::new(),
             answers: [None; 2],
@@ -1218,9 +1242,23 @@ impl Model for Ownership {
         // ---- the lender ----
         let l = &s.lender;
         if let Some(r) = s.reqs.first() {
-            if l.sees_borrower && r.to == l.inc {
+            if l.sees_borrower && r.to == l.inc && l.outbox.is_none() {
                 a.push(Action::DlLenderOnDevMsg(r.kind));
+                let grants = l.loaded
+                    && l.dev.is_some_and(|d| {
+                        d.in_table
+                            && !d.slow_holds
+                            && !d.dead
+                            && d.allowed
+                            && d.holder == Holder::Nobody
+                    });
+                if p.acquire_race && r.kind == Kind::Acquire && grants {
+                    a.push(Action::DlServeAcquireSeesDown);
+                }
             }
+        }
+        if l.outbox.is_some() {
+            a.push(Action::DlLenderRespond);
         }
         if l.sees_borrower {
             a.push(Action::DlLenderPeerDown);
@@ -1397,6 +1435,20 @@ impl Model for Ownership {
                     }
                 }
             }
+            Action::DlServeAcquireSeesDown => {
+                let r = s.reqs.remove(0);
+                let d = s.lender.dev.as_mut()?;
+                d.holder = Holder::Us;
+                d.reclaim = true;
+                s.lender.sees_borrower = false;
+                s.lender.outbox = Some((r.tag, Ret::Einval));
+            }
+            Action::DlLenderRespond => {
+                let (tag, ret) = s.lender.outbox.take()?;
+                if let (Some(slot), true) = (tag, s.lender.sees_borrower) {
+                    s.answers[slot.idx()] = Some(ret);
+                }
+            }
             Action::DlLentSlowWork => {
                 let up = s.lender.sees_borrower;
                 let d = s.lender.dev.as_mut()?;
@@ -1465,6 +1517,7 @@ impl Model for Ownership {
                     loaded: true,
                     sees_borrower: false,
                     dev: Some(Dev::lent()),
+                    outbox: None,
                 };
                 // Nothing bound to the old incarnation reaches the new one.
                 let inc = s.lender.inc;

@@ -104,3 +104,16 @@ fn d_the_c_implements_a_variant_that_holds() {
     );
     assert!(o.exhaustive);
 }
+
+/// Not a check of the fixes: explores the race in `dl_serve_acquire()`
+/// (docs/model.md, "A race the model shows"). Run with `--ignored`.
+#[test]
+#[ignore]
+fn e_acquire_recheck_race() {
+    let p = Params {
+        acquire_race: true,
+        ..Params::fixed()
+    };
+    let o = run(p, Until::AnyViolation);
+    report(&o);
+}
