@@ -6,7 +6,8 @@
  *     global rej_<reason>=<n> ...
  *   then one line per lent device:
  *     dev_id=<id> name=<pci address> state=<state> borrower=<id|-> \
- *     dma_bytes=<n> dma_maps=<n> irq_vectors=<n> <counter>=<n> ... \
+ *     dma_bytes=<n> dma_maps=<n> dma_pt_leaf=<n> dma_pt_mid=<n> \
+ *     irq_vectors=<n> <counter>=<n> ... \
  *     rej_<reason>=<n> ...
  * For tests: every refusal the lender makes is counted here by reason.
  */
@@ -32,6 +33,7 @@ const char * const dl_lender_reject_names[DL_REJ_NR] = {
 	[DL_REJ_DMA_FAILED] = "dma_failed",
 	[DL_REJ_DMA_MAPS] = "dma_maps",
 	[DL_REJ_DMA_ALIAS] = "dma_alias",
+	[DL_REJ_DMA_TABLES] = "dma_tables",
 	[DL_REJ_IRQ] = "irq",
 	[DL_REJ_NOT_ALLOWED] = "not_allowed",
 };
@@ -45,6 +47,7 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_BAR_WRITES_IN_IRQ] = "bar_writes_in_irq",
 	[DL_LCNT_DMA_MAPS] = "dma_map_ranges",
 	[DL_LCNT_DMA_UNMAPS] = "dma_unmaps",
+	[DL_LCNT_DMA_TABLE_FREES] = "dma_table_frees",
 	[DL_LCNT_IRQ_SETS] = "irq_sets",
 	[DL_LCNT_IRQ_FIRES] = "irq_fires",
 	[DL_LCNT_IRQ_FIRE_ERRORS] = "irq_fire_errors",
@@ -101,10 +104,15 @@ static int dl_lender_show(struct seq_file *s, void *unused)
 			seq_puts(s, " borrower=-");
 		else
 			seq_printf(s, " borrower=%u", b);
-		seq_printf(s, " dma_bytes=%llu dma_maps=%llu irq_vectors=%u irq_type=%s",
+		seq_printf(s, " dma_bytes=%llu dma_maps=%llu",
 			   READ_ONCE(lent->dma_bytes),
-			   READ_ONCE(lent->dma_count), READ_ONCE(lent->nvecs),
-			   dl_lent_irq_type_name(lent));
+			   READ_ONCE(lent->dma_count));
+		/* Page-table regions counted against the holder's budget. */
+		seq_printf(s, " dma_pt_leaf=%llu dma_pt_mid=%llu",
+			   READ_ONCE(lent->dma_nleaves),
+			   READ_ONCE(lent->dma_nmids));
+		seq_printf(s, " irq_vectors=%u irq_type=%s",
+			   READ_ONCE(lent->nvecs), dl_lent_irq_type_name(lent));
 		for (i = 0; i < DL_LCNT_NR; i++)
 			seq_printf(s, " %s=%lld", dl_lender_counter_names[i],
 				   atomic64_read(&lent->cnt[i]));

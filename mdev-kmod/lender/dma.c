@@ -28,6 +28,18 @@
  * fault meanwhile. The price: an IOTLB entry per 4 KiB, about 1/512 of
  * the mapped bytes in leaf page tables, and an iommu_map() call per
  * piece (per page on AMD v1).
+ *
+ * Page tables outlive the mappings that made them: an exact unmap of a
+ * page leaves its leaf table (and the tables above it) in the domain, so
+ * a holder that maps and unmaps one page at IOVA k << 21 for k = 1, 2, ...
+ * would grow this host's memory by a table a round, without ever holding
+ * more than one mapping. So the regions of IOVA space each leaf table and
+ * each table above it covers are counted, from the holder's maps, since
+ * the domain was fresh; a map that would take more of them than the
+ * holder's RAM needs (plus a margin) is refused (dl_dma_tables_room()).
+ * And when every mapping goes at once (the holder clears bus mastering,
+ * or the device is taken back), the domain is replaced by a fresh one
+ * (dl_dma_fresh_domain()), which frees every table.
  */
 #include <linux/iommu.h>
 #include <linux/maple_tree.h>
@@ -60,6 +72,20 @@
 #define DL_LENT_MAX_MAPS		BIT(20)
 #define DL_LENDER_HOST_MAX_MAPS		BIT(21)
 
+/*
+ * The page tables a holder may make the domain keep, derived from the caps
+ * above: a guest maps its RAM at IOVA = guest-physical address, so it
+ * needs a leaf table per 2 MiB of its RAM (with 4 KiB pages), and one
+ * table above that per 1 GiB: that is, at most the borrower's RAM size
+ * over the span of one table, and never more than the mappings the cap
+ * allows. DL_DMA_TABLE_SLACK more of each covers the ends of memslots,
+ * ROMs and holes (each piece of guest RAM may start and end inside a
+ * region). At worst, for a borrower of R bytes, R/512 + 2 MiB of leaf
+ * tables and R/2^18 + 2 MiB of the tables above them per device (tables
+ * further up are fewer still): a bound, where the churn above had none.
+ */
+#define DL_DMA_TABLE_SLACK		512
+
 /* The borrower's mappings on other devices are not counted yet. */
 #define DL_DMA_NOT_COUNTED		U64_MAX
 
@@ -71,6 +97,8 @@ void dl_lent_dma_init(struct dl_lent *lent)
 {
 	mt_init(&lent->dma);
 	mt_init(&lent->dma_addr);
+	xa_init(&lent->dma_leaves);
+	xa_init(&lent->dma_mids);
 }
 
 static bool dl_dma_in_resv(struct dl_lent *lent, u64 iova, u64 last)
@@ -148,6 +176,193 @@ static u64 dl_dma_piece(struct iommu_domain *domain)
 	if (!larger)
 		return U64_MAX;
 	return (larger & -larger) - dl_dma_granule(domain);
+}
+
+/*
+ * The span of IOVA space one leaf page table maps (@up 0), or one table
+ * @up levels above it, as a shift: a table is a page of the domain's
+ * smallest size, of 8-byte entries (intel-iommu, AMD, ARM LPAE alike), so
+ * with 4 KiB pages a leaf table spans 2 MiB and the one above it 1 GiB.
+ * Tables of larger pages span more, so counting in these regions can only
+ * count a table more than once.
+ */
+static unsigned int dl_dma_table_shift(struct iommu_domain *domain,
+				       unsigned int up)
+{
+	unsigned int page = __ffs(dl_dma_granule(domain));
+
+	return page + (up + 1) * (page - 3);
+}
+
+/* How many regions of @xa's: @first to @last (indexes) are not in it yet. */
+static u64 dl_dma_regions_new(struct xarray *xa, unsigned long first,
+			      unsigned long last)
+{
+	u64 n = (u64)(last - first) + 1;
+	unsigned long idx;
+	void *entry;
+
+	xa_for_each_range(xa, idx, entry, first, last)
+		n--;
+	return n;
+}
+
+/*
+ * Would mapping [@iova, @last] take the domain over the holder's budget of
+ * page tables (see DL_DMA_TABLE_SLACK) for a borrower of @ram bytes?
+ */
+static bool dl_dma_tables_room(struct dl_lent *lent, u64 iova, u64 last,
+			       u64 ram)
+{
+	unsigned int leaf = dl_dma_table_shift(lent->domain, 0);
+	unsigned int mid = dl_dma_table_shift(lent->domain, 1);
+	u64 max_leaves = min_t(u64, DL_LENT_MAX_MAPS,
+			       (ram >> leaf) + DL_DMA_TABLE_SLACK);
+	u64 max_mids = min_t(u64, DL_LENT_MAX_MAPS,
+			     (ram >> mid) + DL_DMA_TABLE_SLACK);
+
+	/* Counted before looking: a run may span more than the budget. */
+	if ((last >> leaf) - (iova >> leaf) >= max_leaves)
+		return false;
+	return lent->dma_nleaves +
+	       dl_dma_regions_new(&lent->dma_leaves, iova >> leaf,
+				  last >> leaf) <= max_leaves &&
+	       lent->dma_nmids +
+	       dl_dma_regions_new(&lent->dma_mids, iova >> mid,
+				  last >> mid) <= max_mids;
+}
+
+/* Note the regions @first to @last (indexes) in @xa; *@n counts them. */
+static int dl_dma_regions_note(struct xarray *xa, unsigned long first,
+			       unsigned long last, u64 *n)
+{
+	unsigned long idx = first;
+	int ret;
+
+	for (;;) {
+		ret = xa_insert(xa, idx, xa_mk_value(0), GFP_KERNEL);
+		if (!ret)
+			WRITE_ONCE(*n, *n + 1);
+		else if (ret != -EBUSY)
+			return ret;
+		if (idx == last)
+			return 0;
+		idx++;
+		cond_resched();
+	}
+}
+
+/*
+ * Count the page tables mapping [@iova, @last] may make, before it is
+ * mapped: a map that fails half-way may have made some.
+ */
+static int dl_dma_tables_note(struct dl_lent *lent, u64 iova, u64 last)
+{
+	unsigned int leaf = dl_dma_table_shift(lent->domain, 0);
+	unsigned int mid = dl_dma_table_shift(lent->domain, 1);
+	int ret;
+
+	ret = dl_dma_regions_note(&lent->dma_leaves, iova >> leaf, last >> leaf,
+				  &lent->dma_nleaves);
+	if (ret)
+		return ret;
+	return dl_dma_regions_note(&lent->dma_mids, iova >> mid, last >> mid,
+				   &lent->dma_nmids);
+}
+
+/* The domain is fresh: no table is left to count. */
+static void dl_dma_tables_forget(struct dl_lent *lent)
+{
+	xa_destroy(&lent->dma_leaves);
+	xa_destroy(&lent->dma_mids);
+	WRITE_ONCE(lent->dma_nleaves, 0);
+	WRITE_ONCE(lent->dma_nmids, 0);
+}
+
+/*
+ * Put the device back into @lent->domain after a fresh domain could not
+ * be attached; 0 or -errno (the device stays blocked, maps are refused).
+ */
+static int dl_dma_reattach(struct dl_lent *lent)
+{
+	int ret;
+
+	ret = iommu_attach_device(lent->domain, &lent->pdev->dev);
+	WRITE_ONCE(lent->dma_detached, !!ret);
+	return ret;
+}
+
+/**
+ * dl_dma_fresh_domain() - replace the device's domain, which maps nothing
+ *	any more, by a fresh one: that frees every page table it kept.
+ * @lent: the device; @lent->lock held, no mapping left.
+ *
+ * Why a fresh domain rather than one iommu_unmap() over all the IOVA
+ * space touched: what an unmap frees is the IOMMU driver's choice.
+ * intel-iommu (6.12) frees the tables a range covers whole, but frees its
+ * root too when the range is the whole aperture, with the domain still
+ * attached; AMD's page tables free nothing before the domain is freed;
+ * io-pgtable-arm WARNs on every hole in the range. Freeing the domain
+ * frees its tables with every driver. The device is in the group's
+ * blocking domain between detach and attach, which blocks DMA as the
+ * empty domain did. The new domain gets the same fault handler before it
+ * is attached; the old one's may still run until it is detached, and
+ * only counts and queues work on @lent, which outlives both.
+ *
+ * Return: 0, or -errno with the old domain kept: not allocated (its
+ * tables stay, and stay counted), or not attached: then the device goes
+ * back into the old domain, or failing that stays blocked
+ * (@lent->dma_detached; maps are refused until it is back).
+ */
+static int dl_dma_fresh_domain(struct dl_lent *lent)
+{
+	struct device *dev = &lent->pdev->dev;
+	struct iommu_domain *fresh;
+	int ret;
+
+	fresh = iommu_paging_domain_alloc(dev);
+	if (IS_ERR(fresh))
+		return PTR_ERR(fresh);
+	iommu_set_fault_handler(fresh, dl_lent_fault_handler, lent);
+	if (!lent->dma_detached)
+		iommu_detach_device(lent->domain, dev);
+	ret = iommu_attach_device(fresh, dev);
+	if (ret)
+		goto err_reattach;
+	iommu_domain_free(lent->domain);
+	lent->domain = fresh;
+	WRITE_ONCE(lent->dma_detached, false);
+	return 0;
+
+err_reattach:
+	iommu_domain_free(fresh);
+	if (dl_dma_reattach(lent))
+		dev_err_ratelimited(dev, "lender: the device is in no IOMMU domain of ours (DMA blocked) until it can be attached again\n");
+	return ret;
+}
+
+/*
+ * Every mapping is gone: free the page tables the domain kept, unless it
+ * is fresh (nothing counted) or about to be freed (the device goes: no
+ * holder can add to it).
+ */
+static void dl_dma_tables_free(struct dl_lent *lent)
+{
+	int ret;
+
+	if (!lent->dma_nleaves && !lent->dma_nmids && !lent->dma_detached)
+		return;
+	if (!lent->dead) {
+		ret = dl_dma_fresh_domain(lent);
+		if (ret) {
+			dev_warn_ratelimited(&lent->pdev->dev,
+					     "lender: no fresh IOMMU domain (%d): %llu page-table regions stay counted\n",
+					     ret, lent->dma_nleaves);
+			return;
+		}
+		dl_lent_count(lent, DL_LCNT_DMA_TABLE_FREES);
+	}
+	dl_dma_tables_forget(lent);
 }
 
 /* Map [@iova, @iova + @len) onto @phys with small pages only. */
@@ -255,6 +470,9 @@ static int dl_dma_add(struct dl_lent *lent, u64 iova, u64 addr,
 	ret = dl_dma_track(lent, m);
 	if (ret)
 		goto err_free;
+	ret = dl_dma_tables_note(lent, iova, iova + len - 1);
+	if (ret)
+		goto err_untrack;
 	ret = dl_dma_iommu_map(lent, iova, phys, len);
 	if (ret)
 		goto err_untrack;
@@ -281,7 +499,8 @@ err_free:
  * -EINVAL (alignment, wrap, empty), -ERANGE (not the borrower's RAM, or
  * outside the aperture or in a reserved region), -EEXIST (overlap in IOVA,
  * or a borrower page mapped already), -ENOSPC (more than the borrower's
- * RAM in total, or more mappings than the caps), -ENOMEM, or what
+ * RAM in total, more mappings than the caps, or more page tables than the
+ * budget), -EIO (the device is in no domain of ours), -ENOMEM, or what
  * iommu_map() said.
  */
 int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
@@ -300,6 +519,10 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 	if (ret)
 		return ret;
 	budget = info.ram_size;
+	if (lent->dma_detached && dl_dma_reattach(lent)) {
+		dl_lent_reject(lent, DL_REJ_DMA_FAILED);
+		return -EIO;
+	}
 
 	for (i = 0; i < count; i++) {
 		u64 iova = le64_to_cpu(ranges[i].iova);
@@ -341,6 +564,12 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		if (dl_dma_busy(&lent->dma_addr, addr, addr + len - 1)) {
 			dl_lent_reject(lent, DL_REJ_DMA_ALIAS);
 			ret = -EEXIST;
+			goto err_undo;
+		}
+		/* And so would pages mapped and unmapped at ever new IOVAs. */
+		if (!dl_dma_tables_room(lent, iova, iova + len - 1, budget)) {
+			dl_lent_reject(lent, DL_REJ_DMA_TABLES);
+			ret = -ENOSPC;
 			goto err_undo;
 		}
 		ret = dl_fabric_peer_mw_xlate(fab, peer, addr, len, &phys);
@@ -483,8 +712,11 @@ int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len)
 }
 
 /**
- * dl_lent_dma_unmap_all() - remove every mapping of the device.
+ * dl_lent_dma_unmap_all() - remove every mapping of the device, and the
+ *	page tables they left (the domain is replaced by a fresh one).
  * @lent: the device; @lent->lock held.
+ *
+ * For the holder clearing bus mastering, and for every take-back.
  */
 void dl_lent_dma_unmap_all(struct dl_lent *lent)
 {
@@ -500,6 +732,7 @@ void dl_lent_dma_unmap_all(struct dl_lent *lent)
 	WARN_ON(lent->dma_bytes || lent->dma_count);
 	mtree_destroy(&lent->dma);
 	mtree_destroy(&lent->dma_addr);
+	dl_dma_tables_free(lent);
 }
 
 /**

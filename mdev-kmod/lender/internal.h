@@ -64,6 +64,7 @@ enum dl_lender_reject {
 	DL_REJ_DMA_FAILED,	/* iommu_map() failed */
 	DL_REJ_DMA_MAPS,	/* too many mappings, of the device or its holder */
 	DL_REJ_DMA_ALIAS,	/* a borrower page mapped already */
+	DL_REJ_DMA_TABLES,	/* more page tables than the holder's budget */
 	DL_REJ_IRQ,		/* vector type or count */
 	DL_REJ_NOT_ALLOWED,	/* a host the device is not lent to */
 	DL_REJ_NR
@@ -79,6 +80,7 @@ enum dl_lender_counter {
 	DL_LCNT_BAR_WRITES_IN_IRQ,	/* of those, from the doorbell interrupt */
 	DL_LCNT_DMA_MAPS,	/* ranges mapped */
 	DL_LCNT_DMA_UNMAPS,	/* unmap requests */
+	DL_LCNT_DMA_TABLE_FREES,	/* domains replaced by a fresh one */
 	DL_LCNT_IRQ_SETS,
 	DL_LCNT_IRQ_FIRES,
 	DL_LCNT_IRQ_FIRE_ERRORS,
@@ -155,7 +157,8 @@ struct dl_lent_dma {
  * @borrower: the holder's host id, or %DL_NO_HOST (@lock).
  * @borrower_inc: the holder's incarnation (@lock).
  * @fab: the fabric of the holder (@lock).
- * @domain: the device's IOMMU domain.
+ * @domain: the device's IOMMU domain; replaced by a fresh one when all
+ *	mappings go (dma.c) (@lock).
  * @resv: reserved regions of the device's IOMMU group (no DMA there).
  * @saved: config state saved at probe, loaded back after each reset.
  * @orig_cmd: the command register before the device was lent.
@@ -178,6 +181,15 @@ struct dl_lent_dma {
  * @dma_bytes: bytes mapped (@lock; read locklessly for sysfs).
  * @dma_count: mappings (@lock; read locklessly for debugfs and the
  *	per-host cap).
+ * @dma_leaves: the IOVA regions of one leaf page table (2 MiB with 4 KiB
+ *	pages) the holder had mapped in @domain since it was fresh, by index
+ *	(@lock): the leaf tables the IOMMU driver may keep.
+ * @dma_mids: the same for the tables one level up (1 GiB) (@lock).
+ * @dma_nleaves: entries of @dma_leaves (@lock; read locklessly for
+ *	debugfs).
+ * @dma_nmids: entries of @dma_mids (@lock; read locklessly for debugfs).
+ * @dma_detached: the device is in no domain of ours (blocked): a fresh
+ *	domain could not be attached, nor @domain again (@lock).
  * @vecs: the vectors taken, or NULL (@lock).
  * @nvecs: how many (@lock).
  * @vec_type: their &enum dl_irq_type (@lock).
@@ -257,6 +269,11 @@ struct dl_lent {
 	struct maple_tree dma_addr;
 	u64 dma_bytes;
 	u64 dma_count;
+	struct xarray dma_leaves;
+	struct xarray dma_mids;
+	u64 dma_nleaves;
+	u64 dma_nmids;
+	bool dma_detached;
 
 	struct dl_lent_vec *vecs;
 	u32 nvecs;

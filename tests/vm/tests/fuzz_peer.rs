@@ -16,7 +16,7 @@
 //! seed (default random, printed).
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{BufRead, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -368,10 +368,280 @@ fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Rounds of the churn check; `DEVLEND_CHURN_ROUNDS` sets another. The
+/// default is more than the page-table budget for a borrower of 1 GiB
+/// (two-host.toml): a leaf table per 2 MiB of its RAM, 512, and 512 more
+/// (`lender/dma.c`); and it keeps the IOVAs below the MSI window at
+/// 0xfee00000 (a reserved region, refused for another reason).
+fn churn_rounds() -> anyhow::Result<u64> {
+    match std::env::var("DEVLEND_CHURN_ROUNDS") {
+        Ok(v) => v
+            .parse()
+            .with_context(|| format!("DEVLEND_CHURN_ROUNDS={v:?}")),
+        Err(_) => Ok(1536),
+    }
+}
+
+/// Pages the lender's page tables may move by for other reasons between
+/// two readings (other IOMMU domains, per-CPU counters folded late).
+const PT_SLACK: i64 = 64;
+
+/// The lender's IOMMU page-table pages: `nr_sec_page_table_pages` of
+/// /proc/vmstat (where Linux 6.12 counts them, `drivers/iommu/iommu-pages.h`)
+/// and `nr_iommu_pages`, after folding the per-CPU counters in.
+fn lender_pt_pages(l: &AgentClient) -> anyhow::Result<(i64, i64)> {
+    let text = sh(
+        l,
+        "echo 1 > /proc/sys/vm/stat_refresh 2>/dev/null; \
+         grep -E '^(nr_sec_page_table_pages|nr_iommu_pages) ' /proc/vmstat",
+    )?;
+    let get = |key: &str| -> anyhow::Result<i64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+            .with_context(|| format!("no {key} in the lender's /proc/vmstat:\n{text}"))
+    };
+    Ok((get("nr_sec_page_table_pages ")?, get("nr_iommu_pages ")?))
+}
+
+/// The churn tool's next line starting with `prefix`, as JSON; its other
+/// lines printed.
+fn churn_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    prefix: &str,
+    limit: Duration,
+) -> anyhow::Result<serde_json::Value> {
+    let t0 = Instant::now();
+    loop {
+        let left = limit.saturating_sub(t0.elapsed());
+        let line = lines
+            .recv_timeout(left)
+            .with_context(|| format!("the churn tool printed no {prefix} within {limit:?}"))?;
+        if let Some(json) = line.strip_prefix(prefix) {
+            return serde_json::from_str(json).with_context(|| format!("{prefix}{json}"));
+        }
+        println!("  | {line}");
+    }
+}
+
+/// A holder that maps and unmaps one page at IOVA k << 21 for k = 1, 2,
+/// ... (issue 26): every round costs the lender a leaf page table that an
+/// exact unmap does not free. The borrower's host dies and
+/// `devlend-fuzz-peer --churn` takes its place, takes the lent NVMe, keeps
+/// a page mapped at IOVA 0 and churns `DEVLEND_CHURN_ROUNDS` (default
+/// 1536) rounds. Asserted, with the lender's IOMMU page-table pages
+/// (/proc/vmstat) and debugfs counters read before, while it holds the
+/// device, and after it released it:
+///
+/// - the lender refused maps once the holder's tables reached their
+///   budget, each refusal counted `rej_dma_tables`, and every round's
+///   unmap succeeded;
+/// - while held: one leaf region counted per accepted map (and the
+///   anchor), page-table pages grew (by at least half the accepted maps:
+///   the tables are real) but by no more than the regions counted;
+/// - after the release: no region counted, the tables freed
+///   (`dma_table_frees` moved) and the page-table pages back within
+///   `PT_SLACK` of the baseline;
+/// - the lender logged no WARN, BUG, oops, lockup or stall, and the
+///   borrower's next incarnation does verified I/O on the device.
+///
+/// Before the fix, no map was refused (the tables grew by a page a round)
+/// and the pages stayed after the release.
+fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (lender_id, borrower_id) = (
+        fabric::host_id(c.agent(LENDER)?)?,
+        fabric::host_id(c.agent(BORROWER)?)?,
+    );
+    let l = c.agent(LENDER)?;
+    fabric::wait_peer_state(l, borrower_id, "up", WAIT)?;
+    let before = lender_counters(l, &nvme)?;
+    let dev_id: u32 = before
+        .dev
+        .get("dev_id")
+        .context("dev_id")?
+        .parse()
+        .context("dev_id")?;
+    let mark = ownership::kernel_log_lines(l)?;
+    let rounds = churn_rounds()?;
+    let base = lender_pt_pages(l)?;
+    println!(
+        "  device {dev_id}, {rounds} rounds; lender page tables before: \
+         nr_sec_page_table_pages={} nr_iommu_pages={}",
+        base.0, base.1
+    );
+
+    c.kill_host(BORROWER)?;
+    let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
+    let args = [
+        "--ctl".to_owned(),
+        c.paths().ctl_file().display().to_string(),
+        "--doorbell-sock".to_owned(),
+        c.paths()
+            .doorbell_sock(borrower_id as usize)
+            .display()
+            .to_string(),
+        "--target".to_owned(),
+        lender_id.to_string(),
+        "--target-ram".to_owned(),
+        c.paths().ram_file(LENDER).display().to_string(),
+        "--peer".to_owned(),
+        borrower_id.to_string(),
+        "--peer-ram".to_owned(),
+        c.paths().ram_file(BORROWER).display().to_string(),
+        "--dev-id".to_owned(),
+        dev_id.to_string(),
+        "--churn".to_owned(),
+        rounds.to_string(),
+        "-v".to_owned(),
+    ];
+    println!("  {bin} {}", args.join(" "));
+    let mut child = Command::new(bin)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {bin}"))?;
+    let mut stdin = child.stdin.take().context("churn tool stdin")?;
+    let stdout = child.stdout.take().context("churn tool stdout")?;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let res = (|| -> anyhow::Result<_> {
+        let held = churn_line(&lines, "CHURN-HELD ", Duration::from_secs(120 + rounds / 5))?;
+        let l = c.agent(LENDER)?;
+        let during = lender_pt_pages(l)?;
+        let dev_during = lender_counters(l, &nvme)?.dev;
+        stdin.write_all(b"release\n")?;
+        let released = churn_line(&lines, "CHURN-RELEASED ", Duration::from_secs(180))?;
+        let after = lender_pt_pages(l)?;
+        let dev_after = lender_counters(l, &nvme)?.dev;
+        Ok((held, during, dev_during, released, after, dev_after))
+    })();
+    let _ = stdin.write_all(b"quit\n");
+    drop(stdin);
+    let status = child.wait()?;
+    let (held, during, dev_during, released, after, dev_after) = res?;
+    ensure!(status.success(), "the churn tool failed ({status})");
+
+    let num = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0) as i64;
+    let cnt = |m: &HashMap<String, String>, k: &str| {
+        m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
+    };
+    let (maps_ok, refused) = (num(&held, "maps_ok"), num(&held, "maps_refused"));
+    let rej = cnt(&dev_during, "rej_dma_tables") - cnt(&before.dev, "rej_dma_tables");
+    let (leaf, mid) = (
+        cnt(&dev_during, "dma_pt_leaf"),
+        cnt(&dev_during, "dma_pt_mid"),
+    );
+    let frees = cnt(&dev_after, "dma_table_frees") - cnt(&before.dev, "dma_table_frees");
+    println!("  churn: {held}");
+    println!(
+        "  while held: nr_sec_page_table_pages={} (+{}) nr_iommu_pages={} (+{}); \
+         dma_pt_leaf={leaf} dma_pt_mid={mid} rej_dma_tables=+{rej}",
+        during.0,
+        during.0 - base.0,
+        during.1,
+        during.1 - base.1
+    );
+    println!(
+        "  after the release (status {}): nr_sec_page_table_pages={} ({:+}) nr_iommu_pages={} ({:+}); \
+         dma_pt_leaf={} dma_table_frees=+{frees}",
+        released["release_status"],
+        after.0,
+        after.0 - base.0,
+        after.1,
+        after.1 - base.1,
+        cnt(&dev_after, "dma_pt_leaf"),
+    );
+
+    let mut errors = Vec::new();
+    if refused == 0 {
+        errors.push(format!(
+            "the lender refused none of {rounds} maps at new 2 MiB regions: \
+             nothing bounds the page tables a holder makes it keep"
+        ));
+    }
+    if rej != refused {
+        errors.push(format!(
+            "rej_dma_tables grew by {rej}, but {refused} maps were refused"
+        ));
+    }
+    if num(&held, "unmaps_ok") != rounds as i64 {
+        errors.push(format!(
+            "{} of {rounds} unmaps were refused",
+            rounds as i64 - num(&held, "unmaps_ok")
+        ));
+    }
+    if leaf != maps_ok + 1 {
+        errors.push(format!(
+            "dma_pt_leaf is {leaf} while held, expected {} (the accepted maps and the anchor)",
+            maps_ok + 1
+        ));
+    }
+    let grew = during.0 - base.0;
+    if grew < maps_ok / 2 {
+        errors.push(format!(
+            "the lender's page-table pages grew by only {grew} for {maps_ok} maps at new 2 MiB regions"
+        ));
+    }
+    if grew > leaf + 2 * mid + PT_SLACK {
+        errors.push(format!(
+            "the lender's page-table pages grew by {grew}, more than the {leaf} leaf and {mid} \
+             middle regions counted allow"
+        ));
+    }
+    if after.0 - base.0 > PT_SLACK {
+        errors.push(format!(
+            "after the release the lender still has {} more page-table pages than before \
+             (nr_sec_page_table_pages {} -> {}): its IOMMU tables were not freed",
+            after.0 - base.0,
+            base.0,
+            after.0
+        ));
+    }
+    if cnt(&dev_after, "dma_pt_leaf") != 0 || frees < 1 {
+        errors.push(format!(
+            "after the release dma_pt_leaf={} and dma_table_frees grew by {frees}",
+            cnt(&dev_after, "dma_pt_leaf")
+        ));
+    }
+    let l = c.agent(LENDER)?;
+    let trouble = ownership::kernel_trouble(l, mark, false)?;
+    if !trouble.is_empty() {
+        errors.push(format!("lender's kernel log:\n{}", trouble.join("\n")));
+    }
+
+    c.restart_host(BORROWER)?;
+    let nvme = lent_nvme(c)?;
+    let l = c.agent(LENDER)?;
+    lending::wait_until(
+        "device back in the pool",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    verified_io(c, &nvme)?;
+    ensure!(errors.is_empty(), "{}", errors.join("\n"));
+    Ok(())
+}
+
 fn main() {
-    let checks = vec![Check {
-        name: "fuzz_peer_messages_into_lender",
-        run: fuzz_peer_messages_into_lender,
-    }];
+    let checks = vec![
+        Check {
+            name: "fuzz_peer_messages_into_lender",
+            run: fuzz_peer_messages_into_lender,
+        },
+        Check {
+            name: "fuzz_peer_map_unmap_churn_bounded",
+            run: fuzz_peer_map_unmap_churn_bounded,
+        },
+    ];
     Suite::new("fuzz_peer", checks).run(boot)
 }
