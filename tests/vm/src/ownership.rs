@@ -99,6 +99,88 @@ pub fn borrower_pages(borrower: &AgentClient) -> anyhow::Result<BorrowerPages> {
     Ok(r)
 }
 
+/// What [`watch_release`] saw between a stalled lender's resume and the
+/// end of its mappings.
+#[derive(Debug, Default)]
+pub struct ReleaseWatch {
+    /// Samples taken.
+    pub samples: u32,
+    /// Samples in which the lender still mapped pages (all of them then
+    /// in the borrower's quarantine).
+    pub while_mapped: u32,
+    /// The most pages the lender mapped in one such sample.
+    pub max_mapped: usize,
+}
+
+/// Follows a lender that may still map a borrower's pages until it maps
+/// none, up to `timeout`, and checks the DMA ownership rule at every
+/// step: whatever the lender maps, the borrower still holds (pinned or
+/// quarantined). The borrower is read first, then the lender: a page the
+/// borrower no longer holds that the lender maps afterwards was given
+/// back while the lender could still reach it, never a race of the reads.
+pub fn watch_release(
+    lender: &AgentClient,
+    borrower: &AgentClient,
+    timeout: Duration,
+) -> anyhow::Result<ReleaseWatch> {
+    let t0 = std::time::Instant::now();
+    let mut w = ReleaseWatch::default();
+    loop {
+        let held = borrower_pages(borrower)?;
+        let mapped = lender_mapped_pages(lender)?;
+        w.samples += 1;
+        if mapped.is_empty() {
+            return Ok(w);
+        }
+        // Pinned pages are the borrower's too; their runs are not
+        // listed, so only a borrower with nothing pinned is judged.
+        if held.pinned == 0 {
+            let exposed: Vec<u64> = mapped.difference(&held.quarantine).copied().collect();
+            ensure!(
+                exposed.is_empty(),
+                "the borrower gave back {} pages the lender still maps (first {:#x}):\n{}",
+                exposed.len(),
+                exposed[0] * PAGE,
+                held.text
+            );
+        }
+        w.while_mapped += 1;
+        w.max_mapped = w.max_mapped.max(mapped.len());
+        ensure!(
+            t0.elapsed() < timeout,
+            "the lender still maps {} pages {timeout:?} after it resumed",
+            mapped.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The pages of a host's RAM file where a marker landed, which must be
+/// some and all in `owned` (pages the borrower held while the lender could
+/// reach them). None at all proves nothing, and fails as inconclusive:
+/// the device never wrote, so the check could not have seen a page
+/// written behind the borrower's back.
+pub fn marker_landed_in(
+    marker: &Marker,
+    ram_file: &Path,
+    owned: &BTreeSet<u64>,
+) -> anyhow::Result<BTreeSet<u64>> {
+    let landed = marker.pages_in_ram(ram_file)?;
+    ensure!(
+        !landed.is_empty(),
+        "inconclusive: the drive wrote no marker into the borrower's RAM, so nothing shows \
+         where a late DMA lands"
+    );
+    let outside: Vec<u64> = landed.difference(owned).copied().collect();
+    ensure!(
+        outside.is_empty(),
+        "the lender's drive wrote into {} borrower pages that were not quarantined (first at {:#x})",
+        outside.len(),
+        outside[0] * PAGE
+    );
+    Ok(landed)
+}
+
 fn hex(s: &str) -> anyhow::Result<u64> {
     u64::from_str_radix(s.trim_start_matches("0x"), 16).with_context(|| format!("hex {s:?}"))
 }
