@@ -425,6 +425,8 @@ void dl_lent_slow_queue(struct dl_lent *lent);
 #define DL_CFG_WRITE_RESET	BIT(1)
 
 /* cfg.c */
+bool dl_lent_memory_enable(struct dl_lent *lent);
+void dl_lent_memory_restore(struct dl_lent *lent, bool enabled);
 int dl_lent_cfg_init(struct dl_lent *lent);
 void dl_lent_cfg_free(struct dl_lent *lent);
 int dl_lent_cfg_read(struct dl_lent *lent, unsigned int pos,

@@ -4,7 +4,12 @@
  * the holder and relays each one as a posted DL_MSG_IRQ_FIRE.
  *
  * The MSI-X table stays the lender's (BAR accesses never reach it; the
- * borrower's VMM emulates the guest's view). INTx is level triggered: the
+ * borrower's VMM emulates the guest's view). The holder may turn memory
+ * decode off all the same, so every call here that reaches the table or
+ * the PBA (allocating, requesting, freeing MSI-X vectors) runs with decode
+ * turned on for it (dl_lent_memory_enable()); none does from interrupt
+ * context, where that could not be done. MSI lives in config space and
+ * needs no decode. INTx is level triggered: the
  * hard handler masks it at the device (DisINTx, PCI 2.3 masking, as
  * vfio-pci does) and it stays masked until the holder ends it: with
  * DL_MSG_IRQ_MASK's unmask, which the borrower sends for VFIO's unmask (at
@@ -223,6 +228,7 @@ static int dl_lent_intx_set(struct dl_lent *lent, struct dl_fabric *fab,
 void dl_lent_irq_release(struct dl_lent *lent)
 {
 	struct pci_dev *pdev = lent->pdev;
+	bool mem;
 	u32 i;
 
 	lockdep_assert_held(&lent->lock);
@@ -232,6 +238,8 @@ void dl_lent_irq_release(struct dl_lent *lent)
 	/* Masked before its handler goes: the line may be shared. */
 	if (lent->vec_type == DL_IRQ_INTX)
 		dl_lent_intx_mask(lent);
+	/* free_irq() masks each vector in the table, disabling MSI-X all. */
+	mem = lent->vec_type == DL_IRQ_MSIX && dl_lent_memory_enable(lent);
 	for (i = 0; i < lent->nvecs; i++)
 		free_irq(lent->vecs[i].irq, &lent->vecs[i]);
 	if (lent->vec_type != DL_IRQ_INTX) {
@@ -239,6 +247,7 @@ void dl_lent_irq_release(struct dl_lent *lent)
 		/* Which lets INTx on again (pci_intx_for_msi()). */
 		dl_lent_intx_mask(lent);
 	}
+	dl_lent_memory_restore(lent, mem);
 	kfree(lent->vecs);
 	lent->vecs = NULL;
 	lent->intx_unmask_msg = false;
@@ -291,6 +300,7 @@ int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 	struct pci_dev *pdev = lent->pdev;
 	unsigned int irq_flags;
 	int max, ret, i;
+	bool mem;
 
 	lockdep_assert_held(&lent->lock);
 
@@ -326,9 +336,14 @@ int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 	lent->vecs = kcalloc(count, sizeof(*lent->vecs), GFP_KERNEL);
 	if (!lent->vecs)
 		return -ENOMEM;
+	/*
+	 * Allocating MSI-X vectors writes them into the table, and
+	 * request_threaded_irq() unmasks them there.
+	 */
+	mem = type == DL_IRQ_MSIX && dl_lent_memory_enable(lent);
 	ret = pci_alloc_irq_vectors(pdev, count, count, irq_flags);
 	if (ret < 0)
-		goto err_free_vecs;
+		goto err_restore_decode;
 
 	for (i = 0; i < count; i++) {
 		struct dl_lent_vec *vec = &lent->vecs[i];
@@ -342,12 +357,22 @@ int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		vec->irq = pci_irq_vector(pdev, i);
 		snprintf(vec->name, sizeof(vec->name), "devlend-lent%u-%s%d",
 			 lent->dev_id, type == DL_IRQ_MSIX ? "msix" : "msi", i);
+		/*
+		 * No IRQF_ONESHOT: it would have the core mask the vector in
+		 * the table while the thread runs, from interrupt context,
+		 * where decode cannot be turned on. PCI MSI chips are one-shot
+		 * safe (IRQCHIP_ONESHOT_SAFE), so the core drops the flag
+		 * anyway: a vector that fires again before the thread has
+		 * sent is relayed by that send (MSIs may merge) or by one more
+		 * run of it.
+		 */
 		ret = request_threaded_irq(vec->irq, dl_lent_irq_hard,
-					   dl_lent_irq_thread, IRQF_ONESHOT,
-					   vec->name, vec);
+					   dl_lent_irq_thread, 0, vec->name,
+					   vec);
 		if (ret)
 			goto err_free_irqs;
 	}
+	dl_lent_memory_restore(lent, mem);
 	lent->vec_type = type;
 	WRITE_ONCE(lent->nvecs, count);
 	return 0;
@@ -357,7 +382,8 @@ err_free_irqs:
 		free_irq(lent->vecs[i].irq, &lent->vecs[i]);
 	pci_free_irq_vectors(pdev);
 	dl_lent_intx_mask(lent);
-err_free_vecs:
+err_restore_decode:
+	dl_lent_memory_restore(lent, mem);
 	kfree(lent->vecs);
 	lent->vecs = NULL;
 	return ret;

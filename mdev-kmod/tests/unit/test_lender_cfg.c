@@ -87,9 +87,12 @@ int pci_write_config_word(const struct pci_dev *d, int where, u16 val)
 	return cfg_write(d, where, 2, val);
 }
 
+/* The command register when the last reset saved config state. */
+static u16 reset_cmd;
+
 int pci_reset_function_locked(struct pci_dev *d)
 {
-	(void)d;
+	reset_cmd = d->cfg[PCI_COMMAND] | d->cfg[PCI_COMMAND + 1] << 8;
 	nresets++;
 	return 0;
 }
@@ -178,6 +181,7 @@ static void make_device(bool flr)
 	nfast_close = 0;
 	pdev.cfg_size = PCI_CFG_SPACE_EXP_SIZE;
 	pdev.devcap = flr ? PCI_EXP_DEVCAP_FLR : 0;
+	pdev.msix_enabled = 0;
 	lent.pdev = &pdev;
 
 	put32(PCI_VENDOR_ID, 0x0a5410de);
@@ -482,6 +486,55 @@ static void test_write_devctl_flr(void)
 	dl_lent_cfg_free(&lent);
 }
 
+/*
+ * Memory decode for the lender's own MSI-X table and PBA accesses: on
+ * while they run if the holder turned it off, and then only its bit back
+ * (what the MSI code did to INTx disable meanwhile stays); the lender's
+ * copy, which BAR accesses are checked against, never changes. A reset
+ * with MSI-X on saves (so restores, table included) decode on, and leaves
+ * the holder's setting.
+ */
+static void test_memory_decode(void)
+{
+	const u16 held = PCI_COMMAND_MASTER | PCI_COMMAND_INTX_DISABLE;
+
+	init_device(true);
+	put16(PCI_COMMAND, held);
+	lent.cmd = held;
+
+	CHECK(dl_lent_memory_enable(&lent));
+	CHECK_EQ(get16(PCI_COMMAND), held | PCI_COMMAND_MEMORY);
+	CHECK_EQ(lent.cmd, held);
+	put16(PCI_COMMAND, get16(PCI_COMMAND) & ~PCI_COMMAND_INTX_DISABLE);
+	dl_lent_memory_restore(&lent, true);
+	CHECK_EQ(get16(PCI_COMMAND), PCI_COMMAND_MASTER);
+
+	/* Decode on already: nothing written either way. */
+	put16(PCI_COMMAND, PCI_COMMAND_MEMORY);
+	nwrites = 0;
+	CHECK(!dl_lent_memory_enable(&lent));
+	dl_lent_memory_restore(&lent, false);
+	CHECK_EQ(nwrites, 0);
+	CHECK_EQ(get16(PCI_COMMAND), PCI_COMMAND_MEMORY);
+
+	/* A reset with MSI-X on, decode off. */
+	put16(PCI_COMMAND, held);
+	pdev.msix_enabled = 1;
+	CHECK_EQ(dl_lent_reset(&lent), 0);
+	CHECK_EQ(nresets, 1);
+	CHECK(reset_cmd & PCI_COMMAND_MEMORY);
+	CHECK_EQ(get16(PCI_COMMAND), held);
+	CHECK_EQ(lent.cmd, held);
+
+	/* Without MSI-X the reset restores no table: decode untouched. */
+	pdev.msix_enabled = 0;
+	nwrites = 0;
+	CHECK_EQ(dl_lent_reset(&lent), 0);
+	CHECK_EQ(reset_cmd & PCI_COMMAND_MEMORY, 0);
+	CHECK_EQ(nwrites, 0);
+	dl_lent_cfg_free(&lent);
+}
+
 static void test_write_caps(void)
 {
 	init_device(true);
@@ -637,6 +690,8 @@ static const struct unit_test tests[] = {
 	  test_write_command },
 	{ "write: device control masked, FLR (PCIe, AF) left to the caller",
 	  test_write_devctl_flr },
+	{ "memory decode: on for the lender's MSI-X accesses and resets, the holder's bit back",
+	  test_memory_decode },
 	{ "write: MSI, MSI-X, PM, SR-IOV kept; vendor, AER, gaps written",
 	  test_write_caps },
 };

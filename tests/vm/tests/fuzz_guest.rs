@@ -11,12 +11,13 @@
 
 use std::time::Duration;
 
-use anyhow::{ensure, Context};
+use anyhow::{bail, ensure, Context};
+use devlend::qmp::Qmp;
 use devlend_agent::AgentClient;
 use devlend_cluster::Cluster;
-use devlend_vmtests::fabric::sh;
+use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::lending::{self, PciDev};
-use devlend_vmtests::ownership;
+use devlend_vmtests::ownership::{self, spawn_bg, wait_bg};
 use devlend_vmtests::twohost::{
     self, boot, host_bin, lender_counter, lent_nvme, log_marks, verified_io, BORROWER, LENDER,
     MDEV_TYPE, WAIT,
@@ -217,10 +218,197 @@ fn fuzz_guest_vfio_ops_on_mdev(c: &mut Cluster) -> anyhow::Result<()> {
     twohost::no_kernel_trouble(c, marks, None)
 }
 
+/// The file whose creation lets the driver of the decode check go on to
+/// its I/O (on the borrower).
+const DECODE_GO: &str = "/tmp/decode-go";
+/// The driver's log there.
+const DECODE_LOG: &str = "/tmp/decode-driver.log";
+
+/// Where the MSI-X table of `dev` is on the lender, as its kernel set the
+/// device up: the table's physical address and its entries; and whether
+/// memory decode is on now. From config space and the BARs in sysfs.
+fn msix_table(l: &AgentClient, dev: &PciDev) -> anyhow::Result<(u64, usize, bool)> {
+    let sys = format!("/sys/bus/pci/devices/{}", dev.addr);
+    let hex = sh(l, &format!("od -An -v -tx1 -N 256 {sys}/config"))?;
+    let cfg: Vec<u8> = hex
+        .split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("config space of {}: {hex}", dev.addr))?;
+    ensure!(cfg.len() == 256, "{} bytes of config space", cfg.len());
+    let le16 = |o: usize| u16::from_le_bytes([cfg[o], cfg[o + 1]]);
+    let le32 = |o: usize| u32::from_le_bytes([cfg[o], cfg[o + 1], cfg[o + 2], cfg[o + 3]]);
+    let decode = le16(4) & 0x2 != 0;
+    let (mut pos, mut ttl) = (usize::from(cfg[0x34] & !3), 48);
+    while pos >= 0x40 && ttl > 0 && cfg[pos] != 0x11 {
+        pos = usize::from(cfg[pos + 1] & !3);
+        ttl -= 1;
+    }
+    ensure!(
+        pos >= 0x40 && ttl > 0,
+        "{} has no MSI-X capability",
+        dev.addr
+    );
+    let entries = usize::from(le16(pos + 2) & 0x7ff) + 1;
+    let table = le32(pos + 4);
+    let bir = (table & 7) as usize;
+    let res = sh(l, &format!("cat {sys}/resource"))?;
+    let start = res
+        .lines()
+        .nth(bir)
+        .and_then(|line| line.split_whitespace().next())
+        .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+        .with_context(|| format!("BAR {bir} of {} in {res:?}", dev.addr))?;
+    Ok((start + u64::from(table & !7), entries, decode))
+}
+
+/// The first `n` entries of the device's MSI-X table as the lender's QEMU
+/// models it (its monitor's `xp`, a read of the table itself, not through
+/// the lender's kernel): address low, address high, data and vector
+/// control of each.
+fn msix_entries(c: &Cluster, addr: u64, n: usize) -> anyhow::Result<Vec<[u32; 4]>> {
+    let mut q = Qmp::connect(&c.paths().qmp_sock(LENDER), Duration::from_secs(10))?;
+    let out = q.execute(
+        "human-monitor-command",
+        Some(serde_json::json!({ "command-line": format!("xp /{}wx {addr:#x}", 4 * n) })),
+        Duration::from_secs(10),
+    )?;
+    let text = out.as_str().unwrap_or_default();
+    let words: Vec<u32> = text
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .flat_map(|(_, w)| w.split_whitespace())
+        .map(|w| u32::from_str_radix(w.trim_start_matches("0x"), 16))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("xp said {text:?}"))?;
+    ensure!(words.len() == 4 * n, "xp said {text:?}");
+    Ok(words.chunks(4).map(|e| [e[0], e[1], e[2], e[3]]).collect())
+}
+
+/// A guest that enables MSI-X with memory decode off (issue 26): the
+/// MSI-X table lies in a BAR, and the lender programs it (vectors
+/// allocated, requested and unmasked) when the holder asks for vectors.
+/// The userspace driver clears Memory Space Enable, enables two MSI-X
+/// vectors, sets decode again and waits. Asserted, while it waits: the
+/// lender holds two MSI-X vectors, and in the device's own table (read
+/// through the lender's QEMU monitor) each has an MSI address
+/// (0xfeexxxxx) and is unmasked: the lender turned decode on for its
+/// writes. Then the driver does verified I/O, every completion taken after
+/// its interrupt came. Afterwards nothing is held, the device works for the
+/// next user, neither kernel complained.
+///
+/// Before the fix the lender programmed the table with decode off: QEMU
+/// drops those writes, the entries stayed zero and masked, and the driver
+/// saw its completions without interrupts.
+fn fuzz_guest_msix_enabled_with_decode_off(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    nothing_held(c, &nvme).context("before the check")?;
+    let l = c.agent(LENDER)?;
+    let fires = lender_counter(l, &nvme, "irq_fires")?;
+
+    let b = c.agent(BORROWER)?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&format!("{LENDER}/{}", nvme.addr)))?;
+    sh(b, &format!("rm -f {DECODE_GO}"))?;
+    let res = (|| -> anyhow::Result<()> {
+        spawn_bg(
+            b,
+            &format!(
+                "{drv} --mdev {uuid} --msix-decode-off --wait-before-io {DECODE_GO} \
+                 --blocks 16 --ios 50 --timeout 20"
+            ),
+            DECODE_LOG,
+        )?;
+        lending::wait_until(
+            "the driver set up with MSI-X enabled while decode was off",
+            Duration::from_secs(300),
+            || {
+                if let Ok(rc) = sh(b, &format!("cat {DECODE_LOG}.rc")) {
+                    bail!(
+                        "the driver ended (exit {}): {}",
+                        rc.trim(),
+                        sh(b, &format!("cat {DECODE_LOG}"))?
+                    );
+                }
+                Ok(sh(
+                    b,
+                    &format!("grep -c 'waiting before I/O' {DECODE_LOG} || true"),
+                )?
+                .trim()
+                .to_owned())
+            },
+            "1",
+        )?;
+        let l = c.agent(LENDER)?;
+        let dev = twohost::lender_device(l, &nvme)?;
+        let vectors: usize = fabric::counter(&dev, "irq_vectors")? as usize;
+        let (table, entries, decode) = msix_table(l, &nvme)?;
+        println!(
+            "  lender: {vectors} vectors ({}), MSI-X table at {table:#x} ({entries} entries), \
+             memory decode {}",
+            dev.get("irq_type").map_or("?", String::as_str),
+            if decode { "on" } else { "off" }
+        );
+        ensure!(
+            vectors == 2 && dev.get("irq_type").map(String::as_str) == Some("msix"),
+            "the lender holds {vectors} vectors of type {:?}, not 2 MSI-X",
+            dev.get("irq_type")
+        );
+        ensure!(
+            decode,
+            "memory decode is off: the holder's driver did not set it again"
+        );
+        let mut errors = Vec::new();
+        for (i, [lo, hi, data, ctrl]) in msix_entries(c, table, vectors)?.into_iter().enumerate() {
+            println!("  entry {i}: address {hi:#x}:{lo:#010x} data {data:#x} control {ctrl:#x}");
+            if lo & 0xfff0_0000 != 0xfee0_0000 || hi != 0 {
+                errors.push(format!(
+                    "MSI-X entry {i} has address {hi:#x}:{lo:#010x}, not the lender's MSI address: \
+                     its programming was lost (written with memory decode off)"
+                ));
+            }
+            if ctrl & 1 != 0 {
+                errors.push(format!(
+                    "MSI-X entry {i} is still masked (control {ctrl:#x})"
+                ));
+            }
+        }
+        sh(b, &format!("touch {DECODE_GO}"))?;
+        let (rc, out) = wait_bg(b, DECODE_LOG, Duration::from_secs(300))?;
+        if !(rc == 0 && out.contains(" 0 mismatches") && out.contains("PASS")) {
+            errors.push(format!("the driver did not pass (exit {rc}):\n{out}"));
+        }
+        ensure!(errors.is_empty(), "{}", errors.join("\n"));
+        Ok(())
+    })();
+    let _ = sh(b, &format!("touch {DECODE_GO}"));
+    if res.is_err() {
+        let _ = wait_bg(b, DECODE_LOG, Duration::from_secs(120));
+    }
+    let removed = lending::remove_mdev(b, &uuid);
+    res?;
+    removed?;
+    let l = c.agent(LENDER)?;
+    let relayed = lender_counter(l, &nvme, "irq_fires")? - fires;
+    println!("  interrupts relayed: {relayed}");
+    ensure!(relayed > 0, "the lender relayed no interrupt");
+    twohost::no_kernel_trouble(c, marks, None)?;
+    nothing_held(c, &nvme).context("after the check")?;
+    verified_io(c, &nvme)?;
+    twohost::no_kernel_trouble(c, marks, None)
+}
+
 fn main() {
-    let checks = vec![Check {
-        name: "fuzz_guest_vfio_ops_on_mdev",
-        run: fuzz_guest_vfio_ops_on_mdev,
-    }];
+    let checks = vec![
+        Check {
+            name: "fuzz_guest_vfio_ops_on_mdev",
+            run: fuzz_guest_vfio_ops_on_mdev,
+        },
+        Check {
+            name: "fuzz_guest_msix_enabled_with_decode_off",
+            run: fuzz_guest_msix_enabled_with_decode_off,
+        },
+    ];
     Suite::new("fuzz_guest", checks).run(boot)
 }

@@ -418,6 +418,7 @@ struct pci_dev {
 	struct device dev;
 	int cfg_size;
 	u32 devcap;
+	unsigned int msix_enabled:1;
 	u8 *cfg;
 };
 
