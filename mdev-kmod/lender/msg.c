@@ -51,21 +51,36 @@ static bool dl_lent_is_holder(struct dl_lent *lent, struct dl_fabric *fab,
 	       info.incarnation == lent->borrower_inc;
 }
 
+/* The longest the receive work waits for a device's locks. */
+#define DL_LENT_LOCK_WAIT_MS	100
+
 /*
  * Take the device's locks, unless a reset or a take-back holds them: the
  * receive work serves every peer and must not wait that out (up to a
- * minute for a reset). Other holders of the locks are brief.
+ * minute for a reset). Other holders are brief, but one that is not (a
+ * reset through sysfs, which holds the device lock) is not waited out
+ * either: after %DL_LENT_LOCK_WAIT_MS the request is answered busy, as
+ * during a reset of ours, and a posted one is dropped as then.
  */
 static bool dl_lent_lock_unless_slow(struct dl_lent *lent)
 {
+	unsigned long deadline = jiffies + msecs_to_jiffies(DL_LENT_LOCK_WAIT_MS);
 	struct device *dev = &lent->pdev->dev;
 
 	while (!device_trylock(dev)) {
-		if (atomic_read(&lent->slow_holds))
+		if (atomic_read(&lent->slow_holds) ||
+		    time_after(jiffies, deadline))
 			return false;
 		usleep_range(50, 100);
 	}
-	mutex_lock(&lent->lock);
+	while (!mutex_trylock(&lent->lock)) {
+		if (atomic_read(&lent->slow_holds) ||
+		    time_after(jiffies, deadline)) {
+			device_unlock(dev);
+			return false;
+		}
+		usleep_range(50, 100);
+	}
 	return true;
 }
 
