@@ -455,7 +455,10 @@ struct dl_lender_call {
 	size_t resp_len;
 };
 
-/* dl_lender_op.serve: the device's slow work answers (dl_lent_slow_take()). */
+/*
+ * dl_lender_op.serve: the device's slow work answers (dl_lent_slow_take()),
+ * or nobody does (an ACQUIRE that raced its sender's down).
+ */
 #define DL_LENDER_LATER	1
 
 /**
@@ -545,7 +548,14 @@ static int dl_serve_acquire(struct dl_lender_call *c)
 	    pinfo.incarnation != lent->borrower_inc) {
 		dl_lent_slow_mark(lent, DL_LENT_SLOW_RECLAIM);
 		dl_lent_slow_queue(lent);
-		return -EINVAL;
+		/*
+		 * No answer: the device is held until the slow work takes
+		 * it back, and a refusal would let a borrower that comes
+		 * back up as the same incarnation settle its lease while it
+		 * is held for it (found by the ownership model). Unanswered,
+		 * it returns the device later, as after any lost answer.
+		 */
+		return DL_LENDER_LATER;
 	}
 	dl_lent_changed_queue(lent);
 	dl_lent_count(lent, DL_LCNT_ACQUIRES);

@@ -32,6 +32,10 @@ pub struct CVariant {
     pub fix_remove_order: bool,
     /// Item 5 is fixed in `dl_vdev_borrow()`.
     pub fix_lease_inc: bool,
+    /// `dl_serve_acquire()` reads the link again after naming the holder.
+    pub acquire_recheck: bool,
+    /// ... and then leaves the ACQUIRE unanswered instead of refusing it.
+    pub fix_acquire_silent: bool,
     /// What was seen, for the test log.
     pub evidence: Vec<String>,
 }
@@ -193,6 +197,51 @@ pub fn lease_incarnation(vdev_c: &str) -> Result<(bool, String), String> {
     }
 }
 
+/// The second read of the link in `lender/msg.c`'s `dl_serve_acquire()`,
+/// if any, and what its branch answers: (recheck, silent, evidence).
+pub fn acquire_recheck(msg_c: &str) -> Result<(bool, bool, String), String> {
+    let code = strip_comments(msg_c);
+    let body = function_body(&code, "dl_serve_acquire")?;
+    let reads: Vec<usize> = body
+        .match_indices("dl_fabric_peer_info(")
+        .map(|(at, _)| at)
+        .collect();
+    let Some(&second) = reads.get(1) else {
+        return Ok((
+            false,
+            false,
+            "dl_serve_acquire(): the link is read once, before the holder is named (no re-read)"
+                .into(),
+        ));
+    };
+    let after = &body[second..];
+    let later = after.find("return DL_LENDER_LATER");
+    let einval = after.find("return -EINVAL");
+    let silent = match (later, einval) {
+        (Some(l), Some(e)) => l < e,
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+        (None, None) => {
+            return Err(
+                "dl_serve_acquire(): the re-read's branch returns neither DL_LENDER_LATER nor -EINVAL; update csource.rs"
+                    .into(),
+            )
+        }
+    };
+    Ok((
+        true,
+        silent,
+        format!(
+            "dl_serve_acquire(): the link is read again after the holder is named; a borrower found down is {}",
+            if silent {
+                "left unanswered (the race fixed)"
+            } else {
+                "answered -EINVAL (the race NOT fixed)"
+            }
+        ),
+    ))
+}
+
 /// The function of the file whose body sends DL_MSG_DEV_ACQUIRE.
 fn acquire_helper(code: &str) -> Result<String, String> {
     let at = code
@@ -232,10 +281,13 @@ pub fn variant(kmod: &Path) -> Result<CVariant, String> {
     };
     let (fix_remove_order, e1) = remove_order(&read("lender/driver.c")?)?;
     let (fix_lease_inc, e5) = lease_incarnation(&read("borrower/vdev.c")?)?;
+    let (acquire_recheck, fix_acquire_silent, e7) = acquire_recheck(&read("lender/msg.c")?)?;
     Ok(CVariant {
         fix_remove_order,
         fix_lease_inc,
-        evidence: vec![e1, e5],
+        acquire_recheck,
+        fix_acquire_silent,
+        evidence: vec![e1, e5, e7],
     })
 }
 

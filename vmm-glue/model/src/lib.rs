@@ -91,10 +91,15 @@ pub struct Params {
     pub restart_after_removal: bool,
     /// Explore `dl_serve_acquire()`'s second read of the link (commit
     /// b8d0286) finding the borrower down after the holder was named: the
-    /// device is marked for take-back and the request answered -EINVAL,
-    /// sent when the receive work gets to it, if the link is up by then.
-    /// Off by default: it shows a race (docs/model.md).
+    /// device is marked for take-back, and answered as
+    /// [`Params::fix_acquire_silent`] says.
     pub acquire_race: bool,
+    /// The fix of the race that second read opened: the ACQUIRE is not
+    /// answered (the borrower returns the device later, as after any lost
+    /// answer). Without it the request is answered -EINVAL, sent when the
+    /// receive work gets to it if the link is up by then, and the borrower
+    /// settles a lease the lender still holds the device for.
+    pub fix_acquire_silent: bool,
 }
 
 impl Params {
@@ -110,7 +115,8 @@ impl Params {
             allowed_hosts: false,
             unload: true,
             restart_after_removal: false,
-            acquire_race: false,
+            acquire_race: true,
+            fix_acquire_silent: true,
         }
     }
 
@@ -1441,7 +1447,9 @@ impl Model for Ownership {
                 d.holder = Holder::Us;
                 d.reclaim = true;
                 s.lender.sees_borrower = false;
-                s.lender.outbox = Some((r.tag, Ret::Einval));
+                if !self.p.fix_acquire_silent {
+                    s.lender.outbox = Some((r.tag, Ret::Einval));
+                }
             }
             Action::DlLenderRespond => {
                 let (tag, ret) = s.lender.outbox.take()?;
