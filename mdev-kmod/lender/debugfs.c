@@ -126,15 +126,21 @@ static int dl_lender_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(dl_lender);
 
+/* Mappings listed per hold of a device's lock. */
+#define DL_MAPS_PER_HOLD	1024
+
 /*
  * lender_maps: for each lent device a "dev_id=<id> borrower=<id|->" line,
  * then its mappings (dl_lent_dma_show()). Tests compare them with what the
- * borrower pinned and quarantined.
+ * borrower pinned and quarantined. The lock is let go between batches of
+ * lines, so a listing taken while mappings change may mix moments; each
+ * line was true when it was written.
  */
 static int dl_lender_maps_show(struct seq_file *s, void *unused)
 {
+	unsigned long idx, from;
 	struct dl_lent *lent;
-	unsigned long idx;
+	bool more;
 
 	/* One device at a time, by reference: its lock is a mutex. */
 	for (idx = 0; xa_find(&dl_lender.devs, &idx, ULONG_MAX, XA_PRESENT);
@@ -148,8 +154,15 @@ static int dl_lender_maps_show(struct seq_file *s, void *unused)
 		else
 			seq_printf(s, "dev_id=%u borrower=%u\n", lent->dev_id,
 				   lent->borrower);
-		dl_lent_dma_show(s, lent);
+		from = 0;
+		more = dl_lent_dma_show(s, lent, &from, DL_MAPS_PER_HOLD);
 		mutex_unlock(&lent->lock);
+		while (more) {
+			cond_resched();
+			mutex_lock(&lent->lock);
+			more = dl_lent_dma_show(s, lent, &from, DL_MAPS_PER_HOLD);
+			mutex_unlock(&lent->lock);
+		}
 		dl_lent_put(lent);
 	}
 	return 0;

@@ -798,18 +798,33 @@ void dl_lent_fault_work(struct work_struct *work)
 }
 
 /**
- * dl_lent_dma_show() - list the device's mappings, for debugfs: one
- *	"m <iova> <borrower address> <bytes>" line each.
+ * dl_lent_dma_show() - list some of the device's mappings, for debugfs:
+ *	one "m <iova> <borrower address> <bytes>" line each, in IOVA order.
  * @s: the file.
  * @lent: the device; @lent->lock held.
+ * @from: the IOVA to start at; set to where the next call goes on.
+ * @max: how many mappings to list at most.
+ *
+ * A few at a time, so that a reader of up to 2^20 mappings never holds
+ * the lock that the receive work takes for every request about the device.
+ *
+ * Return: true if mappings from *@from on are left to list.
  */
-void dl_lent_dma_show(struct seq_file *s, struct dl_lent *lent)
+bool dl_lent_dma_show(struct seq_file *s, struct dl_lent *lent,
+		      unsigned long *from, unsigned int max)
 {
+	unsigned long idx = *from;
 	struct dl_lent_dma *m;
-	unsigned long idx = 0;
+	unsigned int n = 0;
 
 	lockdep_assert_held(&lent->lock);
 
-	mt_for_each(&lent->dma, m, idx, ULONG_MAX)
+	mt_for_each(&lent->dma, m, idx, ULONG_MAX) {
+		if (n++ == max) {
+			*from = m->iova;
+			return true;
+		}
 		seq_printf(s, "m %#llx %#llx %#llx\n", m->iova, m->addr, m->len);
+	}
+	return false;
 }

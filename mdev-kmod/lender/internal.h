@@ -441,7 +441,8 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    const struct dl_dma_range *ranges, u32 count);
 int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len);
 void dl_lent_dma_unmap_all(struct dl_lent *lent);
-void dl_lent_dma_show(struct seq_file *s, struct dl_lent *lent);
+bool dl_lent_dma_show(struct seq_file *s, struct dl_lent *lent,
+		      unsigned long *from, unsigned int max);
 int dl_lent_fault_handler(struct iommu_domain *domain, struct device *dev,
 			  unsigned long iova, int flags, void *token);
 void dl_lent_fault_work(struct work_struct *work);
