@@ -571,6 +571,8 @@ const T_CFG_READ_BLOCK: u16 = sys::DL_MSG_CFG_READ_BLOCK as u16;
 const T_IRQ_MASK: u16 = sys::DL_MSG_IRQ_MASK as u16;
 /// The last lending type a lender knows.
 const T_LAST_KNOWN: u16 = T_IRQ_MASK;
+/// The emulated NTB port's hello (`ntb-emu/main.c`), used by the flood.
+const T_NTB_HELLO: u16 = sys::DL_MSG_NTB_HELLO as u16;
 
 const S_OK: u32 = sys::DL_STATUS_OK;
 const S_EINVAL: u32 = sys::DL_STATUS_EINVAL;
@@ -2174,6 +2176,252 @@ pub fn run(opts: &Options) -> anyhow::Result<Report> {
     Ok(fz.report)
 }
 
+// ---------------------------------------------------------------------------
+// The flood mode: a peer that asks for answers and never takes them.
+
+/// `DL_FABRIC_URGENT_SLOTS` (`fabric/fabric.h`): of the half ring that
+/// requests and posted messages may fill, the slots kept for urgent ones.
+const URGENT_SLOTS: u32 = 8;
+
+/// The slots of a ring that posted messages may fill
+/// (`dl_ring_share_normal()`): once the target's answers to our hellos
+/// fill them in the ring back, every further answer finds no room.
+fn posted_share(slots: u32) -> u32 {
+    let share = (slots / 2).max(1);
+    if share > 2 * URGENT_SLOTS {
+        share - URGENT_SLOTS
+    } else {
+        (share / 2).max(1)
+    }
+}
+
+/// How long each stage of the flood waits at most for the target.
+const FLOOD_STAGE: Duration = Duration::from_secs(60);
+/// How long the flood mode runs at most without being told to go on.
+const FLOOD_IDLE: Duration = Duration::from_secs(900);
+/// Bytes of data in each of the flood's pings.
+const FLOOD_PING_DATA: usize = 32;
+
+impl Fuzzer<'_> {
+    /// Our messages the target has taken since index `start`.
+    fn taken_since(&self, start: u32) -> u32 {
+        self.rings
+            .tx_cons()
+            .load(Ordering::Acquire)
+            .wrapping_sub(start)
+    }
+
+    /// The target's messages waiting in the ring back, which the flood
+    /// never takes.
+    fn rx_waiting(&self) -> u32 {
+        self.rings
+            .rx_prod()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.rx_cons)
+    }
+
+    /// The messages waiting in the ring back by kind, looked at but not
+    /// taken: the target's hellos, its answers to our pings, anything else.
+    fn rx_waiting_kinds(&self) -> serde_json::Value {
+        let (mut hellos, mut ping_answers, mut other) = (0u64, 0u64, 0u64);
+        let mut hdr = [0u8; DL_MSG_HDR_SIZE];
+        for i in 0..self.rx_waiting().min(self.rings.slots) {
+            let idx = self.rx_cons.wrapping_add(i);
+            self.rings
+                .peer_inbox
+                .read(self.rings.slot_off(self.rings.rx_slots, idx), &mut hdr);
+            match (le16(&hdr, 0), le16(&hdr, 6) & RESP != 0) {
+                (T_NTB_HELLO, false) => hellos += 1,
+                (T_PING, true) => ping_answers += 1,
+                _ => other += 1,
+            }
+        }
+        json!({ "hellos": hellos, "ping_answers": ping_answers, "other": other })
+    }
+
+    /// Keeps the peer alive, and takes nothing, until `go()`.
+    fn beat_until(&mut self, go: &dyn Fn() -> bool, limit: Duration) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        while !go() {
+            self.keep_alive();
+            self.rings.check_bound()?;
+            ensure!(t0.elapsed() < limit, "not told to go on within {limit:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    /// An NTB hello (`DL_MSG_NTB_HELLO`, posted) that says our port is
+    /// there and asks the target's emulated port for its own hello and
+    /// translations: a handler that posts back to us.
+    fn hello_asking(&mut self, slot: &mut [u8]) {
+        slot.fill(0);
+        self.gen
+            .hdr(slot, T_NTB_HELLO, sys::DL_NTB_HELLO_SIZE, 0, 0);
+        let flags = sys::DL_NTB_F_PRESENT | sys::DL_NTB_F_ASK;
+        slot[DL_MSG_HDR_SIZE..DL_MSG_HDR_SIZE + 4].copy_from_slice(&flags.to_le_bytes());
+    }
+
+    /// A well-formed ping request, number `test_seq` of run `nonce`.
+    fn ping_request(&mut self, slot: &mut [u8], nonce: u64, test_seq: u32) {
+        slot.fill(0);
+        let mut data = [0u8; FLOOD_PING_DATA];
+        self.gen.rng.fill_bytes(&mut data);
+        let len = sys::DL_PING_SIZE + data.len();
+        let id = self.gen.next_req();
+        self.gen.hdr(slot, T_PING, len, 0, id);
+        Ping::for_data(test_seq, nonce, &data)
+            .encode(&data, &mut slot[DL_MSG_HDR_SIZE..DL_MSG_HDR_SIZE + len])
+            .expect("a ping fits the slot");
+    }
+}
+
+/// Prints one line `<tag> <json>` of the flood mode and flushes it.
+fn flood_line(tag: &str, v: &serde_json::Value) {
+    use std::io::Write;
+    println!("{tag} {v}");
+    let _ = std::io::stdout().flush();
+}
+
+/// The flood mode (issue 26): as the dead peer, floods the target with
+/// messages whose handling posts answers back, and never takes the ring
+/// back (its consumer index stays where it was), so that every answer
+/// after the first ones finds that ring full. Stages, each printed as a
+/// line `<tag> <json>` and started by `go(stage)`:
+///
+/// - `FLOOD-READY`: attached, the target has taken everything the dead
+///   host left; from here on nothing is taken from the ring back. Waits
+///   for `go("flood")`.
+/// - `go("flood")`: NTB hellos asking for an answer (`DL_NTB_F_ASK`),
+///   posted, as fast as the target takes them, until `go("hold")`.
+///   `FLOOD-FLOODING` is printed once the target's answers fill what
+///   posted messages may use of the ring back (`share_full`), or after
+///   [`FLOOD_STAGE`] without (`share_full: false`); from then on each
+///   further answer finds no room.
+/// - `go("hold")`: well-formed ping requests, whose responses may fill
+///   the whole ring back, until the target holds our messages back for
+///   want of room for their answers: our ring full and not taken, the ring
+///   back full, for 300 ms (`held`; or [`FLOOD_STAGE`] without).
+///   `FLOOD-HELD` is printed; the peer is kept alive until `go("quit")`.
+/// - `FLOOD-DONE`: what the target had taken by then; returned as well.
+///
+/// Every line says how many hellos and pings were written, how many of
+/// our messages the target `taken` (in the order written: hellos first),
+/// and what waits in the ring back (`waiting`, `waiting_kinds`).
+pub fn flood(opts: &Options, go: &dyn Fn(&str) -> bool) -> anyhow::Result<serde_json::Value> {
+    const HELD_FOR: Duration = Duration::from_millis(300);
+    const BELL_EVERY: Duration = Duration::from_millis(20);
+    let att = attach(opts)?;
+    let mut fz = fuzzer(&att, opts)?;
+    let slots = fz.rings.slots;
+    let share = posted_share(slots);
+    // fuzzer() waited until the target took everything before this index
+    // and took the ring back up to here.
+    let start = fz.prod;
+    let mut report = json!({
+        "target": opts.target,
+        "peer": opts.peer,
+        "ring_slots": slots,
+        "posted_share": share,
+        "hellos": 0,
+        "pings": 0,
+        "taken": 0,
+        "waiting": fz.rx_waiting(),
+    });
+    flood_line("FLOOD-READY", &report);
+    fz.beat_until(&|| go("flood"), FLOOD_IDLE)?;
+
+    let mut slot = vec![0u8; fz.rings.slot_size];
+    let t0 = Instant::now();
+    let mut hellos = 0u64;
+    let mut flooding_said = false;
+    let mut last_bell = Instant::now();
+    while !go("hold") {
+        fz.keep_alive();
+        let room = fz.free_slots();
+        if room > 0 {
+            fz.rings.check_bound()?;
+            for _ in 0..room {
+                fz.hello_asking(&mut slot);
+                fz.put(&slot);
+                hellos += 1;
+            }
+            fz.publish()?;
+            last_bell = Instant::now();
+        } else if last_bell.elapsed() >= BELL_EVERY {
+            // A doorbell, in case the target missed one.
+            fz.publish()?;
+            last_bell = Instant::now();
+        }
+        let waiting = fz.rx_waiting();
+        if !flooding_said && (waiting >= share || t0.elapsed() >= FLOOD_STAGE) {
+            report["hellos"] = json!(hellos);
+            report["taken"] = json!(fz.taken_since(start));
+            report["waiting"] = json!(waiting);
+            report["waiting_kinds"] = fz.rx_waiting_kinds();
+            report["share_full"] = json!(waiting >= share);
+            report["secs"] = json!(t0.elapsed().as_secs_f64());
+            flood_line("FLOOD-FLOODING", &report);
+            flooding_said = true;
+        }
+        ensure!(
+            t0.elapsed() < FLOOD_IDLE,
+            "not told to hold within {FLOOD_IDLE:?}"
+        );
+        std::thread::sleep(Duration::from_micros(500));
+    }
+
+    let t1 = Instant::now();
+    let nonce: u64 = fz.gen.rng.random();
+    let mut pings = 0u32;
+    let mut full_since: Option<Instant> = None;
+    let held = loop {
+        fz.keep_alive();
+        let room = fz.free_slots();
+        if room == 0 {
+            let since = *full_since.get_or_insert_with(Instant::now);
+            if fz.rx_waiting() >= slots && since.elapsed() >= HELD_FOR {
+                break true;
+            }
+            if last_bell.elapsed() >= BELL_EVERY {
+                fz.publish()?;
+                last_bell = Instant::now();
+            }
+        } else {
+            full_since = None;
+            fz.rings.check_bound()?;
+            for _ in 0..room {
+                fz.ping_request(&mut slot, nonce, pings);
+                fz.put(&slot);
+                pings += 1;
+            }
+            fz.publish()?;
+            last_bell = Instant::now();
+        }
+        if t1.elapsed() >= FLOOD_STAGE {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    report["hellos"] = json!(hellos);
+    report["pings"] = json!(pings);
+    report["taken"] = json!(fz.taken_since(start));
+    report["waiting"] = json!(fz.rx_waiting());
+    report["waiting_kinds"] = fz.rx_waiting_kinds();
+    report["held"] = json!(held);
+    report["secs"] = json!(t0.elapsed().as_secs_f64());
+    flood_line("FLOOD-HELD", &report);
+    fz.beat_until(&|| go("quit"), FLOOD_IDLE)?;
+
+    report["taken"] = json!(fz.taken_since(start));
+    report["waiting"] = json!(fz.rx_waiting());
+    report["waiting_kinds"] = fz.rx_waiting_kinds();
+    report["secs"] = json!(t0.elapsed().as_secs_f64());
+    flood_line("FLOOD-DONE", &report);
+    fz.rings.beat();
+    Ok(report)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicBool;
@@ -2478,6 +2726,105 @@ mod tests {
         assert!(
             format!("{err:#}").contains("ends before host 1's inbox"),
             "{err:#}"
+        );
+    }
+    /// Plays T against the flood mode as `fabric/ring.c` and the emulated
+    /// NTB port would: takes P's messages only while the ring back has room
+    /// for an answer (else holds them back), answers a hello asking for one
+    /// with a hello of its own while posted messages have room, answers
+    /// every request. Returns how often a hello's answer found no room.
+    fn fake_flooded_target(fabric: &Fabric, stop: &AtomicBool) -> u64 {
+        let layout = &fabric.layout;
+        let t_inbox = open_inbox(&fabric.ram(T), layout, &host(T, incarnation(P))).unwrap();
+        let p_inbox = open_inbox(&fabric.ram(P), layout, &host(P, incarnation(T))).unwrap();
+        let entry_p = layout.inbox_entry_offset(P).unwrap();
+        let entry_t = layout.inbox_entry_offset(T).unwrap();
+        let slots = layout.ring_slots();
+        let mut cons = p_inbox.u32_at(entry_t + CONS).load(Ordering::Acquire);
+        let mut prod = p_inbox.u32_at(entry_t + PROD).load(Ordering::Acquire);
+        let mut no_room = 0;
+        let mut hdr = [0u8; DL_MSG_HDR_SIZE + 8];
+        while !stop.load(Ordering::Acquire) {
+            let their = t_inbox.u32_at(entry_p + PROD).load(Ordering::Acquire);
+            while cons != their {
+                let used =
+                    prod.wrapping_sub(t_inbox.u32_at(entry_p + CONS).load(Ordering::Acquire));
+                if used >= slots {
+                    break;
+                }
+                t_inbox.read(layout.inbox_slot_offset(P, cons).unwrap(), &mut hdr);
+                let (t, req_id) = (le16(&hdr, 0), le64(&hdr, 24));
+                let ask = t == T_NTB_HELLO && le32(&hdr, DL_MSG_HDR_SIZE) & sys::DL_NTB_F_ASK != 0;
+                let answer = match (ask, req_id) {
+                    (true, _) if used < posted_share(slots) => Some((T_NTB_HELLO, 0)),
+                    (true, _) => {
+                        no_room += 1;
+                        None
+                    }
+                    (false, 0) => None,
+                    (false, _) => Some((t, RESP)),
+                };
+                if let Some((t, flags)) = answer {
+                    let mut msg = [0u8; DL_MSG_HDR_SIZE];
+                    msg[0..2].copy_from_slice(&t.to_le_bytes());
+                    msg[6..8].copy_from_slice(&flags.to_le_bytes());
+                    msg[24..32].copy_from_slice(&req_id.to_le_bytes());
+                    p_inbox.write(layout.inbox_slot_offset(T, prod).unwrap(), &msg);
+                    prod = prod.wrapping_add(1);
+                    p_inbox
+                        .u32_at(entry_t + PROD)
+                        .store(prod, Ordering::Release);
+                }
+                cons = cons.wrapping_add(1);
+            }
+            p_inbox
+                .u32_at(entry_t + CONS)
+                .store(cons, Ordering::Release);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        no_room
+    }
+
+    #[test]
+    fn floods_until_held_back() {
+        let fabric = Fabric::new("flood");
+        let slots = fabric.layout.ring_slots();
+        let told: [AtomicBool; 3] = Default::default();
+        let stop = AtomicBool::new(false);
+        let (res, no_room) = std::thread::scope(|s| {
+            let target = s.spawn(|| fake_flooded_target(&fabric, &stop));
+            let flood = s.spawn(|| {
+                flood(&fabric.options(0), &|stage| match stage {
+                    "flood" => told[0].load(Ordering::SeqCst),
+                    "hold" => told[1].load(Ordering::SeqCst),
+                    _ => told[2].load(Ordering::SeqCst),
+                })
+            });
+            for t in &told {
+                std::thread::sleep(Duration::from_millis(500));
+                t.store(true, Ordering::SeqCst);
+            }
+            let res = flood.join().unwrap();
+            stop.store(true, Ordering::Release);
+            (res, target.join().unwrap())
+        });
+        let r = res.unwrap();
+        let num = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+        assert_eq!(r["held"], true, "{r}");
+        assert!(num("hellos") > u64::from(slots), "{r}");
+        assert!(no_room > 0, "{r}");
+        // Held back: the ring back full (hellos within their share, ping
+        // answers in the rest), ours full and not taken.
+        assert_eq!(num("waiting"), u64::from(slots), "{r}");
+        assert_eq!(
+            r["waiting_kinds"]["hellos"],
+            u64::from(posted_share(slots)),
+            "{r}"
+        );
+        assert_eq!(
+            num("hellos") + num("pings") - num("taken"),
+            u64::from(slots),
+            "{r}"
         );
     }
 }

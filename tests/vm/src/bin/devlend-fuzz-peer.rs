@@ -25,6 +25,13 @@
 //! <json>`, and exits at `quit` (or the end of stdin), keeping the peer
 //! alive meanwhile.
 //!
+//! `--flood`: instead of fuzzing, flood the target with NTB hellos that
+//! ask for an answer, never taking its messages, then with pings until it
+//! holds ours back (`peerfuzz::flood`); the stages start at the lines
+//! `flood`, `hold` and `quit` on stdin (the end of stdin starts them all)
+//! and print `FLOOD-READY`, `FLOOD-FLOODING`, `FLOOD-HELD` and
+//! `FLOOD-DONE <json>`.
+//!
 //! The peer must be a host whose slot says UP but whose QEMU is gone (killed):
 //! the fuzzer keeps its heartbeat moving. With `--doorbell-sock` (the ivshmem
 //! server's socket of that host) it rings the target's doorbell. `--json`
@@ -41,7 +48,7 @@ use devlend_vmtests::peerfuzz::{self, Options};
 fn usage() -> &'static str {
     "usage: devlend-fuzz-peer --ctl FILE --target ID --target-ram FILE --peer ID \
      --peer-ram FILE [--doorbell-sock SOCK] [--messages N] [--seed S] [--dev-id ID]... \
-     [--corruptions N] [--deaf-phases N] [--json] [--churn N] [-v]"
+     [--corruptions N] [--deaf-phases N] [--json] [--churn N] [--flood] [-v]"
 }
 
 fn parse() -> anyhow::Result<(Options, bool, Option<u64>)> {
@@ -86,6 +93,8 @@ fn parse() -> anyhow::Result<(Options, bool, Option<u64>)> {
             "--deaf-phases" => opts.deaf_phases = val()?.parse().context("--deaf-phases")?,
             "--json" => json = true,
             "--churn" => churn = Some(val()?.parse().context("--churn")?),
+            // Looked for by main(): see flood_asked().
+            "--flood" => {}
             "-v" | "--verbose" => opts.verbose = true,
             "-h" | "--help" => {
                 println!("{}", usage());
@@ -148,6 +157,44 @@ fn run_churn(opts: &Options, rounds: u64) -> ExitCode {
     }
 }
 
+/// Whether `--flood` was given.
+fn flood_asked() -> bool {
+    std::env::args().skip(1).any(|a| a == "--flood")
+}
+
+/// The flood mode, told by lines on stdin when to start each stage.
+fn run_flood(opts: &Options) -> ExitCode {
+    const STAGES: [&str; 3] = ["flood", "hold", "quit"];
+    let told: Arc<[AtomicBool; 3]> = Arc::new(Default::default());
+    {
+        let told = told.clone();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lines() {
+                let Ok(line) = line else { break };
+                if let Some(i) = STAGES.iter().position(|s| *s == line.trim()) {
+                    told[i].store(true, Ordering::SeqCst);
+                }
+            }
+            for t in told.iter() {
+                t.store(true, Ordering::SeqCst);
+            }
+        });
+    }
+    let go = |stage: &str| {
+        STAGES
+            .iter()
+            .position(|s| *s == stage)
+            .is_some_and(|i| told[i].load(Ordering::SeqCst))
+    };
+    match peerfuzz::flood(opts, &go) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("devlend-fuzz-peer: flood: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn parse_u64(s: &str) -> anyhow::Result<u64> {
     Ok(match s.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16)?,
@@ -163,6 +210,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if flood_asked() {
+        println!(
+            "flooding host {} as host {}: NTB hellos asking for answers, never taken",
+            opts.target, opts.peer
+        );
+        return run_flood(&opts);
+    }
     if let Some(rounds) = churn {
         println!(
             "churning device {} of host {} as host {}: {rounds} rounds",
