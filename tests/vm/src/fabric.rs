@@ -171,3 +171,40 @@ pub fn selftest(
     )?;
     Ok(parse_kv(out.trim()))
 }
+
+/// Runs the module's fabric self-test toward `peer` and reads the result
+/// line, also when pings failed (the write then fails with EIO): the line
+/// as key=value, plus `write_ok` (`true` or `false`) and, if the write
+/// failed, `write_error`. An error if the run did not end within
+/// `timeout`.
+pub fn selftest_outcome(
+    agent: &AgentClient,
+    peer: u32,
+    count: u32,
+    size: u32,
+    window: u32,
+    timeout: Duration,
+) -> anyhow::Result<HashMap<String, String>> {
+    let cmd = format!(
+        "if echo 'peer={peer} count={count} size={size} window={window}' \
+           > /sys/kernel/debug/devlend/selftest; then echo write_ok=true; \
+         else echo write_ok=false; fi; cat /sys/kernel/debug/devlend/selftest"
+    );
+    let out = agent
+        .sh(&cmd, timeout)
+        .with_context(|| format!("agent could not run `{cmd}`"))?;
+    if out.timed_out || out.exit_code != Some(0) {
+        bail!(
+            "the self-test toward peer {peer} ({count} pings) did not end within {timeout:?} \
+             (exit {:?}, timed out {}): {}",
+            out.exit_code,
+            out.timed_out,
+            out.stderr.trim_end()
+        );
+    }
+    let mut kv = parse_kv(&out.stdout);
+    if kv.get("write_ok").map(String::as_str) != Some("true") {
+        kv.insert("write_error".into(), out.stderr.trim().replace(' ', "_"));
+    }
+    Ok(kv)
+}

@@ -2,16 +2,21 @@
 //! others up, and two borrowers take "any NVMe" from two lenders' pool, a
 //! third request waiting for one to come back (`devlend_vmtests::pool`).
 //! Then devlend's NTB backend runs on the four ports of one emulated NTB
-//! switch. `./test.sh multihost` runs these with the devices suite's
-//! multi-host checks; `./test.sh ntb` selects the NTB one.
+//! switch, and last a peer floods one host while a third pings it
+//! (`third_host_pings_unhurt_by_a_flooding_peer`). `./test.sh multihost`
+//! runs these with the devices suite's multi-host checks; `./test.sh ntb`
+//! selects the NTB one, `./test.sh flood` the flood.
 
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::lending::{self, wait_until};
-use devlend_vmtests::{ntb, pool, Check, Suite};
+use devlend_vmtests::{ntb, ownership, pool, Check, Suite};
 
 /// The hosts of `four-host.toml`.
 const HOSTS: [&str; 4] = ["lender", "lender2", "borrower", "borrower2"];
@@ -190,6 +195,365 @@ fn ntb_switch_of_four_ports(c: &mut Cluster) -> anyhow::Result<()> {
     res
 }
 
+/// The flood check's hosts: the peer that floods (its QEMU killed,
+/// `devlend-fuzz-peer --flood` in its place), the host it floods, and a
+/// third host that pings the flooded one meanwhile.
+const FLOODER: &str = "borrower2";
+const FLOODED: &str = "borrower";
+const PINGER: &str = "lender";
+/// Pings of each round, one at a time.
+const FLOOD_PINGS: u32 = 1000;
+/// The liveness bound: the third host's pings do not wait behind the
+/// flood for a second. Every ping must come back (the self-test gives each
+/// 5 s), and 99% of them within this; the percentile, not the maximum, so
+/// that a ping caught by a stall of an emulated host itself (seen up to
+/// 3 s on a busy machine) does not fail the check. Before the fix, each
+/// hello of the flood that the flooded host answered kept its receive work
+/// waiting 1 s for ring room, up to 128 in a row, and the pings timed
+/// out; on these TCG hosts a ping takes milliseconds, flood or not.
+const FLOOD_P99_BOUND_NS: u64 = 1_000_000_000;
+
+/// The flood tool's next line starting with `prefix`, as JSON; its other
+/// lines printed.
+fn tool_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    prefix: &str,
+    limit: Duration,
+) -> anyhow::Result<serde_json::Value> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let left = limit.saturating_sub(t0.elapsed());
+        let line = lines
+            .recv_timeout(left)
+            .with_context(|| format!("the flood tool printed no {prefix} within {limit:?}"))?;
+        if let Some(json) = line.strip_prefix(prefix) {
+            println!("  | {line}");
+            return serde_json::from_str(json).with_context(|| format!("{prefix}{json}"));
+        }
+        println!("  | {line}");
+    }
+}
+
+/// The counters of the flood check: the flooded host's for the flooder
+/// and for the pinger, and the pinger's for the flooded host.
+struct FloodCounters {
+    flooder: HashMap<String, String>,
+    pinger: HashMap<String, String>,
+    seen_by_pinger: HashMap<String, String>,
+}
+
+fn flood_counters(c: &Cluster, ids: &FloodIds) -> anyhow::Result<FloodCounters> {
+    let f = c.agent(FLOODED)?;
+    Ok(FloodCounters {
+        flooder: fabric::peer_counters(f, ids.flooder)?,
+        pinger: fabric::peer_counters(f, ids.pinger)?,
+        seen_by_pinger: fabric::peer_counters(c.agent(PINGER)?, ids.flooded)?,
+    })
+}
+
+struct FloodIds {
+    flooder: u32,
+    flooded: u32,
+    pinger: u32,
+}
+
+/// `after[key] - before[key]`, 0 where either is missing.
+fn grew(before: &HashMap<String, String>, after: &HashMap<String, String>, key: &str) -> i64 {
+    let n = |m: &HashMap<String, String>| m.get(key).and_then(|v| v.parse::<i64>().ok());
+    n(after).zip(n(before)).map_or(0, |(a, b)| a - b)
+}
+
+/// One round of the pinger's self-test toward the flooded host: the
+/// errors it shows (every ping answered intact, 99% of them within
+/// [`FLOOD_P99_BOUND_NS`]), and a line for the log.
+fn ping_round(c: &Cluster, ids: &FloodIds, what: &str) -> anyhow::Result<(Vec<String>, String)> {
+    let r = fabric::selftest_outcome(
+        c.agent(PINGER)?,
+        ids.flooded,
+        FLOOD_PINGS,
+        64,
+        1,
+        Duration::from_secs(120),
+    )
+    .with_context(|| format!("{PINGER}'s pings {what}"))?;
+    let num = |k: &str| fabric::counter(&r, k).unwrap_or(u64::MAX);
+    let line = format!(
+        "{PINGER} -> {FLOODED} {what}: ok={} errors={} timeouts={} p50={} us p99={} us max={} us",
+        r.get("ok").map_or("?", String::as_str),
+        r.get("errors").map_or("?", String::as_str),
+        r.get("timeouts").map_or("?", String::as_str),
+        num("p50_ns") / 1000,
+        num("p99_ns") / 1000,
+        num("max_ns") / 1000,
+    );
+    let mut errors = Vec::new();
+    if r.get("write_ok").map(String::as_str) != Some("true")
+        || r.get("result").map(String::as_str) != Some("pass")
+        || num("ok") != u64::from(FLOOD_PINGS)
+        || num("count") != u64::from(FLOOD_PINGS)
+    {
+        errors.push(format!(
+            "not every ping of {PINGER} was answered intact {what} (a ping waits 5 s): {r:?}"
+        ));
+    } else if num("p99_ns") >= FLOOD_P99_BOUND_NS {
+        errors.push(format!(
+            "more than 1% of {PINGER}'s pings waited {} ms or longer {what}: {r:?}",
+            FLOOD_P99_BOUND_NS / 1_000_000
+        ));
+    }
+    Ok((errors, line))
+}
+
+/// A peer that floods one host with messages whose handlers post answers
+/// back to it, and never takes them, must not hold up that host's other
+/// peers (issue 26 item 4). `borrower2`'s QEMU is killed and
+/// `devlend-fuzz-peer --flood` takes its place toward `borrower`, whose
+/// emulated NTB port (`devlend_ntb_emu.ko`) answers every NTB hello that
+/// asks (`DL_NTB_F_ASK`) with a hello of its own. The tool never takes
+/// `borrower`'s messages: its consumer index of the ring back stays put,
+/// so after the first answers fill what posted messages may use of that
+/// ring, each answer finds no room. Meanwhile `lender` pings `borrower`
+/// (the fabric self-test, 1000 pings one at a time), twice: while the
+/// hellos pour in (first round), and after the tool has filled the whole
+/// ring back with the answers to pings of its own, so that `borrower`
+/// holds its messages back (second round). Asserted:
+///
+/// - the flood was taken and held back: the tool saw the ring back fill
+///   with `borrower`'s hellos up to the posted share and then whole
+///   (`share_full`, `held`); `borrower` counted for the flooder exactly the
+///   messages the tool saw taken (`rx_msgs`), among them every hello and
+///   the pings taken (`ping_rx`), more than a ring of hellos taken during
+///   the first round, answers that found no room (`tx_ring_full`) and
+///   the backpressure (`rx_held_back`);
+/// - in both rounds every ping of `lender` was answered intact (each
+///   within the self-test's 5 s) and 99% of them within a second
+///   (`p99_ns`; see [`FLOOD_P99_BOUND_NS`]); the maximum and the mean
+///   round trip (`answer_ns` / `answers`) printed;
+/// - no link went down: `borrower`'s for the flooder and for `lender`,
+///   `lender`'s for `borrower` (`link_downs`); `borrower`'s kernel logged no
+///   WARN, BUG, oops, lockup or stall;
+/// - `borrower2` boots again and `borrower` sees it up.
+///
+/// Before the fix (c8189b1), the handler answered each hello itself and
+/// waited up to 1 s for ring room, 128 hellos a pass: the first round's
+/// pings timed out.
+fn third_host_pings_unhurt_by_a_flooding_peer(c: &mut Cluster) -> anyhow::Result<()> {
+    for h in [FLOODED, PINGER, FLOODER] {
+        lending::ensure_module(c.agent(h)?)?;
+    }
+    let params = c.topology().ntb.module_params();
+    ntb::load_emulated_port(c.agent(FLOODED)?, &params)
+        .with_context(|| format!("{FLOODED}'s NTB port"))?;
+    let ids = FloodIds {
+        flooder: fabric::host_id(c.agent(FLOODER)?)?,
+        flooded: fabric::host_id(c.agent(FLOODED)?)?,
+        pinger: fabric::host_id(c.agent(PINGER)?)?,
+    };
+    let wait = devlend_vmtests::twohost::WAIT;
+    fabric::wait_peer_state(c.agent(FLOODED)?, ids.flooder, "up", wait)?;
+    fabric::wait_peer_state(c.agent(FLOODED)?, ids.pinger, "up", wait)?;
+    fabric::wait_peer_state(c.agent(PINGER)?, ids.flooded, "up", wait)?;
+    // For comparison; it must pass.
+    let (calm_errors, calm) = ping_round(c, &ids, "without a flood")?;
+    println!("  {calm}");
+    ensure!(calm_errors.is_empty(), "{}", calm_errors.join("\n"));
+    let mark = ownership::kernel_log_lines(c.agent(FLOODED)?)?;
+
+    c.kill_host(FLOODER)?;
+    let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
+    let args = [
+        "--ctl".to_owned(),
+        c.paths().ctl_file().display().to_string(),
+        "--doorbell-sock".to_owned(),
+        c.paths()
+            .doorbell_sock(ids.flooder as usize)
+            .display()
+            .to_string(),
+        "--target".to_owned(),
+        ids.flooded.to_string(),
+        "--target-ram".to_owned(),
+        c.paths().ram_file(FLOODED).display().to_string(),
+        "--peer".to_owned(),
+        ids.flooder.to_string(),
+        "--peer-ram".to_owned(),
+        c.paths().ram_file(FLOODER).display().to_string(),
+        "--flood".to_owned(),
+    ];
+    println!("  {bin} {}", args.join(" "));
+    let mut child = Command::new(bin)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {bin}"))?;
+    let mut stdin = child.stdin.take().context("flood tool stdin")?;
+    let stdout = child.stdout.take().context("flood tool stdout")?;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let stage = Duration::from_secs(120);
+    let res = (|| -> anyhow::Result<_> {
+        tool_line(&lines, "FLOOD-READY ", stage)?;
+        let before = flood_counters(c, &ids)?;
+        stdin.write_all(b"flood\n")?;
+        let flooding = tool_line(&lines, "FLOOD-FLOODING ", stage)?;
+        let flooding_round = ping_round(c, &ids, "while the flooder's hellos poured in")?;
+        let mid = flood_counters(c, &ids)?;
+        stdin.write_all(b"hold\n")?;
+        let held = tool_line(&lines, "FLOOD-HELD ", stage)?;
+        let held_round = ping_round(c, &ids, "while the flooder was held back")?;
+        // Read while the tool still keeps the flooder up.
+        let after = flood_counters(c, &ids)?;
+        stdin.write_all(b"quit\n")?;
+        let done = tool_line(&lines, "FLOOD-DONE ", stage)?;
+        Ok((
+            before,
+            flooding,
+            flooding_round,
+            mid,
+            held,
+            held_round,
+            after,
+            done,
+        ))
+    })();
+    drop(stdin);
+    let status = child.wait()?;
+    let (
+        before,
+        flooding,
+        (mut errors, flooding_line),
+        mid,
+        held,
+        (held_errors, held_line),
+        after,
+        done,
+    ) = res?;
+    ensure!(status.success(), "the flood tool failed ({status})");
+    errors.extend(held_errors);
+
+    let num = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0) as i64;
+    let slots = num(&done, "ring_slots");
+    let (hellos, pings, taken) = (
+        num(&done, "hellos"),
+        num(&done, "pings"),
+        num(&done, "taken"),
+    );
+    let (fl_b, fl_m, fl_a) = (&before.flooder, &mid.flooder, &after.flooder);
+    let taken_in_round = grew(fl_b, fl_m, "rx_msgs") - num(&flooding, "taken");
+    let mean_us = |b: &FloodCounters, a: &FloodCounters| {
+        let n = grew(&b.seen_by_pinger, &a.seen_by_pinger, "answers");
+        grew(&b.seen_by_pinger, &a.seen_by_pinger, "answer_ns") / n.max(1) / 1000
+    };
+    println!("  {flooding_line}; mean {} us", mean_us(&before, &mid));
+    println!("  {held_line}; mean {} us", mean_us(&mid, &after));
+    println!(
+        "  the flooder wrote {hellos} hellos and {pings} pings, {FLOODED} took {taken} \
+         ({taken_in_round} hellos during the first round); waiting for the flooder in the ring \
+         back: {} when the pings began, {} when held back",
+        flooding["waiting_kinds"], held["waiting_kinds"]
+    );
+    let show = |k: &str| format!("{k}=+{}", grew(fl_b, fl_a, k));
+    println!(
+        "  {FLOODED}'s counters for the flooder: {}",
+        [
+            "rx_msgs",
+            "ping_rx",
+            "tx_msgs",
+            "tx_ring_full",
+            "rx_held_back",
+            "link_downs"
+        ]
+        .map(show)
+        .join(" ")
+    );
+
+    if flooding["share_full"] != true {
+        errors.push(format!(
+            "{FLOODED}'s answers to the hellos never filled the posted share of the ring back: {flooding}"
+        ));
+    }
+    if held["held"] != true {
+        errors.push(format!(
+            "{FLOODED} was never seen holding the flooder's messages back: {held}"
+        ));
+    }
+    if num(&done, "taken") != num(&held, "taken") {
+        errors.push(format!(
+            "{FLOODED} took the flooder's messages while holding them back: {held} then {done}"
+        ));
+    }
+    if grew(fl_b, fl_a, "rx_msgs") != taken {
+        errors.push(format!(
+            "{FLOODED} counted {} messages from the flooder (rx_msgs), the flooder saw {taken} taken",
+            grew(fl_b, fl_a, "rx_msgs")
+        ));
+    }
+    if taken < hellos || grew(fl_b, fl_a, "ping_rx") != taken - hellos {
+        errors.push(format!(
+            "{FLOODED} took {taken} of the flooder's {hellos} hellos and {pings} pings, \
+             and counted {} pings (ping_rx)",
+            grew(fl_b, fl_a, "ping_rx")
+        ));
+    }
+    if taken_in_round <= slots {
+        errors.push(format!(
+            "{FLOODED} took only {taken_in_round} hellos while {PINGER} pinged it: no flood"
+        ));
+    }
+    for key in ["tx_ring_full", "rx_held_back"] {
+        if grew(fl_b, fl_a, key) < 1 {
+            errors.push(format!("{FLOODED} did not count {key} for the flooder"));
+        }
+    }
+    for (who, b, a) in [
+        (format!("{FLOODED}'s link to the flooder"), fl_b, fl_a),
+        (
+            format!("{FLOODED}'s link to {PINGER}"),
+            &before.pinger,
+            &after.pinger,
+        ),
+        (
+            format!("{PINGER}'s link to {FLOODED}"),
+            &before.seen_by_pinger,
+            &after.seen_by_pinger,
+        ),
+    ] {
+        if grew(b, a, "link_downs") != 0 {
+            errors.push(format!("{who} went down during the flood"));
+        }
+    }
+    let trouble = ownership::kernel_trouble(c.agent(FLOODED)?, mark, false)?;
+    if !trouble.is_empty() {
+        errors.push(format!("{FLOODED}'s kernel log:\n{}", trouble.join("\n")));
+    }
+
+    // The flooder's host boots again: its new incarnation comes up.
+    c.restart_host(FLOODER)?;
+    lending::ensure_module(c.agent(FLOODER)?)?;
+    let ups = fabric::counter(&after.flooder, "link_ups")?;
+    wait_until(
+        &format!("{FLOODED} sees {FLOODER}'s new incarnation up"),
+        wait,
+        || {
+            let kv = fabric::peer_counters(c.agent(FLOODED)?, ids.flooder)?;
+            let up = kv.get("state").map(String::as_str) == Some("up")
+                && fabric::counter(&kv, "link_ups")? > ups;
+            Ok(if up { "up" } else { "not yet" }.to_owned())
+        },
+        "up",
+    )?;
+    ensure!(errors.is_empty(), "{}", errors.join("\n"));
+    Ok(())
+}
+
 fn main() {
     // First: the emulated ports put the fabric adapters of hosts with an
     // IOMMU in identity domains, which only works before a driver binds
@@ -206,6 +570,11 @@ fn main() {
         Check {
             name: "multihost_four_hosts_any_nvme_from_two_lenders",
             run: multihost_four_hosts_any_nvme_from_two_lenders,
+        },
+        // Last: it kills borrower2 and boots it again.
+        Check {
+            name: "third_host_pings_unhurt_by_a_flooding_peer",
+            run: third_host_pings_unhurt_by_a_flooding_peer,
         },
     ];
     Suite::new("multihost", checks).run(|| devlend_vmtests::boot_topology("four-host"))
