@@ -196,8 +196,13 @@ int dl_lent_cfg_init(struct dl_lent *lent)
 
 	lent->cfg_size = pdev->cfg_size;
 	lent->wmask = kmalloc(lent->cfg_size, GFP_KERNEL);
-	if (!lent->wmask)
+	lent->cfg_orig = kzalloc(lent->cfg_size, GFP_KERNEL);
+	if (!lent->wmask || !lent->cfg_orig) {
+		dl_lent_cfg_free(lent);
 		return -ENOMEM;
+	}
+	for (off = 0; off < lent->cfg_size; off++)
+		pci_read_config_byte(pdev, off, &lent->cfg_orig[off]);
 
 	/* Device-specific registers are the device's; the header is not. */
 	memset(lent->wmask, 0xff, lent->cfg_size);
@@ -217,6 +222,42 @@ void dl_lent_cfg_free(struct dl_lent *lent)
 {
 	kfree(lent->wmask);
 	lent->wmask = NULL;
+	kfree(lent->cfg_orig);
+	lent->cfg_orig = NULL;
+}
+
+/**
+ * dl_lent_cfg_restore() - put back what a holder may have written past the
+ *	standard header, as the device was lent.
+ * @lent: the device, just reset and its saved state restored; its device
+ *	lock and @lent->lock held.
+ *
+ * pci_restore_state() restores the header and the capabilities the PCI
+ * core knows; a function reset clears what the device resets. Neither
+ * covers bytes between capabilities (writable as vfio-pci leaves them:
+ * devices hide registers there) or vendor-specific bodies, which QEMU's
+ * devices keep across a reset: the next holder would read what the last
+ * one wrote there. Only the writable bits of bytes that differ are
+ * written, one byte at a time.
+ */
+void dl_lent_cfg_restore(struct dl_lent *lent)
+{
+	struct pci_dev *pdev = lent->pdev;
+	unsigned int off;
+	u8 cur, want;
+
+	device_lock_assert(&pdev->dev);
+	lockdep_assert_held(&lent->lock);
+
+	for (off = PCI_STD_HEADER_SIZEOF; off < lent->cfg_size; off++) {
+		u8 m = lent->wmask[off];
+
+		if (!m || pci_read_config_byte(pdev, off, &cur))
+			continue;
+		want = (cur & ~m) | (lent->cfg_orig[off] & m);
+		if (want != cur)
+			pci_write_config_byte(pdev, off, want);
+	}
 }
 
 /*

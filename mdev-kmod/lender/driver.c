@@ -99,6 +99,7 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 				     ret, lent->dev_id);
 	pci_load_saved_state(pdev, lent->saved);
 	pci_restore_state(pdev);
+	dl_lent_cfg_restore(lent);
 	pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
 	/* The next holder finds INTx not disabled, as after a reset. */
 	dl_lent_intx_vdisable(lent, false);

@@ -165,6 +165,9 @@ struct dl_lent_dma {
  * @cmd: the command register as last written or read back (@lock).
  * @cfg_size: bytes of config space.
  * @wmask: per config byte, the bits a borrower may write.
+ * @cfg_orig: config space as the device was lent; what a holder may write
+ *	past the standard header is put back from it when the device comes
+ *	back (dl_lent_cfg_restore()).
  * @flr_pos: the config byte with the FLR bit of PCIe device control, 0 if
  *	the device cannot do FLR.
  * @af_flr_pos: the config byte with the FLR bit of the Advanced Features
@@ -254,6 +257,7 @@ struct dl_lent {
 	u16 cmd;
 	u32 cfg_size;
 	u8 *wmask;
+	u8 *cfg_orig;
 	unsigned int flr_pos;
 	unsigned int af_flr_pos;
 
@@ -429,6 +433,7 @@ bool dl_lent_memory_enable(struct dl_lent *lent);
 void dl_lent_memory_restore(struct dl_lent *lent, bool enabled);
 int dl_lent_cfg_init(struct dl_lent *lent);
 void dl_lent_cfg_free(struct dl_lent *lent);
+void dl_lent_cfg_restore(struct dl_lent *lent);
 int dl_lent_cfg_read(struct dl_lent *lent, unsigned int pos,
 		     unsigned int size, u32 *val);
 int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,

@@ -587,6 +587,24 @@ static void test_write_caps(void)
 	/* The device's own byte in a gap: a plain byte write. */
 	CHECK_EQ(dl_lent_cfg_write(&lent, 0x4b, 1, 0xa5), 0);
 	check_write(2, 0x4b, 1, 0xa5);
+
+	/*
+	 * When the device comes back, what the holder wrote past the header
+	 * is put back as lent (a gap, AER, a vendor register), and nothing
+	 * else is written.
+	 */
+	CHECK_EQ(dl_lent_cfg_write(&lent, 0xcc, 2, 0x5a5a), 0);
+	nwrites = 0;
+	dl_lent_cfg_restore(&lent);
+	CHECK_EQ(lent.pdev->cfg[0x4b], lent.cfg_orig[0x4b]);
+	CHECK_EQ(lent.pdev->cfg[0xcc], lent.cfg_orig[0xcc]);
+	CHECK_EQ(lent.pdev->cfg[0xcd], lent.cfg_orig[0xcd]);
+	CHECK_EQ(lent.pdev->cfg[0x100 + PCI_ERR_UNCOR_STATUS + 2],
+		 lent.cfg_orig[0x100 + PCI_ERR_UNCOR_STATUS + 2]);
+	CHECK(nwrites >= 3);
+	nwrites = 0;
+	dl_lent_cfg_restore(&lent);
+	CHECK_EQ(nwrites, 0);
 	dl_lent_cfg_free(&lent);
 }
 

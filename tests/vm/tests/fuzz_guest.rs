@@ -186,10 +186,122 @@ fn print_kernel_log(c: &Cluster, marks: [usize; 2]) -> anyhow::Result<()> {
 
 /// The fuzzer against an mdev of the lender's NVMe, then the checks that
 /// it broke nothing.
+/// The lent device as the hardware (QEMU) has it, not as any kernel or
+/// the borrower shows it: its whole config space (read on the lender) and
+/// its MSI-X table (read through the lender's QEMU monitor).
+struct DeviceState {
+    config: Vec<u8>,
+    msix: Vec<[u32; 4]>,
+}
+
+fn device_state(c: &Cluster, dev: &PciDev) -> anyhow::Result<DeviceState> {
+    let l = c.agent(LENDER)?;
+    let hex = sh(
+        l,
+        &format!("od -An -v -tx1 /sys/bus/pci/devices/{}/config", dev.addr),
+    )?;
+    let config: Vec<u8> = hex
+        .split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("config space of {}", dev.addr))?;
+    ensure!(
+        config.len() >= 256,
+        "{} bytes of config space",
+        config.len()
+    );
+    let (table, entries, _) = msix_table(l, dev)?;
+    Ok(DeviceState {
+        config,
+        msix: msix_entries(c, table, entries)?,
+    })
+}
+
+/// Config-space bytes that change by themselves (error and status bits
+/// the device sets): the status register, PCIe device status, AER's
+/// uncorrectable and correctable status. Everything else must come back.
+fn volatile_config(cfg: &[u8]) -> Vec<std::ops::Range<usize>> {
+    // The status register.
+    let mut v = Vec::new();
+    v.push(0x06..0x08);
+    let (mut pos, mut ttl) = (usize::from(cfg[0x34] & !3), 48);
+    while pos >= 0x40 && pos + 2 <= cfg.len() && ttl > 0 {
+        if cfg[pos] == 0x10 {
+            v.push(pos + 0x0a..pos + 0x0c);
+        }
+        pos = usize::from(cfg[pos + 1] & !3);
+        ttl -= 1;
+    }
+    let (mut pos, mut ttl) = (0x100, 480);
+    while pos >= 0x100 && pos + 4 <= cfg.len() && ttl > 0 {
+        let hdr = u32::from_le_bytes([cfg[pos], cfg[pos + 1], cfg[pos + 2], cfg[pos + 3]]);
+        if hdr & 0xffff == 1 {
+            v.push(pos + 0x04..pos + 0x08);
+            v.push(pos + 0x10..pos + 0x14);
+        }
+        pos = (hdr >> 20) as usize & !3;
+        ttl -= 1;
+    }
+    v
+}
+
+/// The device's config space and MSI-X table after a guest's fuzzing and
+/// the take-back are what they were before it, but for bits that change
+/// by themselves: a guest must leave nothing behind in the hardware.
+fn same_device_state(before: &DeviceState, after: &DeviceState) -> anyhow::Result<()> {
+    ensure!(
+        before.config.len() == after.config.len(),
+        "config space of {} bytes, then {}",
+        before.config.len(),
+        after.config.len()
+    );
+    let volatile = volatile_config(&before.config);
+    let changed: Vec<String> = (0..before.config.len())
+        .filter(|&i| before.config[i] != after.config[i])
+        .filter(|&i| !volatile.iter().any(|r| r.contains(&i)))
+        .map(|i| {
+            format!(
+                "{i:#05x}: {:#04x} -> {:#04x}",
+                before.config[i], after.config[i]
+            )
+        })
+        .collect();
+    ensure!(
+        changed.is_empty(),
+        "the device's config space changed under the guest's fuzzing: {}",
+        changed.join(", ")
+    );
+    let moved: Vec<String> = before
+        .msix
+        .iter()
+        .zip(&after.msix)
+        .enumerate()
+        .filter(|(_, (b, a))| b != a)
+        .map(|(i, (b, a))| format!("entry {i}: {b:08x?} -> {a:08x?}"))
+        .collect();
+    ensure!(
+        moved.is_empty(),
+        "the device's MSI-X table changed under the guest's fuzzing: {}",
+        moved.join("; ")
+    );
+    ensure!(
+        after.msix.iter().all(|e| e[3] & 1 == 1),
+        "a vector is left unmasked in the device's MSI-X table: {:08x?}",
+        after.msix
+    );
+    Ok(())
+}
+
 fn fuzz_guest_vfio_ops_on_mdev(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     nothing_held(c, &nvme).context("before the fuzzing")?;
+    let before = device_state(c, &nvme)?;
+    println!(
+        "  the device's own state: {} bytes of config space, {} MSI-X entries",
+        before.config.len(),
+        before.msix.len()
+    );
     let seed = twohost::fuzz_seed()?;
     let iters = env_u64("DEVLEND_FUZZ_ITERS")?.unwrap_or(DEFAULT_ITERS);
     println!(
@@ -213,6 +325,8 @@ fn fuzz_guest_vfio_ops_on_mdev(c: &mut Cluster) -> anyhow::Result<()> {
 
     twohost::no_kernel_trouble(c, marks, None)?;
     nothing_held(c, &nvme).context("after the fuzzing")?;
+    same_device_state(&before, &device_state(c, &nvme)?)?;
+    println!("  config space and MSI-X table as before the fuzzing");
     verified_io(c, &nvme)?;
     nothing_held(c, &nvme).context("after the verified I/O")?;
     twohost::no_kernel_trouble(c, marks, None)
