@@ -710,7 +710,7 @@ static const struct unit_test tests[] = {
 	  test_write_devctl_flr },
 	{ "memory decode: on for the lender's MSI-X accesses and resets, the holder's bit back",
 	  test_memory_decode },
-	{ "write: MSI, MSI-X, PM, SR-IOV kept; vendor, AER, gaps written",
+	{ "write: MSI, MSI-X, PM, SR-IOV kept; vendor, AER, gaps written and put back",
 	  test_write_caps },
 };
 
