@@ -33,10 +33,10 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		moved += READ_ONCE(v->kept_moved);
 		dropped += READ_ONCE(v->kept_dropped);
 	}
-	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu intx_unmask_retries=%llu\n",
+	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu intx_unmask_retries=%llu\n",
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
-		   b->returned_late, b->returned, b->lost, same, moved,
-		   dropped, retries);
+		   b->quarantine_refusals, b->returned_late, b->returned,
+		   b->lost, same, moved, dropped, retries);
 	list_for_each_entry(v, &b->vdevs, node)
 		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->state),

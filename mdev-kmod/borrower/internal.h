@@ -159,6 +159,7 @@ struct dl_mtype {
  * @nquarantined: pages quarantined now, in all leases.
  * @quarantined_total: pages ever quarantined.
  * @returned_late: leases settled by the release work.
+ * @quarantine_refusals: borrows refused while the quarantine was full.
  * @returned: devices returned at close (DEV_RELEASE answered).
  * @lost: mdevs that lost their device (dl_vdev_lost()).
  * @kept_same: &dl_vdev.kept_same of the mdevs removed.
@@ -192,6 +193,7 @@ struct dl_borrower {
 	unsigned long nquarantined;
 	u64 quarantined_total;
 	u64 returned_late;
+	u64 quarantine_refusals;
 	u64 returned;
 	u64 lost;
 	u64 kept_same;
@@ -498,6 +500,16 @@ unsigned int dl_config_cap_pos(struct dl_vdev *v, u8 id);
  * fallback and for comparing the two in the benchmark.
  */
 extern bool dl_bulk_pin;
+
+/*
+ * Module parameter quarantine_max_pages: a borrow is refused while the
+ * fabric's quarantine holds this many pages or more (0: a quarter of RAM).
+ * Quarantined pages are the borrower's memory that a stalled or dead
+ * lender may still reach; they leave the VMM's locked-memory count when
+ * VFIO unpins them, and the VMM has often exited by then, so this cap is
+ * what bounds them: at most one more borrow's pins past it.
+ */
+extern unsigned long dl_quarantine_max_pages;
 
 /*
  * Tests only (module parameter fault_intx_unmask_every): every Nth INTx

@@ -63,14 +63,25 @@ struct dl_qchunk {
  * @incarnation: the lender's incarnation the device was listed by.
  *
  * Return: the lease, or an ERR_PTR: -EBUSY while an earlier borrow of the
- * device is still to be returned, -ENOMEM.
+ * device is still to be returned, -ENOSPC while the quarantine is full
+ * (dl_quarantine_max_pages), -ENOMEM.
  */
 struct dl_lease *dl_lease_new(struct dl_borrower *b, u32 host, u32 dev_id,
 			      u64 incarnation)
 {
+	unsigned long cap = READ_ONCE(dl_quarantine_max_pages) ?:
+			    totalram_pages() / 4;
 	struct dl_lease *l;
 
 	mutex_lock(&b->lock);
+	if (b->nquarantined >= cap) {
+		b->quarantine_refusals++;
+		mutex_unlock(&b->lock);
+		dev_err_ratelimited(b->dev,
+				    "no new borrow: lenders may still reach %lu quarantined pages of this host (quarantine_max_pages %lu); they go when the lenders return them\n",
+				    b->nquarantined, cap);
+		return ERR_PTR(-ENOSPC);
+	}
 	list_for_each_entry(l, &b->leases, node) {
 		if (l->host == host && l->dev_id == dev_id &&
 		    l->incarnation == incarnation && !l->settled) {

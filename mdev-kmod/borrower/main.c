@@ -25,6 +25,12 @@ module_param_named(bulk_pin, dl_bulk_pin, bool, 0644);
 MODULE_PARM_DESC(bulk_pin,
 		 "Pin guests' memory in bulk from their KVM memslots, anchored by VFIO (default on); off: page by page through VFIO");
 
+/* See internal.h; read by lease.c at each borrow. */
+unsigned long dl_quarantine_max_pages;
+module_param_named(quarantine_max_pages, dl_quarantine_max_pages, ulong, 0644);
+MODULE_PARM_DESC(quarantine_max_pages,
+		 "Pages that lenders may still reach in quarantine on a fabric before new borrows through it are refused (0, the default: a quarter of this host's RAM)");
+
 /* See internal.h; read by irq.c at each unmask. */
 unsigned int dl_fault_intx_unmask_every;
 module_param_named(fault_intx_unmask_every, dl_fault_intx_unmask_every,

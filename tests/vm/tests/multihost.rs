@@ -554,6 +554,165 @@ fn third_host_pings_unhurt_by_a_flooding_peer(c: &mut Cluster) -> anyhow::Result
     Ok(())
 }
 
+/// The borrower's fabric counters line (debugfs `devlend/borrower`).
+fn borrower_line(b: &devlend_agent::AgentClient) -> anyhow::Result<HashMap<String, String>> {
+    let text = sh(b, "cat /sys/kernel/debug/devlend/borrower")?;
+    text.lines()
+        .find(|l| l.starts_with("borrower "))
+        .map(fabric::parse_kv)
+        .with_context(|| format!("no borrower line in:\n{text}"))
+}
+
+const QUARANTINE_MAX: &str = "/sys/module/devlend_borrower/parameters/quarantine_max_pages";
+
+/// A stalled lender keeps pages of the borrower in quarantine, and the
+/// borrower caps them (issue 26): while `quarantine_max_pages` or more are
+/// quarantined, no new borrow is made through the fabric, from any lender.
+/// The lender's NVMe is read by the userspace driver on the borrower; the
+/// lender is frozen past the peer timeout, the driver fails and its pages
+/// are quarantined. With the cap set to that many pages, a borrow of
+/// lender2's NVMe is refused: the driver fails, the borrower counts the
+/// refusal and says why, and lender2 never grants it. With the default cap
+/// (a quarter of RAM) the same mdev does verified I/O. The frozen lender
+/// resumes, the lease settles and the quarantine empties.
+fn stall_lender_quarantine_full_refuses_borrows(c: &mut Cluster) -> anyhow::Result<()> {
+    for h in HOSTS {
+        lending::ensure_module(c.agent(h)?)?;
+    }
+    let mut nvme = Vec::new();
+    for h in ["lender", "lender2"] {
+        let a = c.agent(h)?;
+        let n = lending::find_by_class(a, lending::NVME_CLASS)?;
+        if lending::driver_of(a, &n.addr)?.as_deref() != Some("devlend-lender") {
+            lending::lend(a, &n.addr)?;
+        }
+        nvme.push(n);
+    }
+    let b = c.agent("borrower")?;
+    lending::wait_remote_listed(b, &nvme[0].addr, "the lenders' NVMe on the borrower")?;
+    let lender_id = fabric::host_id(c.agent("lender")?)?;
+    let drv = devlend_vmtests::twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let marks = ownership::kernel_log_lines(b)?;
+    let log = "/tmp/quarantine-cap.log";
+    let uuid1 = lending::create_mdev(b, "devlend-nvme", Some(&format!("lender/{}", nvme[0].addr)))?;
+    let mut uuid2 = None;
+    let mut paused = false;
+    let res = (|| -> anyhow::Result<()> {
+        let b = c.agent("borrower")?;
+        ownership::spawn_bg(
+            b,
+            &format!(
+                "{drv} --mdev {uuid1} --blocks 64 --ios 1000000 --queue-depth 32 --timeout 10"
+            ),
+            log,
+        )?;
+        let l = c.agent("lender")?;
+        wait_until(
+            "lender's NVMe borrowed and mapped",
+            Duration::from_secs(120),
+            || Ok((!ownership::lender_mapped_pages(l)?.is_empty()).to_string()),
+            "true",
+        )?;
+        c.pause_host("lender")?;
+        paused = true;
+        let b = c.agent("borrower")?;
+        fabric::wait_peer_state(b, lender_id, "down", Duration::from_secs(30))?;
+        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
+        ensure!(
+            rc != 0,
+            "the driver did not notice the lender stalled:\n{out}"
+        );
+        let held = ownership::borrower_pages(b)?;
+        ensure!(
+            held.quarantined > 0 && held.pinned == 0,
+            "nothing quarantined after the lender stalled:\n{}",
+            held.text
+        );
+
+        sh(b, &format!("echo {} > {QUARANTINE_MAX}", held.quarantined))?;
+        let before = fabric::counter(&borrower_line(b)?, "quarantine_refusals")?;
+        let u2 = lending::create_mdev(
+            b,
+            "devlend-nvme",
+            Some(&format!("lender2/{}", nvme[1].addr)),
+        )?;
+        uuid2 = Some(u2.clone());
+        let out = b.sh(
+            &format!("{drv} --mdev {u2} --blocks 64 --ios 20"),
+            Duration::from_secs(120),
+        )?;
+        ensure!(
+            out.exit_code != Some(0),
+            "lender2's NVMe was borrowed with {} pages quarantined and a cap of as many: {out:?}",
+            held.quarantined
+        );
+        let after = fabric::counter(&borrower_line(b)?, "quarantine_refusals")?;
+        ensure!(
+            after > before,
+            "the driver failed, but not on the quarantine cap (refusals {before} -> {after}): {out:?}"
+        );
+        let said = sh(
+            b,
+            &format!(
+                "dmesg | tail -n +{} | grep -c 'no new borrow: lenders may still reach' || true",
+                marks + 1
+            ),
+        )?;
+        ensure!(
+            said.trim().parse::<u32>().unwrap_or(0) >= 1,
+            "the borrower did not say why it refused"
+        );
+        let l2 = c.agent("lender2")?;
+        ensure!(
+            lending::lent_state(l2, &nvme[1].addr)? == "available",
+            "lender2 granted its NVMe although the borrower refused to borrow"
+        );
+        println!(
+            "  {} pages quarantined, cap {0}: borrowing lender2's NVMe refused ({} refusals)",
+            held.quarantined,
+            after - before
+        );
+
+        sh(b, &format!("echo 0 > {QUARANTINE_MAX}"))?;
+        let out = b.sh(
+            &format!("{drv} --mdev {u2} --blocks 64 --ios 200"),
+            Duration::from_secs(300),
+        )?;
+        ensure!(
+            out.exit_code == Some(0),
+            "with the default cap, verified I/O on lender2's NVMe failed: {out:?}"
+        );
+        println!("  with the default cap (a quarter of RAM) the same mdev does verified I/O");
+
+        c.resume_host("lender")?;
+        paused = false;
+        let b = c.agent("borrower")?;
+        let settled = wait_until(
+            "quarantine released after the lender resumed",
+            Duration::from_secs(120),
+            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
+            "0",
+        )?;
+        println!(
+            "  the lender resumed; the quarantine emptied {:.1} s later",
+            settled.as_secs_f64()
+        );
+        let t = ownership::kernel_trouble(b, marks, false)?;
+        ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
+        Ok(())
+    })();
+    if paused {
+        let _ = c.resume_host("lender");
+    }
+    if let Ok(b) = c.agent("borrower") {
+        let _ = sh(b, &format!("echo 0 > {QUARANTINE_MAX}"));
+        for u in std::iter::once(uuid1).chain(uuid2) {
+            let _ = lending::remove_mdev(b, &u);
+        }
+    }
+    res
+}
+
 fn main() {
     // First: the emulated ports put the fabric adapters of hosts with an
     // IOMMU in identity domains, which only works before a driver binds
@@ -570,6 +729,10 @@ fn main() {
         Check {
             name: "multihost_four_hosts_any_nvme_from_two_lenders",
             run: multihost_four_hosts_any_nvme_from_two_lenders,
+        },
+        Check {
+            name: "stall_lender_quarantine_full_refuses_borrows",
+            run: stall_lender_quarantine_full_refuses_borrows,
         },
         // Last: it kills borrower2 and boots it again.
         Check {
