@@ -2,7 +2,9 @@
 //! others up, and two borrowers take "any NVMe" from two lenders' pool, a
 //! third request waiting for one to come back (`devlend_vmtests::pool`).
 //! Then devlend's NTB backend runs on the four ports of one emulated NTB
-//! switch, and last a peer floods one host while a third pings it
+//! switch; a frozen lender's quarantine stops the borrower from borrowing
+//! from the other lender past its cap; and last a peer floods one host
+//! while a third pings it
 //! (`third_host_pings_unhurt_by_a_flooding_peer`). `./test.sh multihost`
 //! runs these with the devices suite's multi-host checks; `./test.sh ntb`
 //! selects the NTB one, `./test.sh flood` the flood.
