@@ -623,27 +623,28 @@ struct Model {
 }
 
 impl Model {
-    /// Applies one message, as the target will see it; a response the
-    /// target must send, if any.
-    fn apply(&mut self, slot: &[u8]) -> Option<Pending> {
+    /// The checks of `dl_ring_rx_one()` (`fabric/ring.c`), in its order,
+    /// counted as the target counts them; whether the message goes on to
+    /// be dispatched.
+    fn header(&mut self, slot: &[u8]) -> bool {
         let len = usize::from(le16(slot, 4));
         if len > self.max_payload {
             self.exp.rx_bad_msgs += 1;
-            return None;
+            return false;
         }
         if le32(slot, 8) != self.src {
             self.exp.rx_bad_msgs += 1;
-            return None;
+            return false;
         }
         // The peer's slot shows the epoch that is up, so any other epoch
         // is stale (never "wait for the new incarnation").
         if le32(slot, 12) != self.epoch {
             self.exp.rx_stale += 1;
-            return None;
+            return false;
         }
         if le16(slot, 2) != self.proto {
             self.exp.rx_bad_msgs += 1;
-            return None;
+            return false;
         }
         let seq = le32(slot, 16);
         if self.next_seq.is_some_and(|n| n != seq) {
@@ -651,7 +652,16 @@ impl Model {
         }
         self.next_seq = Some(seq.wrapping_add(1));
         self.exp.rx_msgs += 1;
+        true
+    }
 
+    /// Applies one message, as the target will see it; a response the
+    /// target must send, if any.
+    fn apply(&mut self, slot: &[u8]) -> Option<Pending> {
+        if !self.header(slot) {
+            return None;
+        }
+        let len = usize::from(le16(slot, 4));
         let msg_type = le16(slot, 0);
         let flags = le16(slot, 6);
         let req_id = le64(slot, 24);
@@ -1983,12 +1993,11 @@ fn attach(opts: &Options) -> anyhow::Result<Attachment> {
     })
 }
 
-/// A fuzzer on the rings of `att`, bound, with the target's doorbell (if
-/// asked), continuing after what the dead host left in its ring.
-fn fuzzer<'a>(att: &'a Attachment, opts: &Options) -> anyhow::Result<Fuzzer<'a>> {
+/// The ring pair between the dead host and the target in `att`, checked to
+/// be bound; the dead host's heartbeat moved once.
+fn rings<'a>(att: &'a Attachment, opts: &Options) -> anyhow::Result<Rings<'a>> {
     let (layout, target_info, peer_info) = (&att.layout, &att.target_info, &att.peer_info);
     let (t, b) = (opts.target, opts.peer);
-    let epoch = peer_info.incarnation as u32;
     let host = layout.host_offset(b)?;
     let rings = Rings {
         area: &att.area,
@@ -2011,29 +2020,56 @@ fn fuzzer<'a>(att: &'a Attachment, opts: &Options) -> anyhow::Result<Fuzzer<'a>>
     rings
         .check_bound()
         .context("the target has not bound a ring pair to the dead host")?;
+    Ok(rings)
+}
 
-    // The server takes a new client for the dead host's id once it has
-    // seen the old one go.
-    let bell = match &opts.doorbell_sock {
-        Some(sock) => {
-            let mut tries = 0;
-            loop {
-                match doorbell(sock, t) {
-                    Ok(b) => break Some(b),
-                    Err(e) if tries < 10 => {
-                        tries += 1;
-                        if opts.verbose {
-                            eprintln!("  doorbell: {e:#}; retrying");
-                        }
-                        rings.beat();
-                        std::thread::sleep(Duration::from_millis(500));
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        None => None,
+/// The target's doorbell, if `opts` names the ivshmem server's socket of
+/// the dead host: the server takes a new client for the dead host's id
+/// once it has seen the old one go, so this tries for a while, keeping the
+/// dead host's heartbeat moving.
+fn connect_doorbell(
+    opts: &Options,
+    rings: &Rings<'_>,
+) -> anyhow::Result<Option<(UnixStream, OwnedFd)>> {
+    let Some(sock) = &opts.doorbell_sock else {
+        return Ok(None);
     };
+    let mut tries = 0;
+    loop {
+        match doorbell(sock, opts.target) {
+            Ok(b) => return Ok(Some(b)),
+            Err(e) if tries < 10 => {
+                tries += 1;
+                if opts.verbose {
+                    eprintln!("  doorbell: {e:#}; retrying");
+                }
+                rings.beat();
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The sequence number after the last message the dead host (`src`, of
+/// epoch `epoch`) left in its ring before `prod`, if that slot holds one.
+fn next_seq_after(rings: &Rings<'_>, prod: u32, src: u32, epoch: u32) -> Option<u32> {
+    let mut last = vec![0u8; rings.slot_size];
+    rings.target_inbox.read(
+        rings.slot_off(rings.tx_slots, prod.wrapping_sub(1)),
+        &mut last,
+    );
+    (le32(&last, 12) == epoch && le32(&last, 8) == src).then(|| le32(&last, 16).wrapping_add(1))
+}
+
+/// A fuzzer on the rings of `att`, bound, with the target's doorbell (if
+/// asked), continuing after what the dead host left in its ring.
+fn fuzzer<'a>(att: &'a Attachment, opts: &Options) -> anyhow::Result<Fuzzer<'a>> {
+    let peer_info = &att.peer_info;
+    let b = opts.peer;
+    let epoch = peer_info.incarnation as u32;
+    let rings = rings(att, opts)?;
+    let bell = connect_doorbell(opts, &rings)?;
 
     let total_weight = KINDS.iter().map(|(_, w)| w).sum();
     let mut fz = Fuzzer {
@@ -2081,14 +2117,7 @@ fn fuzzer<'a>(att: &'a Attachment, opts: &Options) -> anyhow::Result<Fuzzer<'a>>
     fz.prod = fz.rings.tx_prod().load(Ordering::Acquire);
     fz.wait_drained(Duration::from_secs(30))
         .context("the target does not drain the dead host's ring")?;
-    let mut last = vec![0u8; fz.rings.slot_size];
-    fz.rings.target_inbox.read(
-        fz.rings
-            .slot_off(fz.rings.tx_slots, fz.prod.wrapping_sub(1)),
-        &mut last,
-    );
-    if le32(&last, 12) == epoch && le32(&last, 8) == b {
-        let next = le32(&last, 16).wrapping_add(1);
+    if let Some(next) = next_seq_after(&fz.rings, fz.prod, b, epoch) {
         fz.gen.seq = next;
         fz.model.next_seq = Some(next);
     }
