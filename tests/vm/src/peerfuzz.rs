@@ -50,6 +50,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use serde_json::json;
 
+/// The other way round: a hostile lender against a borrower.
+#[path = "lenderfuzz.rs"]
+pub mod lender;
+
 /// What to fuzz and how much.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -2460,10 +2464,10 @@ mod tests {
 
     use super::*;
 
-    const T: u32 = 0;
-    const P: u32 = 1;
+    pub(super) const T: u32 = 0;
+    pub(super) const P: u32 = 1;
     const RAM: u64 = 16 << 20;
-    const INBOX: u64 = 0x10_0000;
+    pub(super) const INBOX: u64 = 0x10_0000;
     const IDENT: u64 = 0x1000;
 
     /// A directory of its own under the system's temporary directory.
@@ -2485,7 +2489,7 @@ mod tests {
         }
     }
 
-    fn host(id: u32, peer_inc: u64) -> HostInfo {
+    pub(super) fn host(id: u32, peer_inc: u64) -> HostInfo {
         let mut bound = [0; devlend_wire::BOUND_LEN];
         bound[(1 - id) as usize] = peer_inc;
         HostInfo {
@@ -2508,11 +2512,11 @@ mod tests {
         }
     }
 
-    fn incarnation(id: u32) -> u64 {
+    pub(super) fn incarnation(id: u32) -> u64 {
         0xabcd_0000_0000_0000 + u64::from(id)
     }
 
-    fn write_host(ctl: &Path, layout: &CtlLayout, h: &HostInfo) {
+    pub(super) fn write_host(ctl: &Path, layout: &CtlLayout, h: &HostInfo) {
         let mut buf = [0u8; DL_HOST_INFO_SIZE];
         h.encode(&mut buf).unwrap();
         let f = open_rw(ctl).unwrap();
@@ -2522,13 +2526,13 @@ mod tests {
 
     /// A fabric of two hosts, T (0) and P (1), bound to each other, as
     /// files: the control area and both RAM files, inboxes zeroed.
-    struct Fabric {
+    pub(super) struct Fabric {
         dir: TempDir,
-        layout: CtlLayout,
+        pub(super) layout: CtlLayout,
     }
 
     impl Fabric {
-        fn new(name: &str) -> Self {
+        pub(super) fn new(name: &str) -> Self {
             let dir = TempDir::new(name);
             let layout = CtlLayout::new(1 << 20, 2, 32, 256).unwrap();
             let fabric = Fabric { dir, layout };
@@ -2545,15 +2549,15 @@ mod tests {
             fabric
         }
 
-        fn ctl(&self) -> PathBuf {
+        pub(super) fn ctl(&self) -> PathBuf {
             self.dir.0.join("fabric.ctl")
         }
 
-        fn ram(&self, id: u32) -> PathBuf {
+        pub(super) fn ram(&self, id: u32) -> PathBuf {
             self.dir.0.join(format!("host{id}.ram"))
         }
 
-        fn options(&self, messages: u64) -> Options {
+        pub(super) fn options(&self, messages: u64) -> Options {
             Options {
                 ctl: self.ctl(),
                 target_ram: self.ram(T),
@@ -2571,7 +2575,7 @@ mod tests {
         }
 
         /// The u32 at `off` of host `id`'s inbox, read from its RAM file.
-        fn inbox_u32(&self, id: u32, off: u64) -> u32 {
+        pub(super) fn inbox_u32(&self, id: u32, off: u64) -> u32 {
             let mut buf = [0u8; 4];
             File::open(self.ram(id))
                 .unwrap()

@@ -32,6 +32,20 @@
 //! and print `FLOOD-READY`, `FLOOD-FLOODING`, `FLOOD-HELD` and
 //! `FLOOD-DONE <json>`.
 //!
+//! `--hostile-lender` (issue 26): the other way round, the peer is a dead
+//! lender and the target a borrower; the fuzzer lends made-up devices to
+//! the target and lies to it (`peerfuzz::lender`). It prints
+//! `HOSTILE-LISTED <json>` (what the target's remote/ directory must list),
+//! answers honestly until a line `go` comes on stdin, lies for
+//! `--messages` messages, prints `HOSTILE-SENT <json>`, answers honestly
+//! until `quit` (or the end of stdin), and ends with `HOSTILE-REPORT
+//! <json>` once the target has taken everything it wrote. `--catalog N`
+//! (default 300) devices, `--victim ID` (default 7) the one that looks like
+//! an NVMe controller, `--late-ms MS` (default 2500) how long late answers
+//! are held back, `--irq-bursts N` (default 8) bursts of IRQ_FIREs into an
+//! empty ring, `--rate N` unsolicited messages a second at most while lying
+//! (default 0: no limit).
+//!
 //! The peer must be a host whose slot says UP but whose QEMU is gone (killed):
 //! the fuzzer keeps its heartbeat moving. With `--doorbell-sock` (the ivshmem
 //! server's socket of that host) it rings the target's doorbell. `--json`
@@ -41,14 +55,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
+use devlend_vmtests::peerfuzz::lender::HostileOptions;
 use devlend_vmtests::peerfuzz::{self, Options};
 
 fn usage() -> &'static str {
     "usage: devlend-fuzz-peer --ctl FILE --target ID --target-ram FILE --peer ID \
      --peer-ram FILE [--doorbell-sock SOCK] [--messages N] [--seed S] [--dev-id ID]... \
-     [--corruptions N] [--deaf-phases N] [--json] [--churn N] [--flood] [-v]"
+     [--corruptions N] [--deaf-phases N] [--json] [--churn N] [--flood] [-v] \
+     [--hostile-lender [--catalog N] [--victim ID] [--late-ms MS] [--irq-bursts N] [--rate N]]"
 }
 
 fn parse() -> anyhow::Result<(Options, bool, Option<u64>)> {
@@ -95,6 +112,11 @@ fn parse() -> anyhow::Result<(Options, bool, Option<u64>)> {
             "--churn" => churn = Some(val()?.parse().context("--churn")?),
             // Looked for by main(): see flood_asked().
             "--flood" => {}
+            // Looked for by main(): see hostile_asked().
+            "--hostile-lender" => {}
+            "--catalog" | "--victim" | "--late-ms" | "--irq-bursts" | "--rate" => {
+                val()?;
+            }
             "-v" | "--verbose" => opts.verbose = true,
             "-h" | "--help" => {
                 println!("{}", usage());
@@ -195,6 +217,71 @@ fn run_flood(opts: &Options) -> ExitCode {
     }
 }
 
+/// The hostile lender's options, if `--hostile-lender` was given.
+fn hostile_asked() -> anyhow::Result<Option<HostileOptions>> {
+    let mut ho = HostileOptions::default();
+    let mut asked = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--hostile-lender" => asked = true,
+            "--catalog" => ho.catalog = val()?.parse().context("--catalog")?,
+            "--victim" => ho.victim = val()?.parse().context("--victim")?,
+            "--late-ms" => ho.late = Duration::from_millis(val()?.parse().context("--late-ms")?),
+            "--irq-bursts" => ho.irq_bursts = val()?.parse().context("--irq-bursts")?,
+            "--rate" => ho.rate = val()?.parse().context("--rate")?,
+            _ => {}
+        }
+    }
+    if asked && ho.catalog == 0 {
+        bail!("--catalog must be at least 1 (the victim)");
+    }
+    Ok(asked.then_some(ho))
+}
+
+/// The hostile lender, told by lines on stdin when to lie and when to
+/// stop (the end of stdin says both).
+fn run_hostile(opts: &Options, ho: &HostileOptions) -> ExitCode {
+    const WORDS: [&str; 2] = ["go", "quit"];
+    let told: Arc<[AtomicBool; 2]> = Arc::new(Default::default());
+    {
+        let told = told.clone();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lines() {
+                let Ok(line) = line else { break };
+                if let Some(i) = WORDS.iter().position(|w| *w == line.trim()) {
+                    told[i].store(true, Ordering::SeqCst);
+                }
+            }
+            for t in told.iter() {
+                t.store(true, Ordering::SeqCst);
+            }
+        });
+    }
+    let go = |stage: &str| {
+        WORDS
+            .iter()
+            .position(|w| *w == stage)
+            .is_some_and(|i| told[i].load(Ordering::SeqCst))
+    };
+    match peerfuzz::lender::run(opts, ho, &go) {
+        Ok(report) => {
+            let v = report.to_json();
+            eprintln!(
+                "hostile lender: {} messages written, {} of them lying, in {:.1} s; twists {}",
+                report.written, report.hostile, report.secs, v["twists"]
+            );
+            println!("HOSTILE-REPORT {v}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("devlend-fuzz-peer: hostile lender: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn parse_u64(s: &str) -> anyhow::Result<u64> {
     Ok(match s.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16)?,
@@ -210,6 +297,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    match hostile_asked() {
+        Ok(Some(ho)) => {
+            println!(
+                "lying to host {} as lender host {}: {} devices, {} messages, seed {:#x}",
+                opts.target, opts.peer, ho.catalog, opts.messages, opts.seed
+            );
+            return run_hostile(&opts, &ho);
+        }
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("devlend-fuzz-peer: {e:#}");
+            return ExitCode::from(2);
+        }
+    }
     if flood_asked() {
         println!(
             "flooding host {} as host {}: NTB hellos asking for answers, never taken",
