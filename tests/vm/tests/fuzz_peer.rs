@@ -14,8 +14,15 @@
 //! `./test.sh fuzz` selects it. `DEVLEND_FUZZ_MESSAGES` sets the number of
 //! messages (default 10^6; the long run is 10^7), `DEVLEND_FUZZ_SEED` the
 //! seed (default random, printed).
+//!
+//! The other way round (issue 26), `fuzz_peer_hostile_lender_into_borrower`:
+//! the lender's host dies and the fuzzer plays a lying lender toward the
+//! borrower (`devlend-fuzz-peer --hostile-lender`); the borrower must count
+//! what it refuses, stay within bounds and serve the real lender's next
+//! incarnation. `DEVLEND_FUZZ_BORROWER_MESSAGES` sets its number of
+//! messages.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,8 +33,11 @@ use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::ownership;
+use devlend_vmtests::peerfuzz::lender::{Listed, Listing, BORROWER_MAX_PER_LENDER};
 use devlend_vmtests::peerfuzz::ParsedReport;
-use devlend_vmtests::twohost::{self, boot, lent_nvme, verified_io, BORROWER, LENDER, WAIT};
+use devlend_vmtests::twohost::{
+    self, boot, host_bin, lent_nvme, verified_io, BORROWER, LENDER, MDEV_TYPE, WAIT,
+};
 use devlend_vmtests::{Check, Suite};
 
 /// Messages of the default run; `DEVLEND_FUZZ_MESSAGES` sets another.
@@ -632,6 +642,707 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Messages of the hostile lender's default run;
+/// `DEVLEND_FUZZ_BORROWER_MESSAGES` sets another. Unsolicited ones go at
+/// [`HOSTILE_RATE`] a second at most: the default lies for about 50 s.
+fn hostile_messages() -> anyhow::Result<u64> {
+    match std::env::var("DEVLEND_FUZZ_BORROWER_MESSAGES") {
+        Ok(v) => v
+            .parse()
+            .with_context(|| format!("DEVLEND_FUZZ_BORROWER_MESSAGES={v:?}")),
+        Err(_) => Ok(100_000),
+    }
+}
+
+/// Unsolicited messages a second at most while the lender lies: the
+/// borrower would take 50 000 a second, and lies told that fast are over
+/// before a user of the victim has opened it.
+const HOSTILE_RATE: u64 = 2000;
+
+/// The borrower's debugfs (`devlend/borrower`): its `borrower` line and
+/// its leases.
+struct BorrowerDebug {
+    line: HashMap<String, String>,
+    leases: Vec<HashMap<String, String>>,
+}
+
+impl BorrowerDebug {
+    fn num(&self, key: &str) -> i64 {
+        self.line.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// Leases of the lender `host`, as debugfs lines.
+    fn leases_of(&self, host: u32) -> Vec<String> {
+        self.leases
+            .iter()
+            .filter(|l| l.get("host").map(String::as_str) == Some(&host.to_string()))
+            .map(|l| {
+                let mut kv: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                kv.sort();
+                kv.join(" ")
+            })
+            .collect()
+    }
+}
+
+fn borrower_debug(b: &AgentClient) -> anyhow::Result<BorrowerDebug> {
+    let text = sh(b, "cat /sys/kernel/debug/devlend/borrower")?;
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("borrower "))
+        .map(fabric::parse_kv)
+        .with_context(|| format!("no borrower line in debugfs:\n{text}"))?;
+    let leases = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("lease "))
+        .map(fabric::parse_kv)
+        .collect();
+    Ok(BorrowerDebug { line, leases })
+}
+
+/// The borrower's memory in kB after dropping its caches: MemAvailable,
+/// Slab and SUnreclaim of /proc/meminfo.
+fn borrower_memory(b: &AgentClient) -> anyhow::Result<BTreeMap<String, i64>> {
+    let text = sh(
+        b,
+        "sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1; \
+         grep -E '^(MemAvailable|Slab|SUnreclaim):' /proc/meminfo",
+    )?;
+    let m: BTreeMap<String, i64> = text
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            Some((k.to_owned(), v.split_whitespace().next()?.parse().ok()?))
+        })
+        .collect();
+    ensure!(m.len() == 3, "/proc/meminfo of the borrower: {text}");
+    Ok(m)
+}
+
+/// Entries of the borrower's `remote/` directory.
+fn remote_count(b: &AgentClient, adapter: &str) -> anyhow::Result<usize> {
+    let n = sh(b, &format!("ls {adapter}/fabric/remote | wc -l"))?;
+    n.trim()
+        .parse()
+        .with_context(|| format!("remote/ entries: {n:?}"))
+}
+
+/// Attributes of the borrower's `remote/` entries that [`remote_listing`]
+/// reads.
+const REMOTE_ATTRS: [&str; 6] = ["name", "pf", "vendor", "device", "class", "state"];
+
+/// What the borrower's `remote/` directory lists, by key, names as hex.
+/// One `head` reads every attribute (a shell loop would fork thousands of
+/// times: minutes under TCG), and `od` carries its bytes, which need not
+/// be UTF-8.
+fn remote_listing(b: &AgentClient, adapter: &str) -> anyhow::Result<BTreeMap<String, Listed>> {
+    let files: Vec<String> = REMOTE_ATTRS.iter().map(|a| format!("*/{a}")).collect();
+    let out = sh(
+        b,
+        &format!(
+            "cd {adapter}/fabric/remote && head -v -c 128 -- {} 2>/dev/null | od -An -v -tx1",
+            files.join(" ")
+        ),
+    )?;
+    let bytes: Vec<u8> = out
+        .split_whitespace()
+        .map(|h| u8::from_str_radix(h, 16))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("od said {out:?}"))?;
+    let mut attrs: BTreeMap<String, BTreeMap<&str, Vec<u8>>> = BTreeMap::new();
+    // `==> <key>/<attr> <==\n<value>\n`, files after the first preceded by
+    // an empty line.
+    let mut rest = &bytes[..];
+    while let Some(at) = find(rest, b"==> ") {
+        rest = &rest[at + 4..];
+        let end = find(rest, b" <==\n").context("a head header without its end")?;
+        let path = String::from_utf8_lossy(&rest[..end]).into_owned();
+        rest = &rest[end + 5..];
+        let len = find(rest, b"\n==> ").unwrap_or(rest.len());
+        let mut value = &rest[..len];
+        value = value.strip_suffix(b"\n").unwrap_or(value);
+        let (key, attr) = path
+            .split_once('/')
+            .with_context(|| format!("head header {path:?}"))?;
+        if let Some(a) = REMOTE_ATTRS.iter().find(|a| **a == attr) {
+            attrs
+                .entry(key.to_owned())
+                .or_default()
+                .insert(a, value.to_vec());
+        }
+        rest = &rest[len..];
+    }
+    Ok(attrs
+        .into_iter()
+        .map(|(key, a)| {
+            let text = |k: &str| {
+                String::from_utf8_lossy(a.get(k).map_or(&[][..], Vec::as_slice)).into_owned()
+            };
+            let hex = |k: &str| {
+                a.get(k)
+                    .map_or(&[][..], Vec::as_slice)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            };
+            let l = Listed {
+                key: key.clone(),
+                name: hex("name"),
+                pf: hex("pf"),
+                vendor: text("vendor"),
+                device: text("device"),
+                class: text("class"),
+                state: text("state"),
+            };
+            (key, l)
+        })
+        .collect())
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Waits until the borrower's `remote/` lists exactly what the hostile
+/// lender describes; the time it took.
+fn wait_listing(b: &AgentClient, adapter: &str, want: &Listing) -> anyhow::Result<Duration> {
+    let want: BTreeMap<String, Listed> = want
+        .listed
+        .iter()
+        .map(|l| (l.key.clone(), l.clone()))
+        .collect();
+    let t0 = Instant::now();
+    let mut last = BTreeMap::new();
+    while t0.elapsed() < Duration::from_secs(120) {
+        last = remote_listing(b, adapter)?;
+        if last == want {
+            return Ok(t0.elapsed());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let missing: Vec<&String> = want.keys().filter(|k| !last.contains_key(*k)).collect();
+    let extra: Vec<&String> = last.keys().filter(|k| !want.contains_key(*k)).collect();
+    let differ: Vec<String> = want
+        .iter()
+        .filter_map(|(k, w)| {
+            let l = last.get(k)?;
+            (l != w).then(|| format!("{k}: listed {l:?}, described {w:?}"))
+        })
+        .take(5)
+        .collect();
+    bail!(
+        "after 120 s the borrower lists {} entries, not the {} described: missing {:?}, extra {:?}, \
+         differing {differ:#?}",
+        last.len(),
+        want.len(),
+        &missing[..missing.len().min(10)],
+        &extra[..extra.len().min(10)]
+    )
+}
+
+/// The next line of the hostile lender starting with `prefix`, as JSON;
+/// its other lines printed. `tick` runs about every two seconds meanwhile.
+fn hostile_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    prefix: &str,
+    limit: Duration,
+    tick: &mut dyn FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<serde_json::Value> {
+    let t0 = Instant::now();
+    loop {
+        let left = limit.saturating_sub(t0.elapsed());
+        ensure!(
+            !left.is_zero(),
+            "the hostile lender printed no {prefix}within {limit:?}"
+        );
+        match lines.recv_timeout(left.min(Duration::from_secs(2))) {
+            Ok(line) => {
+                if let Some(json) = line.strip_prefix(prefix) {
+                    return serde_json::from_str(json).with_context(|| format!("{prefix}{json}"));
+                }
+                println!("  | {line}");
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => tick()?,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                bail!("the hostile lender ended without printing {prefix}")
+            }
+        }
+    }
+}
+
+/// A child process, killed if it is still running when this goes.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The loop of VFIO users on the borrower: `devlend-fuzz-vfio` runs
+/// against the mdev of the hostile lender's victim again and again
+/// (pointing the mdev at it first: a lie may have taken it out of the
+/// table) until the stop file appears.
+const HOSTILE_VFIO_SCRIPT: &str = "/tmp/hostile-vfio.sh";
+const HOSTILE_VFIO_LOG: &str = "/tmp/hostile-vfio.log";
+const HOSTILE_VFIO_STOP: &str = "/tmp/hostile-vfio.stop";
+
+fn hostile_vfio_script(uuid: &str, target: &str, fuzz: &str, seed: u64) -> String {
+    format!(
+        "u={uuid}; spec={target}; out=/tmp/hostile-vfio.run; i=0
+while [ ! -e {HOSTILE_VFIO_STOP} ]; do
+  echo $spec > /sys/bus/mdev/devices/$u/remote_device 2>/dev/null
+  timeout -s KILL 300 {fuzz} --mdev $u --seed $(({seed} + i)) --iters 300 --op-timeout 60 > $out 2>&1
+  rc=$?
+  echo \"run $i rc=$rc $(grep -m1 -E 'HANG|panicked' $out)\"
+  tail -n 1 $out | cut -c1-300 | sed 's/^/    /'
+  i=$((i + 1))
+  [ $rc -eq 0 ] || sleep 1
+done
+echo \"runs $i\"
+"
+    )
+}
+
+/// Keys of `m` whose count is nonzero, sorted, as `key=count`.
+fn nonzero(v: &serde_json::Value) -> String {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, n)| format!("{k}={n}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// What the borrower logged since line `mark`, by what it says: counts of
+/// the lines that show it refusing the lender's answers and letting go.
+fn borrower_log_summary(b: &AgentClient, mark: usize) -> anyhow::Result<String> {
+    let log = sh(b, &format!("dmesg | tail -n +{}", mark + 1))?;
+    let kinds = [
+        ("listed", " class "),
+        ("cannot_list", "cannot list the devices"),
+        ("cannot_read", "cannot read device"),
+        ("cannot_reach", "cannot reach remote device"),
+        ("cannot_read_config", "cannot read the config space"),
+        ("cannot_borrow", "cannot borrow remote device"),
+        ("borrowed", "borrowed remote device"),
+        ("lost", "lost remote device"),
+        ("not_unmapped", "did not unmap"),
+        ("quarantine_released", "quarantined pages released"),
+        ("returned", "returned to its lender"),
+        ("wrong_type", "response of type"),
+        ("dma_blocked", "blocked by the lender"),
+    ];
+    let mut out = vec![format!("{} lines", log.lines().count())];
+    out.extend(kinds.iter().filter_map(|(name, pat)| {
+        let n = log.lines().filter(|l| l.contains(pat)).count();
+        (n > 0).then(|| format!("{name} {n}"))
+    }));
+    Ok(out.join(", "))
+}
+
+/// Per-message slack of the borrower's unreclaimable slab and available
+/// memory between before and after the check (kB): a leak of a few bytes a
+/// message, or of a scan's buffers each scan, is well above it.
+const SLAB_SLACK_KB: i64 = 4096;
+const AVAILABLE_SLACK_KB: i64 = 32 << 10;
+
+/// A hostile lender (issue 26): the lender's host dies and
+/// `devlend-fuzz-peer --hostile-lender` takes its place on the fabric. It
+/// lends the borrower a catalog of 300 made-up devices (odd names, BARs,
+/// classes, states) of which one, the victim, looks like an NVMe
+/// controller; the borrower must list the first 256 of them as described
+/// (names sanitized). The check makes an mdev of the victim and runs
+/// `devlend-fuzz-vfio` on it in a loop (open, borrow, config, BARs,
+/// DMA, interrupts, resets, close), while the fuzzer lies for
+/// `DEVLEND_FUZZ_BORROWER_MESSAGES` (default 100 000, at most 2000 a second) messages: answers
+/// of the wrong type, length, status, request id (unknown, another
+/// request's, twice, late) or epoch, garbage that parses, no answer; for
+/// stretches EIO to everything, silence, garbage; and unasked DEV_CHANGED
+/// floods, IRQ_FIREs for devices, types and vectors that do not exist,
+/// DEV_FAULTs, bad headers, replays, pings, a corrupt ring. Then it is
+/// honest again. Asserted:
+///
+/// - the borrower's per-peer counters (debugfs `peers`) grew exactly as
+///   the fuzzer's model of its receive path says for `rx_msgs`,
+///   `rx_stale`, `rx_seq_errors`, `rx_corrupt_ring` and `rx_unknown`, and
+///   within the model's bounds for `rx_bad_msgs` and `late_responses`
+///   (an answer to a request the borrower gave up on is late), with
+///   `answers + late_responses` exactly the first answers plus the
+///   certainly late ones; IRQ_FIRE bursts were taken in the doorbell
+///   interrupt (`rx_in_irq`), no more than were sent; no link went down,
+///   no answer was stale; every ping and unknown request got exactly one
+///   answer of the right status;
+/// - the borrower asked for device lists, descriptions, acquires, config
+///   blocks and releases (its paths met the lies), and its `remote/`
+///   directory never held more than 256 entries of the lender;
+/// - no VFIO operation hung; once the lender is honest again the borrower
+///   lists exactly its description again, holds no lease of it and has
+///   nothing in quarantine;
+/// - the borrower's kernel logged no WARN, BUG, oops, lockup or stall;
+/// - once the lender's host boots again (a new incarnation), the made-up
+///   devices are gone, the real NVMe is listed and does verified I/O, and
+///   the borrower's unreclaimable slab and available memory are back
+///   within `SLAB_SLACK_KB` and `AVAILABLE_SLACK_KB` of before.
+fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()> {
+    lent_nvme(c)?;
+    let (lender_id, borrower_id) = (
+        fabric::host_id(c.agent(LENDER)?)?,
+        fabric::host_id(c.agent(BORROWER)?)?,
+    );
+    let b = c.agent(BORROWER)?;
+    fabric::wait_peer_state(b, lender_id, "up", WAIT)?;
+    let adapter = lending::adapter_dir(b)?;
+    let mark = ownership::kernel_log_lines(b)?;
+    let debug_before = borrower_debug(b)?;
+    ensure!(
+        debug_before.leases_of(lender_id).is_empty(),
+        "the borrower holds leases of the lender before the check: {:?}",
+        debug_before.leases_of(lender_id)
+    );
+    let mem_before = borrower_memory(b)?;
+    let messages = hostile_messages()?;
+    let seed = twohost::fuzz_seed()?;
+    let fuzz_vfio = host_bin("devlend-fuzz-vfio", "DEVLEND_FUZZ_VFIO")?;
+    println!(
+        "  seed {seed:#x} (DEVLEND_FUZZ_SEED), {messages} messages \
+         (DEVLEND_FUZZ_BORROWER_MESSAGES); borrower memory before {mem_before:?}"
+    );
+
+    c.kill_host(LENDER)?;
+    let b = c.agent(BORROWER)?;
+    let before_peer = fabric::peer_counters(b, lender_id)?;
+    let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
+    let args = [
+        "--hostile-lender".to_owned(),
+        "--ctl".to_owned(),
+        c.paths().ctl_file().display().to_string(),
+        "--doorbell-sock".to_owned(),
+        c.paths()
+            .doorbell_sock(lender_id as usize)
+            .display()
+            .to_string(),
+        "--target".to_owned(),
+        borrower_id.to_string(),
+        "--target-ram".to_owned(),
+        c.paths().ram_file(BORROWER).display().to_string(),
+        "--peer".to_owned(),
+        lender_id.to_string(),
+        "--peer-ram".to_owned(),
+        c.paths().ram_file(LENDER).display().to_string(),
+        "--messages".to_owned(),
+        messages.to_string(),
+        "--seed".to_owned(),
+        format!("{seed:#x}"),
+        "--corruptions".to_owned(),
+        "2".to_owned(),
+        "--rate".to_owned(),
+        HOSTILE_RATE.to_string(),
+        "-v".to_owned(),
+    ];
+    println!("  {bin} {}", args.join(" "));
+    let mut child = std::process::Command::new(bin)
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {bin}"))?;
+    let mut stdin = child.stdin.take().context("hostile lender stdin")?;
+    let stdout = child.stdout.take().context("hostile lender stdout")?;
+    let mut child = Reaped(child);
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut nothing = || Ok(());
+
+    // The catalog, honestly described: the borrower lists what it must.
+    let listing: Listing = serde_json::from_value(hostile_line(
+        &lines,
+        "HOSTILE-LISTED ",
+        Duration::from_secs(120),
+        &mut nothing,
+    )?)
+    .context("the hostile lender's listing")?;
+    let took = wait_listing(b, &adapter, &listing)?;
+    println!(
+        "  the borrower lists {} of the {} devices described, as described, after {:.1} s",
+        listing.listed.len(),
+        listing.catalog,
+        took.as_secs_f64()
+    );
+
+    // A user of the victim, in a loop, while the lender lies.
+    let victim = format!("{lender_id}:{}", listing.victim);
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&victim))?;
+    sh(
+        b,
+        &format!(
+            "rm -f {HOSTILE_VFIO_STOP}; cat > {HOSTILE_VFIO_SCRIPT} <<'EOF'\n{}EOF",
+            hostile_vfio_script(&uuid, &victim, &fuzz_vfio, seed & 0xffff_ffff)
+        ),
+    )?;
+    ownership::spawn_bg(b, &format!("sh {HOSTILE_VFIO_SCRIPT}"), HOSTILE_VFIO_LOG)?;
+    stdin.write_all(b"go\n")?;
+    let mut remote_max = 0;
+    let mut remote_samples = 0;
+    let sent = hostile_line(
+        &lines,
+        "HOSTILE-SENT ",
+        Duration::from_secs(300 + messages / (HOSTILE_RATE / 2)),
+        &mut || {
+            remote_max = remote_max.max(remote_count(b, &adapter)?);
+            remote_samples += 1;
+            Ok(())
+        },
+    );
+    let _ = sh(b, &format!("touch {HOSTILE_VFIO_STOP}"));
+    let sent = sent?;
+    println!("  lying done: {sent}");
+    let (rc, vfio_log) = ownership::wait_bg(b, HOSTILE_VFIO_LOG, Duration::from_secs(420))?;
+    let removed = lending::remove_mdev(b, &uuid);
+    for line in vfio_log.lines() {
+        println!("  vfio | {line}");
+    }
+    ensure!(rc == 0, "the VFIO loop ended with status {rc}");
+    removed?;
+
+    let mut errors = Vec::new();
+    let mut runs: BTreeMap<String, u64> = BTreeMap::new();
+    for line in vfio_log.lines().filter(|l| l.starts_with("run ")) {
+        let rc = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("rc="))
+            .unwrap_or("?");
+        *runs.entry(rc.to_owned()).or_default() += 1;
+        // 0 ran through, 1 could not open the device, 5 could not open it
+        // again: the lender's lies at work. Anything else is a hang (3,
+        // or 137 from timeout's SIGKILL) or a crash.
+        if !matches!(rc, "0" | "1" | "5") || line.contains("HANG") || line.contains("panicked") {
+            errors.push(format!("a VFIO user did not end cleanly: {line}"));
+        }
+    }
+    println!("  VFIO users by exit status: {runs:?}");
+    if runs.is_empty() {
+        errors.push("no VFIO user ran".into());
+    }
+
+    // Honest again: the borrower lets go of everything and lists the
+    // catalog as described.
+    let settled = lending::wait_until(
+        "the borrower holds no lease of the lender and quarantines nothing",
+        Duration::from_secs(120),
+        || {
+            let d = borrower_debug(b)?;
+            Ok(format!(
+                "leases={:?} quarantined={}",
+                d.leases_of(lender_id),
+                d.num("quarantined")
+            ))
+        },
+        "leases=[] quarantined=0",
+    );
+    if let Err(e) = settled {
+        errors.push(format!("{e:#}"));
+    }
+    if let Err(e) = wait_listing(b, &adapter, &listing) {
+        errors.push(format!("once the lender was honest again: {e:#}"));
+    }
+    let debug_after = borrower_debug(b)?;
+
+    stdin.write_all(b"quit\n")?;
+    let report = ParsedReport {
+        json: hostile_line(
+            &lines,
+            "HOSTILE-REPORT ",
+            Duration::from_secs(180),
+            &mut nothing,
+        )?,
+    };
+    let status = child.0.wait()?;
+    // At once: the borrower takes the lender down 8 s after its last beat.
+    let after_peer = fabric::peer_counters(b, lender_id)?;
+    ensure!(status.success(), "the hostile lender failed ({status})");
+
+    let peer = deltas(&before_peer, &after_peer)?;
+    let d = |k: &str| peer.get(k).copied().unwrap_or(0);
+    let e = |k: &str| -> anyhow::Result<i64> { Ok(report.num(&format!("/expected/{k}"))? as i64) };
+    println!(
+        "  {} messages written, {} of them lying in {:.1} s; doorbell {}",
+        report.num("/written")?,
+        report.num("/hostile")?,
+        report.json["secs"].as_f64().unwrap_or(0.0),
+        report.json["doorbell"]
+    );
+    println!("  moods: {}", report.json["moods"]);
+    println!("  unasked: {}", nonzero(&report.json["kinds"]));
+    println!("  answers: {}", nonzero(&report.json["twists"]));
+    println!(
+        "  the borrower asked (by type): {}; posted: {}",
+        nonzero(&report.json["asks"]),
+        nonzero(&report.json["posts"])
+    );
+    println!("  peer counters: {}", sorted(&peer, ""));
+    println!("  expected:      {}", report.json["expected"]);
+    let bd = |k: &str| debug_after.num(k) - debug_before.num(k);
+    println!(
+        "  borrower: lost +{} returned +{} returned_late +{} quarantined_total +{}; \
+         remote/ at most {remote_max} entries in {remote_samples} looks",
+        bd("lost"),
+        bd("returned"),
+        bd("returned_late"),
+        bd("quarantined_total")
+    );
+
+    for key in [
+        "rx_msgs",
+        "rx_stale",
+        "rx_seq_errors",
+        "rx_corrupt_ring",
+        "rx_unknown",
+    ] {
+        if d(key) != e(key)? {
+            errors.push(format!(
+                "peer {key} grew by {}, expected {}",
+                d(key),
+                e(key)?
+            ));
+        }
+    }
+    let (bad_min, wrong_type) = (e("bad_min")?, e("wrong_type_answers")?);
+    if !(bad_min..=bad_min + wrong_type).contains(&d("rx_bad_msgs")) {
+        errors.push(format!(
+            "rx_bad_msgs grew by {}, expected {bad_min}..={}",
+            d("rx_bad_msgs"),
+            bad_min + wrong_type
+        ));
+    }
+    let (late_min, first) = (e("late_min")?, e("first_answers")?);
+    if !(late_min..=late_min + first).contains(&d("late_responses")) {
+        errors.push(format!(
+            "late_responses grew by {}, expected {late_min}..={}",
+            d("late_responses"),
+            late_min + first
+        ));
+    }
+    if d("answers") + d("late_responses") != first + late_min {
+        errors.push(format!(
+            "answers (+{}) and late_responses (+{}) add up to {}, expected {first} first answers \
+             and {late_min} certainly late",
+            d("answers"),
+            d("late_responses"),
+            d("answers") + d("late_responses")
+        ));
+    }
+    let irq_max = e("irq_fire_max")?;
+    if report.num("/irq_bursts")? > 0 && !(1..=irq_max).contains(&d("rx_in_irq")) {
+        errors.push(format!(
+            "rx_in_irq grew by {}, expected 1..={irq_max} (IRQ_FIRE bursts into an empty ring)",
+            d("rx_in_irq")
+        ));
+    }
+    for key in ["link_downs", "stale_answers"] {
+        if d(key) != 0 {
+            errors.push(format!("{key} grew by {}", d(key)));
+        }
+    }
+    for key in ["wrong_status", "missing_responses", "unexpected_responses"] {
+        let n = report.num(&format!("/{key}"))?;
+        if n != 0 {
+            errors.push(format!("{key}: {n} {}", report.json["wrong_examples"]));
+        }
+    }
+    for (t, what) in [
+        (16, "DEV_LIST"),
+        (17, "DEV_INFO"),
+        (19, "DEV_ACQUIRE"),
+        (20, "DEV_RELEASE"),
+        (31, "CFG_READ_BLOCK"),
+    ] {
+        if report.num(&format!("/asks/{t}")).unwrap_or(0) == 0 {
+            errors.push(format!(
+                "the borrower never asked the hostile lender for {what}"
+            ));
+        }
+    }
+    if remote_max > BORROWER_MAX_PER_LENDER {
+        errors.push(format!(
+            "the borrower listed {remote_max} remote devices of one lender, more than {BORROWER_MAX_PER_LENDER}"
+        ));
+    }
+    println!(
+        "  borrower's kernel log: {}",
+        borrower_log_summary(b, mark)?
+    );
+    let trouble = ownership::kernel_trouble(b, mark, false)?;
+    if !trouble.is_empty() {
+        errors.push(format!("borrower's kernel log:\n{}", trouble.join("\n")));
+    }
+
+    // The real lender's next incarnation: the made-up devices go, its NVMe
+    // comes back and works; nothing stayed behind.
+    c.restart_host(LENDER)?;
+    let nvme = lent_nvme(c)?;
+    let b = c.agent(BORROWER)?;
+    let left = lending::wait_until(
+        "only the real NVMe listed",
+        WAIT,
+        || Ok(remote_count(b, &adapter)?.to_string()),
+        "1",
+    );
+    if let Err(e) = left {
+        errors.push(format!("after the lender's restart: {e:#}"));
+    }
+    let d = borrower_debug(b)?;
+    if !d.leases_of(lender_id).is_empty() || d.num("quarantined") != 0 {
+        errors.push(format!(
+            "after the lender's restart the borrower holds leases {:?}, {} pages in quarantine",
+            d.leases_of(lender_id),
+            d.num("quarantined")
+        ));
+    }
+    let mem_after = borrower_memory(b)?;
+    let grew = |k: &str| mem_after[k] - mem_before[k];
+    println!(
+        "  borrower memory after: {mem_after:?} (SUnreclaim {:+} kB, Slab {:+} kB, MemAvailable {:+} kB)",
+        grew("SUnreclaim"),
+        grew("Slab"),
+        grew("MemAvailable")
+    );
+    if grew("SUnreclaim") > SLAB_SLACK_KB {
+        errors.push(format!(
+            "the borrower's unreclaimable slab grew by {} kB (more than {SLAB_SLACK_KB})",
+            grew("SUnreclaim")
+        ));
+    }
+    if -grew("MemAvailable") > AVAILABLE_SLACK_KB {
+        errors.push(format!(
+            "the borrower's available memory fell by {} kB (more than {AVAILABLE_SLACK_KB})",
+            -grew("MemAvailable")
+        ));
+    }
+    verified_io(c, &nvme)?;
+    let trouble = ownership::kernel_trouble(c.agent(BORROWER)?, mark, false)?;
+    if !trouble.is_empty() {
+        errors.push(format!(
+            "borrower's kernel log after the lender came back:\n{}",
+            trouble.join("\n")
+        ));
+    }
+    ensure!(errors.is_empty(), "{}", errors.join("\n"));
+    Ok(())
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -641,6 +1352,10 @@ fn main() {
         Check {
             name: "fuzz_peer_map_unmap_churn_bounded",
             run: fuzz_peer_map_unmap_churn_bounded,
+        },
+        Check {
+            name: "fuzz_peer_hostile_lender_into_borrower",
+            run: fuzz_peer_hostile_lender_into_borrower,
         },
     ];
     Suite::new("fuzz_peer", checks).run(boot)
