@@ -597,7 +597,9 @@ static void dl_lent_free_resv(struct dl_lent *lent)
 static void dl_lent_teardown_domain(struct dl_lent *lent)
 {
 	dl_lent_free_resv(lent);
-	iommu_detach_device(lent->domain, &lent->pdev->dev);
+	/* A failed domain swap may have left it in none of ours. */
+	if (!lent->dma_detached)
+		iommu_detach_device(lent->domain, &lent->pdev->dev);
 	iommu_domain_free(lent->domain);
 	iommu_device_release_dma_owner(&lent->pdev->dev);
 }
