@@ -884,7 +884,9 @@ impl Drop for Reaped {
 /// The loop of VFIO users on the borrower: `devlend-fuzz-vfio` runs
 /// against the mdev of the hostile lender's victim again and again
 /// (pointing the mdev at it first: a lie may have taken it out of the
-/// table) until the stop file appears.
+/// table) until the stop file appears. Short runs (100 operations), so that
+/// the device is opened, borrowed and given back often while the lender
+/// lies.
 const HOSTILE_VFIO_SCRIPT: &str = "/tmp/hostile-vfio.sh";
 const HOSTILE_VFIO_LOG: &str = "/tmp/hostile-vfio.log";
 const HOSTILE_VFIO_STOP: &str = "/tmp/hostile-vfio.stop";
@@ -894,7 +896,7 @@ fn hostile_vfio_script(uuid: &str, target: &str, fuzz: &str, seed: u64) -> Strin
         "u={uuid}; spec={target}; out=/tmp/hostile-vfio.run; i=0
 while [ ! -e {HOSTILE_VFIO_STOP} ]; do
   echo $spec > /sys/bus/mdev/devices/$u/remote_device 2>/dev/null
-  timeout -s KILL 300 {fuzz} --mdev $u --seed $(({seed} + i)) --iters 300 --op-timeout 60 > $out 2>&1
+  timeout -s KILL 300 {fuzz} --mdev $u --seed $(({seed} + i)) --iters 100 --op-timeout 60 > $out 2>&1
   rc=$?
   echo \"run $i rc=$rc $(grep -m1 -E 'HANG|panicked' $out)\"
   tail -n 1 $out | cut -c1-300 | sed 's/^/    /'
