@@ -149,6 +149,8 @@ struct dl_mtype {
  * @fire_lock: @vdevs too, for the interrupt relay.
  * @scan_work: reads the lenders' device lists.
  * @scan_pending: bitmap of peers to read.
+ * @scan_next: the peer id the scan work looks at first next time, so that
+ *	lenders take turns.
  * @borrow_seq: counts borrows, so that a scan knows what it predates.
  * @check_jiffies: when a lender's refusal last made us read its devices.
  * @remote_kobj: <adapter>/fabric/remote/.
@@ -183,6 +185,7 @@ struct dl_borrower {
 	spinlock_t fire_lock;		/* @vdevs for the relay */
 	struct work_struct scan_work;
 	unsigned long scan_pending;
+	unsigned int scan_next;
 	u64 borrow_seq;
 	unsigned long check_jiffies;
 	struct kobject *remote_kobj;

@@ -586,7 +586,16 @@ void dl_remote_scan_work(struct work_struct *work)
 			mutex_unlock(&b->lock);
 			return;
 		}
-		peer = __ffs(b->scan_pending);
+		/*
+		 * Round the peers, from the one after the last scanned: a
+		 * lender that asks again during its own scan (DEV_CHANGED
+		 * floods) must not keep the others from being read.
+		 */
+		peer = find_next_bit(&b->scan_pending, BITS_PER_LONG,
+				     b->scan_next);
+		if (peer >= BITS_PER_LONG)
+			peer = __ffs(b->scan_pending);
+		b->scan_next = peer + 1;
 		__clear_bit(peer, &b->scan_pending);
 		mutex_unlock(&b->lock);
 

@@ -137,7 +137,9 @@ static int dl_vdev_acquire(struct dl_vdev *v, struct dl_acquire *a)
 				   &ref, sizeof(ref), &req);
 	if (!ret)
 		ret = dl_fabric_req_wait(v->b->fab, &req, DL_B_TIMEOUT_MS);
-	if (!ret && req.resp_len < sizeof(resp))
+	/* A grant of another device is no grant of this one; nor a refusal. */
+	if (!ret && (req.resp_len < sizeof(resp) ||
+		     resp.dev_id != ref.dev_id))
 		ret = -EPROTO;
 	a->inc = req.peer_inc;
 	/*
