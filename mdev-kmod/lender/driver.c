@@ -93,6 +93,8 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	dl_lent_dma_unmap_all(lent);
 
 	ret = dl_lent_reset(lent);
+	if (!ret && atomic_add_unless(&dl_fault_reclaim_reset_fails, -1, 0))
+		ret = -EIO;
 	if (ret)
 		dev_warn_ratelimited(&pdev->dev,
 				     "lender: function reset failed: %d; device %u is lent to nobody until it is lent again\n",

@@ -387,6 +387,13 @@ bool dl_lender_on_bar_write_atomic(struct dl_fabric *fab,
 				   const struct dl_fabric_msg *msg, void *priv);
 
 /* main.c */
+/*
+ * Tests only (module parameter fault_reclaim_reset_fails): the next N
+ * take-backs (dl_lent_reclaim()) report their function reset as failed
+ * after doing it, so the check of a device whose reset fails can run on
+ * emulated devices that always reset.
+ */
+extern atomic_t dl_fault_reclaim_reset_fails;
 void dl_lender_broadcast_changed(u32 dev_id);
 void dl_lent_changed_work(struct work_struct *work);
 void dl_lent_changed_queue(struct dl_lent *lent);

@@ -23,6 +23,31 @@ struct dl_lender dl_lender = {
 	.next_id = 1,
 };
 
+/* See internal.h; taken by dl_lent_reclaim(). */
+atomic_t dl_fault_reclaim_reset_fails = ATOMIC_INIT(0);
+static int dl_fault_param_set(const char *val, const struct kernel_param *kp)
+{
+	int n, ret = kstrtoint(val, 0, &n);
+
+	if (ret || n < 0)
+		return ret ?: -EINVAL;
+	atomic_set(&dl_fault_reclaim_reset_fails, n);
+	return 0;
+}
+
+static int dl_fault_param_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&dl_fault_reclaim_reset_fails));
+}
+
+static const struct kernel_param_ops dl_fault_param_ops = {
+	.set = dl_fault_param_set,
+	.get = dl_fault_param_get,
+};
+module_param_cb(fault_reclaim_reset_fails, &dl_fault_param_ops, NULL, 0644);
+MODULE_PARM_DESC(fault_reclaim_reset_fails,
+		 "Tests only: the next N take-backs find the function reset failed, as if the device had not come back (0: none)");
+
 /**
  * struct dl_lender_fab - the lender's context for one fabric it serves.
  * @node: in dl_lender.fabs.

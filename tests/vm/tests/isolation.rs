@@ -915,6 +915,108 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     twohost::no_kernel_trouble(c, marks, Some(LENDER))
 }
 
+const RESET_FAULT: &str = "/sys/module/devlend_lender/parameters/fault_reclaim_reset_fails";
+
+/// A device whose function reset fails when it comes back is lent to
+/// nobody (issue 26): it could still hold the last holder's queues, data
+/// and DMA addresses. The lender is told (a test-only parameter) that the
+/// next take-back's reset failed; the userspace driver borrows the NVMe,
+/// does its I/O and closes. Then the lender shows the device `failed` and
+/// says why, the borrower lists it `failed`, `devlend mdev create` for it
+/// exits 4 saying so, and a raw borrow (an mdev made through sysfs, opened
+/// by the driver) is refused by the lender, which keeps it `failed`.
+/// Unlent (no force needed) and lent again, it does verified I/O.
+///
+/// Before the fix the device went back to the pool (`available`).
+fn failed_reset_keeps_device_from_the_next_borrower(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let marks = log_marks(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let mut made = Vec::new();
+    let res = (|| -> anyhow::Result<()> {
+        sh(l, &format!("echo 1 > {RESET_FAULT}"))?;
+        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+        made.push(uuid.clone());
+        let out = b.sh(
+            &format!("{drv} --mdev {uuid} --blocks 64 --ios 50"),
+            Duration::from_secs(300),
+        )?;
+        ensure!(out.exit_code == Some(0), "the driver's I/O failed: {out:?}");
+        lending::remove_mdev(b, &uuid)?;
+        made.clear();
+        lending::wait_until(
+            "the device failed its reset on the lender",
+            WAIT,
+            || lending::lent_state(l, &nvme.addr),
+            "failed",
+        )?;
+        let said = sh(
+            l,
+            &format!(
+                "dmesg | tail -n +{} | grep -c 'is lent to nobody until it is lent again' || true",
+                marks[0] + 1
+            ),
+        )?;
+        ensure!(
+            said.trim().parse::<u32>().unwrap_or(0) >= 1,
+            "the lender did not say why"
+        );
+        lending::wait_until(
+            "the borrower lists it failed",
+            WAIT,
+            || {
+                Ok(lending::remote_devices(b)?
+                    .values()
+                    .find(|d| d.get("name") == Some(&nvme.addr))
+                    .and_then(|d| d.get("state").cloned())
+                    .unwrap_or_default())
+            },
+            "failed",
+        )?;
+        let out = b.sh(
+            &format!(
+                "{cli} mdev create --type {MDEV_TYPE} --device {}",
+                remote_name(&nvme)
+            ),
+            Duration::from_secs(60),
+        )?;
+        ensure!(
+            out.exit_code == Some(4) && out.stderr.contains("failed its reset"),
+            "devlend mdev create for a failed device: {out:?}"
+        );
+        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+        made.push(uuid.clone());
+        let out = b.sh(
+            &format!("{drv} --mdev {uuid} --blocks 64 --ios 20"),
+            Duration::from_secs(120),
+        )?;
+        ensure!(
+            out.exit_code != Some(0),
+            "a failed device was borrowed: {out:?}"
+        );
+        ensure!(
+            lending::lent_state(l, &nvme.addr)? == "failed",
+            "the failed device left its state"
+        );
+        println!("  reset failed on the take-back: lender and borrower show it failed, the CLI exits 4, a raw borrow is refused");
+        lending::remove_mdev(b, &uuid)?;
+        made.clear();
+
+        lending::unlend(l, &nvme.addr)?;
+        let nvme = lent_nvme(c)?;
+        verified_io(c, &nvme)?;
+        println!("  unlent and lent again: verified I/O");
+        twohost::no_kernel_trouble(c, marks, None)
+    })();
+    let _ = sh(l, &format!("echo 0 > {RESET_FAULT}"));
+    for u in made {
+        let _ = lending::remove_mdev(b, &u);
+    }
+    res
+}
+
 /// Borrow/return cycles run by the `cycles` check; `DEVLEND_CYCLES` sets
 /// another count (the long run: 1000).
 fn cycle_count() -> u32 {
@@ -1086,6 +1188,10 @@ fn main() {
         Check {
             name: "stall_lender_under_kvm_guest",
             run: stall_lender_under_kvm_guest,
+        },
+        Check {
+            name: "failed_reset_keeps_device_from_the_next_borrower",
+            run: failed_reset_keeps_device_from_the_next_borrower,
         },
         // Last: it unloads the module.
         Check {
