@@ -2761,6 +2761,7 @@ mod tests {
             "{err:#}"
         );
     }
+
     /// Plays T against the flood mode as `fabric/ring.c` and the emulated
     /// NTB port would: takes P's messages only while the ring back has room
     /// for an answer (else holds them back), answers a hello asking for one
