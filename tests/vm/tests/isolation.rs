@@ -923,8 +923,8 @@ const RESET_FAULT: &str = "/sys/module/devlend_lender/parameters/fault_reclaim_r
 /// next take-back's reset failed; the userspace driver borrows the NVMe,
 /// does its I/O and closes. Then the lender shows the device `failed` and
 /// says why, the borrower lists it `failed`, `devlend mdev create` for it
-/// exits 4 saying so, and a raw borrow (an mdev made through sysfs, opened
-/// by the driver) is refused by the lender, which keeps it `failed`.
+/// exits 4 saying so, and the kernel offers no instance of the type (a raw
+/// create through sysfs is refused); the lender keeps it `failed`.
 /// Unlent (no force needed) and lent again, it does verified I/O.
 ///
 /// Before the fix the device went back to the pool (`available`).
@@ -986,23 +986,20 @@ fn failed_reset_keeps_device_from_the_next_borrower(c: &mut Cluster) -> anyhow::
             out.exit_code == Some(4) && out.stderr.contains("failed its reset"),
             "devlend mdev create for a failed device: {out:?}"
         );
-        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
-        made.push(uuid.clone());
-        let out = b.sh(
-            &format!("{drv} --mdev {uuid} --blocks 64 --ios 20"),
-            Duration::from_secs(120),
-        )?;
+        // Not free: the kernel offers no instance of it either.
         ensure!(
-            out.exit_code != Some(0),
-            "a failed device was borrowed: {out:?}"
+            lending::available_instances(b, MDEV_TYPE)? == 0,
+            "the borrower offers an instance of a failed device"
+        );
+        ensure!(
+            lending::create_mdev(b, MDEV_TYPE, None).is_err(),
+            "an mdev was made with only a failed device to back it"
         );
         ensure!(
             lending::lent_state(l, &nvme.addr)? == "failed",
             "the failed device left its state"
         );
-        println!("  reset failed on the take-back: lender and borrower show it failed, the CLI exits 4, a raw borrow is refused");
-        lending::remove_mdev(b, &uuid)?;
-        made.clear();
+        println!("  reset failed on the take-back: lender and borrower show it failed, the CLI exits 4, no instance is offered");
 
         lending::unlend(l, &nvme.addr)?;
         let nvme = lent_nvme(c)?;
@@ -1013,6 +1010,11 @@ fn failed_reset_keeps_device_from_the_next_borrower(c: &mut Cluster) -> anyhow::
     let _ = sh(l, &format!("echo 0 > {RESET_FAULT}"));
     for u in made {
         let _ = lending::remove_mdev(b, &u);
+    }
+    // Whatever happened, the next check finds the device lendable.
+    if lending::lent_state(l, &nvme.addr).is_ok_and(|s| s == "failed") {
+        let _ = lending::unlend(l, &nvme.addr);
+        let _ = lent_nvme(c);
     }
     res
 }
