@@ -55,14 +55,13 @@ struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg)
 	fab->self = dl_ctl_host(fab, fab->host_id);
 
 	mutex_init(&fab->lock);
-	mutex_init(&fab->selftest_lock);
 	init_rwsem(&fab->handlers_lock);
 	spin_lock_init(&fab->db_lock);
 	dl_req_init(fab);
 	for (id = 0; id < fab->geom.max_hosts; id++)
 		dl_peer_init(fab, &fab->peers[id], id);
-	INIT_WORK(&fab->rx_work, dl_ring_rx_work);
-	timer_setup(&fab->rx_poll, dl_ring_rx_poll, 0);
+	INIT_WORK(&fab->rx_work, dl_rx_work);
+	timer_setup(&fab->rx_poll, dl_rx_poll, 0);
 	spin_lock_init(&fab->rx_lock);
 	INIT_DELAYED_WORK(&fab->live_work, dl_peer_live_work);
 
@@ -81,7 +80,7 @@ struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg)
 	ret = dl_hostinfo_init(fab);
 	if (ret)
 		goto err_destroy_wq;
-	ret = dl_selftest_init(fab);
+	ret = dl_ping_init(fab);
 	if (ret)
 		goto err_free_hostinfo;
 	return fab;
@@ -141,8 +140,10 @@ EXPORT_SYMBOL_GPL(dl_fabric_start);
  * @fab: a started fabric.
  *
  * The host info says ABSENT at once; then waits, up to %DL_LEAVE_ACK_MS,
- * for the peers to stop writing into this host's inbox. Waits for a running self-test and for
- * sysfs readers. Afterwards no peer is up and nobody is told anything more.
+ * for the peers to stop writing into this host's inbox. Waits for sysfs
+ * and debugfs readers, and for every client's @remove (which waits for
+ * what the client runs, such as a self-test). Afterwards no peer is up
+ * and nobody is told anything more.
  */
 void dl_fabric_stop(struct dl_fabric *fab)
 {
@@ -156,9 +157,10 @@ void dl_fabric_stop(struct dl_fabric *fab)
 	dl_hostinfo_leave(fab);
 	dl_peers_down_all(fab);
 	dl_hostinfo_await_unbound(fab);
-	dl_debugfs_remove(fab);
 	dl_sysfs_remove(fab);
+	/* Clients remove their debugfs files from the fabric's directory. */
 	dl_clients_fabric_removing(fab);
+	dl_debugfs_remove(fab);
 	dev_info(fab->dev, "left fabric %016llx\n", fab->geom.fabric_id);
 }
 EXPORT_SYMBOL_GPL(dl_fabric_stop);
@@ -177,7 +179,7 @@ void dl_fabric_destroy(struct dl_fabric *fab)
 	timer_shutdown_sync(&fab->rx_poll);
 	destroy_workqueue(fab->wq);
 	dl_req_destroy(fab);
-	dl_selftest_exit(fab);
+	dl_ping_exit(fab);
 	dl_hostinfo_free(fab);
 	kfree(fab->rx_buf);
 	kfree(fab);
@@ -209,7 +211,7 @@ void dl_fabric_db_event(struct dl_fabric *fab, unsigned int vector)
 
 	if (vector == DL_DB_VEC_MSG) {
 		/* Interrupt relays first, here; everything else in the work. */
-		if (dl_ring_rx_fast(fab))
+		if (dl_rx_fast(fab))
 			queue_work(fab->wq, &fab->rx_work);
 		return;
 	}
@@ -363,6 +365,23 @@ u64 dl_fabric_ram_size(struct dl_fabric *fab)
 EXPORT_SYMBOL_GPL(dl_fabric_ram_size);
 
 /**
+ * dl_fabric_max_requests() - how many requests may be in flight to one peer.
+ * @fab: the fabric.
+ *
+ * Requests beyond it wait in dl_fabric_req_submit() for one to finish;
+ * urgent requests only may use the last %DL_FABRIC_URGENT_SLOTS of it.
+ * A client that keeps a window of requests in flight (the self-test)
+ * keeps it below this.
+ *
+ * Return: requests.
+ */
+u32 dl_fabric_max_requests(struct dl_fabric *fab)
+{
+	return dl_ring_share(fab);
+}
+EXPORT_SYMBOL_GPL(dl_fabric_max_requests);
+
+/**
  * dl_fabric_max_payload() - the largest message payload.
  * @fab: the fabric.
  *
@@ -373,126 +392,6 @@ size_t dl_fabric_max_payload(struct dl_fabric *fab)
 	return fab->geom.slot_size - DL_MSG_HDR_SIZE;
 }
 EXPORT_SYMBOL_GPL(dl_fabric_max_payload);
-
-/**
- * dl_fabric_link_is_up() - whether a peer is up.
- * @fab: the fabric.
- * @peer: the peer's host id.
- *
- * Any context.
- *
- * Return: true if messages can be sent to @peer.
- */
-bool dl_fabric_link_is_up(struct dl_fabric *fab, u32 peer)
-{
-	struct dl_peer *p = dl_fabric_peer(fab, peer);
-
-	return p && dl_peer_link(p, NULL, NULL);
-}
-EXPORT_SYMBOL_GPL(dl_fabric_link_is_up);
-
-/**
- * dl_fabric_peer_info() - what a peer published about itself.
- * @fab: the fabric.
- * @peer: the peer's host id.
- * @info: filled in; valid for the incarnation last seen.
- *
- * Any context.
- *
- * Return: 0 or -EINVAL for a bad peer.
- */
-int dl_fabric_peer_info(struct dl_fabric *fab, u32 peer,
-			struct dl_fabric_peer_info *info)
-{
-	struct dl_peer *p = dl_fabric_peer(fab, peer);
-	unsigned long flags;
-
-	if (!p)
-		return -EINVAL;
-	spin_lock_irqsave(&p->link_lock, flags);
-	info->up = p->up;
-	info->proto = p->proto;
-	info->incarnation = p->incarnation;
-	info->ram_size = p->layout.ram_size;
-	strscpy(info->name, p->name, sizeof(info->name));
-	spin_unlock_irqrestore(&p->link_lock, flags);
-	return 0;
-}
-EXPORT_SYMBOL_GPL(dl_fabric_peer_info);
-
-/**
- * dl_fabric_peer_mw() - the memory window onto an up peer's RAM.
- * @fab: the fabric.
- * @peer: the peer's host id.
- * @mw: filled in.
- *
- * Any context. The window may be used until the peer goes down.
- *
- * Return: 0, -EINVAL for a bad peer, -ENOTCONN if it is not up.
- */
-int dl_fabric_peer_mw(struct dl_fabric *fab, u32 peer,
-		      struct dl_fabric_mw *mw)
-{
-	struct dl_peer *p = dl_fabric_peer(fab, peer);
-	unsigned long flags;
-	int ret = 0;
-
-	if (!p)
-		return -EINVAL;
-	spin_lock_irqsave(&p->link_lock, flags);
-	if (p->up) {
-		mw->dev = p->win->dev;
-		mw->phys_addr = p->win->phys_addr;
-		mw->size = p->win->size;
-	} else {
-		ret = -ENOTCONN;
-	}
-	spin_unlock_irqrestore(&p->link_lock, flags);
-	return ret;
-}
-EXPORT_SYMBOL_GPL(dl_fabric_peer_mw);
-
-/**
- * dl_fabric_peer_mw_xlate() - where a peer's RAM appears in our window.
- * @fab: the fabric.
- * @peer: the peer's host id.
- * @peer_addr: a physical address in the peer, as the peer gave it.
- * @len: bytes from @peer_addr; the range must lie in one RAM part.
- * @mw_addr: set to the CPU physical address of @peer_addr in the window.
- *
- * Any context.
- *
- * Return: 0, -EINVAL, -ENOTCONN if the peer is not up, -ERANGE if the
- * range is not the peer's RAM or not inside the window.
- */
-int dl_fabric_peer_mw_xlate(struct dl_fabric *fab, u32 peer, u64 peer_addr,
-			    u64 len, phys_addr_t *mw_addr)
-{
-	struct dl_peer *p = dl_fabric_peer(fab, peer);
-	unsigned long flags;
-	u64 off;
-	int ret;
-
-	if (!p)
-		return -EINVAL;
-	spin_lock_irqsave(&p->link_lock, flags);
-	if (!p->up) {
-		ret = -ENOTCONN;
-		goto out_unlock;
-	}
-	ret = dl_layout_xlate(&p->layout, peer_addr, len, &off);
-	if (ret)
-		goto out_unlock;
-	if (off + len > p->win->size) {
-		ret = -ERANGE;
-		goto out_unlock;
-	}
-	*mw_addr = p->win->phys_addr + off;
-out_unlock:
-	spin_unlock_irqrestore(&p->link_lock, flags);
-	return ret;
-}
-EXPORT_SYMBOL_GPL(dl_fabric_peer_mw_xlate);
 
 /*
  * /sys/class/devlend: fabric devices a backend makes because its own

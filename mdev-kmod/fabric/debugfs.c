@@ -5,15 +5,14 @@
  *   peers     one line per peer ever seen: peer=<id> name=<n>
  *             state=<up|down> proto=<v> and every counter as key=value
  *   status    this host's side of the fabric, one key=value per line
- *   selftest  write "peer=<id> count=<n> size=<bytes> window=<n>" to run
- *             the self-test (the write returns when it is done, with an
- *             error if it failed); read the result of the last run
+ *
+ * Clients add files of their own beside these (dl_fabric_debugfs_dir()):
+ * devlend_fabric_selftest's selftest, for one.
  */
 #include <linux/debugfs.h>
 #include <linux/export.h>
 #include <linux/fs.h>
 #include <linux/seq_file.h>
-#include <linux/uaccess.h>
 #include <linux/xarray.h>
 
 #include "internal.h"
@@ -103,44 +102,6 @@ static int dl_status_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(dl_status);
 
-static ssize_t dl_selftest_read(struct file *file, char __user *ubuf,
-				size_t count, loff_t *ppos)
-{
-	struct dl_fabric *fab = file->private_data;
-	char buf[256];
-	int len;
-
-	len = dl_selftest_show(fab, buf, sizeof(buf));
-	if (len < 0)
-		return len;
-	return simple_read_from_buffer(ubuf, count, ppos, buf, len);
-}
-
-static ssize_t dl_selftest_write(struct file *file, const char __user *ubuf,
-				 size_t count, loff_t *ppos)
-{
-	struct dl_fabric *fab = file->private_data;
-	char buf[128];
-	int ret;
-
-	if (count >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, count))
-		return -EFAULT;
-	buf[count] = '\0';
-
-	ret = dl_selftest_run(fab, buf);
-	return ret ? ret : count;
-}
-
-static const struct file_operations dl_selftest_fops = {
-	.owner = THIS_MODULE,
-	.open = simple_open,
-	.read = dl_selftest_read,
-	.write = dl_selftest_write,
-	.llseek = default_llseek,
-};
-
 /**
  * dl_debugfs_init() - create /sys/kernel/debug/devlend/.
  *
@@ -166,6 +127,24 @@ struct dentry *dl_fabric_debugfs_root(void)
 EXPORT_SYMBOL_GPL(dl_fabric_debugfs_root);
 
 /**
+ * dl_fabric_debugfs_dir() - the fabric's debugfs directory, for clients'
+ *	files about one fabric.
+ * @fab: the fabric.
+ *
+ * devlend/ itself for the first fabric of a host, devlend/fabric-<id>/
+ * for further ones (dl_debugfs_add()). Valid from the client's @add to
+ * the end of its @remove, where the client removes what it put there.
+ *
+ * Return: the directory, or an ERR_PTR() if debugfs could not make it
+ * (debugfs calls take that and do nothing).
+ */
+struct dentry *dl_fabric_debugfs_dir(struct dl_fabric *fab)
+{
+	return fab->debugfs_dir ? fab->debugfs_dir : dl_debugfs_root;
+}
+EXPORT_SYMBOL_GPL(dl_fabric_debugfs_dir);
+
+/**
  * dl_debugfs_exit() - remove /sys/kernel/debug/devlend/.
  */
 void dl_debugfs_exit(void)
@@ -178,7 +157,7 @@ void dl_debugfs_exit(void)
  * dl_debugfs_add() - create the fabric's files.
  * @fab: the fabric.
  *
- * The first fabric's files are devlend/{peers,status,selftest}; a host
+ * The first fabric's files are devlend/{peers,status}; a host
  * with more (an NTB backend beside the emulated one) puts each further
  * fabric's in devlend/fabric-<fabric id>/.
  */
@@ -199,15 +178,14 @@ void dl_debugfs_add(struct dl_fabric *fab)
 						    &dl_peers_fops);
 	fab->debugfs_files[1] = debugfs_create_file("status", 0444, dir, fab,
 						    &dl_status_fops);
-	fab->debugfs_files[2] = debugfs_create_file("selftest", 0600, dir, fab,
-						    &dl_selftest_fops);
 }
 
 /**
  * dl_debugfs_remove() - remove the fabric's files.
  * @fab: the fabric.
  *
- * Waits for readers and writers, a running self-test included.
+ * Waits for readers. The clients have removed theirs by now
+ * (dl_fabric_stop()).
  */
 void dl_debugfs_remove(struct dl_fabric *fab)
 {

@@ -31,30 +31,17 @@
  * Everything a peer sends is untrusted; the fabric checks indices, lengths,
  * sources and sequence numbers, but handlers must still check payloads.
  *
- * Lock order of all devlend modules, outermost first (each layer's
- * internal.h says what its locks guard):
- *  0. dl_clients_lock (client.c): fabrics and clients come and go under
- *     it; a client's @add and @remove run under it.
- *  1. fab->lock (the liveness work): peer events are delivered under it, so
- *     a client must not block for long (the lender only marks devices
- *     for its slow work; the heartbeat beats from a timer regardless).
- *  2. the clients' locks, never taken the other way round:
- *     borrower: vdev->lock > vdev->dma_lock > b->lock > b->fire_lock >
- *     vdev->irq_lock, and vdev->lock > vdev->intx_mask_lock, which is
- *     held while an INTx mask or unmask waits for ring room (its virqfd
- *     thread and retry work take it alone); vdev->dma_lock is held
- *     across vfio_pin_pages() (VFIO's iommu->lock) and taken in the
- *     mdev's dma_unmap, which VFIO calls under its device_list_lock. VFIO's own two locks are taken
- *     in both orders (see "The debug kernel" in docs/testing.md);
- *     lender: the lent device's device lock > lent->lock > dl_lender.lock >
- *     lent->intx_lock.
- *  2a. the NTB backend's nb->trans_lock, taken under fab->lock by
- *     peer_inbound and under the backend's nb->lock (which is outside
- *     fab->lock: it starts and stops fabrics) when it shows windows.
- *  3. the fabric's leaf locks, taken by the calls below and nothing inside
- *     them: peer->link_lock, peer->tx.lock (also around every store into
- *     a peer's inbox), the request table's lock, the doorbell lock.
- * The receive work holds handlers_lock for reading around a handler call,
+ * Locks, as far as clients see them, outermost first:
+ *  0. dl_clients_lock, the client registry's: fabrics and clients come
+ *     and go under it; a client's @add and @remove run under it.
+ *  1. fab->lock (the liveness work): @peer_event runs under it, so a
+ *     client must not block there for long (mark, queue, return).
+ *  2. the client's own locks (each client's internal.h gives their
+ *     order); the fabric never takes them, only calls a client's
+ *     callbacks, which may.
+ *  3. the fabric's leaf locks, taken by the calls below and by nothing
+ *     they call back into.
+ * The receive work holds a lock for reading around a handler call,
  * outside the handler's own locks; (un)registering a handler takes it for
  * writing, so is never done with a lock a handler takes.
  * Calls below never take fab->lock, so a client may make them with its
@@ -97,8 +84,11 @@ enum dl_fabric_event_type {
 	DL_FABRIC_EV_PEER_DOWN,
 };
 
-/* Clients a fabric serves at once (the lender, the borrower, tests). */
-#define DL_FABRIC_MAX_CLIENTS	4
+/*
+ * Clients a fabric serves at once: the lender, the borrower, the emulated
+ * NTB port, the self-test, and room for tests.
+ */
+#define DL_FABRIC_MAX_CLIENTS	8
 
 /**
  * struct dl_fabric_client - a user of fabrics, after &struct ntb_client:
@@ -250,7 +240,7 @@ struct dl_fabric_req {
 	struct completion completion;
 };
 
-/* Clients (client.c). */
+/* Clients. */
 int dl_fabric_client_register(struct dl_fabric_client *client);
 void dl_fabric_client_unregister(struct dl_fabric_client *client);
 void *dl_fabric_client_ctx(struct dl_fabric *fab,
@@ -259,7 +249,10 @@ int dl_fabric_client_for_each(const struct dl_fabric_client *client,
 			      int (*fn)(struct dl_fabric *fab, void *ctx,
 					void *arg),
 			      void *arg);
+
+/* debugfs: devlend/ for every module's files, and one fabric's directory. */
 struct dentry *dl_fabric_debugfs_root(void);
+struct dentry *dl_fabric_debugfs_dir(struct dl_fabric *fab);
 
 /* The fabric and its peers. */
 struct device *dl_fabric_device(struct dl_fabric *fab);
@@ -268,6 +261,7 @@ u32 dl_fabric_host_id(struct dl_fabric *fab);
 u32 dl_fabric_max_hosts(struct dl_fabric *fab);
 u64 dl_fabric_ram_size(struct dl_fabric *fab);
 size_t dl_fabric_max_payload(struct dl_fabric *fab);
+u32 dl_fabric_max_requests(struct dl_fabric *fab);
 bool dl_fabric_link_is_up(struct dl_fabric *fab, u32 peer);
 int dl_fabric_peer_info(struct dl_fabric *fab, u32 peer,
 			struct dl_fabric_peer_info *info);

@@ -2,7 +2,9 @@
 /*
  * Fabric core internals, shared by the files of fabric/ and by nothing else.
  *
- * Locking, outermost first:
+ * Locking, outermost first (fabric.h says where the clients' locks go):
+ *  - dl_clients_lock (client.c): started fabrics, registered clients,
+ *    which clients a fabric serves (with fab->lock).
  *  - fab->lock (mutex): peer liveness tracking and link transitions, window
  *    binding. Held by the liveness work, the stop path and window removal.
  *  - peer->link_lock (spinlock): the link snapshot (up, proto, epoch,
@@ -178,7 +180,7 @@ struct dl_tx_ring {
  * @epoch: the sender epoch of the last message taken.
  * @next_seq: the sequence number expected next.
  * @held_back: its messages wait in the ring because the ring to it has no
- *	room for an answer (dl_ring_rx_peer()).
+ *	room for an answer (dl_rx_peer()).
  */
 struct dl_rx_ring {
 	struct dl_ring in;
@@ -304,32 +306,6 @@ struct dl_db_handler {
 };
 
 /**
- * struct dl_selftest_result - the last self-test run.
- * @valid: a test has run.
- * @peer: the peer it pinged.
- * @count: pings asked for.
- * @ok: pings echoed intact.
- * @errors: pings that failed otherwise, or were never sent.
- * @timeouts: pings without an answer in time.
- * @p50_ns: median round-trip time of the good pings.
- * @p99_ns: 99th percentile.
- * @max_ns: the slowest.
- * @pass: every ping came back intact.
- */
-struct dl_selftest_result {
-	bool valid;
-	u32 peer;
-	u32 count;
-	u32 ok;
-	u32 errors;
-	u32 timeouts;
-	u64 p50_ns;
-	u64 p99_ns;
-	u64 max_ns;
-	bool pass;
-};
-
-/**
  * struct dl_fabric - one fabric adapter and the peers behind it.
  * @dev: the adapter.
  * @ops: its backend.
@@ -354,7 +330,7 @@ struct dl_selftest_result {
  * @rx_poll: queues @rx_work again while a peer's messages are held back:
  *	a peer that frees ring slots does not ring a doorbell.
  * @rx_lock: the receive state (every peer's @rx and @rx_buf) between
- *	@rx_work and the doorbell interrupt's fast path (dl_ring_rx_fast());
+ *	@rx_work and the doorbell interrupt's fast path (dl_rx_fast());
  *	also held while atomic handlers change.
  * @rx_busy: @rx_work owns the receive state (@rx_lock).
  * @live_work: peer scan.
@@ -369,9 +345,7 @@ struct dl_selftest_result {
  * @db_handlers: by doorbell vector.
  * @sysfs_fabric: the fabric/ directory.
  * @sysfs_peers: the fabric/peers/ directory.
- * @debugfs_files: peers, status and selftest.
- * @selftest_lock: one self-test at a time; guards @selftest.
- * @selftest: the result of the last run.
+ * @debugfs_files: peers and status.
  */
 struct dl_fabric {
 	struct device *dev;
@@ -421,10 +395,7 @@ struct dl_fabric {
 	struct kobject *sysfs_fabric;
 	struct kobject *sysfs_peers;
 	struct dentry *debugfs_dir;	/* NULL: the files are at the root */
-	struct dentry *debugfs_files[3];
-
-	struct mutex selftest_lock;	/* one run at a time */
-	struct dl_selftest_result selftest;
+	struct dentry *debugfs_files[2];
 };
 
 static inline void dl_peer_count(struct dl_peer *peer, enum dl_peer_counter c)
@@ -440,6 +411,14 @@ static inline bool dl_fabric_is_peer(struct dl_fabric *fab, u32 id)
 static inline struct dl_peer *dl_fabric_peer(struct dl_fabric *fab, u32 id)
 {
 	return dl_fabric_is_peer(fab, id) ? &fab->peers[id] : NULL;
+}
+
+/* Slot @idx of a ring, the index wrapped. */
+static inline u8 *dl_ring_slot(struct dl_fabric *fab, struct dl_ring *ring,
+			       u32 idx)
+{
+	return ring->slots +
+	       (size_t)(idx & (fab->geom.ring_slots - 1)) * fab->geom.slot_size;
 }
 
 /* ctl.c */
@@ -464,17 +443,18 @@ int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap);
 int dl_layout_xlate(const struct dl_ram_layout *l, u64 addr, u64 len,
 		    u64 *offset);
 
-/* peer.c */
-void dl_peer_init(struct dl_fabric *fab, struct dl_peer *peer, u32 id);
-void dl_peer_live_work(struct work_struct *work);
-void dl_peers_down_all(struct dl_fabric *fab);
+/*
+ * The files below are layered: each calls only those listed before it
+ * (scripts/call-graph.py checks it), and what happens above reaches
+ * below only as return values and the callbacks registered with it.
+ */
+
+/* link.c */
 bool dl_peer_link(struct dl_peer *peer, u16 *proto, u32 *epoch);
 
-/* client.c */
-void dl_clients_fabric_added(struct dl_fabric *fab);
-void dl_clients_fabric_removing(struct dl_fabric *fab);
-void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
-		      u32 peer, u16 proto);
+/* status.c */
+int dl_status_to_errno(u32 status);
+u32 dl_errno_to_status(int err);
 
 /* ring.c */
 u32 dl_ring_share(struct dl_fabric *fab);
@@ -490,17 +470,8 @@ int dl_ring_send_atomic(struct dl_fabric *fab, struct dl_peer *peer,
 int dl_ring_send(struct dl_fabric *fab, struct dl_peer *peer,
 		 const struct dl_fabric_msg *msg, u16 flags, u32 status,
 		 u64 *bound_inc);
-void dl_ring_rx_work(struct work_struct *work);
-bool dl_ring_rx_fast(struct dl_fabric *fab);
-void dl_ring_rx_poll(struct timer_list *t);
-
-/* msg.c */
-bool dl_msg_is_atomic(struct dl_fabric *fab, u16 type, u16 flags, u64 req_id);
-bool dl_msg_dispatch_atomic(struct dl_fabric *fab,
-			    const struct dl_fabric_msg *msg);
-void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,
-		     const struct dl_fabric_msg *msg, u16 flags, u32 status);
-int dl_status_to_errno(u32 status);
+bool dl_ring_can_answer(struct dl_fabric *fab, struct dl_peer *peer);
+void dl_ring_rx_publish(struct dl_fabric *fab, struct dl_peer *peer);
 
 /* request.c */
 void dl_req_init(struct dl_fabric *fab);
@@ -509,11 +480,32 @@ void dl_req_complete(struct dl_fabric *fab, struct dl_peer *peer,
 void dl_req_fail(struct dl_fabric *fab, u32 peer, int err);
 void dl_req_destroy(struct dl_fabric *fab);
 
-/* selftest.c */
-int dl_selftest_init(struct dl_fabric *fab);
-void dl_selftest_exit(struct dl_fabric *fab);
-int dl_selftest_run(struct dl_fabric *fab, char *args);
-int dl_selftest_show(struct dl_fabric *fab, char *buf, size_t size);
+/* msg.c */
+bool dl_msg_is_atomic(struct dl_fabric *fab, u16 type, u16 flags, u64 req_id);
+bool dl_msg_dispatch_atomic(struct dl_fabric *fab,
+			    const struct dl_fabric_msg *msg);
+void dl_msg_dispatch(struct dl_fabric *fab, struct dl_peer *peer,
+		     const struct dl_fabric_msg *msg, u16 flags, u32 status);
+
+/* rx.c */
+void dl_rx_work(struct work_struct *work);
+bool dl_rx_fast(struct dl_fabric *fab);
+void dl_rx_poll(struct timer_list *t);
+
+/* ping.c */
+int dl_ping_init(struct dl_fabric *fab);
+void dl_ping_exit(struct dl_fabric *fab);
+
+/* client.c */
+void dl_clients_fabric_added(struct dl_fabric *fab);
+void dl_clients_fabric_removing(struct dl_fabric *fab);
+void dl_fabric_notify(struct dl_fabric *fab, enum dl_fabric_event_type type,
+		      u32 peer, u16 proto);
+
+/* peer.c */
+void dl_peer_init(struct dl_fabric *fab, struct dl_peer *peer, u32 id);
+void dl_peer_live_work(struct work_struct *work);
+void dl_peers_down_all(struct dl_fabric *fab);
 
 /* sysfs.c */
 int dl_sysfs_add(struct dl_fabric *fab);

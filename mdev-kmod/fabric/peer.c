@@ -51,31 +51,6 @@ void dl_peer_init(struct dl_fabric *fab, struct dl_peer *peer, u32 id)
 	init_waitqueue_head(&peer->req_wq);
 }
 
-/**
- * dl_peer_link() - read the link state of a peer.
- * @peer: the peer.
- * @proto: if not NULL, set to the negotiated protocol version.
- * @epoch: if not NULL, set to the low 32 bits of the peer's incarnation.
- *
- * Any context.
- *
- * Return: whether the link is up.
- */
-bool dl_peer_link(struct dl_peer *peer, u16 *proto, u32 *epoch)
-{
-	unsigned long flags;
-	bool up;
-
-	spin_lock_irqsave(&peer->link_lock, flags);
-	up = peer->up;
-	if (proto)
-		*proto = peer->proto;
-	if (epoch)
-		*epoch = peer->epoch;
-	spin_unlock_irqrestore(&peer->link_lock, flags);
-	return up;
-}
-
 static void dl_peer_set_up(struct dl_fabric *fab, struct dl_peer *peer,
 			   u16 proto)
 {

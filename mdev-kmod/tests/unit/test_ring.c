@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * fabric/ring.c: how much of a ring each kind of message may use, the
- * producer/consumer arithmetic with indices that wrap at 2^32, full and
- * corrupt rings, messages written and taken through real slots, and
- * stores stopped when the peer's slot no longer vouches for its inbox.
+ * fabric/ring.c and rx.c: how much of a ring each kind of message may
+ * use, the producer/consumer arithmetic with indices that wrap at 2^32,
+ * full and corrupt rings, messages written and taken through real slots,
+ * and stores stopped when the peer's slot no longer vouches for its inbox.
  * Host 0 (this one) and host 1 (the peer) have two rings of 16 slots: the
  * peer's entry in our inbox (in_mem) and ours in the peer's (out_mem).
  */
@@ -14,6 +14,7 @@
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include "../../fabric/ring.c"
+#include "../../fabric/rx.c"
 #pragma GCC diagnostic pop
 
 #include "unit.h"
@@ -53,7 +54,7 @@ static const struct dl_fabric_backend_ops fake_ops = {
 	.peer_db_set = fake_db_set,
 };
 
-/* fabric/peer.c, ctl.c and msg.c, as far as ring.c sees them. */
+/* fabric/link.c, ctl.c and msg.c, as far as ring.c and rx.c see them. */
 bool dl_peer_link(struct dl_peer *peer, u16 *proto, u32 *epoch)
 {
 	(void)peer;
@@ -440,7 +441,7 @@ static void test_receive(void)
 	peer = setup(SLOTS);
 	CHECK_EQ(le32_to_cpu(in_mem.ctrl.prod), 0);
 	CHECK_EQ(in_mem.slots[SLOTS - 1][SLOT_SIZE - 1], 0);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(peer->rx.cons, 0);
 	CHECK_EQ(ngot, 0);
 	/* Somewhere near the wrap. */
@@ -451,7 +452,7 @@ static void test_receive(void)
 	for (i = 0; i < 5; i++)
 		peer_put(start + i, 40 + i, 7 + i, 3 * i, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(start + 5);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 5);
 	for (i = 0; i < 5 && i < ngot; i++) {
 		CHECK_EQ(got[i].type, 40 + i);
@@ -479,7 +480,7 @@ static void test_receive(void)
 	peer_put(2 + 8, 50, 20, 4, 0, PEER_EPOCH);		/* source */
 	peer_put(2 + 9, 50, 21, 4, PEER, PEER_EPOCH - 1);	/* stale */
 	in_mem.ctrl.prod = cpu_to_le32(2 + SLOTS);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, SLOTS - 3);
 	CHECK_EQ(peer->rx.cons, 2 + SLOTS);
 	/*
@@ -500,13 +501,13 @@ static void test_receive(void)
 	peer_info.incarnation = cpu_to_le64(PEER_EPOCH + 1);
 	peer_put(18, 51, 0, 4, PEER, PEER_EPOCH + 1);
 	in_mem.ctrl.prod = cpu_to_le32(19);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 0);
 	CHECK_EQ(peer->rx.cons, 18);
 	/* And nothing is taken while the link is down. */
 	link_up = false;
 	peer_info.incarnation = cpu_to_le64(PEER_EPOCH);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(peer->rx.cons, 18);
 }
 
@@ -520,7 +521,7 @@ static void test_receive_corrupt(void)
 	peer->rx.cons = 0xfffffff8U;
 	peer->rx.synced = true;
 	in_mem.ctrl.prod = cpu_to_le32(0xfffffff8U + SLOTS + 1);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 0);
 	CHECK_EQ(peer->rx.cons, 0x00000009U);
 	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 0x00000009U);
@@ -529,7 +530,7 @@ static void test_receive_corrupt(void)
 
 	/* A producer behind the consumer is as corrupt. */
 	in_mem.ctrl.prod = cpu_to_le32(0x00000008U);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(peer->rx.cons, 8);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 2);
 
@@ -537,7 +538,7 @@ static void test_receive_corrupt(void)
 	for (i = 0; i < SLOTS; i++)
 		peer_put(8 + i, 60, i, 0, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(8 + SLOTS);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, SLOTS);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_CORRUPT_RING]), 2);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_SEQ_ERRORS]), 0);
@@ -558,25 +559,25 @@ static void test_receive_fast(void)
 
 	/* Nothing while the work owns the rings, or the lock is taken. */
 	fab.rx_busy = true;
-	CHECK(dl_ring_rx_fast(&fab));
+	CHECK(dl_rx_fast(&fab));
 	fab.rx_busy = false;
 	kshim_lock_taken = true;
-	CHECK(dl_ring_rx_fast(&fab));
+	CHECK(dl_rx_fast(&fab));
 	kshim_lock_taken = false;
 	CHECK_EQ(ngot, 0);
 
 	/* The interrupt takes the head's relays, stops at the first other. */
-	CHECK(dl_ring_rx_fast(&fab));
+	CHECK(dl_rx_fast(&fab));
 	CHECK_EQ(ngot_atomic, 2);
 	CHECK_EQ(peer->rx.cons, 2);
 	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 2);
 	CHECK_EQ(got[1].type, ATOMIC_TYPE);
 	/* Again: still stuck behind it, takes nothing. */
-	CHECK(dl_ring_rx_fast(&fab));
+	CHECK(dl_rx_fast(&fab));
 	CHECK_EQ(ngot, 2);
 
 	/* The work takes the rest in ring order, the relay behind it too. */
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 5);
 	CHECK_EQ(ngot_atomic, 2);
 	for (i = 0; i < ARRAY_SIZE(types); i++)
@@ -589,7 +590,7 @@ static void test_receive_fast(void)
 	/* A relay alone: taken whole, nothing left for the work. */
 	peer_put(5, ATOMIC_TYPE, 5, 4, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(6);
-	CHECK(!dl_ring_rx_fast(&fab));
+	CHECK(!dl_rx_fast(&fab));
 	CHECK_EQ(ngot_atomic, 3);
 	CHECK_EQ(peer->rx.cons, 6);
 
@@ -601,12 +602,12 @@ static void test_receive_fast(void)
 	peer_put(6, ATOMIC_TYPE, 6, 4, PEER, PEER_EPOCH);
 	peer_put(7, ATOMIC_TYPE, 7, 4, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(8);
-	CHECK(dl_ring_rx_fast(&fab));
+	CHECK(dl_rx_fast(&fab));
 	CHECK_EQ(peer->rx.cons, 6);
 	CHECK_EQ(peer->rx.next_seq, 6);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_MSGS]), 6);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_IN_IRQ]), 3);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 8);
 	CHECK_EQ(got[6].type, ATOMIC_TYPE);
 	CHECK_EQ(got[6].epoch, PEER_EPOCH);
@@ -619,7 +620,7 @@ static void test_receive_fast(void)
 	link_up = false;
 	peer_put(8, ATOMIC_TYPE, 8, 4, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(9);
-	CHECK(!dl_ring_rx_fast(&fab));
+	CHECK(!dl_rx_fast(&fab));
 	CHECK_EQ(peer->rx.cons, 8);
 }
 
@@ -661,29 +662,29 @@ static void test_receive_backpressure(void)
 	for (i = 0; i < 3; i++)
 		peer_put(i, 60, i, 0, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(3);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK(held);
 	CHECK_EQ(ngot, 0);
 	CHECK_EQ(peer->rx.cons, 0);
 	held = false;
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK(held);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_HELD_BACK]), 1);
 	fab.rx_poll.armed = 0;
-	dl_ring_rx_work(&fab.rx_work);
+	dl_rx_work(&fab.rx_work);
 	CHECK_EQ(fab.rx_poll.armed, 1);
 	CHECK_EQ(ngot, 0);
 
 	/* It takes one answer: its requests are served again. */
 	in_mem.ctrl.cons = cpu_to_le32(1);
 	held = false;
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK(!held);
 	CHECK_EQ(ngot, 3);
 	CHECK_EQ(peer->rx.cons, 3);
 	CHECK(!peer->rx.held_back);
 	fab.rx_poll.armed = 0;
-	dl_ring_rx_work(&fab.rx_work);
+	dl_rx_work(&fab.rx_work);
 	CHECK_EQ(fab.rx_poll.armed, 0);
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_RX_HELD_BACK]), 1);
 }
@@ -698,7 +699,7 @@ static void test_bind_and_fence(void)
 	CHECK_EQ(send(peer, 20, 1, 0, false, 8), 0);
 	peer_put(0, 40, 0, 4, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(1);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 1);
 	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 1);
 
@@ -715,7 +716,7 @@ static void test_bind_and_fence(void)
 	CHECK_EQ(send(peer, 20, 2, 0, false, 8), -ENOTCONN);
 	peer_put(1, 40, 1, 4, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(2);
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 1);
 	CHECK(!memcmp(before, &out_mem, sizeof(before)));
 	CHECK_EQ(atomic64_read(&peer->cnt[DL_CNT_TX_FENCED]), 1);
@@ -766,7 +767,7 @@ static void test_bind_and_fence(void)
 	peer_put(0, 41, 0, 4, PEER, PEER_EPOCH);
 	in_mem.ctrl.prod = cpu_to_le32(1);
 	ngot = 0;
-	CHECK(!dl_ring_rx_peer(&fab, peer, &held));
+	CHECK(!dl_rx_peer(&fab, peer, &held));
 	CHECK_EQ(ngot, 1);
 	CHECK_EQ(peer->rx.cons, 1);
 	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 1);
@@ -798,4 +799,4 @@ static const struct unit_test tests[] = {
 	  test_bind_and_fence },
 };
 
-UNIT_SUITE(ring_suite, "fabric/ring.c: ring index arithmetic", tests);
+UNIT_SUITE(ring_suite, "fabric/ring.c and rx.c: ring index arithmetic", tests);

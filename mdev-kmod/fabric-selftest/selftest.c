@@ -1,6 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Fabric self-test: ping a peer many times and check every echo.
+ * devlend_fabric_selftest.ko: ping a peer many times and check every echo.
+ *
+ * A fabric client on the public API only (fabric/fabric.h), as Linux's
+ * ntb_pingpong is one on ntb.h. For each fabric it adds a file to the
+ * fabric's debugfs directory (devlend/selftest for a host's first
+ * fabric, devlend/fabric-<id>/selftest for further ones):
+ *
+ *   write "peer=<id> [count=<n>] [size=<bytes>] [window=<n>]" to run the
+ *   self-test; the write returns when it is done, with an error if it
+ *   failed. Read the result of the last run, one line of key=value.
  *
  * The requester sends DL_MSG_PING requests of random bytes, numbered from
  * 0 in each run and tagged with a random nonce and the crc32 of the bytes,
@@ -8,21 +17,26 @@
  * what was sent. Round-trip times are measured from publishing a request
  * to the arrival of its response.
  *
- * The responder (every host) checks the crc and that the numbers of a run
- * follow each other, counts what it sees in the sender's counters and
- * echoes the payload: with status EINVAL if the crc was wrong.
+ * Every host answers pings, this module loaded or not: the responder is
+ * the fabric core's (fabric/ping.c), which counts what it sees in the
+ * sender's counters.
  */
 #include <linux/crc32.h>
+#include <linux/debugfs.h>
+#include <linux/fs.h>
 #include <linux/ktime.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
 #include <linux/random.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/string.h>
+#include <linux/uaccess.h>
 
-#include "internal.h"
+#include "../fabric/fabric.h"
 
 #define DL_SELFTEST_MAX_COUNT	1000000
 #define DL_SELFTEST_MAX_WINDOW	64
@@ -34,67 +48,45 @@ static u32 dl_crc32(const void *data, size_t len)
 	return crc32_le(~0U, data, len) ^ ~0U;
 }
 
-static void dl_ping_handler(struct dl_fabric *fab,
-			    const struct dl_fabric_msg *msg, void *priv)
-{
-	struct dl_peer *peer = &fab->peers[msg->peer];
-	const struct dl_ping *ping = msg->data;
-	struct dl_ping_rx *st = &peer->ping;
-	u32 seq;
-	u64 nonce;
-	int err = 0;
-
-	if (msg->len < DL_PING_SIZE) {
-		dl_peer_count(peer, DL_CNT_RX_BAD_MSGS);
-		err = -EINVAL;
-		goto respond;
-	}
-	dl_peer_count(peer, DL_CNT_PING_RX);
-
-	if (dl_crc32(ping->data, msg->len - DL_PING_SIZE) !=
-	    le32_to_cpu(ping->data_crc)) {
-		dl_peer_count(peer, DL_CNT_PING_CRC_ERRORS);
-		err = -EINVAL;
-	}
-
-	seq = le32_to_cpu(ping->test_seq);
-	nonce = le64_to_cpu(ping->nonce);
-	if (!st->valid || st->nonce != nonce) {
-		/* A new run starts at 0. */
-		if (seq)
-			dl_peer_count(peer, DL_CNT_PING_ORDER_ERRORS);
-		st->valid = true;
-		st->nonce = nonce;
-	} else if (seq != st->next_seq) {
-		dl_peer_count(peer, DL_CNT_PING_ORDER_ERRORS);
-	}
-	st->next_seq = seq + 1;
-
-respond:
-	if (msg->req_id)
-		dl_fabric_respond(fab, msg, err, msg->data, msg->len);
-}
-
 /**
- * dl_selftest_init() - answer pings.
- * @fab: the fabric being created.
- *
- * Return: 0 or -errno.
+ * struct dl_selftest_result - the last self-test run.
+ * @valid: a test has run.
+ * @peer: the peer it pinged.
+ * @count: pings asked for.
+ * @ok: pings echoed intact.
+ * @errors: pings that failed otherwise, or were never sent.
+ * @timeouts: pings without an answer in time.
+ * @p50_ns: median round-trip time of the good pings.
+ * @p99_ns: 99th percentile.
+ * @max_ns: the slowest.
+ * @pass: every ping came back intact.
  */
-int dl_selftest_init(struct dl_fabric *fab)
-{
-	return dl_fabric_register_handler(fab, DL_MSG_PING, dl_ping_handler,
-					  NULL);
-}
+struct dl_selftest_result {
+	bool valid;
+	u32 peer;
+	u32 count;
+	u32 ok;
+	u32 errors;
+	u32 timeouts;
+	u64 p50_ns;
+	u64 p99_ns;
+	u64 max_ns;
+	bool pass;
+};
 
 /**
- * dl_selftest_exit() - stop answering pings.
+ * struct dl_selftest - the client's context for one fabric.
  * @fab: the fabric.
+ * @file: its selftest file in debugfs.
+ * @lock: one run at a time; guards @res.
+ * @res: the result of the last run.
  */
-void dl_selftest_exit(struct dl_fabric *fab)
-{
-	dl_fabric_unregister_handler(fab, DL_MSG_PING);
-}
+struct dl_selftest {
+	struct dl_fabric *fab;
+	struct dentry *file;
+	struct mutex lock;	/* one run at a time */
+	struct dl_selftest_result res;
+};
 
 struct dl_st_slot {
 	struct dl_fabric_req req;
@@ -151,7 +143,8 @@ static int dl_st_parse(struct dl_st_run *run, char *args)
 		have_peer |= field == &run->peer;
 	}
 
-	if (!have_peer || !dl_fabric_is_peer(run->fab, run->peer))
+	if (!have_peer || run->peer >= dl_fabric_max_hosts(run->fab) ||
+	    run->peer == dl_fabric_host_id(run->fab))
 		return -EINVAL;
 	if (!run->count || run->count > DL_SELFTEST_MAX_COUNT)
 		return -EINVAL;
@@ -160,7 +153,7 @@ static int dl_st_parse(struct dl_st_run *run, char *args)
 	/* Our requests and the peer's responses must fit the ring at once. */
 	if (!run->window ||
 	    run->window > min_t(u32, DL_SELFTEST_MAX_WINDOW,
-				dl_ring_share(run->fab)))
+				dl_fabric_max_requests(run->fab)))
 		return -EINVAL;
 	return 0;
 }
@@ -293,24 +286,24 @@ static u64 dl_percentile(const u64 *v, u32 n, u32 pct)
 	return v[max_t(u64, rank, 1) - 1];
 }
 
-/**
- * dl_selftest_run() - run the self-test; the result is kept for reading.
- * @fab: the fabric.
+/*
+ * Run the self-test; the result is kept for reading.
  * @args: "peer=<id> [count=<n>] [size=<bytes>] [window=<n>]"; modified.
  *
- * Return: 0 if every ping came back intact, -EIO if some did not,
+ * Returns 0 if every ping came back intact, -EIO if some did not,
  * -ENOTCONN if the peer is (or went) down, -EBUSY if a test is running,
  * -EINVAL or -EMSGSIZE for bad arguments, -EINTR if killed.
  */
-int dl_selftest_run(struct dl_fabric *fab, char *args)
+static int dl_selftest_run(struct dl_selftest *st, char *args)
 {
+	struct dl_fabric *fab = st->fab;
 	struct dl_st_run run = { .fab = fab };
 	int ret;
 
 	ret = dl_st_parse(&run, args);
 	if (ret)
 		return ret;
-	if (!mutex_trylock(&fab->selftest_lock))
+	if (!mutex_trylock(&st->lock))
 		return -EBUSY;
 	if (!dl_fabric_link_is_up(fab, run.peer)) {
 		ret = -ENOTCONN;
@@ -331,32 +324,25 @@ int dl_selftest_run(struct dl_fabric *fab, char *args)
 	run.res.max_ns = run.res.ok ? run.rtt[run.res.ok - 1] : 0;
 	run.res.pass = run.res.ok == run.count;
 	run.res.valid = true;
-	fab->selftest = run.res;
+	st->res = run.res;
 
 	ret = run.fatal ? run.fatal : run.res.pass ? 0 : -EIO;
 out_free:
 	dl_st_free(&run);
 out_unlock:
-	mutex_unlock(&fab->selftest_lock);
+	mutex_unlock(&st->lock);
 	return ret;
 }
 
-/**
- * dl_selftest_show() - format the result of the last run.
- * @fab: the fabric.
- * @buf: where to put one line.
- * @size: bytes at @buf.
- *
- * Return: bytes written, or -EINTR.
- */
-int dl_selftest_show(struct dl_fabric *fab, char *buf, size_t size)
+/* Format the result of the last run as one line; bytes written or -EINTR. */
+static int dl_selftest_show(struct dl_selftest *st, char *buf, size_t size)
 {
 	struct dl_selftest_result r;
 
-	if (mutex_lock_interruptible(&fab->selftest_lock))
+	if (mutex_lock_interruptible(&st->lock))
 		return -EINTR;
-	r = fab->selftest;
-	mutex_unlock(&fab->selftest_lock);
+	r = st->res;
+	mutex_unlock(&st->lock);
 
 	if (!r.valid)
 		return scnprintf(buf, size, "result=none\n");
@@ -366,3 +352,102 @@ int dl_selftest_show(struct dl_fabric *fab, char *buf, size_t size)
 			 r.p50_ns, r.p99_ns, r.max_ns,
 			 r.pass ? "pass" : "fail");
 }
+
+static ssize_t dl_selftest_read(struct file *file, char __user *ubuf,
+				size_t count, loff_t *ppos)
+{
+	struct dl_selftest *st = file->private_data;
+	char buf[256];
+	int len;
+
+	len = dl_selftest_show(st, buf, sizeof(buf));
+	if (len < 0)
+		return len;
+	return simple_read_from_buffer(ubuf, count, ppos, buf, len);
+}
+
+static ssize_t dl_selftest_write(struct file *file, const char __user *ubuf,
+				 size_t count, loff_t *ppos)
+{
+	struct dl_selftest *st = file->private_data;
+	char buf[128];
+	int ret;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = '\0';
+
+	ret = dl_selftest_run(st, buf);
+	return ret ? ret : count;
+}
+
+/* THIS_MODULE: an open file keeps the module, so unloading waits for none. */
+static const struct file_operations dl_selftest_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.read = dl_selftest_read,
+	.write = dl_selftest_write,
+	.llseek = default_llseek,
+};
+
+static int dl_selftest_add(struct dl_fabric *fab, void **ctx)
+{
+	struct dl_selftest *st;
+
+	st = kzalloc(sizeof(*st), GFP_KERNEL);
+	if (!st)
+		return -ENOMEM;
+	st->fab = fab;
+	mutex_init(&st->lock);
+	/* debugfs failures are not fatal, as the core's own files. */
+	st->file = debugfs_create_file("selftest", 0600,
+				       dl_fabric_debugfs_dir(fab), st,
+				       &dl_selftest_fops);
+	*ctx = st;
+	return 0;
+}
+
+/*
+ * Removing the file waits for a running self-test; when the fabric is
+ * going away its peers are down already, so the test ends promptly.
+ */
+static void dl_selftest_remove(struct dl_fabric *fab, void *ctx)
+{
+	struct dl_selftest *st = ctx;
+
+	debugfs_remove(st->file);
+	mutex_destroy(&st->lock);
+	kfree(st);
+}
+
+/* A run finds out by itself when its peer goes: its requests fail. */
+static void dl_selftest_peer_event(struct dl_fabric *fab, void *ctx,
+				   enum dl_fabric_event_type type, u32 peer,
+				   u16 proto)
+{
+}
+
+static struct dl_fabric_client dl_selftest_client = {
+	.name = "selftest",
+	.add = dl_selftest_add,
+	.remove = dl_selftest_remove,
+	.peer_event = dl_selftest_peer_event,
+};
+
+static int __init dl_selftest_init(void)
+{
+	return dl_fabric_client_register(&dl_selftest_client);
+}
+
+static void __exit dl_selftest_exit(void)
+{
+	dl_fabric_client_unregister(&dl_selftest_client);
+}
+
+module_init(dl_selftest_init);
+module_exit(dl_selftest_exit);
+
+MODULE_DESCRIPTION("devlend fabric self-test: pings a peer and checks every echo");
+MODULE_LICENSE("GPL");
