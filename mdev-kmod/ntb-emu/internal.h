@@ -17,6 +17,7 @@
 #ifndef DL_NTB_EMU_INTERNAL_H
 #define DL_NTB_EMU_INTERNAL_H
 
+#include <linux/bits.h>
 #include <linux/ntb.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -108,6 +109,10 @@ struct dl_ntbe {
 	u64 msgs_dropped;
 };
 
+/* The doorbell bits and message registers a port has. */
+#define DL_NTBE_DB_VALID	GENMASK_ULL(DL_NTB_DB_BITS - 1, 0)
+#define DL_NTBE_MSG_INBITS	GENMASK_ULL(DL_NTB_MSGS - 1, 0)
+
 static inline struct dl_ntbe *dl_ntbe_of(struct ntb_dev *ntb)
 {
 	return container_of(ntb, struct dl_ntbe, ntb);
@@ -129,17 +134,17 @@ static inline bool dl_ntbe_pidx_ok(const struct dl_ntbe *ne, int pidx)
 	return pidx >= 0 && pidx < ne->hosts - 1;
 }
 
-/* main.c */
+/* port.c, below both ops.c and main.c */
 void dl_ntbe_link_update(struct dl_ntbe *ne);
 int dl_ntbe_hello(struct dl_ntbe *ne, u32 host, u32 flags, bool atomic);
 int dl_ntbe_answer_hello(struct dl_ntbe *ne, u32 host);
-
-/* ops.c */
-extern const struct ntb_dev_ops dl_ntbe_ops;
 void dl_ntbe_db_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
 		       u64 mask_clear);
 void dl_ntbe_msg_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
 			u64 mask_clear);
 void dl_ntbe_db_work(struct work_struct *work);
+
+/* ops.c: what Linux's NTB clients call */
+extern const struct ntb_dev_ops dl_ntbe_ops;
 
 #endif /* DL_NTB_EMU_INTERNAL_H */

@@ -43,56 +43,6 @@ static unsigned long mw_size_max;
 module_param(mw_size_max, ulong, 0444);
 MODULE_PARM_DESC(mw_size_max, "largest translation of one window, bytes (0: the host's RAM)");
 
-/**
- * dl_ntbe_link_update() - recompute which peers the link is up to, and
- *	tell the NTB clients if that changed.
- * @ne: the port.
- */
-void dl_ntbe_link_update(struct dl_ntbe *ne)
-{
-	unsigned long flags;
-	u64 linked = 0;
-	bool changed;
-	u32 host;
-
-	for (host = 0; host < ne->hosts; host++) {
-		struct dl_ntbe_peer *p = &ne->peers[host];
-
-		if (host == ne->self || !dl_fabric_link_is_up(ne->fab, host))
-			continue;
-		spin_lock_irqsave(&ne->lock, flags);
-		if (ne->link_on && p->present && p->link)
-			linked |= BIT_ULL(dl_ntbe_pidx(ne, host));
-		spin_unlock_irqrestore(&ne->lock, flags);
-	}
-	spin_lock_irqsave(&ne->lock, flags);
-	changed = ne->linked != linked;
-	ne->linked = linked;
-	spin_unlock_irqrestore(&ne->lock, flags);
-	if (changed && READ_ONCE(ne->registered))
-		ntb_link_event(&ne->ntb);
-}
-
-/**
- * dl_ntbe_hello() - tell a peer how this port stands.
- * @ne: the port.
- * @host: the peer.
- * @flags: DL_NTB_F_*.
- * @atomic: do not sleep (then a full ring loses it: the peer's own hello,
- *	when it sees us up, asks again).
- *
- * Return: 0 or an error of the send.
- */
-int dl_ntbe_hello(struct dl_ntbe *ne, u32 host, u32 flags, bool atomic)
-{
-	struct dl_ntb_hello h = { .flags = cpu_to_le32(flags) };
-
-	if (atomic)
-		return dl_fabric_send_atomic(ne->fab, host, DL_MSG_NTB_HELLO,
-					     &h, sizeof(h));
-	return dl_fabric_send(ne->fab, host, DL_MSG_NTB_HELLO, &h, sizeof(h));
-}
-
 /* Whether a message comes from a peer port and has @len bytes. */
 static bool dl_ntbe_msg_ok(struct dl_ntbe *ne, const struct dl_fabric_msg *msg,
 			   size_t len)
@@ -119,65 +69,6 @@ static void dl_ntbe_reject(struct dl_ntbe *ne, const struct dl_fabric_msg *msg)
 	spin_unlock_irqrestore(&ne->lock, flags);
 	dev_dbg_ratelimited(&ne->ntb.dev, "NTB message %u from host %u refused: out of range\n",
 			    msg->type, msg->peer);
-}
-
-/*
- * Send a peer the translations we hold for it (it just said hello),
- * without waiting for ring room. Return: 0 or the first error.
- */
-static int dl_ntbe_send_trans(struct dl_ntbe *ne, u32 host)
-{
-	struct dl_ntbe_mw in[DL_NTB_MWS];
-	unsigned long flags;
-	int w, ret;
-
-	spin_lock_irqsave(&ne->lock, flags);
-	memcpy(in, ne->peers[host].in, sizeof(in));
-	spin_unlock_irqrestore(&ne->lock, flags);
-	for (w = 0; w < DL_NTB_MWS; w++) {
-		struct dl_ntb_mw m = {
-			.index = cpu_to_le32(w),
-			.addr = cpu_to_le64(in[w].addr),
-			.size = cpu_to_le64(in[w].size),
-		};
-
-		if (!in[w].size)
-			continue;
-		ret = dl_fabric_send_atomic(ne->fab, host, DL_MSG_NTB_MW, &m,
-					    sizeof(m));
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/**
- * dl_ntbe_answer_hello() - send a host that asked our hello and the
- *	translations we hold for it, without waiting for ring room.
- * @ne: the port.
- * @host: the host.
- *
- * Both are states, not events: sending them again is harmless, so a
- * partial send is simply retried whole.
- *
- * Return: 0, or -EAGAIN if the host's ring had no room (try again later),
- * or another error of the send (the host is gone: its own hello will ask
- * again when it is back).
- */
-int dl_ntbe_answer_hello(struct dl_ntbe *ne, u32 host)
-{
-	unsigned long flags;
-	bool on;
-	int ret;
-
-	spin_lock_irqsave(&ne->lock, flags);
-	on = ne->link_on;
-	spin_unlock_irqrestore(&ne->lock, flags);
-	ret = dl_ntbe_hello(ne, host, DL_NTB_F_PRESENT |
-			    (on ? DL_NTB_F_LINK : 0), true);
-	if (!ret)
-		ret = dl_ntbe_send_trans(ne, host);
-	return ret;
 }
 
 static void dl_ntbe_rx_hello(struct dl_fabric *fab,

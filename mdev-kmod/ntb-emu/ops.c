@@ -14,9 +14,6 @@
 
 #include "internal.h"
 
-#define DL_NTBE_DB_VALID	GENMASK_ULL(DL_NTB_DB_BITS - 1, 0)
-#define DL_NTBE_MSG_INBITS	GENMASK_ULL(DL_NTB_MSGS - 1, 0)
-
 static int dl_ntbe_port_number(struct ntb_dev *ntb)
 {
 	return dl_ntbe_of(ntb)->self;
@@ -262,45 +259,6 @@ static u64 dl_ntbe_db_read(struct ntb_dev *ntb)
 	return db;
 }
 
-/*
- * A latched register and its mask, as interrupt hardware has them: @set
- * and @clear change the register, @mask_set and @mask_clear the mask; only
- * bits of @valid are ever set. Returns whether bits just became pending
- * and unmasked, an interrupt. Caller holds ne->lock.
- */
-static bool dl_ntbe_latch(u64 *reg, u64 *mask, u64 valid, u64 set, u64 clear,
-			  u64 mask_set, u64 mask_clear)
-{
-	*reg = (*reg | (set & valid)) & ~clear;
-	*mask = (*mask | (mask_set & valid)) & ~mask_clear;
-	return (set | mask_clear) & *reg & ~*mask;
-}
-
-/**
- * dl_ntbe_db_change() - change the doorbell register or its mask, and
- *	raise the doorbell event if unmasked bits are pending afterwards.
- * @ne: the port.
- * @set: bits to set in the register.
- * @clear: bits to clear in the register.
- * @mask_set: bits to mask.
- * @mask_clear: bits to unmask.
- *
- * Any context; also the receive path of %DL_MSG_NTB_DB.
- */
-void dl_ntbe_db_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
-		       u64 mask_clear)
-{
-	unsigned long flags;
-	bool event;
-
-	spin_lock_irqsave(&ne->lock, flags);
-	event = dl_ntbe_latch(&ne->db, &ne->db_mask, DL_NTBE_DB_VALID, set,
-			      clear, mask_set, mask_clear);
-	spin_unlock_irqrestore(&ne->lock, flags);
-	if (event && READ_ONCE(ne->registered))
-		ntb_db_event(&ne->ntb, 0);
-}
-
 static int dl_ntbe_db_set(struct ntb_dev *ntb, u64 bits)
 {
 	dl_ntbe_db_change(dl_ntbe_of(ntb), bits, 0, 0, 0);
@@ -379,66 +337,6 @@ static int dl_ntbe_peer_db_set(struct ntb_dev *ntb, u64 bits)
 	if (later)
 		mod_delayed_work(system_wq, &ne->db_work, 0);
 	return 0;
-}
-
-/* Answer the hellos that asked; keep those whose ring had no room. */
-static void dl_ntbe_send_owed_hellos(struct dl_ntbe *ne)
-{
-	unsigned long flags;
-	u64 owed;
-	u32 host;
-
-	spin_lock_irqsave(&ne->lock, flags);
-	owed = ne->hello_owed;
-	ne->hello_owed = 0;
-	spin_unlock_irqrestore(&ne->lock, flags);
-	for (host = 0; host < ne->hosts; host++) {
-		if (!(owed & BIT_ULL(host)) ||
-		    dl_ntbe_answer_hello(ne, host) != -EAGAIN)
-			continue;
-		spin_lock_irqsave(&ne->lock, flags);
-		ne->hello_owed |= BIT_ULL(host);
-		spin_unlock_irqrestore(&ne->lock, flags);
-		queue_delayed_work(system_wq, &ne->db_work,
-				   msecs_to_jiffies(10));
-	}
-}
-
-/**
- * dl_ntbe_db_work() - send the doorbell bits that found a ring full, and
- *	the hellos peers asked for.
- * @work: &dl_ntbe.db_work.
- */
-void dl_ntbe_db_work(struct work_struct *work)
-{
-	struct dl_ntbe *ne = container_of(to_delayed_work(work),
-					  struct dl_ntbe, db_work);
-	unsigned long flags;
-	struct dl_ntb_db db;
-	u64 bits;
-	u32 host;
-
-	dl_ntbe_send_owed_hellos(ne);
-	for (host = 0; host < ne->hosts; host++) {
-		spin_lock_irqsave(&ne->lock, flags);
-		bits = ne->db_pending[host];
-		ne->db_pending[host] = 0;
-		spin_unlock_irqrestore(&ne->lock, flags);
-		if (!bits)
-			continue;
-		db.bits = cpu_to_le64(bits);
-		if (!dl_fabric_send(ne->fab, host, DL_MSG_NTB_DB, &db,
-				    sizeof(db)))
-			continue;
-		/* The peer is gone or stuck: its doorbells wait for it. */
-		if (!dl_fabric_link_is_up(ne->fab, host))
-			continue;
-		spin_lock_irqsave(&ne->lock, flags);
-		ne->db_pending[host] |= bits;
-		spin_unlock_irqrestore(&ne->lock, flags);
-		queue_delayed_work(system_wq, &ne->db_work,
-				   msecs_to_jiffies(10));
-	}
 }
 
 static int dl_ntbe_spad_count(struct ntb_dev *ntb)
@@ -540,29 +438,6 @@ static u64 dl_ntbe_msg_read_sts(struct ntb_dev *ntb)
 	sts = ne->msg_sts;
 	spin_unlock_irqrestore(&ne->lock, flags);
 	return sts;
-}
-
-/**
- * dl_ntbe_msg_change() - change the message status or its mask, and raise
- *	the message event if unmasked status is pending afterwards.
- * @ne: the port.
- * @set: status bits that just became set (a message arrived).
- * @clear: status bits to clear.
- * @mask_set: bits to mask.
- * @mask_clear: bits to unmask.
- */
-void dl_ntbe_msg_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
-			u64 mask_clear)
-{
-	unsigned long flags;
-	bool event;
-
-	spin_lock_irqsave(&ne->lock, flags);
-	event = dl_ntbe_latch(&ne->msg_sts, &ne->msg_mask, DL_NTBE_MSG_INBITS,
-			      set, clear, mask_set, mask_clear);
-	spin_unlock_irqrestore(&ne->lock, flags);
-	if (event && READ_ONCE(ne->registered))
-		ntb_msg_event(&ne->ntb);
 }
 
 static int dl_ntbe_msg_clear_sts(struct ntb_dev *ntb, u64 bits)
