@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Messages: posted sends, responses, and the per-type handler table that
- * received requests and posted messages are dispatched through.
+ * received requests and posted messages are dispatched through. The
+ * receive engine (rx.c) hands each checked message to dl_msg_dispatch():
+ * responses go on to request.c, the rest to the handler of their type.
  */
 #include <linux/device.h>
 #include <linux/rwsem.h>
