@@ -394,6 +394,27 @@ bool dl_lender_on_bar_write_atomic(struct dl_fabric *fab,
  * emulated devices that always reset.
  */
 extern atomic_t dl_fault_reclaim_reset_fails;
+
+/**
+ * struct dl_lender_fab - the lender's context for one fabric it serves;
+ *	added and removed by main.c, walked by the broadcast (peers.c).
+ * @node: in dl_lender.fabs.
+ * @fab: the fabric.
+ */
+struct dl_lender_fab {
+	struct list_head node;
+	struct dl_fabric *fab;
+};
+
+/* lent.c */
+void dl_lent_put(struct dl_lent *lent);
+struct dl_lent *dl_lent_get(u32 dev_id);
+struct dl_lent *dl_lent_next(unsigned long *idx);
+bool dl_lent_is_holder(struct dl_lent *lent, struct dl_fabric *fab, u32 peer);
+
+/* peers.c */
+void dl_lender_respond(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
+		       int err, const void *data, size_t len);
 void dl_lender_broadcast_changed(u32 dev_id);
 void dl_lent_changed_work(struct work_struct *work);
 void dl_lent_changed_queue(struct dl_lent *lent);
@@ -410,22 +431,22 @@ static inline bool dl_lent_allows(const struct dl_lent *lent, u32 host)
 /* driver.c */
 int dl_lender_driver_init(void);
 void dl_lender_driver_exit(void);
-void dl_lent_put(struct dl_lent *lent);
-struct dl_lent *dl_lent_get(u32 dev_id);
-void dl_lent_reclaim(struct dl_lent *lent, const char *why);
-void dl_lender_peer_down(struct dl_fabric *fab, u32 peer);
-void dl_lender_fabric_removing(struct dl_fabric *fab);
-void dl_lender_flush_slow(void);
 
 /* msg.c */
 int dl_lender_register_handlers(struct dl_fabric *fab);
 void dl_lender_unregister_handlers(struct dl_fabric *fab);
+
+/* slow.c */
 /* Bits of &dl_lent.slow_busy. */
 #define DL_LENT_SLOW_BUSY	0	/* a request waits in @slow_msg */
 #define DL_LENT_SLOW_RECLAIM	1	/* its holder went down: take it back */
+void dl_lent_reclaim(struct dl_lent *lent, const char *why);
 void dl_lent_slow_work(struct work_struct *work);
 void dl_lent_slow_cancel(struct dl_lent *lent);
 void dl_lent_slow_queue(struct dl_lent *lent);
+void dl_lender_peer_down(struct dl_fabric *fab, u32 peer);
+void dl_lender_fabric_removing(struct dl_fabric *fab);
+void dl_lender_flush_slow(void);
 
 /*
  * Return flags of dl_lent_cfg_write(): part of the write was kept from the
@@ -435,9 +456,11 @@ void dl_lent_slow_queue(struct dl_lent *lent);
 #define DL_CFG_WRITE_FILTERED	BIT(0)
 #define DL_CFG_WRITE_RESET	BIT(1)
 
-/* cfg.c */
+/* decode.c */
 bool dl_lent_memory_enable(struct dl_lent *lent);
 void dl_lent_memory_restore(struct dl_lent *lent, bool enabled);
+
+/* cfg.c */
 int dl_lent_cfg_init(struct dl_lent *lent);
 void dl_lent_cfg_free(struct dl_lent *lent);
 void dl_lent_cfg_restore(struct dl_lent *lent);

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * devlend lender: module-level setup, the fabric notifier, and telling
- * peers that a device changed.
+ * devlend lender: module-level setup and the fabric notifier, the top of
+ * the lender: it wires the other files together and nothing calls it.
  *
  * The lender offers local PCI devices to borrowers across the fabric (see
  * docs/lending.md). The devlend-lender PCI driver (driver.c) holds each
  * lent device, isolated in an IOMMU domain of its own; msg.c answers what
  * borrowers ask; cfg.c, dma.c and irq.c check and carry out config writes,
- * DMA mappings and interrupt vectors. Nothing a peer sends is trusted.
+ * DMA mappings and interrupt vectors; slow.c takes devices back and does
+ * what may block off the fabric's works; peers.c tells peers. Nothing a
+ * peer sends is trusted.
  */
 #include <linux/list.h>
 #include <linux/module.h>
@@ -15,13 +17,6 @@
 #include <linux/slab.h>
 
 #include "internal.h"
-
-struct dl_lender dl_lender = {
-	.lock = __MUTEX_INITIALIZER(dl_lender.lock),
-	.fabs = LIST_HEAD_INIT(dl_lender.fabs),
-	.devs = XARRAY_INIT(dl_lender.devs, 0),
-	.next_id = 1,
-};
 
 /* See internal.h; taken by dl_lent_reclaim(). */
 atomic_t dl_fault_reclaim_reset_fails = ATOMIC_INIT(0);
@@ -47,74 +42,6 @@ static const struct kernel_param_ops dl_fault_param_ops = {
 module_param_cb(fault_reclaim_reset_fails, &dl_fault_param_ops, NULL, 0644);
 MODULE_PARM_DESC(fault_reclaim_reset_fails,
 		 "Tests only: the next N take-backs find the function reset failed, as if the device had not come back (0: none)");
-
-/**
- * struct dl_lender_fab - the lender's context for one fabric it serves.
- * @node: in dl_lender.fabs.
- * @fab: the fabric.
- */
-struct dl_lender_fab {
-	struct list_head node;
-	struct dl_fabric *fab;
-};
-
-/**
- * dl_lender_broadcast_changed() - tell every up peer, on every fabric,
- *	that a device changed.
- * @dev_id: the device (it may be gone: peers then learn ENODEV).
- *
- * Might sleep. Must not be called with dl_lender.lock held.
- */
-void dl_lender_broadcast_changed(u32 dev_id)
-{
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(dev_id) };
-	struct dl_lender_fab *lf;
-	u32 self, peer, n;
-
-	mutex_lock(&dl_lender.lock);
-	list_for_each_entry(lf, &dl_lender.fabs, node) {
-		self = dl_fabric_host_id(lf->fab);
-		n = dl_fabric_max_hosts(lf->fab);
-		for (peer = 0; peer < n; peer++) {
-			if (peer == self || !dl_fabric_link_is_up(lf->fab, peer))
-				continue;
-			if (dl_fabric_send(lf->fab, peer, DL_MSG_DEV_CHANGED,
-					   &ref, sizeof(ref)))
-				dev_dbg_ratelimited(dl_fabric_device(lf->fab),
-						    "lender: DEV_CHANGED %u to peer %u not sent\n",
-						    dev_id, peer);
-		}
-	}
-	mutex_unlock(&dl_lender.lock);
-}
-
-/**
- * dl_lent_changed_work() - tell peers that the device changed hands.
- * @work: &dl_lent.changed_work, queued by dl_lent_changed_queue().
- */
-void dl_lent_changed_work(struct work_struct *work)
-{
-	struct dl_lent *lent = container_of(work, struct dl_lent, changed_work);
-
-	dl_lender_broadcast_changed(lent->dev_id);
-	dl_lent_put(lent);
-}
-
-/**
- * dl_lent_changed_queue() - have peers told, off the caller's path, that
- *	the device changed hands.
- * @lent: the device.
- *
- * For handlers in the receive work: a posted send may wait for ring room,
- * and the receive work must not. Changes close together are told once,
- * which is enough: DEV_CHANGED only says "ask again".
- */
-void dl_lent_changed_queue(struct dl_lent *lent)
-{
-	kref_get(&lent->ref);
-	if (!queue_work(system_unbound_wq, &lent->changed_work))
-		dl_lent_put(lent);	/* queued already, with its own */
-}
 
 static int dl_lender_fabric_add(struct dl_fabric *fab, void **ctx)
 {

@@ -36,21 +36,6 @@ enum dl_access {
 	DL_ACC_HOLDER,		/* everything else */
 };
 
-static bool dl_lent_is_holder(struct dl_lent *lent, struct dl_fabric *fab,
-			      u32 peer)
-{
-	struct dl_fabric_peer_info info;
-
-	lockdep_assert_held(&lent->lock);
-
-	if (lent->state != DL_LENT_BORROWED || lent->borrower != peer ||
-	    lent->fab != fab)
-		return false;
-	/* A new incarnation of the holder holds nothing. */
-	return !dl_fabric_peer_info(fab, peer, &info) && info.up &&
-	       info.incarnation == lent->borrower_inc;
-}
-
 /* The longest the receive work waits for a device's locks. */
 #define DL_LENT_LOCK_WAIT_MS	100
 
@@ -156,18 +141,6 @@ static void dl_lender_close(struct dl_lent *lent)
 	mutex_unlock(&lent->lock);
 	device_unlock(&lent->pdev->dev);
 	dl_lent_put(lent);
-}
-
-static void dl_lender_respond(struct dl_fabric *fab,
-			      const struct dl_fabric_msg *msg, int err,
-			      const void *data, size_t len)
-{
-	if (!msg->req_id)
-		return;
-	if (dl_fabric_respond(fab, msg, err, err ? NULL : data, err ? 0 : len))
-		dev_dbg_ratelimited(dl_fabric_device(fab),
-				    "lender: response to host %u not sent\n",
-				    msg->peer);
 }
 
 /* A struct dl_dev_ref's flags must be zero ... */
@@ -277,111 +250,6 @@ static void dl_lent_slow_take(struct dl_lent *lent, struct dl_fabric *fab,
 	lent->slow_msg.data = NULL;
 	lent->slow_msg.len = 0;
 	dl_lent_slow_queue(lent);
-}
-
-/**
- * dl_lent_slow_queue() - queue the device's slow work, with a reference
- *	for it.
- * @lent: the device.
- */
-void dl_lent_slow_queue(struct dl_lent *lent)
-{
-	kref_get(&lent->ref);
-	if (!queue_work(system_unbound_wq, &lent->slow_work))
-		dl_lent_put(lent);	/* queued already, with its own */
-}
-
-/*
- * The slow request, under the device's locks; true if the device changed
- * hands. Its holder may have gone (and the device been taken back) since
- * it was queued: then the answer says it holds nothing.
- */
-static bool dl_lent_slow_request(struct dl_lent *lent, int *err)
-{
-	const struct dl_fabric_msg *msg = &lent->slow_msg;
-
-	if (lent->dead) {
-		*err = -ENODEV;
-		return false;
-	}
-	if (!dl_lent_is_holder(lent, lent->slow_fab, msg->peer)) {
-		*err = lent->state == DL_LENT_AVAILABLE ? -EINVAL : -EBUSY;
-		return false;
-	}
-	if (msg->type == DL_MSG_DEV_RELEASE) {
-		dl_lent_count(lent, DL_LCNT_RELEASES);
-		pci_info_ratelimited(lent->pdev,
-				     "lender: device %u returned by host %u\n",
-				     lent->dev_id, msg->peer);
-		dl_lent_reclaim(lent, "released");
-		*err = 0;
-		return true;
-	}
-	/* DEV_RESET, or a config write with function-level reset. */
-	*err = dl_lent_reset(lent);
-	if (*err) {
-		dev_warn_ratelimited(&lent->pdev->dev,
-				     "lender: reset failed: %d\n", *err);
-		*err = -EIO;
-	}
-	return false;
-}
-
-/**
- * dl_lent_slow_work() - take the device back from a holder that went
- *	down, and do a queued DEV_RELEASE or DEV_RESET and answer it.
- * @work: &dl_lent.slow_work, queued by dl_lent_slow_queue().
- *
- * If the device lock is taken (the device is being removed, which cancels
- * this work, or a sysfs write), it queues itself again rather than wait.
- */
-void dl_lent_slow_work(struct work_struct *work)
-{
-	struct dl_lent *lent = container_of(work, struct dl_lent, slow_work);
-	bool changed = false, answer;
-	int err = 0;
-
-	if (!device_trylock(&lent->pdev->dev)) {
-		usleep_range(1000, 2000);
-		dl_lent_slow_queue(lent);
-		dl_lent_put(lent);
-		return;
-	}
-	mutex_lock(&lent->lock);
-	if (test_and_clear_bit(DL_LENT_SLOW_RECLAIM, &lent->slow_busy) &&
-	    !lent->dead && lent->state != DL_LENT_AVAILABLE &&
-	    !dl_lent_is_holder(lent, lent->fab, lent->borrower)) {
-		dl_lent_count(lent, DL_LCNT_RECLAIMS);
-		dl_lent_reclaim(lent, "borrower went down");
-		changed = true;
-	}
-	answer = test_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
-	if (answer)
-		changed |= dl_lent_slow_request(lent, &err);
-	clear_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
-	dl_lent_fast_update(lent);
-	mutex_unlock(&lent->lock);
-	device_unlock(&lent->pdev->dev);
-
-	if (answer)
-		dl_lender_respond(lent->slow_fab, &lent->slow_msg, err, NULL, 0);
-	if (changed)
-		dl_lender_broadcast_changed(lent->dev_id);
-	dl_lent_put(lent);
-}
-
-/**
- * dl_lent_slow_cancel() - forget what the slow work was to do (a queued
- *	request goes unanswered: its requester times out) and wait for it.
- * @lent: the device, going away; its device lock held.
- */
-void dl_lent_slow_cancel(struct dl_lent *lent)
-{
-	if (cancel_work_sync(&lent->slow_work))
-		dl_lent_put(lent);
-	if (cancel_work_sync(&lent->changed_work))
-		dl_lent_put(lent);
-	WRITE_ONCE(lent->slow_busy, 0);
 }
 
 static bool dl_cfg_access_ok(struct dl_lent *lent,

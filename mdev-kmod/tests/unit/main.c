@@ -24,11 +24,14 @@ void unit_fail(const char *file, int line, const char *fmt, ...)
 	printf("\n");
 }
 
+extern const struct unit_suite lender_msg_suite;
+
 static const struct unit_suite *const suites[] = {
 	&lender_cfg_suite,
 	&ring_suite,
 	&borrower_dma_suite,
 	&borrower_config_suite,
+	&lender_msg_suite,
 };
 
 int main(void)

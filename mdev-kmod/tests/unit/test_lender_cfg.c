@@ -15,6 +15,7 @@
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include "../../lender/cfg.c"
+#include "../../lender/decode.c"
 #pragma GCC diagnostic pop
 
 #include "unit.h"

@@ -420,6 +420,11 @@ struct pci_dev {
 	u32 devcap;
 	unsigned int msix_enabled:1;
 	u8 *cfg;
+	/* What the lender's DEV_INFO answer reads (test_lender_msg.c). */
+	u16 vendor, device, subsystem_vendor, subsystem_device;
+	u32 class;
+	u8 revision, msix_cap, msi_cap;
+	unsigned int is_virtfn:1;
 };
 
 struct pci_driver;

@@ -1,0 +1,1170 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * lender/msg.c: the table that decides what a fabric peer may ask of a
+ * lent device (struct dl_lender_op: payload length and checks, who may
+ * send it) and the skeleton that applies it (dl_lender_open(): dev_id,
+ * allowed hosts, holder, state, a device busy resetting). The real
+ * msg.c is built with the real table of lent devices (lent.c) and the
+ * real answer helper (peers.c); the files below them (bar.c, cfg.c,
+ * dma.c, irq.c, slow.c) and the fabric are fakes that count their calls.
+ * A message goes in through the handler msg.c registers for its type;
+ * the evidence is the answer's status (or that none was sent), the
+ * refusal counters of debugfs, and whether the work was reached.
+ */
+#include <limits.h>
+#include <stdio.h>
+
+#include "kshim.h"
+
+/* Kernel calls msg.c, lent.c and peers.c make that the shim lacks. */
+#define __MUTEX_INITIALIZER(m)	{ 0 }
+#define LIST_HEAD_INIT(n)	{ &(n), &(n) }
+#define XARRAY_INIT(n, f)	{ 0 }
+#define xa_lock(xa)		((void)(xa))
+#define xa_unlock(xa)		((void)(xa))
+#define xa_for_each(xa, i, e)	xa_for_each_range(xa, i, e, 0, ULONG_MAX)
+#define smp_mb()		mb()
+#define GENMASK(h, l)		((~0UL >> (63 - (h))) & (~0UL << (l)))
+#define BUILD_BUG_ON(c)		((void)sizeof(char[1 - 2 * !!(c)]))
+#define get_unaligned(p) \
+	({ typeof(*(p)) _v; memcpy(&_v, (p), sizeof(_v)); _v; })
+#define dev_dbg_ratelimited(d, ...)	((void)(d), kshim_log("info", __VA_ARGS__))
+#define pci_info_ratelimited(p, ...)	((void)(p), kshim_log("info", __VA_ARGS__))
+#define pci_dev_put(p)		((void)(p))
+#define pci_set_dev_assigned(p)	((void)(p))
+#define pci_is_pcie(p)		((void)(p), false)
+#define pci_physfn(p)		(p)
+#define pci_name(p)		((p)->dev.name)
+#define pci_msix_vec_count(p)	((p)->msix_cap ? 4 : -EINVAL)
+#define pci_msi_vec_count(p)	((p)->msi_cap ? 1 : -EINVAL)
+
+static unsigned int lents_freed;
+#define kfree_rcu(p, f)		((void)(p), lents_freed++)
+
+static bool dev_locked;	/* someone else holds the device lock */
+static inline bool device_trylock(struct device *d)
+{
+	(void)d;
+	return !dev_locked;
+}
+
+static inline void device_unlock(struct device *d)
+{
+	(void)d;
+}
+
+static inline int mutex_trylock(struct mutex *m)
+{
+	(void)m;
+	return 1;
+}
+
+static inline void kref_init(struct kref *k)
+{
+	k->refcount = 1;
+}
+
+static inline void kref_get(struct kref *k)
+{
+	k->refcount++;
+}
+
+static inline bool kref_get_unless_zero(struct kref *k)
+{
+	if (!k->refcount)
+		return false;
+	k->refcount++;
+	return true;
+}
+
+static inline int kref_put(struct kref *k, void (*release)(struct kref *))
+{
+	if (--k->refcount)
+		return 0;
+	release(k);
+	return 1;
+}
+
+static inline void strscpy_pad(char *dst, const char *src, size_t n)
+{
+	memset(dst, 0, n);
+	strncpy(dst, src, n - 1);
+}
+
+static inline void *memchr_inv(const void *p, int c, size_t n)
+{
+	const u8 *b = p;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i] != (u8)c)
+			return (void *)&b[i];
+	return NULL;
+}
+
+/*
+ * What lies below msg.c, and the fabric, are this file's fakes; renamed so
+ * that they clash with no other test's (test_lender_cfg.c has the real
+ * dl_lent_cfg_read()).
+ */
+#define dl_lent_fast_update		msgt_fast_update
+#define dl_lent_slow_mark		msgt_slow_mark
+#define dl_lender_on_bar_write_atomic	msgt_bar_write_atomic
+#define dl_lent_slow_queue		msgt_slow_queue
+#define dl_lent_bar_verdict		msgt_bar_verdict
+#define dl_lent_bar_read		msgt_bar_read
+#define dl_lent_bar_write		msgt_bar_write
+#define dl_lent_intx_bar_access		msgt_intx_bar_access
+#define dl_lent_cfg_read		msgt_cfg_read
+#define dl_lent_cfg_write		msgt_cfg_write
+#define dl_lent_irq_set			msgt_irq_set
+#define dl_lent_intx_set_masked		msgt_intx_set_masked
+#define dl_lent_dma_map			msgt_dma_map
+#define dl_lent_dma_unmap		msgt_dma_unmap
+#define dl_lent_dma_unmap_all		msgt_dma_unmap_all
+#define dl_fabric_peer_info		msgt_fabric_peer_info
+#define dl_fabric_respond		msgt_fabric_respond
+#define dl_fabric_device		msgt_fabric_device
+#define dl_fabric_register_handler	msgt_fabric_register_handler
+#define dl_fabric_register_handler_atomic msgt_fabric_register_handler_atomic
+#define dl_fabric_unregister_handler	msgt_fabric_unregister_handler
+#define dl_fabric_host_id		msgt_fabric_host_id
+#define dl_fabric_max_hosts		msgt_fabric_max_hosts
+#define dl_fabric_link_is_up		msgt_fabric_link_is_up
+#define dl_fabric_send			msgt_fabric_send
+
+/* The kernel builds with -Wextra but without these (Makefile.extrawarn). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#include "../../lender/lent.c"
+#include "../../lender/peers.c"
+#include "../../lender/msg.c"
+#pragma GCC diagnostic pop
+
+#include "unit.h"
+
+/* The fakes take the kernel functions' parameters, and use few. */
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+/* The fabric: one, with peers whose link and incarnation a test sets. */
+static char fab_storage;
+static struct dl_fabric *const fab = (struct dl_fabric *)&fab_storage;
+static char other_fab_storage;
+static struct dl_fabric *const other_fab =
+	(struct dl_fabric *)&other_fab_storage;
+static struct device fab_dev = { .name = "fabric" };
+static bool peer_up[DL_MAX_HOSTS];
+static u64 peer_inc[DL_MAX_HOSTS];
+
+#define NTYPES	64
+static dl_fabric_msg_fn handler[NTYPES];
+static dl_fabric_msg_atomic_fn atomic_handler[NTYPES];
+
+/* The last answer. */
+static struct {
+	unsigned int n;
+	int err;
+	size_t len;
+	u8 data[sizeof(union dl_lender_resp)];
+} ans;
+
+/* Calls that reached the files below msg.c. */
+static struct {
+	unsigned int slow_queue, bar_read, bar_write, intx_access, cfg_read,
+		     cfg_write, irq_set, intx_masked, dma_map, dma_unmap,
+		     dma_unmap_all, fast_update;
+	u32 dma_count;
+} calls;
+
+/* What the fakes answer. */
+static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret;
+static enum dl_lender_reject bar_why;
+
+struct device *dl_fabric_device(struct dl_fabric *f)
+{
+	return &fab_dev;
+}
+
+u32 dl_fabric_host_id(struct dl_fabric *f)
+{
+	return 0;
+}
+
+u32 dl_fabric_max_hosts(struct dl_fabric *f)
+{
+	return DL_MAX_HOSTS;
+}
+
+bool dl_fabric_link_is_up(struct dl_fabric *f, u32 peer)
+{
+	return peer < DL_MAX_HOSTS && peer_up[peer];
+}
+
+int dl_fabric_send(struct dl_fabric *f, u32 peer, u16 type, const void *data,
+		   size_t len)
+{
+	return 0;
+}
+
+int dl_fabric_peer_info(struct dl_fabric *f, u32 peer,
+			struct dl_fabric_peer_info *info)
+{
+	if (peer >= DL_MAX_HOSTS)
+		return -EINVAL;
+	memset(info, 0, sizeof(*info));
+	info->up = peer_up[peer];
+	info->incarnation = peer_inc[peer];
+	return 0;
+}
+
+int dl_fabric_respond(struct dl_fabric *f, const struct dl_fabric_msg *req,
+		      int err, const void *data, size_t len)
+{
+	ans.n++;
+	ans.err = err;
+	ans.len = len;
+	if (data && len <= sizeof(ans.data))
+		memcpy(ans.data, data, len);
+	return 0;
+}
+
+int dl_fabric_register_handler(struct dl_fabric *f, u16 type,
+			       dl_fabric_msg_fn fn, void *priv)
+{
+	if (type >= NTYPES || handler[type])
+		return -EEXIST;
+	handler[type] = fn;
+	return 0;
+}
+
+int dl_fabric_register_handler_atomic(struct dl_fabric *f, u16 type,
+				      dl_fabric_msg_fn fn,
+				      dl_fabric_msg_atomic_fn atomic_fn,
+				      void *priv)
+{
+	int ret = dl_fabric_register_handler(f, type, fn, priv);
+
+	if (!ret)
+		atomic_handler[type] = atomic_fn;
+	return ret;
+}
+
+void dl_fabric_unregister_handler(struct dl_fabric *f, u16 type)
+{
+	if (type < NTYPES) {
+		handler[type] = NULL;
+		atomic_handler[type] = NULL;
+	}
+}
+
+void dl_lent_fast_update(struct dl_lent *l)
+{
+	calls.fast_update++;
+}
+
+void dl_lent_slow_mark(struct dl_lent *l, unsigned int bit)
+{
+	l->slow_busy |= BIT(bit);
+}
+
+bool dl_lender_on_bar_write_atomic(struct dl_fabric *f,
+				   const struct dl_fabric_msg *msg, void *priv)
+{
+	return false;
+}
+
+void dl_lent_slow_queue(struct dl_lent *l)
+{
+	calls.slow_queue++;
+}
+
+int dl_lent_bar_verdict(struct dl_lent *l, const struct dl_bar_access *a,
+			enum dl_lender_reject *why)
+{
+	*why = bar_why;
+	return bar_err;
+}
+
+u64 dl_lent_bar_read(struct dl_lent *l, const struct dl_bar_access *a)
+{
+	calls.bar_read++;
+	return 0x1122334455667788ULL;
+}
+
+void dl_lent_bar_write(struct dl_lent *l, const struct dl_bar_access *a)
+{
+	calls.bar_write++;
+}
+
+void dl_lent_intx_bar_access(struct dl_lent *l)
+{
+	calls.intx_access++;
+}
+
+int dl_lent_cfg_read(struct dl_lent *l, unsigned int pos, unsigned int size,
+		     u32 *val)
+{
+	calls.cfg_read++;
+	*val = 0xc0de0000 | pos;
+	return 0;
+}
+
+int dl_lent_cfg_write(struct dl_lent *l, unsigned int pos, unsigned int size,
+		      u32 val)
+{
+	calls.cfg_write++;
+	return cfg_write_ret;
+}
+
+int dl_lent_irq_set(struct dl_lent *l, struct dl_fabric *f, u32 peer,
+		    u16 type, u32 count, u16 set_flags)
+{
+	calls.irq_set++;
+	return irq_ret;
+}
+
+int dl_lent_intx_set_masked(struct dl_lent *l, bool mask)
+{
+	calls.intx_masked++;
+	return mask_ret;
+}
+
+int dl_lent_dma_map(struct dl_lent *l, struct dl_fabric *f, u32 peer,
+		    const struct dl_dma_range *ranges, u32 count)
+{
+	calls.dma_map++;
+	calls.dma_count = count;
+	return dma_ret;
+}
+
+int dl_lent_dma_unmap(struct dl_lent *l, u64 iova, u64 len)
+{
+	calls.dma_unmap++;
+	return 0;
+}
+
+void dl_lent_dma_unmap_all(struct dl_lent *l)
+{
+	calls.dma_unmap_all++;
+}
+
+/* The lent device, dev_id 5, and hosts 1 (its holder, in some tests) and 2. */
+#define DEV	5
+#define HOLDER	1
+#define OTHER	2
+static struct pci_dev pdev = { .dev = { .name = "0000:01:00.0" } };
+static struct dl_lent lent;
+
+/* An answer that never came: the slow work answers, or nobody does. */
+#define NO_ANSWER	1000
+
+static void setup(void)
+{
+	unsigned int i;
+
+	dl_lender_unregister_handlers(fab);
+	xa_destroy(&dl_lender.devs);
+	memset(&dl_lender.rej, 0, sizeof(dl_lender.rej));
+	memset(&lent, 0, sizeof(lent));
+	memset(&calls, 0, sizeof(calls));
+	bar_err = 0;
+	cfg_write_ret = 0;
+	irq_ret = 0;
+	mask_ret = 0;
+	dma_ret = 0;
+	dev_locked = false;
+	kref_init(&lent.ref);
+	lent.pdev = &pdev;
+	lent.dev_id = DEV;
+	lent.state = DL_LENT_AVAILABLE;
+	lent.borrower = DL_NO_HOST;
+	lent.allowed = DL_ALL_HOSTS;
+	lent.cfg_size = 256;
+	xa_store(&dl_lender.devs, DEV, &lent, GFP_KERNEL);
+	for (i = 0; i < DL_MAX_HOSTS; i++) {
+		peer_up[i] = true;
+		peer_inc[i] = 100 + i;
+	}
+	CHECK_EQ(dl_lender_register_handlers(fab), 0);
+}
+
+static void hold(u32 peer)
+{
+	lent.state = DL_LENT_BORROWED;
+	lent.borrower = peer;
+	lent.borrower_inc = peer_inc[peer];
+	lent.fab = fab;
+}
+
+/* Send one message (with an answer asked for, unless posted) and wait. */
+static int send_as(u32 peer, u16 type, const void *payload, size_t len,
+		   bool posted)
+{
+	struct dl_fabric_msg m = {
+		.peer = peer, .type = type, .req_id = posted ? 0 : 42,
+		.len = len,
+	};
+	u8 copy[1024];
+
+	memcpy(copy, payload, len);
+	m.data = copy;
+	ans.n = 0;
+	ans.err = 999;
+	ans.len = 0;
+	if (type >= NTYPES || !handler[type]) {
+		unit_fail(__FILE__, __LINE__, "no handler for type %u", type);
+		return -EPROTO;
+	}
+	handler[type](fab, &m, NULL);
+	CHECK(ans.n <= 1);
+	return ans.n ? ans.err : NO_ANSWER;
+}
+
+static int send(u32 peer, u16 type, const void *payload, size_t len)
+{
+	return send_as(peer, type, payload, len, false);
+}
+
+static u64 rej(enum dl_lender_reject r)
+{
+	return atomic64_read(&lent.rej[r]);
+}
+
+static u64 grej(enum dl_lender_reject r)
+{
+	return atomic64_read(&dl_lender.rej[r]);
+}
+
+static u64 cnt(enum dl_lender_counter c)
+{
+	return atomic64_read(&lent.cnt[c]);
+}
+
+/* Whether the work behind the table was reached at all. */
+static bool nothing_done(void)
+{
+	return !calls.slow_queue && !calls.bar_read && !calls.bar_write &&
+	       !calls.cfg_read && !calls.cfg_write && !calls.irq_set &&
+	       !calls.intx_masked && !calls.dma_map && !calls.dma_unmap &&
+	       !calls.dma_unmap_all && !lent.slow_busy;
+}
+
+/* A well-formed payload of each type that names the device. */
+union payload {
+	struct dl_dev_ref ref;
+	struct dl_cfg_access cfg;
+	struct dl_cfg_block_req block;
+	struct dl_bar_access bar;
+	struct dl_dma_unmap unmap;
+	struct dl_irq_set irq;
+	struct dl_irq_mask mask;
+	struct {
+		struct dl_dma_map map;
+		struct dl_dma_range range[2];
+	} dma;
+	u8 bytes[128];
+};
+
+static size_t good(u16 type, union payload *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->ref.dev_id = cpu_to_le32(DEV);
+	switch (type) {
+	case DL_MSG_DEV_INFO:
+	case DL_MSG_DEV_ACQUIRE:
+	case DL_MSG_DEV_RELEASE:
+	case DL_MSG_DEV_RESET:
+		return sizeof(p->ref);
+	case DL_MSG_CFG_READ:
+	case DL_MSG_CFG_WRITE:
+		p->cfg.offset = cpu_to_le16(0x10);
+		p->cfg.size = 4;
+		return sizeof(p->cfg);
+	case DL_MSG_CFG_READ_BLOCK:
+		p->block.len = cpu_to_le16(64);
+		return sizeof(p->block);
+	case DL_MSG_BAR_READ:
+	case DL_MSG_BAR_WRITE:
+		p->bar.size = 4;
+		return sizeof(p->bar);
+	case DL_MSG_DMA_MAP:
+		p->dma.map.count = cpu_to_le32(1);
+		p->dma.range[0].len = cpu_to_le64(4096);
+		return sizeof(p->dma.map) + sizeof(p->dma.range[0]);
+	case DL_MSG_DMA_UNMAP:
+		p->unmap.flags = cpu_to_le32(DL_DMA_UNMAP_F_ALL);
+		return sizeof(p->unmap);
+	case DL_MSG_IRQ_SET:
+		p->irq.type = cpu_to_le16(DL_IRQ_MSIX);
+		p->irq.count = cpu_to_le32(1);
+		return sizeof(p->irq);
+	case DL_MSG_IRQ_MASK:
+		p->mask.type = cpu_to_le16(DL_IRQ_INTX);
+		p->mask.mask = 1;
+		return sizeof(p->mask);
+	}
+	return 0;
+}
+
+/* Every message type that names a device, and who may send it. */
+static const struct {
+	u16 type;
+	bool holder_only;	/* else anyone (DL_ACC_ANY, DL_ACC_READ) */
+} types[] = {
+	{ DL_MSG_DEV_INFO, false },
+	{ DL_MSG_DEV_ACQUIRE, false },
+	{ DL_MSG_DEV_RELEASE, true },
+	{ DL_MSG_DEV_RESET, true },
+	{ DL_MSG_CFG_READ, false },
+	{ DL_MSG_CFG_READ_BLOCK, false },
+	{ DL_MSG_CFG_WRITE, true },
+	{ DL_MSG_BAR_READ, true },
+	{ DL_MSG_BAR_WRITE, true },
+	{ DL_MSG_DMA_MAP, true },
+	{ DL_MSG_DMA_UNMAP, true },
+	{ DL_MSG_IRQ_SET, true },
+	{ DL_MSG_IRQ_MASK, true },
+};
+
+/*
+ * The lender answers exactly DEV_LIST and the device types; what it only
+ * sends (DEV_CHANGED, IRQ_FIRE, DEV_FAULT) or knows nothing of has no
+ * handler, so the fabric refuses it. BAR_WRITE alone is served from the
+ * doorbell interrupt too. Unregistering leaves nothing behind.
+ */
+static void test_registered_types(void)
+{
+	unsigned int t, i, n = 0;
+
+	setup();
+	for (t = 0; t < NTYPES; t++) {
+		bool want = t == DL_MSG_DEV_LIST;
+
+		for (i = 0; i < ARRAY_SIZE(types); i++)
+			want |= types[i].type == t;
+		if (!!handler[t] != want)
+			unit_fail(__FILE__, __LINE__, "type %u: handler %d, want %d",
+				  t, !!handler[t], want);
+		n += !!handler[t];
+		CHECK_EQ(!!atomic_handler[t], t == DL_MSG_BAR_WRITE);
+	}
+	CHECK_EQ(n, ARRAY_SIZE(types) + 1);
+	CHECK(!handler[DL_MSG_DEV_CHANGED] && !handler[DL_MSG_IRQ_FIRE] &&
+	      !handler[DL_MSG_DEV_FAULT] && !handler[DL_MSG_PING]);
+	dl_lender_unregister_handlers(fab);
+	for (t = 0; t < NTYPES; t++)
+		CHECK(!handler[t] && !atomic_handler[t]);
+}
+
+/*
+ * A payload one byte short or long, or empty, is refused as malformed for
+ * every type, before the device is looked up: even the holder's, even
+ * for a dev_id that does not exist.
+ */
+static void test_bad_lengths(void)
+{
+	union payload p;
+	unsigned int i, refusals = 0;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		u16 t = types[i].type;
+
+		len = good(t, &p);
+		CHECK_EQ(send(HOLDER, t, &p, len - 1), -EINVAL);
+		CHECK_EQ(send(HOLDER, t, &p, len + 1), -EINVAL);
+		CHECK_EQ(send(HOLDER, t, &p, 0), -EINVAL);
+		refusals += 3;
+	}
+	len = sizeof(struct dl_dev_ref);
+	memset(&p, 0, sizeof(p));
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_LIST, &p, len - 1), -EINVAL);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_LIST, &p, len + 1), -EINVAL);
+	refusals += 2;
+	CHECK_EQ(grej(DL_REJ_MALFORMED), refusals);
+	CHECK_EQ(grej(DL_REJ_NODEV), 0);
+	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 0);
+	CHECK(nothing_done());
+	CHECK_EQ(lent.ref.refcount, 1);	/* never even looked up */
+}
+
+/* DMA_MAP's length must be its header and exactly count ranges. */
+static void test_dma_map_lengths(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	len = good(DL_MSG_DMA_MAP, &p);
+	p.dma.map.count = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, sizeof(p.dma.map)), -EINVAL);
+	p.dma.map.count = cpu_to_le32(2);	/* one range sent */
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, len), -EINVAL);
+	/* A count so large that count * size wraps. */
+	p.dma.map.count = cpu_to_le32(0xaaaaaaab);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, len), -EINVAL);
+	p.dma.map.count = cpu_to_le32(1);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, len + 8), -EINVAL);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, 4), -EINVAL);
+	CHECK_EQ(grej(DL_REJ_MALFORMED), 5);
+	CHECK_EQ(calls.dma_map, 0);
+
+	/* Two ranges, said so: served, with the count it said. */
+	p.dma.map.count = cpu_to_le32(2);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, len + sizeof(p.dma.range[0])),
+		 0);
+	CHECK_EQ(calls.dma_map, 1);
+	CHECK_EQ(calls.dma_count, 2);
+	/* Overlap and budget are "invalid" on the wire. */
+	dma_ret = -EEXIST;
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, len + sizeof(p.dma.range[0])),
+		 -EINVAL);
+	dma_ret = -ENOSPC;
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, len + sizeof(p.dma.range[0])),
+		 -EINVAL);
+	dma_ret = -ENOMEM;
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, len + sizeof(p.dma.range[0])),
+		 -ENOMEM);
+}
+
+/* Reserved fields and flags must be zero (but those each type allows). */
+static void test_reserved_fields(void)
+{
+	union payload p;
+	size_t len;
+	u64 malformed = 0;
+
+	setup();
+	hold(HOLDER);
+	len = good(DL_MSG_DEV_RELEASE, &p);
+	p.ref.flags = cpu_to_le32(DL_DEV_REF_F_INFO_EXT);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_RELEASE, &p, len), -EINVAL);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_RESET, &p, len), -EINVAL);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_ACQUIRE, &p, len), -EINVAL);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_LIST, &p, len), -EINVAL);
+	malformed += 4;
+	/* DEV_INFO may ask for the extension, and for nothing else. */
+	p.ref.flags = cpu_to_le32(2);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), -EINVAL);
+	malformed++;
+	CHECK_EQ(grej(DL_REJ_MALFORMED), malformed);
+
+	/* IRQ_MASK: INTx, vector 0, mask 0 or 1, reserved bytes zero. */
+	len = good(DL_MSG_IRQ_MASK, &p);
+	p.mask.reserved[2] = 1;
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_MASK, &p, len), -EINVAL);
+	len = good(DL_MSG_IRQ_MASK, &p);
+	p.mask.vector = cpu_to_le16(1);
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_MASK, &p, len), -EINVAL);
+	len = good(DL_MSG_IRQ_MASK, &p);
+	p.mask.mask = 2;
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_MASK, &p, len), -EINVAL);
+	len = good(DL_MSG_IRQ_MASK, &p);
+	p.mask.type = cpu_to_le16(DL_IRQ_MSIX);
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_MASK, &p, len), -EINVAL);
+	malformed += 4;
+
+	/* IRQ_SET: flags only with INTx, and only the known one. */
+	len = good(DL_MSG_IRQ_SET, &p);
+	p.irq.flags = cpu_to_le16(DL_IRQ_SET_F_UNMASK_MSG);
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_SET, &p, len), -EINVAL);
+	p.irq.type = cpu_to_le16(DL_IRQ_INTX);
+	p.irq.flags = cpu_to_le16(2);
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_SET, &p, len), -EINVAL);
+	malformed += 2;
+	CHECK_EQ(grej(DL_REJ_MALFORMED), malformed);
+	CHECK(nothing_done());
+
+	/* The same, well formed, are served. */
+	p.irq.flags = cpu_to_le16(DL_IRQ_SET_F_UNMASK_MSG);
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_SET, &p, len), 0);
+	CHECK_EQ(calls.irq_set, 1);
+	CHECK_EQ(cnt(DL_LCNT_IRQ_SETS), 1);
+	len = good(DL_MSG_IRQ_MASK, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_MASK, &p, len), 0);
+	CHECK_EQ(calls.intx_masked, 1);
+	len = good(DL_MSG_DEV_INFO, &p);
+	p.ref.flags = cpu_to_le32(DL_DEV_REF_F_INFO_EXT);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), 0);
+	CHECK_EQ(ans.len, sizeof(struct dl_dev_info_full));
+	CHECK_EQ(grej(DL_REJ_MALFORMED), malformed);
+}
+
+/*
+ * A dev_id that names no device, or one being removed, is ENODEV for
+ * every type, from anyone, counted where no device is.
+ */
+static void test_forged_dev_id(void)
+{
+	union payload p;
+	unsigned int i;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		len = good(types[i].type, &p);
+		p.ref.dev_id = cpu_to_le32(DEV + 1);
+		CHECK_EQ(send(HOLDER, types[i].type, &p, len), -ENODEV);
+		p.ref.dev_id = cpu_to_le32(0xffffffff);
+		CHECK_EQ(send(OTHER, types[i].type, &p, len), -ENODEV);
+	}
+	CHECK_EQ(grej(DL_REJ_NODEV), 2 * ARRAY_SIZE(types));
+
+	/* Still in the table, but going: the same answer. */
+	lent.dead = true;
+	len = good(DL_MSG_CFG_READ, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_READ, &p, len), -ENODEV);
+	CHECK_EQ(grej(DL_REJ_NODEV), 2 * ARRAY_SIZE(types) + 1);
+	CHECK(nothing_done());
+	CHECK_EQ(lent.ref.refcount, 1);	/* every lookup let go */
+	CHECK_EQ(lents_freed, 0);
+}
+
+/*
+ * Held by another host: EBUSY for everything but DEV_INFO (acquire too,
+ * counted busy there); held by nobody: EINVAL (acquire first) for the
+ * holder's requests, which are never served.
+ */
+static void test_not_the_holder(void)
+{
+	union payload p;
+	unsigned int i, holder_only = 0;
+	size_t len;
+
+	setup();
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		if (!types[i].holder_only)
+			continue;
+		holder_only++;
+		len = good(types[i].type, &p);
+		CHECK_EQ(send(OTHER, types[i].type, &p, len), -EINVAL);
+	}
+	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), holder_only);
+
+	hold(HOLDER);
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		u16 t = types[i].type;
+
+		if (t == DL_MSG_DEV_INFO)
+			continue;
+		len = good(t, &p);
+		CHECK_EQ(send(OTHER, t, &p, len), -EBUSY);
+	}
+	/* Everything but DEV_INFO and DEV_ACQUIRE, again. */
+	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 2 * holder_only + 2);
+	CHECK_EQ(rej(DL_REJ_BUSY), 1);	/* the acquire */
+	CHECK(nothing_done());
+	CHECK_EQ(lent.state, DL_LENT_BORROWED);
+	CHECK_EQ(lent.borrower, HOLDER);
+}
+
+/*
+ * The holder is the host id *and* incarnation that acquired, on that
+ * fabric: the same host come back, or on another fabric, holds nothing.
+ */
+static void test_stale_holder(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	len = good(DL_MSG_BAR_READ, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), 0);
+	CHECK_EQ(calls.bar_read, 1);
+
+	peer_inc[HOLDER]++;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), -EBUSY);
+	peer_inc[HOLDER]--;
+	peer_up[HOLDER] = false;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), -EBUSY);
+	peer_up[HOLDER] = true;
+	lent.fab = other_fab;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), -EBUSY);
+	lent.fab = fab;
+	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 3);
+	CHECK_EQ(calls.bar_read, 1);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), 0);
+	CHECK_EQ(calls.bar_read, 2);
+}
+
+/*
+ * A host the device is not lent to is told it does not exist, and does
+ * not find it in DEV_LIST; a holder keeps it until it returns it.
+ */
+static void test_allowed_hosts(void)
+{
+	struct dl_dev_list *list = (struct dl_dev_list *)ans.data;
+	union payload p;
+	size_t len;
+
+	setup();
+	lent.allowed = BIT(HOLDER);
+	len = good(DL_MSG_DEV_INFO, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), -ENODEV);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_ACQUIRE, &p, len), -ENODEV);
+	CHECK_EQ(rej(DL_REJ_NOT_ALLOWED), 2);
+	memset(&p, 0, sizeof(p));
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_LIST, &p, sizeof(p.ref)), 0);
+	CHECK_EQ(le32_to_cpu(list->total), 0);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_LIST, &p, sizeof(p.ref)), 0);
+	CHECK_EQ(le32_to_cpu(list->total), 1);
+	CHECK_EQ(le32_to_cpu(list->ids[0]), DEV);
+
+	/* Lent to nobody else any more, the holder keeps serving itself. */
+	hold(OTHER);
+	len = good(DL_MSG_CFG_WRITE, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_WRITE, &p, len), 0);
+	CHECK_EQ(calls.cfg_write, 1);
+	/* Host 3 learns nothing, not even that it is held. */
+	CHECK_EQ(send(3, DL_MSG_CFG_WRITE, &p, len), -ENODEV);
+	CHECK_EQ(rej(DL_REJ_NOT_ALLOWED), 3);
+	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 0);
+}
+
+/*
+ * DEV_ACQUIRE: an available device goes to the sender (host and
+ * incarnation), peers are told, the answer echoes the ref; held,
+ * returning, failed or being unlent it is EBUSY, also for the holder.
+ */
+static void test_acquire(void)
+{
+	struct dl_dev_ref *ref = (struct dl_dev_ref *)ans.data;
+	union payload p;
+	size_t len;
+
+	setup();
+	len = good(DL_MSG_DEV_ACQUIRE, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), 0);
+	CHECK_EQ(ans.len, sizeof(*ref));
+	CHECK_EQ(le32_to_cpu(ref->dev_id), DEV);
+	CHECK_EQ(lent.state, DL_LENT_BORROWED);
+	CHECK_EQ(lent.borrower, HOLDER);
+	CHECK_EQ(lent.borrower_inc, peer_inc[HOLDER]);
+	CHECK(lent.fab == fab);
+	CHECK_EQ(cnt(DL_LCNT_ACQUIRES), 1);
+	CHECK_EQ(lent.changed_work.queued, 1);	/* DEV_CHANGED to peers */
+	CHECK_EQ(lent.ref.refcount, 2);		/* held by that work */
+
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), -EBUSY);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_ACQUIRE, &p, len), -EBUSY);
+	CHECK_EQ(rej(DL_REJ_BUSY), 2);
+	CHECK_EQ(lent.borrower, HOLDER);
+
+	setup();
+	lent.state = DL_LENT_FAILED;
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), -EBUSY);
+	lent.state = DL_LENT_RETURNING;
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), -EBUSY);
+	lent.state = DL_LENT_AVAILABLE;
+	lent.unlending = true;
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), -EBUSY);
+	CHECK_EQ(rej(DL_REJ_BUSY), 3);
+	CHECK_EQ(cnt(DL_LCNT_ACQUIRES), 0);
+	CHECK_EQ(lent.borrower, DL_NO_HOST);
+
+	/* From a host whose link is down (as the fabric sees it): invalid. */
+	lent.unlending = false;
+	peer_up[HOLDER] = false;
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), -EINVAL);
+	CHECK_EQ(lent.state, DL_LENT_AVAILABLE);
+}
+
+/*
+ * Config reads: anyone while nobody holds the device, then the holder
+ * alone; offsets, sizes and blocks inside config space, aligned.
+ */
+static void test_cfg_read(void)
+{
+	struct dl_cfg_access *a = (struct dl_cfg_access *)ans.data;
+	struct dl_cfg_block *blk = (struct dl_cfg_block *)ans.data;
+	union payload p;
+	size_t len;
+
+	setup();
+	len = good(DL_MSG_CFG_READ, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), 0);
+	CHECK_EQ(le32_to_cpu(a->value), 0xc0de0010);
+	CHECK_EQ(cnt(DL_LCNT_CFG_READS), 1);
+	len = good(DL_MSG_CFG_READ_BLOCK, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ_BLOCK, &p, len), 0);
+	CHECK_EQ(le16_to_cpu(blk->len), 64);
+	CHECK_EQ(get_unaligned_le32(&blk->data[60]), 0xc0de003c);
+	CHECK_EQ(cnt(DL_LCNT_CFG_READS), 2);
+
+	/* Ranges: size 3, misaligned, past the end, reserved byte. */
+	len = good(DL_MSG_CFG_READ, &p);
+	p.cfg.size = 3;
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), -EINVAL);
+	p.cfg.size = 2;
+	p.cfg.offset = cpu_to_le16(0x11);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), -EINVAL);
+	p.cfg.size = 4;
+	p.cfg.offset = cpu_to_le16(256);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), -EINVAL);
+	p.cfg.offset = cpu_to_le16(0);
+	p.cfg.reserved = 1;
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), -EINVAL);
+	len = good(DL_MSG_CFG_READ_BLOCK, &p);
+	p.block.offset = cpu_to_le16(2);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ_BLOCK, &p, len), -EINVAL);
+	p.block.offset = cpu_to_le16(0);
+	p.block.len = 0;
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ_BLOCK, &p, len), -EINVAL);
+	p.block.len = cpu_to_le16(DL_CFG_BLOCK_MAX + 4);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ_BLOCK, &p, len), -EINVAL);
+	p.block.offset = cpu_to_le16(256 - 60);
+	p.block.len = cpu_to_le16(64);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ_BLOCK, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_CFG_RANGE), 8);
+	CHECK_EQ(cnt(DL_LCNT_CFG_READS), 2);
+	/* Up to the last dword, but not past it. */
+	p.block.offset = cpu_to_le16(256 - 64);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ_BLOCK, &p, len), 0);
+	len = good(DL_MSG_CFG_READ, &p);
+	p.cfg.offset = cpu_to_le16(252);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), 0);
+	CHECK_EQ(cnt(DL_LCNT_CFG_READS), 4);
+
+	/* Held: the holder reads, another host is busy. */
+	hold(HOLDER);
+	len = good(DL_MSG_CFG_READ, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_READ, &p, len), 0);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), -EBUSY);
+	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 1);
+	CHECK_EQ(calls.cfg_read, 1 + 16 + 16 + 1 + 1);
+}
+
+/*
+ * Config writes: checked like reads; a filtered write still succeeds
+ * (counted), one that asks for a reset goes to the slow work unanswered,
+ * as DEV_RESET and DEV_RELEASE do.
+ */
+static void test_cfg_write_and_slow(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	len = good(DL_MSG_CFG_WRITE, &p);
+	p.cfg.size = 1;
+	p.cfg.offset = cpu_to_le16(255);
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_WRITE, &p, len), 0);
+	p.cfg.size = 2;
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_WRITE, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_CFG_RANGE), 1);
+	CHECK_EQ(calls.cfg_write, 1);
+	cfg_write_ret = DL_CFG_WRITE_FILTERED;
+	len = good(DL_MSG_CFG_WRITE, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_WRITE, &p, len), 0);
+	CHECK_EQ(cnt(DL_LCNT_CFG_WRITES), 2);
+	CHECK_EQ(cnt(DL_LCNT_CFG_FILTERED), 1);
+	cfg_write_ret = -EIO;
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_WRITE, &p, len), -EIO);
+
+	cfg_write_ret = DL_CFG_WRITE_RESET;
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_WRITE, &p, len), NO_ANSWER);
+	CHECK_EQ(calls.slow_queue, 1);
+	CHECK(lent.slow_busy & BIT(DL_LENT_SLOW_BUSY));
+	CHECK_EQ(lent.slow_msg.type, DL_MSG_CFG_WRITE);
+	CHECK_EQ(lent.slow_msg.peer, HOLDER);
+	CHECK_EQ(lent.slow_msg.req_id, 42);
+	CHECK(!lent.slow_msg.data && !lent.slow_msg.len);
+	CHECK(lent.slow_fab == fab);
+
+	/* Meanwhile the device takes no holder request: busy, counted. */
+	len = good(DL_MSG_BAR_READ, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), -EAGAIN);
+	len = good(DL_MSG_DEV_RESET, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_RESET, &p, len), -EAGAIN);
+	CHECK_EQ(rej(DL_REJ_BUSY), 2);
+	CHECK_EQ(calls.slow_queue, 1);
+	CHECK_EQ(calls.bar_read, 0);
+	/* ... but anyone may still ask what it is. */
+	len = good(DL_MSG_DEV_INFO, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), 0);
+
+	/* DEV_RESET and DEV_RELEASE: queued, answered by the slow work. */
+	lent.slow_busy = 0;
+	len = good(DL_MSG_DEV_RESET, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_RESET, &p, len), NO_ANSWER);
+	CHECK_EQ(lent.slow_msg.type, DL_MSG_DEV_RESET);
+	lent.slow_busy = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_RELEASE, &p, len), NO_ANSWER);
+	CHECK_EQ(lent.slow_msg.type, DL_MSG_DEV_RELEASE);
+	CHECK_EQ(calls.slow_queue, 3);
+	CHECK_EQ(lent.state, DL_LENT_BORROWED);	/* until the slow work */
+}
+
+/*
+ * While a reset or take-back holds the device's locks, the receive work
+ * does not wait: EAGAIN at once, for anyone; the lookup lets go.
+ */
+static void test_locked_by_slow_work(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	dev_locked = true;
+	atomic_inc(&lent.slow_holds);
+	len = good(DL_MSG_DEV_INFO, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), -EAGAIN);
+	len = good(DL_MSG_BAR_WRITE, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WRITE, &p, len), -EAGAIN);
+	CHECK_EQ(rej(DL_REJ_BUSY), 2);
+	CHECK_EQ(lent.ref.refcount, 1);
+	CHECK(nothing_done());
+
+	/* Held by someone else briefly (no slow hold): answered once free. */
+	atomic_dec(&lent.slow_holds);
+	dev_locked = false;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WRITE, &p, len), 0);
+	CHECK_EQ(calls.bar_write, 1);
+}
+
+/*
+ * BAR accesses: bar.c's verdict is the answer, counted under its reason;
+ * served, each access ends a relayed INTx. A posted BAR write is answered
+ * only if the sender asked.
+ */
+static void test_bar_access(void)
+{
+	struct dl_bar_access *a = (struct dl_bar_access *)ans.data;
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	len = good(DL_MSG_BAR_READ, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), 0);
+	CHECK_EQ(le64_to_cpu(a->value), 0x1122334455667788ULL);
+	CHECK_EQ(cnt(DL_LCNT_BAR_READS), 1);
+	CHECK_EQ(calls.intx_access, 1);
+
+	bar_err = -EINVAL;
+	bar_why = DL_REJ_BAR_MSIX;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), -EINVAL);
+	CHECK_EQ(send_as(HOLDER, DL_MSG_BAR_WRITE, &p, len, true), NO_ANSWER);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WRITE, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_BAR_MSIX), 3);
+	bar_err = -EIO;
+	bar_why = DL_REJ_BAR_DECODE;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_READ, &p, len), -EIO);
+	CHECK_EQ(rej(DL_REJ_BAR_DECODE), 1);
+	CHECK_EQ(calls.bar_read, 1);
+	CHECK_EQ(calls.bar_write, 0);
+	CHECK_EQ(calls.intx_access, 1);
+
+	bar_err = 0;
+	CHECK_EQ(send_as(HOLDER, DL_MSG_BAR_WRITE, &p, len, true), NO_ANSWER);
+	CHECK_EQ(calls.bar_write, 1);
+	CHECK_EQ(cnt(DL_LCNT_BAR_WRITES), 1);
+	CHECK_EQ(calls.intx_access, 2);
+}
+
+/* DMA_UNMAP: everything, or a page-aligned range; flags known. */
+static void test_dma_unmap(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	len = good(DL_MSG_DMA_UNMAP, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_UNMAP, &p, len), 0);
+	CHECK_EQ(calls.dma_unmap_all, 1);
+	p.unmap.flags = cpu_to_le32(2);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_UNMAP, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_MALFORMED), 1);
+	p.unmap.flags = 0;
+	p.unmap.iova = cpu_to_le64(0x1000);
+	p.unmap.len = cpu_to_le64(0x800);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_UNMAP, &p, len), -EINVAL);
+	p.unmap.iova = cpu_to_le64(-4096ULL);
+	p.unmap.len = cpu_to_le64(0x2000);	/* wraps */
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_UNMAP, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_DMA_RANGE), 2);
+	CHECK_EQ(calls.dma_unmap, 0);
+	p.unmap.iova = cpu_to_le64(0x1000);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_UNMAP, &p, len), 0);
+	CHECK_EQ(calls.dma_unmap, 1);
+	CHECK_EQ(cnt(DL_LCNT_DMA_UNMAPS), 2);
+}
+
+/* IRQ_SET and IRQ_MASK refused by irq.c: its status, counted as irq. */
+static void test_irq_refusals(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	irq_ret = -EINVAL;
+	len = good(DL_MSG_IRQ_SET, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_SET, &p, len), -EINVAL);
+	irq_ret = -ENOSPC;
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_SET, &p, len), -ENOSPC);
+	mask_ret = -EINVAL;
+	len = good(DL_MSG_IRQ_MASK, &p);
+	CHECK_EQ(send_as(HOLDER, DL_MSG_IRQ_MASK, &p, len, true), NO_ANSWER);
+	CHECK_EQ(rej(DL_REJ_IRQ), 3);
+	CHECK_EQ(cnt(DL_LCNT_IRQ_SETS), 0);
+}
+
+/* DEV_LIST: from a start id, at most DL_DEV_LIST_MAX, total of all. */
+static void test_dev_list(void)
+{
+	struct dl_dev_list *list = (struct dl_dev_list *)ans.data;
+	static struct dl_lent more[40];
+	union payload p;
+	unsigned int i;
+
+	setup();
+	for (i = 0; i < ARRAY_SIZE(more); i++) {
+		kref_init(&more[i].ref);
+		more[i].allowed = DL_ALL_HOSTS;
+		xa_store(&dl_lender.devs, 10 + i, &more[i], GFP_KERNEL);
+	}
+	memset(&p, 0, sizeof(p));
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_LIST, &p, sizeof(p.ref)), 0);
+	CHECK_EQ(ans.len, sizeof(*list));
+	CHECK_EQ(le32_to_cpu(list->total), 41);
+	CHECK_EQ(le32_to_cpu(list->count), DL_DEV_LIST_MAX);
+	CHECK_EQ(le32_to_cpu(list->ids[0]), DEV);
+	p.ref.dev_id = cpu_to_le32(10 + 31);
+	CHECK_EQ(send(OTHER, DL_MSG_DEV_LIST, &p, sizeof(p.ref)), 0);
+	CHECK_EQ(le32_to_cpu(list->count), 9);
+	CHECK_EQ(le32_to_cpu(list->ids[0]), 10 + 31);
+	CHECK_EQ(le32_to_cpu(list->ids[8]), 10 + 39);
+	xa_destroy(&dl_lender.devs);
+}
+
+static const struct unit_test tests[] = {
+	{ "exactly the lender's message types have handlers", test_registered_types },
+	{ "a payload of the wrong length is malformed, for every type", test_bad_lengths },
+	{ "DMA_MAP's length is its header and count ranges", test_dma_map_lengths },
+	{ "reserved fields and unknown flags are malformed", test_reserved_fields },
+	{ "an unknown or dying dev_id is ENODEV for every type", test_forged_dev_id },
+	{ "not the holder: EBUSY if held, EINVAL if not", test_not_the_holder },
+	{ "a new incarnation or another fabric holds nothing", test_stale_holder },
+	{ "hosts it is not lent to see nothing; the holder keeps it", test_allowed_hosts },
+	{ "DEV_ACQUIRE takes an available device only", test_acquire },
+	{ "config reads: anyone while free, ranges checked", test_cfg_read },
+	{ "config writes; resets and releases go to the slow work", test_cfg_write_and_slow },
+	{ "busy while a reset holds the locks, without waiting", test_locked_by_slow_work },
+	{ "BAR accesses answered with bar.c's verdict", test_bar_access },
+	{ "DMA_UNMAP: all, or an aligned range", test_dma_unmap },
+	{ "IRQ_SET and IRQ_MASK refusals are counted", test_irq_refusals },
+	{ "DEV_LIST pages through the allowed devices", test_dev_list },
+};
+
+UNIT_SUITE(lender_msg_suite, "lender/msg.c", tests);
