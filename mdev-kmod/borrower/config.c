@@ -16,6 +16,7 @@
  *               side effects:
  *               bus master 0 -> 1 pins and maps guest memory first, then
  *               forwards; 1 -> 0 forwards first, then unmaps and unpins
+ *               (the DMA layer, through &dl_config_ops)
  *   BAR0-5      virtual, with sizing (writable bits are the size mask);
  *               I/O BARs are not offered (no lender serves them) and
  *               read as absent
@@ -24,9 +25,13 @@
  *               model shared with the lender in dl_pci_cfg.h): QEMU drives
  *               the vectors through SET_IRQS, never through these
  *               registers; guests write only dl_cap_virt_wmask()'s bits
- *   INTx pin    reads 0: the lender relays MSI and MSI-X only, so the
- *               guest (and QEMU) must not count on INTx
- * A PCIe FLR written to the device control register takes the reset path.
+ *   INTx pin    the device's pin where the lender can mask its INTx at the
+ *               device (PCI 2.3 INTx disable, DL_DEV_F_INTX), else 0, so
+ *               that the guest (and QEMU) use INTx only where it is
+ *               relayed (irq.c); writes dropped
+ * A PCIe FLR written to the device control register takes the reset path
+ * (&dl_config_ops.reset). The device is borrowed (session.c) before the
+ * first write that reaches it.
  * Every other byte is read from and written to the device as it is; when
  * the device cannot be reached (lost, or the read fails), those bytes read
  * all-ones, as a function that went away does on a real bus.
@@ -144,8 +149,8 @@ static int dl_config_read_dev(struct dl_vdev *v, unsigned int off,
 	struct dl_cfg_access resp;
 	int ret;
 
-	ret = dl_vdev_request(v, DL_MSG_CFG_READ, &acc, sizeof(acc), &resp,
-			      sizeof(resp));
+	ret = dl_session_request(v, DL_MSG_CFG_READ, &acc, sizeof(acc), &resp,
+				 sizeof(resp));
 	if (!ret)
 		*val = le32_to_cpu(resp.value);
 	return ret;
@@ -162,10 +167,10 @@ static int dl_config_write_dev(struct dl_vdev *v, unsigned int off,
 	};
 	int ret;
 
-	ret = dl_vdev_borrow(v);
+	ret = dl_session_borrow(v);
 	if (!ret)
-		ret = dl_vdev_request(v, DL_MSG_CFG_WRITE, &acc, sizeof(acc),
-				      NULL, 0);
+		ret = dl_session_request(v, DL_MSG_CFG_WRITE, &acc, sizeof(acc),
+					 NULL, 0);
 	if (ret)
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "config write of %u bytes at 0x%x failed: %d\n",
@@ -487,9 +492,9 @@ static int dl_config_write_command(struct dl_vdev *v, u16 new)
 	int ret;
 
 	if (bme_on) {
-		ret = dl_vdev_borrow(v);
+		ret = dl_session_borrow(v);
 		if (!ret)
-			ret = dl_dma_enable(v);
+			ret = v->config_ops->dma_enable(v);
 		if (ret) {
 			dev_err_ratelimited(dl_vdev_dev(v),
 					    "cannot map guest memory for DMA: %d; bus master stays off\n",
@@ -500,7 +505,7 @@ static int dl_config_write_command(struct dl_vdev *v, u16 new)
 	dl_config_put(v, PCI_COMMAND, 2, new);
 	ret = dl_config_write_dev(v, PCI_COMMAND, 2, new);
 	if (bme_off)
-		dl_dma_disable(v);
+		v->config_ops->dma_disable(v);
 	return ret;
 }
 
@@ -607,7 +612,7 @@ static int dl_config_write_through(struct dl_vdev *v, unsigned int off,
 
 		if (val & flr) {
 			val &= ~flr;
-			dl_vdev_reset(v);
+			v->config_ops->reset(v);
 		}
 	}
 	return dl_config_write_dev(v, off, size, val);

@@ -132,7 +132,7 @@ static void dl_dma_wait_oldest(struct dl_dma_batch *bt)
 	ret = dl_fabric_req_wait(bt->v->b->fab, &bt->reqs[i], DL_B_TIMEOUT_MS);
 	bt->inflight--;
 	if (ret) {
-		dl_vdev_refused(bt->v, ret);
+		dl_session_refused(bt->v, ret);
 		if (!bt->err)
 			bt->err = ret;
 	}
@@ -293,7 +293,7 @@ static int dl_dma_lender_unmap(struct dl_vdev *v, u64 iova, u64 len,
 				    "the lender did not unmap 0x%llx+0x%llx: %d; quarantining its pages, giving the device up\n",
 				    iova, len, ret);
 		mutex_lock(&v->b->lock);
-		dl_vdev_lost(v, "DMA unmap failed");
+		dl_session_lost(v, "DMA unmap failed");
 		mutex_unlock(&v->b->lock);
 	}
 	return ret;
@@ -1160,7 +1160,7 @@ void dl_dma_repin_work(struct work_struct *work)
 					    "cannot map guest memory again after %u tries: %d; giving the device up\n",
 					    v->repin_tries, ret);
 			mutex_lock(&v->b->lock);
-			dl_vdev_lost(v, "guest memory cannot be mapped");
+			dl_session_lost(v, "guest memory cannot be mapped");
 			mutex_unlock(&v->b->lock);
 		}
 	}
@@ -1181,6 +1181,20 @@ void dl_dma_disable(struct dl_vdev *v)
 	v->nholes = 0;
 	if (v->dma_mapped || !list_empty(&v->pinned))
 		dl_dma_release(v, 0, U64_MAX, true);
+	mutex_unlock(&v->dma_lock);
+}
+
+/**
+ * dl_dma_lease_gone() - the session let go of its lease at close: what
+ *	the lender may still map of the mdev is the lease's business now.
+ * @v: the mdev, closing, DMA disabled; caller holds v->lock.
+ */
+void dl_dma_lease_gone(struct dl_vdev *v)
+{
+	lockdep_assert_held(&v->lock);
+
+	mutex_lock(&v->dma_lock);
+	v->dma_mapped = false;
 	mutex_unlock(&v->dma_lock);
 }
 

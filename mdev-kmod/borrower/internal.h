@@ -52,6 +52,20 @@
 #define DL_B_MAX_PINNED_PAGES	(4UL << 20)
 
 struct dl_vdev;
+struct dl_remote;
+
+/**
+ * struct dl_remote_owner - the mdev that has a remote device open, as the
+ *	remote table sees it: how it is told that the device is no longer
+ *	this host's. Its session (session.c) fills it in.
+ * @lost: the lender went down, no longer lists the device, or says
+ *	someone else has it; called with &dl_borrower.lock held, @why for
+ *	the log.
+ */
+struct dl_remote_owner {
+	void (*lost)(struct dl_remote_owner *o, struct dl_remote *r,
+		     const char *why);
+};
 
 /**
  * struct dl_rinfo - a remote device as its lender described it, decoded.
@@ -116,7 +130,7 @@ struct dl_remote {
 	struct dl_rinfo info;
 	bool gone;
 	unsigned int ntargets;
-	struct dl_vdev *owner;
+	struct dl_remote_owner *owner;
 	u64 borrow_seq;
 };
 
@@ -163,7 +177,7 @@ struct dl_mtype {
  * @returned_late: leases settled by the release work.
  * @quarantine_refusals: borrows refused while the quarantine was full.
  * @returned: devices returned at close (DEV_RELEASE answered).
- * @lost: mdevs that lost their device (dl_vdev_lost()).
+ * @lost: mdevs that lost their device (dl_session_lost()).
  * @kept_same: &dl_vdev.kept_same of the mdevs removed.
  * @kept_moved: &dl_vdev.kept_moved of the mdevs removed.
  * @kept_dropped: &dl_vdev.kept_dropped of the mdevs removed.
@@ -249,6 +263,32 @@ enum dl_vdev_state {
 	DL_VDEV_RETURNING,	/* giving it back (DEV_RELEASE); closing */
 };
 
+/**
+ * struct dl_session_ops - how the session (session.c) tells the layers
+ *	above it about the remote device; vdev.c registers them.
+ * @lost: the mdev lost its device (dl_session_lost()), with
+ *	&dl_borrower.lock held: tell the user. Must not sleep.
+ */
+struct dl_session_ops {
+	void (*lost)(struct dl_vdev *v);
+};
+
+/**
+ * struct dl_config_ops - what the virtual config space (config.c) asks of
+ *	the layers beside and above it; vdev.c registers them. Each is
+ *	called with &dl_vdev.lock held, where the config write needs it.
+ * @dma_enable: bus mastering goes on (the device is borrowed): pin and
+ *	map guest memory before the write reaches the device; 0 or -errno,
+ *	and then bus mastering stays off.
+ * @dma_disable: bus mastering went off: unmap and unpin.
+ * @reset: a PCIe FLR was written: reset the device.
+ */
+struct dl_config_ops {
+	int (*dma_enable)(struct dl_vdev *v);
+	void (*dma_disable)(struct dl_vdev *v);
+	int (*reset)(struct dl_vdev *v);
+};
+
 /* Virtual capabilities an mdev serves at most: MSI and MSI-X. */
 #define DL_B_VCAPS	2
 
@@ -332,6 +372,9 @@ struct dl_dma_fill_stats {
  * @host: the lender's host id, while @remote is set.
  * @dev_id: the lender's handle, while @remote is set.
  * @info: what the lender said at open.
+ * @session_ops: how the session tells the layers above of a loss.
+ * @remote_owner: how the remote table tells the session of a loss.
+ * @config_ops: what the virtual config space asks of DMA and the device.
  * @vconfig: the virtual config space, @info.cfg_size bytes.
  * @bar_mask: the size mask of each virtual BAR register.
  * @vcaps: the capabilities served from @vconfig (dl_cap_is_virtual()).
@@ -403,6 +446,9 @@ struct dl_vdev {
 	u32 host;
 	u32 dev_id;
 	struct dl_rinfo info;
+	const struct dl_session_ops *session_ops;
+	struct dl_remote_owner remote_owner;
+	const struct dl_config_ops *config_ops;
 	u8 *vconfig;
 	u32 bar_mask[DL_NUM_BARS + 1];
 	struct dl_vcap vcaps[DL_B_VCAPS];
@@ -477,14 +523,19 @@ void dl_parent_unregister(struct dl_borrower *b);
 int dl_parent_driver_register(void);
 void dl_parent_driver_unregister(void);
 
+/* session.c */
+void dl_session_init(struct dl_vdev *v, const struct dl_session_ops *ops);
+int dl_session_open(struct dl_vdev *v);
+void dl_session_close(struct dl_vdev *v);
+int dl_session_borrow(struct dl_vdev *v);
+int dl_session_request(struct dl_vdev *v, u16 type, const void *data,
+		       size_t len, void *resp, size_t resp_size);
+void dl_session_refused(struct dl_vdev *v, int err);
+void dl_session_lost(struct dl_vdev *v, const char *why);
+void dl_session_release(struct dl_vdev *v);
+
 /* vdev.c */
 extern const struct vfio_device_ops dl_vdev_ops;
-int dl_vdev_borrow(struct dl_vdev *v);
-int dl_vdev_reset(struct dl_vdev *v);
-int dl_vdev_request(struct dl_vdev *v, u16 type, const void *data,
-		    size_t len, void *resp, size_t resp_size);
-void dl_vdev_refused(struct dl_vdev *v, int err);
-void dl_vdev_lost(struct dl_vdev *v, const char *why);
 void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		   void *priv);
 
@@ -522,6 +573,7 @@ extern unsigned long dl_quarantine_max_pages;
 extern unsigned int dl_fault_intx_unmask_every;
 int dl_dma_enable(struct dl_vdev *v);
 void dl_dma_disable(struct dl_vdev *v);
+void dl_dma_lease_gone(struct dl_vdev *v);
 void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len);
 void dl_dma_repin_work(struct work_struct *work);
 

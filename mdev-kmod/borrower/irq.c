@@ -93,7 +93,7 @@ static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 	lockdep_assert_held(&v->lock);
 
 	if (count) {
-		ret = dl_vdev_borrow(v);
+		ret = dl_session_borrow(v);
 		if (ret)
 			return ret;
 	} else if (READ_ONCE(v->state) != DL_VDEV_BORROWED) {
@@ -101,14 +101,15 @@ static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 	}
 	if (intx)
 		set.flags = cpu_to_le16(DL_IRQ_SET_F_UNMASK_MSG);
-	ret = dl_vdev_request(v, DL_MSG_IRQ_SET, &set, sizeof(set), NULL, 0);
+	ret = dl_session_request(v, DL_MSG_IRQ_SET, &set, sizeof(set), NULL,
+				 0);
 	if (intx) {
 		v->intx_unmask_msg = !ret;
 		if (ret == -EINVAL) {
 			/* A lender without the flag: it ends INTx itself. */
 			set.flags = 0;
-			ret = dl_vdev_request(v, DL_MSG_IRQ_SET, &set,
-					      sizeof(set), NULL, 0);
+			ret = dl_session_request(v, DL_MSG_IRQ_SET, &set,
+						 sizeof(set), NULL, 0);
 		}
 	}
 	if (ret)

@@ -218,7 +218,7 @@ static u32 rcfg_get(unsigned int off, unsigned int size)
 	return le32_to_cpu(val);
 }
 
-int dl_vdev_request(struct dl_vdev *vd, u16 type, const void *data,
+int dl_session_request(struct dl_vdev *vd, u16 type, const void *data,
 		    size_t len, void *resp, size_t resp_size)
 {
 	const struct dl_dma_map *m = data;
@@ -310,7 +310,7 @@ int dl_fabric_request_urgent(struct dl_fabric *fab, u32 peer, u16 type,
 /* The mdev checks whether it still holds the device. */
 static unsigned int nrefused;
 
-void dl_vdev_refused(struct dl_vdev *vd, int err)
+void dl_session_refused(struct dl_vdev *vd, int err)
 {
 	(void)vd;
 	if (err)
@@ -325,7 +325,7 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 	(void)fab;
 	(void)peer;
 	(void)len;
-	req->status = dl_vdev_request(&v, type, data, len, req->resp,
+	req->status = dl_session_request(&v, type, data, len, req->resp,
 				      req->resp_size);
 	req->resp_len = req->resp_size;
 	return 0;
@@ -348,25 +348,32 @@ void dl_lease_quarantine(struct dl_borrower *bb, struct dl_lease *l,
 		nquarantined++;
 }
 
-void dl_vdev_lost(struct dl_vdev *vd, const char *why)
+void dl_session_lost(struct dl_vdev *vd, const char *why)
 {
 	(void)why;
 	nlost++;
 	vd->state = DL_VDEV_LOST;
 }
 
-int dl_vdev_borrow(struct dl_vdev *vd)
+int dl_session_borrow(struct dl_vdev *vd)
 {
 	(void)vd;
 	return 0;
 }
 
-int dl_vdev_reset(struct dl_vdev *vd)
+static int fake_reset(struct dl_vdev *vd)
 {
 	(void)vd;
 	nresets++;
 	return 0;
 }
+
+/* What vdev.c registers: the real DMA layer, a counted reset. */
+static const struct dl_config_ops config_ops = {
+	.dma_enable = dl_dma_enable,
+	.dma_disable = dl_dma_disable,
+	.reset = fake_reset,
+};
 
 static void reset_all(void)
 {
@@ -410,6 +417,7 @@ static void reset_all(void)
 	v.dev_id = 7;
 	v.state = DL_VDEV_BORROWED;
 	v.lease = &lease;
+	v.config_ops = &config_ops;
 	INIT_LIST_HEAD(&v.pinned);
 	kvm.memslots.slots = slots;
 	kvm.mm = &mm;
