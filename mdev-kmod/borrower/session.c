@@ -28,7 +28,7 @@ static void dl_session_set_state(struct dl_vdev *v, enum dl_vdev_state state)
 	lockdep_assert_held(&v->b->lock);
 
 	spin_lock_irq(&v->b->fire_lock);
-	WRITE_ONCE(v->state, state);
+	WRITE_ONCE(v->sess.state, state);
 	spin_unlock_irq(&v->b->fire_lock);
 }
 
@@ -45,15 +45,15 @@ void dl_session_lost(struct dl_vdev *v, const char *why)
 {
 	lockdep_assert_held(&v->b->lock);
 
-	if (READ_ONCE(v->state) != DL_VDEV_BORROWED)
+	if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED)
 		return;
 	dl_session_set_state(v, DL_VDEV_LOST);
 	v->b->lost++;
 	dev_err_ratelimited(dl_vdev_dev(v), "lost remote device %u:%u: %s\n",
-			    v->host, v->dev_id, why);
+			    v->sess.host, v->sess.dev_id, why);
 	/* Whatever the lender still does with it, it is to stop. */
-	if (v->lease)
-		dl_lease_return_later(v->b, v->lease);
+	if (v->sess.lease)
+		dl_lease_return_later(v->b, v->sess.lease);
 	v->session_ops->lost(v);
 }
 
@@ -64,9 +64,9 @@ void dl_session_lost(struct dl_vdev *v, const char *why)
 static void dl_session_remote_lost(struct dl_remote_owner *o,
 				   struct dl_remote *r, const char *why)
 {
-	struct dl_vdev *v = container_of(o, struct dl_vdev, remote_owner);
+	struct dl_vdev *v = container_of(o, struct dl_vdev, sess.remote_owner);
 
-	if (READ_ONCE(v->state) == DL_VDEV_BORROWED && v->remote == r)
+	if (READ_ONCE(v->sess.state) == DL_VDEV_BORROWED && v->remote == r)
 		dl_session_lost(v, why);
 }
 
@@ -80,8 +80,8 @@ static void dl_session_remote_lost(struct dl_remote_owner *o,
 void dl_session_refused(struct dl_vdev *v, int err)
 {
 	if ((err == -EINVAL || err == -EBUSY || err == -ENODEV) &&
-	    READ_ONCE(v->state) == DL_VDEV_BORROWED)
-		dl_remote_check(v->b, v->host);
+	    READ_ONCE(v->sess.state) == DL_VDEV_BORROWED)
+		dl_remote_check(v->b, v->sess.host);
 }
 
 /**
@@ -102,7 +102,7 @@ int dl_session_request(struct dl_vdev *v, u16 type, const void *data,
 	size_t resp_len = 0;
 	int ret;
 
-	ret = dl_fabric_request(v->b->fab, v->host, type, data, len, resp,
+	ret = dl_fabric_request(v->b->fab, v->sess.host, type, data, len, resp,
 				resp_size, &resp_len, DL_B_TIMEOUT_MS);
 	if (!ret && resp_len < resp_size)
 		ret = -EPROTO;
@@ -124,7 +124,7 @@ struct dl_acquire {
 /* Asks for the device once; see struct dl_acquire for what is learnt. */
 static int dl_session_acquire(struct dl_vdev *v, struct dl_acquire *a)
 {
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->sess.dev_id) };
 	struct dl_dev_ref resp;
 	struct dl_fabric_req req = {
 		.resp = &resp,
@@ -132,7 +132,7 @@ static int dl_session_acquire(struct dl_vdev *v, struct dl_acquire *a)
 	};
 	int ret;
 
-	ret = dl_fabric_req_submit(v->b->fab, v->host, DL_MSG_DEV_ACQUIRE,
+	ret = dl_fabric_req_submit(v->b->fab, v->sess.host, DL_MSG_DEV_ACQUIRE,
 				   &ref, sizeof(ref), &req);
 	if (!ret)
 		ret = dl_fabric_req_wait(v->b->fab, &req, DL_B_TIMEOUT_MS);
@@ -169,7 +169,7 @@ int dl_session_borrow(struct dl_vdev *v)
 
 	lockdep_assert_held(&v->lock);
 
-	switch (READ_ONCE(v->state)) {
+	switch (READ_ONCE(v->sess.state)) {
 	case DL_VDEV_BORROWED:
 		return 0;
 	case DL_VDEV_LOST:
@@ -180,13 +180,13 @@ int dl_session_borrow(struct dl_vdev *v)
 		break;
 	}
 
-	lease = dl_lease_new(b, v->host, v->dev_id, v->remote->incarnation);
+	lease = dl_lease_new(b, v->sess.host, v->sess.dev_id, v->remote->incarnation);
 	if (IS_ERR(lease)) {
 		ret = PTR_ERR(lease);
 		if (ret == -EBUSY)
 			dev_err_ratelimited(dl_vdev_dev(v),
 					    "remote device %u:%u is still being returned to its lender\n",
-					    v->host, v->dev_id);
+					    v->sess.host, v->sess.dev_id);
 		return ret;
 	}
 	/* EIO: the lender is still taking it back from its last holder. */
@@ -217,19 +217,19 @@ int dl_session_borrow(struct dl_vdev *v)
 	if (ret == -EBUSY) {
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "remote device %u:%u (%s) is held by another host\n",
-				    v->host, v->dev_id, v->info.name);
+				    v->sess.host, v->sess.dev_id, v->info.name);
 		return ret;
 	}
 	if (ret) {
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "cannot borrow remote device %u:%u: %d\n",
-				    v->host, v->dev_id, ret);
+				    v->sess.host, v->sess.dev_id, ret);
 		return ret;
 	}
 
-	mutex_lock(&v->dma_lock);
+	mutex_lock(&v->dma.lock);
 	mutex_lock(&b->lock);
-	v->lease = lease;
+	v->sess.lease = lease;
 	if (v->remote->gone || lease->incarnation != v->remote->incarnation) {
 		/*
 		 * The lender went down meanwhile, or the entry is of an
@@ -245,10 +245,10 @@ int dl_session_borrow(struct dl_vdev *v)
 		v->remote->borrow_seq = ++b->borrow_seq;
 	}
 	mutex_unlock(&b->lock);
-	mutex_unlock(&v->dma_lock);
+	mutex_unlock(&v->dma.lock);
 	if (!ret)
 		dev_info(dl_vdev_dev(v), "borrowed remote device %u:%u (%s on %s)\n",
-			 v->host, v->dev_id, v->info.name, v->remote->lender);
+			 v->sess.host, v->sess.dev_id, v->info.name, v->remote->lender);
 	return ret;
 }
 
@@ -262,14 +262,14 @@ int dl_session_borrow(struct dl_vdev *v)
  */
 void dl_session_release(struct dl_vdev *v)
 {
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->sess.dev_id) };
 	struct dl_borrower *b = v->b;
 	int ret = -ENOTCONN;
 	bool held;
 
 	lockdep_assert_held(&v->lock);
 
-	if (!v->lease)
+	if (!v->sess.lease)
 		return;
 	/*
 	 * Returning, not holding: the lender's DEV_CHANGED and the scan this
@@ -277,34 +277,34 @@ void dl_session_release(struct dl_vdev *v)
 	 * back from us (dl_remote_check_owner()).
 	 */
 	mutex_lock(&b->lock);
-	held = READ_ONCE(v->state) == DL_VDEV_BORROWED;
+	held = READ_ONCE(v->sess.state) == DL_VDEV_BORROWED;
 	if (held)
 		dl_session_set_state(v, DL_VDEV_RETURNING);
 	mutex_unlock(&b->lock);
 	if (held) {
-		ret = dl_fabric_request_urgent(b->fab, v->host,
+		ret = dl_fabric_request_urgent(b->fab, v->sess.host,
 					       DL_MSG_DEV_RELEASE, &ref,
 					       sizeof(ref), DL_B_TIMEOUT_MS);
 		if (ret)
 			dev_warn(dl_vdev_dev(v), "cannot return remote device %u:%u now: %d\n",
-				 v->host, v->dev_id, ret);
+				 v->sess.host, v->sess.dev_id, ret);
 		else
 			dev_info(dl_vdev_dev(v), "returned remote device %u:%u\n",
-				 v->host, v->dev_id);
+				 v->sess.host, v->sess.dev_id);
 	}
 
-	mutex_lock(&v->dma_lock);
+	mutex_lock(&v->dma.lock);
 	mutex_lock(&b->lock);
 	if (!ret)
 		b->returned++;
 	if (dl_lease_answer_settles(ret))
-		dl_lease_settle(b, v->lease, "returned");
-	dl_lease_put(b, v->lease);
-	v->lease = NULL;
+		dl_lease_settle(b, v->sess.lease, "returned");
+	dl_lease_put(b, v->sess.lease);
+	v->sess.lease = NULL;
 	mutex_unlock(&b->lock);
-	mutex_unlock(&v->dma_lock);
+	mutex_unlock(&v->dma.lock);
 	/* Its state changes on the lender: read it again. */
-	dl_remote_rescan(b, v->host);
+	dl_remote_rescan(b, v->sess.host);
 }
 
 /**
@@ -326,18 +326,18 @@ int dl_session_open(struct dl_vdev *v)
 	holder = v->remote->owner;
 	ret = v->remote->gone ? -ENODEV : holder ? -EBUSY : 0;
 	if (!ret)
-		v->remote->owner = &v->remote_owner;
-	v->host = v->remote->host;
-	v->dev_id = v->remote->dev_id;
+		v->remote->owner = &v->sess.remote_owner;
+	v->sess.host = v->remote->host;
+	v->sess.dev_id = v->remote->dev_id;
 	if (ret == -EBUSY)
 		dev_err(dl_vdev_dev(v), "remote device %u:%u is held by mdev %s of this host\n",
-			v->host, v->dev_id,
+			v->sess.host, v->sess.dev_id,
 			dev_name(dl_vdev_dev(container_of(holder, struct dl_vdev,
-							  remote_owner))));
+							  sess.remote_owner))));
 	mutex_unlock(&b->lock);
 	if (ret == -ENODEV)
 		dev_err(dl_vdev_dev(v), "remote device %u:%u is gone\n",
-			v->host, v->dev_id);
+			v->sess.host, v->sess.dev_id);
 	return ret;
 }
 
@@ -359,12 +359,10 @@ void dl_session_close(struct dl_vdev *v)
 
 /**
  * dl_session_init() - set up the session of a new mdev: idle.
- * @v: the mdev.
- * @ops: how the layers above hear of the session.
+ * @v: the mdev, being initialized.
  */
-void dl_session_init(struct dl_vdev *v, const struct dl_session_ops *ops)
+void dl_session_init(struct dl_vdev *v)
 {
-	v->session_ops = ops;
-	v->remote_owner.lost = dl_session_remote_lost;
-	v->state = DL_VDEV_IDLE;
+	v->sess.remote_owner.lost = dl_session_remote_lost;
+	v->sess.state = DL_VDEV_IDLE;
 }

@@ -52,7 +52,7 @@
  */
 static int dl_vdev_reset(struct dl_vdev *v)
 {
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->sess.dev_id) };
 	int ret;
 
 	lockdep_assert_held(&v->lock);
@@ -65,7 +65,7 @@ static int dl_vdev_reset(struct dl_vdev *v)
 	if (ret)
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "reset of remote device %u:%u failed: %d\n",
-				    v->host, v->dev_id, ret);
+				    v->sess.host, v->sess.dev_id, ret);
 	/* Whatever the result, the guest sees a device after reset. */
 	dl_config_after_reset(v);
 	dl_dma_disable(v);
@@ -131,22 +131,22 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	if (ret)
 		goto err_unchoose;
 
-	ref.dev_id = cpu_to_le32(v->dev_id);
+	ref.dev_id = cpu_to_le32(v->sess.dev_id);
 	ref.flags = 0;
 	ret = dl_session_request(v, DL_MSG_DEV_INFO, &ref, sizeof(ref), &di,
 				 sizeof(di));
-	if (!ret && le32_to_cpu(di.dev_id) != v->dev_id)
+	if (!ret && le32_to_cpu(di.dev_id) != v->sess.dev_id)
 		ret = -EPROTO;
 	if (ret) {
 		dev_err(dl_vdev_dev(v), "cannot reach remote device %u:%u: %d\n",
-			v->host, v->dev_id, ret);
+			v->sess.host, v->sess.dev_id, ret);
 		/* Else every later open finds the device held by this mdev. */
 		goto err_disown;
 	}
 	dl_rinfo_decode(&v->info, &di);
 	if (v->info.borrower != DL_NO_HOST && v->info.borrower != b->host_id) {
 		dev_err(dl_vdev_dev(v), "remote device %u:%u (%s) is held by host %u\n",
-			v->host, v->dev_id, v->info.name, v->info.borrower);
+			v->sess.host, v->sess.dev_id, v->info.name, v->info.borrower);
 		ret = -EBUSY;
 		goto err_disown;
 	}
@@ -154,7 +154,7 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	ret = dl_config_init(v);
 	if (ret) {
 		dev_err(dl_vdev_dev(v), "cannot read the config space of remote device %u:%u: %d\n",
-			v->host, v->dev_id, ret);
+			v->sess.host, v->sess.dev_id, ret);
 		goto err_disown;
 	}
 	v->open = true;
@@ -176,7 +176,7 @@ static void dl_vdev_close(struct vfio_device *vdev)
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
 	/* It takes v->lock; a later one finds the mdev closed. */
-	cancel_delayed_work_sync(&v->repin_work);
+	dl_dma_cancel_repin(v);
 	mutex_lock(&v->lock);
 	dl_irq_release_all(v);
 	dl_dma_disable(v);
@@ -202,7 +202,7 @@ static unsigned int dl_vdev_access_size(u64 off, size_t count,
 
 static bool dl_vdev_bar_decodes(struct dl_vdev *v, unsigned int bar)
 {
-	u16 cmd = le16_to_cpu(READ_ONCE(*(__le16 *)&v->vconfig[PCI_COMMAND]));
+	u16 cmd = le16_to_cpu(READ_ONCE(*(__le16 *)&v->cfg.vconfig[PCI_COMMAND]));
 
 	if (v->info.bar_flags[bar] & DL_BAR_F_IO)
 		return cmd & PCI_COMMAND_IO;
@@ -213,7 +213,7 @@ static int dl_vdev_bar_ready(struct dl_vdev *v, unsigned int bar)
 {
 	int ret = 0;
 
-	if (READ_ONCE(v->state) != DL_VDEV_BORROWED) {
+	if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED) {
 		mutex_lock(&v->lock);
 		ret = dl_session_borrow(v);
 		mutex_unlock(&v->lock);
@@ -233,7 +233,7 @@ static ssize_t dl_vdev_bar_rw(struct dl_vdev *v, unsigned int bar,
 			      bool write)
 {
 	struct dl_bar_access acc = {
-		.dev_id = cpu_to_le32(v->dev_id),
+		.dev_id = cpu_to_le32(v->sess.dev_id),
 		.bar = bar,
 	};
 	struct dl_bar_access resp;
@@ -269,7 +269,7 @@ static ssize_t dl_vdev_bar_rw(struct dl_vdev *v, unsigned int bar,
 			if (copy_from_user(&val, buf + done, n))
 				return -EFAULT;
 			acc.value = val;
-			ret = dl_fabric_send(v->b->fab, v->host,
+			ret = dl_fabric_send(v->b->fab, v->sess.host,
 					     DL_MSG_BAR_WRITE, &acc,
 					     sizeof(acc));
 		} else {
@@ -519,16 +519,11 @@ static int dl_vdev_init(struct vfio_device *vdev)
 	v->mtype = container_of(mdev->type, struct dl_mtype, type);
 	INIT_LIST_HEAD(&v->node);
 	mutex_init(&v->lock);
-	mutex_init(&v->dma_lock);
-	INIT_LIST_HEAD(&v->pinned);
-	xa_init(&v->pin_pages);
-	xa_init(&v->kept);
-	INIT_DELAYED_WORK(&v->repin_work, dl_dma_repin_work);
-	spin_lock_init(&v->irq_lock);
-	mutex_init(&v->intx_mask_lock);
-	INIT_DELAYED_WORK(&v->intx_retry, dl_intx_retry_work);
-	dl_session_init(v, &dl_vdev_session_ops);
+	dl_dma_init(v);
+	dl_irq_init(v);
+	v->session_ops = &dl_vdev_session_ops;
 	v->config_ops = &dl_vdev_config_ops;
+	dl_session_init(v);
 	return 0;
 }
 
@@ -536,13 +531,8 @@ static void dl_vdev_release(struct vfio_device *vdev)
 {
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
-	cancel_delayed_work_sync(&v->repin_work);
-	cancel_delayed_work_sync(&v->intx_retry);
-	WARN_ON_ONCE(v->nkept);
-	xa_destroy(&v->kept);
-	xa_destroy(&v->pin_pages);
-	mutex_destroy(&v->intx_mask_lock);
-	mutex_destroy(&v->dma_lock);
+	dl_dma_destroy(v);
+	dl_irq_destroy(v);
 	mutex_destroy(&v->lock);
 }
 
