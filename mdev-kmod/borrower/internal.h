@@ -125,7 +125,7 @@ struct dl_rinfo {
  * @info: what the lender said last.
  * @gone: the lender went down or no longer lists it.
  * @ntargets: mdevs of this host that target it (remote_device).
- * @owner: the mdev that has it open, or NULL.
+ * @owner: the mdev that has it open (its session's callback), or NULL.
  * @borrow_seq: &dl_borrower.borrow_seq when @owner last borrowed it.
  *
  * @info, @gone, @ntargets, @owner and @borrow_seq are under
