@@ -9,11 +9,13 @@
  *
  * An mdev is layered; calls go down only (make callgraph checks it):
  *   vdev.c      vfio_device_ops, open and close: the top, wires the rest
- *   config.c    the virtual config space      (struct dl_vdev_config)
  *   irq.c       interrupts, ERR and REQ       (struct dl_vdev_irq)
+ *   config.c    the virtual config space      (struct dl_vdev_config)
  *   dma.c       pinned and mapped memory      (struct dl_vdev_dma)
  *   session.c   borrow, requests, loss, release (struct dl_session)
  *   remote.c, lease.c   the remote table, the leases (in struct dl_borrower)
+ * (irq.c asks config.c where MSI and MSI-X are; config.c and dma.c do not
+ * call each other.)
  * Each part of struct dl_vdev is written by its file only. A lower layer
  * tells an upper one through a table of callbacks the upper one
  * registered (struct dl_session_ops, dl_config_ops, dl_remote_owner) or
