@@ -16,6 +16,7 @@
  *               side effects:
  *               bus master 0 -> 1 pins and maps guest memory first, then
  *               forwards; 1 -> 0 forwards first, then unmaps and unpins
+ *               (the DMA layer, through &dl_config_ops)
  *   BAR0-5      virtual, with sizing (writable bits are the size mask);
  *               I/O BARs are not offered (no lender serves them) and
  *               read as absent
@@ -24,9 +25,13 @@
  *               model shared with the lender in dl_pci_cfg.h): QEMU drives
  *               the vectors through SET_IRQS, never through these
  *               registers; guests write only dl_cap_virt_wmask()'s bits
- *   INTx pin    reads 0: the lender relays MSI and MSI-X only, so the
- *               guest (and QEMU) must not count on INTx
- * A PCIe FLR written to the device control register takes the reset path.
+ *   INTx pin    the device's pin where the lender can mask its INTx at the
+ *               device (PCI 2.3 INTx disable, DL_DEV_F_INTX), else 0, so
+ *               that the guest (and QEMU) use INTx only where it is
+ *               relayed (irq.c); writes dropped
+ * A PCIe FLR written to the device control register takes the reset path
+ * (&dl_config_ops.reset). The device is borrowed (session.c) before the
+ * first write that reaches it.
  * Every other byte is read from and written to the device as it is; when
  * the device cannot be reached (lost, or the read fails), those bytes read
  * all-ones, as a function that went away does on a real bus.
@@ -76,9 +81,9 @@ static const struct dl_vcap *dl_config_vcap_at(struct dl_vdev *v,
 {
 	unsigned int i;
 
-	for (i = 0; i < v->nvcaps; i++)
-		if (dl_config_in(off, v->vcaps[i].pos, v->vcaps[i].len))
-			return &v->vcaps[i];
+	for (i = 0; i < v->cfg.nvcaps; i++)
+		if (dl_config_in(off, v->cfg.vcaps[i].pos, v->cfg.vcaps[i].len))
+			return &v->cfg.vcaps[i];
 	return NULL;
 }
 
@@ -93,9 +98,9 @@ unsigned int dl_config_cap_pos(struct dl_vdev *v, u8 id)
 {
 	unsigned int i;
 
-	for (i = 0; i < v->nvcaps; i++)
-		if (v->vcaps[i].id == id)
-			return v->vcaps[i].pos;
+	for (i = 0; i < v->cfg.nvcaps; i++)
+		if (v->cfg.vcaps[i].id == id)
+			return v->cfg.vcaps[i].pos;
 	return 0;
 }
 
@@ -121,7 +126,7 @@ static u32 dl_config_get(struct dl_vdev *v, unsigned int off,
 {
 	u32 val = 0;
 
-	memcpy(&val, &v->vconfig[off], size);
+	memcpy(&val, &v->cfg.vconfig[off], size);
 	return le32_to_cpu((__force __le32)val);
 }
 
@@ -130,22 +135,22 @@ static void dl_config_put(struct dl_vdev *v, unsigned int off,
 {
 	__le32 le = cpu_to_le32(val);
 
-	memcpy(&v->vconfig[off], &le, size);
+	memcpy(&v->cfg.vconfig[off], &le, size);
 }
 
 static int dl_config_read_dev(struct dl_vdev *v, unsigned int off,
 			      unsigned int size, u32 *val)
 {
 	struct dl_cfg_access acc = {
-		.dev_id = cpu_to_le32(v->dev_id),
+		.dev_id = cpu_to_le32(v->sess.dev_id),
 		.offset = cpu_to_le16(off),
 		.size = size,
 	};
 	struct dl_cfg_access resp;
 	int ret;
 
-	ret = dl_vdev_request(v, DL_MSG_CFG_READ, &acc, sizeof(acc), &resp,
-			      sizeof(resp));
+	ret = dl_session_request(v, DL_MSG_CFG_READ, &acc, sizeof(acc), &resp,
+				 sizeof(resp));
 	if (!ret)
 		*val = le32_to_cpu(resp.value);
 	return ret;
@@ -155,17 +160,17 @@ static int dl_config_write_dev(struct dl_vdev *v, unsigned int off,
 			       unsigned int size, u32 val)
 {
 	struct dl_cfg_access acc = {
-		.dev_id = cpu_to_le32(v->dev_id),
+		.dev_id = cpu_to_le32(v->sess.dev_id),
 		.offset = cpu_to_le16(off),
 		.size = size,
 		.value = cpu_to_le32(val),
 	};
 	int ret;
 
-	ret = dl_vdev_borrow(v);
+	ret = dl_session_borrow(v);
 	if (!ret)
-		ret = dl_vdev_request(v, DL_MSG_CFG_WRITE, &acc, sizeof(acc),
-				      NULL, 0);
+		ret = dl_session_request(v, DL_MSG_CFG_WRITE, &acc, sizeof(acc),
+					 NULL, 0);
 	if (ret)
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "config write of %u bytes at 0x%x failed: %d\n",
@@ -193,12 +198,12 @@ static int dl_config_snapshot_dwords(struct dl_vdev *v)
 		n = min_t(unsigned int, DL_CFG_BATCH,
 			  (v->info.cfg_size - off) / 4);
 		for (sent = 0; sent < n; sent++) {
-			acc[sent].dev_id = cpu_to_le32(v->dev_id);
+			acc[sent].dev_id = cpu_to_le32(v->sess.dev_id);
 			acc[sent].offset = cpu_to_le16(off + sent * 4);
 			acc[sent].size = 4;
 			reqs[sent].resp = &resp[sent];
 			reqs[sent].resp_size = sizeof(resp[sent]);
-			ret = dl_fabric_req_submit(fab, v->host,
+			ret = dl_fabric_req_submit(fab, v->sess.host,
 						   DL_MSG_CFG_READ, &acc[sent],
 						   sizeof(acc[sent]),
 						   &reqs[sent]);
@@ -273,14 +278,14 @@ static int dl_config_snapshot_blocks(struct dl_vdev *v)
 			at = off + sent * DL_CFG_BLOCK_MAX;
 			if (at >= v->info.cfg_size)
 				break;
-			ask[sent].dev_id = cpu_to_le32(v->dev_id);
+			ask[sent].dev_id = cpu_to_le32(v->sess.dev_id);
 			ask[sent].offset = cpu_to_le16(at);
 			ask[sent].len = cpu_to_le16(min_t(unsigned int,
 							  DL_CFG_BLOCK_MAX,
 							  v->info.cfg_size - at));
 			reqs[sent].resp = &blk[sent];
 			reqs[sent].resp_size = sizeof(blk[sent]);
-			ret = dl_fabric_req_submit(fab, v->host,
+			ret = dl_fabric_req_submit(fab, v->sess.host,
 						   DL_MSG_CFG_READ_BLOCK,
 						   &ask[sent], sizeof(ask[sent]),
 						   &reqs[sent]);
@@ -311,7 +316,7 @@ static int dl_config_snapshot(struct dl_vdev *v)
 		return ret;
 	dev_info_ratelimited(dl_vdev_dev(v),
 			     "host %u reads config space dword by dword only\n",
-			     v->host);
+			     v->sess.host);
 	return dl_config_snapshot_dwords(v);
 }
 
@@ -331,17 +336,17 @@ static void dl_config_find_caps(struct dl_vdev *v)
 	while (pos >= PCI_STD_HEADER_SIZEOF && pos <= PCI_CFG_SPACE_SIZE - 4 &&
 	       ttl--) {
 		id = dl_config_get(v, pos + PCI_CAP_LIST_ID, 1);
-		if (dl_cap_is_virtual(id) && v->nvcaps < DL_B_VCAPS &&
+		if (dl_cap_is_virtual(id) && v->cfg.nvcaps < DL_B_VCAPS &&
 		    !dl_config_cap_pos(v, id)) {
 			len = dl_std_cap_len(id, dl_config_get(v, pos + PCI_CAP_FLAGS, 2),
 					     PCI_CFG_SPACE_SIZE);
 			if (pos + len <= PCI_CFG_SPACE_SIZE)
-				v->vcaps[v->nvcaps++] = (struct dl_vcap){
+				v->cfg.vcaps[v->cfg.nvcaps++] = (struct dl_vcap){
 					.id = id, .pos = pos, .len = len,
 				};
 		} else if (id == PCI_CAP_ID_EXP &&
 			   pos + PCI_EXP_DEVCTL + 2 <= PCI_CFG_SPACE_SIZE) {
-			v->pcie_cap = pos;
+			v->cfg.pcie_cap = pos;
 		}
 		pos = dl_config_get(v, pos + PCI_CAP_LIST_NEXT, 1) & ~3;
 	}
@@ -358,7 +363,7 @@ static void dl_config_init_bars(struct dl_vdev *v)
 	u32 flags, lo;
 	u64 mask;
 
-	memset(v->bar_mask, 0, sizeof(v->bar_mask));
+	memset(v->cfg.bar_mask, 0, sizeof(v->cfg.bar_mask));
 	for (i = 0; i < DL_NUM_BARS; i++) {
 		unsigned int off = PCI_BASE_ADDRESS_0 + i * 4;
 
@@ -374,10 +379,10 @@ static void dl_config_init_bars(struct dl_vdev *v)
 			lo |= PCI_BASE_ADDRESS_MEM_TYPE_64;
 		if (flags & DL_BAR_F_PREFETCH)
 			lo |= PCI_BASE_ADDRESS_MEM_PREFETCH;
-		v->bar_mask[i] = (u32)mask & PCI_BASE_ADDRESS_MEM_MASK;
+		v->cfg.bar_mask[i] = (u32)mask & PCI_BASE_ADDRESS_MEM_MASK;
 		dl_config_put(v, off, 4, lo);
 		if ((flags & DL_BAR_F_MEM64) && i + 1 < DL_NUM_BARS) {
-			v->bar_mask[i + 1] = upper_32_bits(mask);
+			v->cfg.bar_mask[i + 1] = upper_32_bits(mask);
 			dl_config_put(v, off + 4, 4, 0);
 			i++;
 		}
@@ -392,7 +397,7 @@ static void dl_config_init_bars(struct dl_vdev *v)
  */
 static void dl_config_init_intx_pin(struct dl_vdev *v)
 {
-	u8 pin = v->vconfig[PCI_INTERRUPT_PIN];
+	u8 pin = v->cfg.vconfig[PCI_INTERRUPT_PIN];
 
 	if (pin > 4)
 		pin = 0;
@@ -416,14 +421,14 @@ int dl_config_init(struct dl_vdev *v)
 
 	lockdep_assert_held(&v->lock);
 
-	v->vconfig = kzalloc(v->info.cfg_size, GFP_KERNEL);
-	if (!v->vconfig)
+	v->cfg.vconfig = kzalloc(v->info.cfg_size, GFP_KERNEL);
+	if (!v->cfg.vconfig)
 		return -ENOMEM;
 	ret = dl_config_snapshot(v);
 	if (ret)
 		goto err_free;
-	v->nvcaps = 0;
-	v->pcie_cap = 0;
+	v->cfg.nvcaps = 0;
+	v->cfg.pcie_cap = 0;
 	dl_config_find_caps(v);
 	dl_config_init_bars(v);
 	/* The IDs the remote table and the mdev types go by. */
@@ -436,8 +441,8 @@ int dl_config_init(struct dl_vdev *v)
 	return 0;
 
 err_free:
-	kfree(v->vconfig);
-	v->vconfig = NULL;
+	kfree(v->cfg.vconfig);
+	v->cfg.vconfig = NULL;
 	return ret;
 }
 
@@ -449,8 +454,8 @@ void dl_config_free(struct dl_vdev *v)
 {
 	lockdep_assert_held(&v->lock);
 
-	kfree(v->vconfig);
-	v->vconfig = NULL;
+	kfree(v->cfg.vconfig);
+	v->cfg.vconfig = NULL;
 }
 
 /**
@@ -487,9 +492,9 @@ static int dl_config_write_command(struct dl_vdev *v, u16 new)
 	int ret;
 
 	if (bme_on) {
-		ret = dl_vdev_borrow(v);
+		ret = dl_session_borrow(v);
 		if (!ret)
-			ret = dl_dma_enable(v);
+			ret = v->config_ops->dma_enable(v);
 		if (ret) {
 			dev_err_ratelimited(dl_vdev_dev(v),
 					    "cannot map guest memory for DMA: %d; bus master stays off\n",
@@ -500,7 +505,7 @@ static int dl_config_write_command(struct dl_vdev *v, u16 new)
 	dl_config_put(v, PCI_COMMAND, 2, new);
 	ret = dl_config_write_dev(v, PCI_COMMAND, 2, new);
 	if (bme_off)
-		dl_dma_disable(v);
+		v->config_ops->dma_disable(v);
 	return ret;
 }
 
@@ -514,11 +519,11 @@ static void dl_config_write_bar(struct dl_vdev *v, unsigned int off,
 {
 	unsigned int reg = (off - PCI_BASE_ADDRESS_0) / 4;
 	unsigned int base = PCI_BASE_ADDRESS_0 + reg * 4;
-	u32 type_bits = dl_config_get(v, base, 4) & ~v->bar_mask[reg];
+	u32 type_bits = dl_config_get(v, base, 4) & ~v->cfg.bar_mask[reg];
 
 	dl_config_put(v, off, size, val);
 	dl_config_put(v, base, 4,
-		      (dl_config_get(v, base, 4) & v->bar_mask[reg]) |
+		      (dl_config_get(v, base, 4) & v->cfg.bar_mask[reg]) |
 		      type_bits);
 }
 
@@ -556,7 +561,7 @@ static void dl_config_write_vcap(struct dl_vdev *v, unsigned int off,
 		wmask = dl_cap_virt_wmask(cap->id,
 					  dl_config_get(v, cap->pos + PCI_CAP_FLAGS, 2),
 					  rel);
-		v->vconfig[off + i] = (v->vconfig[off + i] & ~wmask) |
+		v->cfg.vconfig[off + i] = (v->cfg.vconfig[off + i] & ~wmask) |
 				      ((val >> (8 * i)) & wmask);
 		if (cap->id == PCI_CAP_ID_MSI && rel == PCI_MSI_FLAGS)
 			dl_config_msi_clamp(v, cap->pos + PCI_MSI_FLAGS);
@@ -598,16 +603,16 @@ static int dl_config_write_virt(struct dl_vdev *v, enum dl_cfg_region region,
 static int dl_config_write_through(struct dl_vdev *v, unsigned int off,
 				   unsigned int size, u32 val)
 {
-	unsigned int devctl = v->pcie_cap + PCI_EXP_DEVCTL;
+	unsigned int devctl = v->cfg.pcie_cap + PCI_EXP_DEVCTL;
 
-	if (v->pcie_cap && off <= devctl + 1 && off + size > devctl + 1 &&
+	if (v->cfg.pcie_cap && off <= devctl + 1 && off + size > devctl + 1 &&
 	    (v->info.flags & DL_DEV_F_PCIE)) {
 		unsigned int shift = (devctl + 1 - off) * 8;
 		u32 flr = (PCI_EXP_DEVCTL_BCR_FLR >> 8) << shift;
 
 		if (val & flr) {
 			val &= ~flr;
-			dl_vdev_reset(v);
+			v->config_ops->reset(v);
 		}
 	}
 	return dl_config_write_dev(v, off, size, val);
@@ -625,7 +630,7 @@ static int dl_config_read_piece(struct dl_vdev *v, unsigned int off,
 	if (nvirt == size)
 		return 0;
 	/* Unreachable: the device's bytes read as from a function gone. */
-	if (READ_ONCE(v->state) == DL_VDEV_LOST ||
+	if (READ_ONCE(v->sess.state) == DL_VDEV_LOST ||
 	    dl_config_read_dev(v, off, size, &dev))
 		dev = ~0U;
 	for (i = 0; i < size; i++) {

@@ -28,10 +28,10 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 	dropped = b->kept_dropped;
 	retries = b->intx_unmask_retries;
 	list_for_each_entry(v, &b->vdevs, node) {
-		retries += READ_ONCE(v->intx_unmask_retries);
-		same += READ_ONCE(v->kept_same);
-		moved += READ_ONCE(v->kept_moved);
-		dropped += READ_ONCE(v->kept_dropped);
+		retries += READ_ONCE(v->irq.intx_unmask_retries);
+		same += READ_ONCE(v->dma.kept_same);
+		moved += READ_ONCE(v->dma.kept_moved);
+		dropped += READ_ONCE(v->dma.kept_dropped);
 	}
 	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu intx_unmask_retries=%llu\n",
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
@@ -39,17 +39,17 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		   b->lost, same, moved, dropped, retries);
 	list_for_each_entry(v, &b->vdevs, node)
 		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu\n",
-			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->state),
-			   READ_ONCE(v->npinned), READ_ONCE(v->windows),
-			   READ_ONCE(v->window_ms), READ_ONCE(v->nkept),
-			   READ_ONCE(v->fill.fills),
-			   div_u64(READ_ONCE(v->fill.ns), NSEC_PER_USEC),
-			   div_u64(READ_ONCE(v->fill.pin_ns), NSEC_PER_USEC),
-			   READ_ONCE(v->fill.pages), READ_ONCE(v->fill.runs),
-			   READ_ONCE(v->fill.msgs),
-			   READ_ONCE(v->fill.bulk_pages),
-			   READ_ONCE(v->fill.bulk_refused),
-			   READ_ONCE(v->intx_unmask_retries));
+			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->sess.state),
+			   READ_ONCE(v->dma.npinned), READ_ONCE(v->dma.windows),
+			   READ_ONCE(v->dma.window_ms), READ_ONCE(v->dma.nkept),
+			   READ_ONCE(v->dma.fill.fills),
+			   div_u64(READ_ONCE(v->dma.fill.ns), NSEC_PER_USEC),
+			   div_u64(READ_ONCE(v->dma.fill.pin_ns), NSEC_PER_USEC),
+			   READ_ONCE(v->dma.fill.pages), READ_ONCE(v->dma.fill.runs),
+			   READ_ONCE(v->dma.fill.msgs),
+			   READ_ONCE(v->dma.fill.bulk_pages),
+			   READ_ONCE(v->dma.fill.bulk_refused),
+			   READ_ONCE(v->irq.intx_unmask_retries));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

@@ -71,7 +71,7 @@
 
 /**
  * struct dl_pin_extent - pages pinned at consecutive IOVAs.
- * @node: in &dl_vdev.pinned.
+ * @node: in &dl_vdev_dma.pinned.
  * @iova: the first IOVA, page aligned.
  * @npages: pages.
  */
@@ -132,7 +132,7 @@ static void dl_dma_wait_oldest(struct dl_dma_batch *bt)
 	ret = dl_fabric_req_wait(bt->v->b->fab, &bt->reqs[i], DL_B_TIMEOUT_MS);
 	bt->inflight--;
 	if (ret) {
-		dl_vdev_refused(bt->v, ret);
+		dl_session_refused(bt->v, ret);
 		if (!bt->err)
 			bt->err = ret;
 	}
@@ -167,7 +167,7 @@ static int dl_dma_flush(struct dl_dma_batch *bt)
 		dl_dma_wait_oldest(bt);
 	if (bt->err)
 		return bt->err;
-	bt->msg->dev_id = cpu_to_le32(v->dev_id);
+	bt->msg->dev_id = cpu_to_le32(v->sess.dev_id);
 	bt->sent = true;
 	bt->nruns += count;
 	bt->nmsgs++;
@@ -175,7 +175,7 @@ static int dl_dma_flush(struct dl_dma_batch *bt)
 	req->resp = NULL;
 	req->resp_size = 0;
 	req->urgent = false;
-	ret = dl_fabric_req_submit(v->b->fab, v->host, DL_MSG_DMA_MAP, bt->msg,
+	ret = dl_fabric_req_submit(v->b->fab, v->sess.host, DL_MSG_DMA_MAP, bt->msg,
 				   struct_size(bt->msg, ranges, count), req);
 	bt->msg->count = 0;
 	if (ret) {
@@ -216,11 +216,11 @@ static int dl_dma_record(struct dl_vdev *v, u64 iova, u64 npages)
 {
 	struct dl_pin_extent *e;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	v->npinned += npages;
-	if (!list_empty(&v->pinned)) {
-		e = list_last_entry(&v->pinned, struct dl_pin_extent, node);
+	v->dma.npinned += npages;
+	if (!list_empty(&v->dma.pinned)) {
+		e = list_last_entry(&v->dma.pinned, struct dl_pin_extent, node);
 		if (e->iova + (e->npages << PAGE_SHIFT) == iova) {
 			e->npages += npages;
 			return 0;
@@ -228,12 +228,12 @@ static int dl_dma_record(struct dl_vdev *v, u64 iova, u64 npages)
 	}
 	e = kzalloc(sizeof(*e), GFP_KERNEL);
 	if (!e) {
-		v->npinned -= npages;
+		v->dma.npinned -= npages;
 		return -ENOMEM;
 	}
 	e->iova = iova;
 	e->npages = npages;
-	list_add_tail(&e->node, &v->pinned);
+	list_add_tail(&e->node, &v->dma.pinned);
 	return 0;
 }
 
@@ -243,7 +243,7 @@ static int dl_dma_record(struct dl_vdev *v, u64 iova, u64 npages)
  */
 static bool dl_dma_lender_may_map(struct dl_vdev *v)
 {
-	return v->dma_mapped && !(v->lease && v->lease->settled);
+	return v->dma.mapped && !(v->sess.lease && v->sess.lease->settled);
 }
 
 /*
@@ -259,7 +259,7 @@ static int dl_dma_unmap_request(struct dl_vdev *v,
 	int ret;
 
 	for (;;) {
-		ret = dl_fabric_request_urgent(v->b->fab, v->host,
+		ret = dl_fabric_request_urgent(v->b->fab, v->sess.host,
 					       DL_MSG_DMA_UNMAP, um, sizeof(*um),
 					       DL_B_TIMEOUT_MS);
 		if (ret != -EIO || ++tries > DL_B_BUSY_TRIES)
@@ -277,7 +277,7 @@ static int dl_dma_lender_unmap(struct dl_vdev *v, u64 iova, u64 len,
 			       bool all)
 {
 	struct dl_dma_unmap um = {
-		.dev_id = cpu_to_le32(v->dev_id),
+		.dev_id = cpu_to_le32(v->sess.dev_id),
 		.flags = cpu_to_le32(all ? DL_DMA_UNMAP_F_ALL : 0),
 		.iova = cpu_to_le64(iova),
 		.len = cpu_to_le64(len),
@@ -286,14 +286,14 @@ static int dl_dma_lender_unmap(struct dl_vdev *v, u64 iova, u64 len,
 
 	if (!dl_dma_lender_may_map(v))
 		return 0;
-	if (READ_ONCE(v->state) == DL_VDEV_BORROWED)
+	if (READ_ONCE(v->sess.state) == DL_VDEV_BORROWED)
 		ret = dl_dma_unmap_request(v, &um);
 	if (ret) {
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "the lender did not unmap 0x%llx+0x%llx: %d; quarantining its pages, giving the device up\n",
 				    iova, len, ret);
 		mutex_lock(&v->b->lock);
-		dl_vdev_lost(v, "DMA unmap failed");
+		dl_session_lost(v, "DMA unmap failed");
 		mutex_unlock(&v->b->lock);
 	}
 	return ret;
@@ -311,23 +311,23 @@ static unsigned long dl_dma_kept_let_go(struct dl_vdev *v, u64 s, u64 t,
 	unsigned long idx, n = 0;
 	struct page *page;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	if (!v->nkept || s >= t)
+	if (!v->dma.nkept || s >= t)
 		return 0;
 	mutex_lock(&b->lock);
 	/* The release work may have settled the lease meanwhile. */
-	if (v->lease && v->lease->settled)
+	if (v->sess.lease && v->sess.lease->settled)
 		acked = true;
-	xa_for_each_range(&v->kept, idx, page, s >> PAGE_SHIFT,
+	xa_for_each_range(&v->dma.kept, idx, page, s >> PAGE_SHIFT,
 			  (t - 1) >> PAGE_SHIFT) {
-		xa_erase(&v->kept, idx);
-		v->nkept--;
+		xa_erase(&v->dma.kept, idx);
+		v->dma.nkept--;
 		n++;
 		if (!acked) {
-			if (WARN_ON_ONCE(!v->lease))
+			if (WARN_ON_ONCE(!v->sess.lease))
 				continue;	/* nobody to hold it: leak it */
-			dl_lease_quarantine(b, v->lease, page);
+			dl_lease_quarantine(b, v->sess.lease, page);
 		}
 		put_page(page);
 	}
@@ -345,11 +345,11 @@ static unsigned long dl_dma_drop_kept(struct dl_vdev *v, u64 s, u64 t)
 	unsigned long end, n = 0;
 	int ret;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	while (v->nkept && s < t && first <= last &&
-	       xa_find(&v->kept, &first, last, XA_PRESENT)) {
-		for (end = first + 1; end <= last && xa_load(&v->kept, end);
+	while (v->dma.nkept && s < t && first <= last &&
+	       xa_find(&v->dma.kept, &first, last, XA_PRESENT)) {
+		for (end = first + 1; end <= last && xa_load(&v->dma.kept, end);
 		     end++)
 			;
 		ret = dl_dma_lender_unmap(v, (u64)first << PAGE_SHIFT,
@@ -376,23 +376,23 @@ static int dl_dma_kept_found(struct dl_vdev *v, u64 iova, int n,
 	struct page *old;
 	int i;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	if (!v->nkept)
+	if (!v->dma.nkept)
 		return 0;
 	for (i = 0; i < n; i++) {
-		old = xa_load(&v->kept, idx + i);
+		old = xa_load(&v->dma.kept, idx + i);
 		if (!old || old != pages[i])
 			continue;
-		xa_erase(&v->kept, idx + i);
-		v->nkept--;
-		v->kept_same++;
+		xa_erase(&v->dma.kept, idx + i);
+		v->dma.nkept--;
+		v->dma.kept_same++;
 		put_page(old);		/* VFIO's pin holds it now */
 		pages[i] = NULL;
 	}
 	moved = dl_dma_drop_kept(v, iova, iova + ((u64)n << PAGE_SHIFT));
-	v->kept_moved += moved;
-	if (moved && READ_ONCE(v->state) != DL_VDEV_BORROWED)
+	v->dma.kept_moved += moved;
+	if (moved && READ_ONCE(v->sess.state) != DL_VDEV_BORROWED)
 		return -ENOTCONN;
 	return 0;
 }
@@ -409,20 +409,20 @@ static int dl_dma_kept_found(struct dl_vdev *v, u64 iova, int n,
 /* Takes @n pages off the locked memory of the VMM that bulk pins count in. */
 static void dl_dma_unaccount(struct dl_vdev *v, unsigned long n)
 {
-	struct mm_struct *mm = v->pin_mm;
+	struct mm_struct *mm = v->dma.pin_mm;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	if (!n || WARN_ON_ONCE(!mm || n > v->nbulk))
+	if (!n || WARN_ON_ONCE(!mm || n > v->dma.nbulk))
 		return;
 	/* As VFIO does: an exited process has no locked memory to count. */
 	if (mmget_not_zero(mm)) {
 		account_locked_vm(mm, n, false);
 		mmput(mm);
 	}
-	v->nbulk -= n;
-	if (!v->nbulk) {
-		v->pin_mm = NULL;
+	v->dma.nbulk -= n;
+	if (!v->dma.nbulk) {
+		v->dma.pin_mm = NULL;
 		mmdrop(mm);
 	}
 }
@@ -463,7 +463,7 @@ static int dl_dma_pin_bulk(struct dl_dma_batch *bt, u64 iova, int n, u64 hva)
 	 * the VMM's RLIMIT_MEMLOCK. VFIO's own pins are charged to the task
 	 * that mapped the memory, so they are right anywhere.
 	 */
-	if (current->mm != mm || (v->pin_mm && v->pin_mm != mm))
+	if (current->mm != mm || (v->dma.pin_mm && v->dma.pin_mm != mm))
 		return DL_PIN_REFUSED;
 	if (vfio_pin_pages(&v->vdev, iova, 1, IOMMU_READ | IOMMU_WRITE,
 			   &first) != 1)
@@ -485,18 +485,18 @@ static int dl_dma_pin_bulk(struct dl_dma_batch *bt, u64 iova, int n, u64 hva)
 	/* The anchors stay VFIO's pins only. */
 	unpin_user_page(bt->pages[0]);
 	unpin_user_page(bt->pages[n - 1]);
-	if (!v->pin_mm) {
+	if (!v->dma.pin_mm) {
 		mmgrab(mm);
-		v->pin_mm = mm;
+		v->dma.pin_mm = mm;
 	}
-	v->nbulk += n - 2;
-	v->fill.bulk_pages += n;
+	v->dma.nbulk += n - 2;
+	v->dma.fill.bulk_pages += n;
 	return 0;
 
 err_pinned:
 	if (got > 0)
 		unpin_user_pages(bt->pages, got);
-	v->fill.bulk_refused++;
+	v->dma.fill.bulk_refused++;
 err_anchors:
 	vfio_unpin_pages(&v->vdev, last, 1);
 err_first:
@@ -533,7 +533,7 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n,
 	u64 t0;
 	int ret, i;
 
-	if (v->npinned + n > DL_B_MAX_PINNED_PAGES)
+	if (v->dma.npinned + n > DL_B_MAX_PINNED_PAGES)
 		return -ENOSPC;
 	t0 = ktime_get_ns();
 	if (hva && n > 2 && READ_ONCE(dl_bulk_pin))
@@ -548,13 +548,13 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n,
 			return DL_PIN_REFUSED;
 		}
 	}
-	v->fill.pin_ns += ktime_get_ns() - t0;
+	v->dma.fill.pin_ns += ktime_get_ns() - t0;
 	/* Kept so that an unacknowledged unmap can quarantine them. */
 	for (i = 0; i < n; i++) {
 		entry = bt->pages[i];
 		if (bulk && i && i < n - 1)
 			entry = xa_tag_pointer(entry, DL_PIN_TAG_BULK);
-		ret = xa_err(xa_store(&v->pin_pages, idx + i, entry,
+		ret = xa_err(xa_store(&v->dma.pin_pages, idx + i, entry,
 				      GFP_KERNEL));
 		if (ret)
 			goto err_erase;
@@ -577,7 +577,7 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n,
 
 err_erase:
 	while (i--)
-		xa_erase(&v->pin_pages, idx + i);
+		xa_erase(&v->dma.pin_pages, idx + i);
 	dl_dma_unpin_chunk(v, iova, n, bulk, bt->pages);
 	return ret;
 }
@@ -591,11 +591,11 @@ static u64 dl_dma_next_gap(struct dl_vdev *v, u64 p, u64 end, u64 *gap_end)
 	struct dl_pin_extent *e;
 	bool moved;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
 	do {
 		moved = false;
-		list_for_each_entry(e, &v->pinned, node) {
+		list_for_each_entry(e, &v->dma.pinned, node) {
 			u64 e_end = e->iova + (e->npages << PAGE_SHIFT);
 
 			if (e->iova <= p && p < e_end) {
@@ -606,7 +606,7 @@ static u64 dl_dma_next_gap(struct dl_vdev *v, u64 p, u64 end, u64 *gap_end)
 	} while (moved && p < end);
 
 	*gap_end = end;
-	list_for_each_entry(e, &v->pinned, node)
+	list_for_each_entry(e, &v->dma.pinned, node)
 		if (e->iova > p && e->iova < *gap_end)
 			*gap_end = e->iova;
 	return p;
@@ -737,21 +737,21 @@ static void dl_dma_hole_add(struct dl_vdev *v, u64 start, u64 end)
 {
 	unsigned int i;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	if (v->nholes < DL_DMA_HOLES) {
-		v->holes[v->nholes].start = start;
-		v->holes[v->nholes].end = end;
-		v->nholes++;
+	if (v->dma.nholes < DL_DMA_HOLES) {
+		v->dma.holes[v->dma.nholes].start = start;
+		v->dma.holes[v->dma.nholes].end = end;
+		v->dma.nholes++;
 		return;
 	}
-	for (i = 0; i < v->nholes; i++) {
-		start = min(start, v->holes[i].start);
-		end = max(end, v->holes[i].end);
+	for (i = 0; i < v->dma.nholes; i++) {
+		start = min(start, v->dma.holes[i].start);
+		end = max(end, v->dma.holes[i].end);
 	}
-	v->holes[0].start = start;
-	v->holes[0].end = end;
-	v->nholes = 1;
+	v->dma.holes[0].start = start;
+	v->dma.holes[0].end = end;
+	v->dma.nholes = 1;
 }
 
 /* Bytes of [@a, @z) in @ro, the read-only memslots. */
@@ -784,16 +784,16 @@ static u64 dl_dma_holes_left(struct dl_vdev *v)
 	unsigned int nr, i;
 	u64 left = 0, p, end, gap_end;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	if (!v->nholes || !v->vdev.kvm)
+	if (!v->dma.nholes || !v->vdev.kvm)
 		return 0;
 	ro = dl_dma_slots(v, true, &nr);
 	if (!ro)
 		return 0;
-	for (i = 0; i < v->nholes; i++) {
-		end = v->holes[i].end;
-		for (p = v->holes[i].start; p < end; p = gap_end) {
+	for (i = 0; i < v->dma.nholes; i++) {
+		end = v->dma.holes[i].end;
+		for (p = v->dma.holes[i].start; p < end; p = gap_end) {
 			p = dl_dma_next_gap(v, p, end, &gap_end);
 			if (p < end)
 				left += gap_end - p -
@@ -837,22 +837,22 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
 	u64 n, run;
 	void *entry;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
 	mutex_lock(&b->lock);
 	/* The release work may have settled the lease meanwhile. */
-	if (v->lease && v->lease->settled)
+	if (v->sess.lease && v->sess.lease->settled)
 		how = DL_UNPIN_FREE;
 	for (n = s; n < t; n += PAGE_SIZE) {
-		entry = xa_load(&v->pin_pages, n >> PAGE_SHIFT);
+		entry = xa_load(&v->dma.pin_pages, n >> PAGE_SHIFT);
 		page = xa_untag_pointer(entry);
 		if (how == DL_UNPIN_FREE || !page)
 			goto unpin_ours;
 		if (how == DL_UNPIN_KEEP &&
-		    !xa_err(xa_store(&v->kept, n >> PAGE_SHIFT, page,
+		    !xa_err(xa_store(&v->dma.kept, n >> PAGE_SHIFT, page,
 				     GFP_KERNEL))) {
 			get_page(page);
-			v->nkept++;
+			v->dma.nkept++;
 			goto unpin_ours;
 		}
 		/*
@@ -860,10 +860,10 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
 		 * The lender still maps it, so the re-pin's map of this IOVA
 		 * is refused (-EEXIST) and everything is mapped anew.
 		 */
-		if (WARN_ON_ONCE(!v->lease))
+		if (WARN_ON_ONCE(!v->sess.lease))
 			get_page(page);	/* nobody to hold it: leak it */
 		else
-			dl_lease_quarantine(b, v->lease, page);
+			dl_lease_quarantine(b, v->sess.lease, page);
 unpin_ours:
 		if (xa_pointer_tag(entry) == DL_PIN_TAG_BULK) {
 			unpin_user_page(page);
@@ -873,7 +873,7 @@ unpin_ours:
 	mutex_unlock(&b->lock);
 	/* VFIO's pins: the runs between the bulk-pinned pages. */
 	for (n = s, run = s; n < t; n += PAGE_SIZE) {
-		entry = xa_erase(&v->pin_pages, n >> PAGE_SHIFT);
+		entry = xa_erase(&v->dma.pin_pages, n >> PAGE_SHIFT);
 		if (xa_pointer_tag(entry) != DL_PIN_TAG_BULK)
 			continue;
 		dl_dma_vfio_unpin(v, run, n);
@@ -881,7 +881,7 @@ unpin_ours:
 	}
 	dl_dma_vfio_unpin(v, run, t);
 	dl_dma_unaccount(v, nbulk);
-	v->npinned -= (t - s) >> PAGE_SHIFT;
+	v->dma.npinned -= (t - s) >> PAGE_SHIFT;
 }
 
 /* Unpins what is pinned in [iova, end), trimming the extents. */
@@ -891,9 +891,9 @@ static void dl_dma_unpin_range(struct dl_vdev *v, u64 iova, u64 end,
 	struct dl_pin_extent *e, *tmp, *split;
 	u64 s, t;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	list_for_each_entry_safe(e, tmp, &v->pinned, node) {
+	list_for_each_entry_safe(e, tmp, &v->dma.pinned, node) {
 		u64 e_end = e->iova + (e->npages << PAGE_SHIFT);
 
 		s = max(e->iova, iova);
@@ -932,14 +932,14 @@ static void dl_dma_release(struct dl_vdev *v, u64 iova, u64 len, bool all)
 	u64 end = len > U64_MAX - iova ? U64_MAX : iova + len;
 	bool acked;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
 	acked = !dl_dma_lender_unmap(v, iova, len, all);
 	if (all && acked)
-		v->dma_mapped = false;
+		v->dma.mapped = false;
 	dl_dma_unpin_range(v, iova, end,
 			   acked ? DL_UNPIN_FREE : DL_UNPIN_QUARANTINE);
-	v->kept_dropped += dl_dma_kept_let_go(v, iova, end, acked);
+	v->dma.kept_dropped += dl_dma_kept_let_go(v, iova, end, acked);
 }
 
 /*
@@ -950,13 +950,13 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 {
 	struct dl_dma_batch bt = { .v = v };
 	size_t max_payload = dl_fabric_max_payload(v->b->fab);
-	unsigned long before = v->npinned;
+	unsigned long before = v->dma.npinned;
 	u64 t0 = ktime_get_ns();
 	struct dl_dma_span *spans;
 	unsigned int nr, i;
 	int ret = 0, err;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
 	if (max_payload < struct_size(bt.msg, ranges, 1))
 		return -EMSGSIZE;
@@ -980,15 +980,15 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 	if (!ret)
 		ret = err;
 	if (bt.sent)
-		v->dma_mapped = true;
-	if (v->npinned > before) {
-		v->fill.fills++;
-		v->fill.ns += ktime_get_ns() - t0;
-		v->fill.pages += v->npinned - before;
-		v->fill.runs += bt.nruns;
-		v->fill.msgs += bt.nmsgs;
+		v->dma.mapped = true;
+	if (v->dma.npinned > before) {
+		v->dma.fill.fills++;
+		v->dma.fill.ns += ktime_get_ns() - t0;
+		v->dma.fill.pages += v->dma.npinned - before;
+		v->dma.fill.runs += bt.nruns;
+		v->dma.fill.msgs += bt.nmsgs;
 	}
-	if (fresh && !ret && !v->npinned)
+	if (fresh && !ret && !v->dma.npinned)
 		ret = -ENOENT;
 	if (ret && fresh) {
 		dl_dma_release(v, 0, U64_MAX, true);
@@ -1002,14 +1002,14 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 		 * on the wire: the lender refuses 0 + U64_MAX as a range.
 		 */
 		dl_dma_release(v, 0, U64_MAX, true);
-		if (!v->window_start)
-			v->window_start = jiffies ?: 1;
-	} else if (v->npinned != before) {
+		if (!v->dma.window_start)
+			v->dma.window_start = jiffies ?: 1;
+	} else if (v->dma.npinned != before) {
 		dev_info_ratelimited(dl_vdev_dev(v),
 				     "DMA: %lu MiB more guest memory pinned, mapped in %u runs (%u messages); %lu MiB in all\n",
-				     (v->npinned - before) >> (20 - PAGE_SHIFT),
+				     (v->dma.npinned - before) >> (20 - PAGE_SHIFT),
 				     bt.nruns, bt.nmsgs,
-				     v->npinned >> (20 - PAGE_SHIFT));
+				     v->dma.npinned >> (20 - PAGE_SHIFT));
 	}
 out_free:
 	kvfree(spans);
@@ -1031,15 +1031,15 @@ int dl_dma_enable(struct dl_vdev *v)
 
 	lockdep_assert_held(&v->lock);
 
-	mutex_lock(&v->dma_lock);
-	if (v->dma_mapped || !list_empty(&v->pinned)) {
+	mutex_lock(&v->dma.lock);
+	if (v->dma.mapped || !list_empty(&v->dma.pinned)) {
 		/* Still mapped from before (BME never cleared): start over. */
 		dl_dma_release(v, 0, U64_MAX, true);
 	}
-	v->nholes = 0;
+	v->dma.nholes = 0;
 	ret = dl_dma_fill(v, true);
-	v->dma_on = !ret;
-	mutex_unlock(&v->dma_lock);
+	v->dma.on = !ret;
+	mutex_unlock(&v->dma.lock);
 	return ret;
 }
 
@@ -1054,17 +1054,17 @@ static void dl_dma_window_closed(struct dl_vdev *v)
 {
 	unsigned int ms;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	if (!v->window_start)
+	if (!v->dma.window_start)
 		return;
-	ms = jiffies_to_msecs(jiffies - v->window_start);
-	v->window_ms += ms;
-	v->window_start = 0;
+	ms = jiffies_to_msecs(jiffies - v->dma.window_start);
+	v->dma.window_ms += ms;
+	v->dma.window_start = 0;
 	dev_info_ratelimited(dl_vdev_dev(v),
 			     "guest memory that QEMU unmapped was pinned again after %u ms (%u such windows, %llu ms in all); pages kept mapped across them: %llu, moved: %llu, not mapped again: %llu\n",
-			     ms, v->windows, v->window_ms, v->kept_same,
-			     v->kept_moved, v->kept_dropped);
+			     ms, v->dma.windows, v->dma.window_ms, v->dma.kept_same,
+			     v->dma.kept_moved, v->dma.kept_dropped);
 }
 
 /*
@@ -1077,15 +1077,15 @@ static void dl_dma_drop_kept_readonly(struct dl_vdev *v)
 	struct dl_dma_span *ro;
 	unsigned int nr, i;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
-	if (!v->nkept)
+	if (!v->dma.nkept)
 		return;
 	ro = dl_dma_slots(v, true, &nr);
 	if (!ro)
 		return;
 	for (i = 0; i < nr; i++)
-		v->kept_dropped +=
+		v->dma.kept_dropped +=
 			dl_dma_drop_kept(v, ro[i].iova,
 					 ro[i].iova + (ro[i].npages << PAGE_SHIFT));
 	kvfree(ro);
@@ -1101,15 +1101,15 @@ static void dl_dma_repin_settle(struct dl_vdev *v)
 {
 	u64 left;
 
-	lockdep_assert_held(&v->dma_lock);
+	lockdep_assert_held(&v->dma.lock);
 
 	dl_dma_drop_kept_readonly(v);
 	left = dl_dma_holes_left(v);
 
-	if (left && v->window_start &&
-	    time_before(jiffies, v->window_start +
+	if (left && v->dma.window_start &&
+	    time_before(jiffies, v->dma.window_start +
 				 (unsigned long)DL_REPIN_WAIT_S * HZ)) {
-		mod_delayed_work(system_unbound_wq, &v->repin_work,
+		mod_delayed_work(system_unbound_wq, &v->dma.repin_work,
 				 msecs_to_jiffies(DL_REPIN_RETRY_MS));
 		return;
 	}
@@ -1117,54 +1117,53 @@ static void dl_dma_repin_settle(struct dl_vdev *v)
 		dev_warn_ratelimited(dl_vdev_dev(v),
 				     "%llu KiB of guest memory that QEMU unmapped were not mapped again within %u s; unmapped, the device's DMA there faults\n",
 				     left >> 10, DL_REPIN_WAIT_S);
-	v->kept_dropped += dl_dma_drop_kept(v, 0, U64_MAX);
-	v->nholes = 0;
+	v->dma.kept_dropped += dl_dma_drop_kept(v, 0, U64_MAX);
+	v->dma.nholes = 0;
 	dl_dma_window_closed(v);
 }
 
-/**
- * dl_dma_repin_work() - pin and map again what VFIO's dma_unmap() took
- *	away while bus mastering stays on.
- * @work: &dl_vdev.repin_work.
+/*
+ * Pins and maps again what VFIO's dma_unmap() took away while bus
+ * mastering stays on (&dl_vdev_dma.repin_work).
  *
  * QEMU unmaps guest memory from the container and maps it again when the
  * guest's memory layout changes (e.g. when the BIOS write-protects its
  * shadow ROM area, the RAM section is split); VFIO tells mdevs of the
  * unmap only. Runs a moment later, when the new mapping is in place.
  */
-void dl_dma_repin_work(struct work_struct *work)
+static void dl_dma_repin_work(struct work_struct *work)
 {
 	struct dl_vdev *v = container_of(to_delayed_work(work), struct dl_vdev,
-					 repin_work);
+					 dma.repin_work);
 	int ret;
 
 	mutex_lock(&v->lock);
-	mutex_lock(&v->dma_lock);
-	if (!v->open || !v->dma_on || READ_ONCE(v->state) != DL_VDEV_BORROWED) {
+	mutex_lock(&v->dma.lock);
+	if (!v->open || !v->dma.on || READ_ONCE(v->sess.state) != DL_VDEV_BORROWED) {
 		/* Unmapped, or quarantined if the lender cannot be told. */
-		v->kept_dropped += dl_dma_drop_kept(v, 0, U64_MAX);
-		v->nholes = 0;
+		v->dma.kept_dropped += dl_dma_drop_kept(v, 0, U64_MAX);
+		v->dma.nholes = 0;
 	} else {
 		ret = dl_dma_fill(v, false);
 		if (!ret) {
-			v->repin_tries = 0;
+			v->dma.repin_tries = 0;
 			dl_dma_repin_settle(v);
-		} else if (++v->repin_tries < DL_REPIN_TRIES) {
+		} else if (++v->dma.repin_tries < DL_REPIN_TRIES) {
 			dev_warn_ratelimited(dl_vdev_dev(v),
 					     "cannot map guest memory again: %d; retrying\n",
 					     ret);
-			mod_delayed_work(system_unbound_wq, &v->repin_work,
+			mod_delayed_work(system_unbound_wq, &v->dma.repin_work,
 					 msecs_to_jiffies(DL_REPIN_RETRY_MS));
 		} else {
 			dev_err_ratelimited(dl_vdev_dev(v),
 					    "cannot map guest memory again after %u tries: %d; giving the device up\n",
-					    v->repin_tries, ret);
+					    v->dma.repin_tries, ret);
 			mutex_lock(&v->b->lock);
-			dl_vdev_lost(v, "guest memory cannot be mapped");
+			dl_session_lost(v, "guest memory cannot be mapped");
 			mutex_unlock(&v->b->lock);
 		}
 	}
-	mutex_unlock(&v->dma_lock);
+	mutex_unlock(&v->dma.lock);
 	mutex_unlock(&v->lock);
 }
 
@@ -1176,12 +1175,26 @@ void dl_dma_disable(struct dl_vdev *v)
 {
 	lockdep_assert_held(&v->lock);
 
-	mutex_lock(&v->dma_lock);
-	v->dma_on = false;
-	v->nholes = 0;
-	if (v->dma_mapped || !list_empty(&v->pinned))
+	mutex_lock(&v->dma.lock);
+	v->dma.on = false;
+	v->dma.nholes = 0;
+	if (v->dma.mapped || !list_empty(&v->dma.pinned))
 		dl_dma_release(v, 0, U64_MAX, true);
-	mutex_unlock(&v->dma_lock);
+	mutex_unlock(&v->dma.lock);
+}
+
+/**
+ * dl_dma_lease_gone() - the session let go of its lease at close: what
+ *	the lender may still map of the mdev is the lease's business now.
+ * @v: the mdev, closing, DMA disabled; caller holds v->lock.
+ */
+void dl_dma_lease_gone(struct dl_vdev *v)
+{
+	lockdep_assert_held(&v->lock);
+
+	mutex_lock(&v->dma.lock);
+	v->dma.mapped = false;
+	mutex_unlock(&v->dma.lock);
 }
 
 /**
@@ -1200,8 +1213,8 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 	u64 hole_start = U64_MAX, hole_end = 0;
 	bool hit = false;
 
-	mutex_lock(&v->dma_lock);
-	list_for_each_entry(e, &v->pinned, node) {
+	mutex_lock(&v->dma.lock);
+	list_for_each_entry(e, &v->dma.pinned, node) {
 		u64 e_end = e->iova + (e->npages << PAGE_SHIFT);
 
 		if (e->iova < t && s < e_end) {
@@ -1216,21 +1229,58 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 	 * driver unmaps its buffer for good, and expects the device to lose
 	 * it now, as on vfio-pci.
 	 */
-	if (hit && v->dma_on && v->vdev.kvm &&
-	    READ_ONCE(v->state) == DL_VDEV_BORROWED && dl_dma_lender_may_map(v))
+	if (hit && v->dma.on && v->vdev.kvm &&
+	    READ_ONCE(v->sess.state) == DL_VDEV_BORROWED && dl_dma_lender_may_map(v))
 		dl_dma_unpin_range(v, s, t, DL_UNPIN_KEEP);
 	else if (hit)
 		dl_dma_release(v, s, t - s, false);
 	if (hit) {
 		/* Pushed back by every unmap: QEMU maps again after the last. */
-		if (v->dma_on) {
+		if (v->dma.on) {
 			dl_dma_hole_add(v, hole_start, hole_end);
-			if (!v->window_start)
-				v->window_start = jiffies ?: 1;
-			v->windows++;
-			mod_delayed_work(system_unbound_wq, &v->repin_work,
+			if (!v->dma.window_start)
+				v->dma.window_start = jiffies ?: 1;
+			v->dma.windows++;
+			mod_delayed_work(system_unbound_wq, &v->dma.repin_work,
 					 msecs_to_jiffies(DL_REPIN_DELAY_MS));
 		}
 	}
-	mutex_unlock(&v->dma_lock);
+	mutex_unlock(&v->dma.lock);
+}
+
+/**
+ * dl_dma_init() - set up the DMA part of a new mdev: nothing pinned.
+ * @v: the mdev, being initialized.
+ */
+void dl_dma_init(struct dl_vdev *v)
+{
+	mutex_init(&v->dma.lock);
+	INIT_LIST_HEAD(&v->dma.pinned);
+	xa_init(&v->dma.pin_pages);
+	xa_init(&v->dma.kept);
+	INIT_DELAYED_WORK(&v->dma.repin_work, dl_dma_repin_work);
+}
+
+/**
+ * dl_dma_cancel_repin() - wait for a re-pin under way and cancel one
+ *	pending, at close, before v->lock is taken (the re-pin takes it).
+ * @v: the mdev.
+ */
+void dl_dma_cancel_repin(struct dl_vdev *v)
+{
+	cancel_delayed_work_sync(&v->dma.repin_work);
+}
+
+/**
+ * dl_dma_destroy() - the DMA part of an mdev being freed; nothing is
+ *	pinned or kept any more.
+ * @v: the mdev.
+ */
+void dl_dma_destroy(struct dl_vdev *v)
+{
+	cancel_delayed_work_sync(&v->dma.repin_work);
+	WARN_ON_ONCE(v->dma.nkept);
+	xa_destroy(&v->dma.kept);
+	xa_destroy(&v->dma.pin_pages);
+	mutex_destroy(&v->dma.lock);
 }

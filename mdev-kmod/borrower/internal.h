@@ -4,20 +4,34 @@
  *
  * One struct dl_borrower per fabric (main.c), the borrower's client
  * context for it: the mdev parent on the adapter (parent.c), the table of
- * remote devices its peers lend (remote.c), and the mdevs (struct dl_vdev: vdev.c, config.c, dma.c,
- * irq.c) that each stand for one remote device.
+ * remote devices its peers lend (remote.c), its leases (lease.c), and the
+ * mdevs that each stand for one remote device (struct dl_vdev).
+ *
+ * An mdev is layered; calls go down only (make callgraph checks it):
+ *   vdev.c      vfio_device_ops, open and close: the top, wires the rest
+ *   irq.c       interrupts, ERR and REQ       (struct dl_vdev_irq)
+ *   config.c    the virtual config space      (struct dl_vdev_config)
+ *   dma.c       pinned and mapped memory      (struct dl_vdev_dma)
+ *   session.c   borrow, requests, loss, release (struct dl_session)
+ *   remote.c, lease.c   the remote table, the leases (in struct dl_borrower)
+ * (irq.c asks config.c where MSI and MSI-X are; config.c and dma.c do not
+ * call each other.)
+ * Each part of struct dl_vdev is written by its file only. A lower layer
+ * tells an upper one through a table of callbacks the upper one
+ * registered (struct dl_session_ops, dl_config_ops, dl_remote_owner) or
+ * through what it returns, never by calling it.
  *
  * Locking, outermost first:
  *  - vdev->lock (mutex): the mdev's binding to its remote device, its
  *    borrow state, its virtual config space, its interrupt setup.
- *  - vdev->dma_lock (mutex): what the mdev has pinned and mapped. Taken
+ *  - vdev->dma.lock (mutex): what the mdev has pinned and mapped. Taken
  *    by VFIO's dma_unmap() under the container's device_list_lock, and
  *    around vfio_pin_pages(), which takes the container's lock.
  *  - b->lock (mutex): the remote table and the list of mdevs.
  *  - b->fire_lock (spinlock): the list of mdevs, for the interrupt relay.
- *  - vdev->irq_lock (spinlock): the eventfds of the mdev.
+ *  - vdev->irq.lock (spinlock): the eventfds of the mdev.
  * Fabric requests are made with vdev->lock held but never with b->lock,
- * b->fire_lock or vdev->irq_lock held.
+ * b->fire_lock or vdev->irq.lock held.
  */
 #ifndef DL_BORROWER_INTERNAL_H
 #define DL_BORROWER_INTERNAL_H
@@ -52,6 +66,20 @@
 #define DL_B_MAX_PINNED_PAGES	(4UL << 20)
 
 struct dl_vdev;
+struct dl_remote;
+
+/**
+ * struct dl_remote_owner - the mdev that has a remote device open, as the
+ *	remote table sees it: how it is told that the device is no longer
+ *	this host's. Its session (session.c) fills it in.
+ * @lost: the lender went down, no longer lists the device, or says
+ *	someone else has it; called with &dl_borrower.lock held, @why for
+ *	the log.
+ */
+struct dl_remote_owner {
+	void (*lost)(struct dl_remote_owner *o, struct dl_remote *r,
+		     const char *why);
+};
 
 /**
  * struct dl_rinfo - a remote device as its lender described it, decoded.
@@ -99,7 +127,7 @@ struct dl_rinfo {
  * @info: what the lender said last.
  * @gone: the lender went down or no longer lists it.
  * @ntargets: mdevs of this host that target it (remote_device).
- * @owner: the mdev that has it open, or NULL.
+ * @owner: the mdev that has it open (its session's callback), or NULL.
  * @borrow_seq: &dl_borrower.borrow_seq when @owner last borrowed it.
  *
  * @info, @gone, @ntargets, @owner and @borrow_seq are under
@@ -116,7 +144,7 @@ struct dl_remote {
 	struct dl_rinfo info;
 	bool gone;
 	unsigned int ntargets;
-	struct dl_vdev *owner;
+	struct dl_remote_owner *owner;
 	u64 borrow_seq;
 };
 
@@ -163,11 +191,11 @@ struct dl_mtype {
  * @returned_late: leases settled by the release work.
  * @quarantine_refusals: borrows refused while the quarantine was full.
  * @returned: devices returned at close (DEV_RELEASE answered).
- * @lost: mdevs that lost their device (dl_vdev_lost()).
- * @kept_same: &dl_vdev.kept_same of the mdevs removed.
- * @kept_moved: &dl_vdev.kept_moved of the mdevs removed.
- * @kept_dropped: &dl_vdev.kept_dropped of the mdevs removed.
- * @intx_unmask_retries: &dl_vdev.intx_unmask_retries of the mdevs removed.
+ * @lost: mdevs that lost their device (dl_session_lost()).
+ * @kept_same: &dl_vdev_dma.kept_same of the mdevs removed.
+ * @kept_moved: &dl_vdev_dma.kept_moved of the mdevs removed.
+ * @kept_dropped: &dl_vdev_dma.kept_dropped of the mdevs removed.
+ * @intx_unmask_retries: &dl_vdev_irq.intx_unmask_retries of the mdevs removed.
  *
  * @leases and the counters are under @lock.
  */
@@ -249,6 +277,32 @@ enum dl_vdev_state {
 	DL_VDEV_RETURNING,	/* giving it back (DEV_RELEASE); closing */
 };
 
+/**
+ * struct dl_session_ops - how the session (session.c) tells the layers
+ *	above it about the remote device; vdev.c registers them.
+ * @lost: the mdev lost its device (dl_session_lost()), with
+ *	&dl_borrower.lock held: tell the user. Must not sleep.
+ */
+struct dl_session_ops {
+	void (*lost)(struct dl_vdev *v);
+};
+
+/**
+ * struct dl_config_ops - what the virtual config space (config.c) asks of
+ *	the layers beside and above it; vdev.c registers them. Each is
+ *	called with &dl_vdev.lock held, where the config write needs it.
+ * @dma_enable: bus mastering goes on (the device is borrowed): pin and
+ *	map guest memory before the write reaches the device; 0 or -errno,
+ *	and then bus mastering stays off.
+ * @dma_disable: bus mastering went off: unmap and unpin.
+ * @reset: a PCIe FLR was written: reset the device.
+ */
+struct dl_config_ops {
+	int (*dma_enable)(struct dl_vdev *v);
+	void (*dma_disable)(struct dl_vdev *v);
+	int (*reset)(struct dl_vdev *v);
+};
+
 /* Virtual capabilities an mdev serves at most: MSI and MSI-X. */
 #define DL_B_VCAPS	2
 
@@ -318,65 +372,111 @@ struct dl_dma_fill_stats {
 };
 
 /**
- * struct dl_vdev - one mdev: a VFIO PCI device that stands for a remote
- * device.
- * @vdev: the VFIO device.
- * @b: the borrower (outlives every mdev of its parent).
- * @mtype: the mdev's type.
- * @node: in &dl_borrower.vdevs.
- * @lock: see the locking comment above.
- * @remote: the remote device it targets (a reference), NULL for any.
- * @open: between open_device and close_device.
- * @state: an &enum dl_vdev_state; written under @lock, @b->lock and
- *	@b->fire_lock, so any of them suffices to read it.
- * @host: the lender's host id, while @remote is set.
- * @dev_id: the lender's handle, while @remote is set.
- * @info: what the lender said at open.
- * @vconfig: the virtual config space, @info.cfg_size bytes.
+ * struct dl_session - an mdev's session with the lender of its remote
+ *	device. Written by session.c only.
+ * @state: an &enum dl_vdev_state; written under &dl_vdev.lock,
+ *	&dl_borrower.lock and &dl_borrower.fire_lock, so any of them
+ *	suffices to read it.
+ * @host: the lender's host id, from open on (&dl_vdev.lock).
+ * @dev_id: the lender's handle, from open on (&dl_vdev.lock).
+ * @lease: the lease of the current borrow, NULL when not borrowing; set
+ *	and cleared under &dl_vdev.lock, &dl_vdev_dma.lock and
+ *	&dl_borrower.lock, so dma.c reads it under its own lock.
+ * @remote_owner: how the remote table tells the session of a loss.
+ */
+struct dl_session {
+	enum dl_vdev_state state;
+	u32 host;
+	u32 dev_id;
+	struct dl_lease *lease;
+	struct dl_remote_owner remote_owner;
+};
+
+/**
+ * struct dl_vdev_config - an mdev's virtual config space. Written by
+ *	config.c only, under &dl_vdev.lock (irq.c and vdev.c read it).
+ * @vconfig: the virtual config space, &dl_vdev.info.cfg_size bytes, while
+ *	open.
  * @bar_mask: the size mask of each virtual BAR register.
  * @vcaps: the capabilities served from @vconfig (dl_cap_is_virtual()).
  * @nvcaps: how many of @vcaps are used.
  * @pcie_cap: offset of the PCI Express capability, 0 if none.
- * @lease: the lease of the current borrow, NULL when not borrowing;
- *	set and cleared under @lock, @dma_lock and @b->lock.
- * @dma_lock: @pinned, @pin_pages, @npinned, @pin_mm, @nbulk, @dma_mapped,
- *	@dma_on.
+ */
+struct dl_vdev_config {
+	u8 *vconfig;
+	u32 bar_mask[DL_NUM_BARS + 1];
+	struct dl_vcap vcaps[DL_B_VCAPS];
+	u8 nvcaps;
+	u8 pcie_cap;
+};
+
+/**
+ * struct dl_vdev_dma - what an mdev has pinned and had the lender map.
+ *	Written by dma.c only, everything under @lock but @repin_work.
+ * @lock: see the locking comment above.
  * @pinned: &struct dl_pin_extent list: what is pinned, by IOVA.
  * @pin_pages: the pinned pages, by IOVA page number.
  * @npinned: pages pinned.
  * @pin_mm: the VMM whose memory bulk pins hold (mmgrab()ed), counted in
  *	its locked memory; NULL while there are none.
  * @nbulk: pages pinned in bulk and not through VFIO.
- * @dma_mapped: the lender may hold mappings of the device.
- * @dma_on: bus mastering is on: guest memory is to be mapped.
+ * @mapped: the lender may hold mappings of the device.
+ * @on: bus mastering is on: guest memory is to be mapped.
  * @repin_work: pins and maps again after a dma_unmap().
  * @repin_tries: failed runs of @repin_work in a row.
  * @window_start: jiffies when guest memory was unmapped while bus mastering
- *	was on, 0 while nothing waits to be mapped again (@dma_lock).
- * @windows: unmaps while bus mastering was on (@dma_lock).
- * @window_ms: time DMA to unmapped guest memory was blocked (@dma_lock).
+ *	was on, 0 while nothing waits to be mapped again.
+ * @windows: unmaps while bus mastering was on.
+ * @window_ms: time DMA to unmapped guest memory was blocked.
  * @holes: ranges that were pinned when QEMU unmapped them while bus
- *	mastering was on; the re-pin waits for QEMU to map them again
- *	(@dma_lock).
- * @nholes: how many of @holes are used (@dma_lock).
+ *	mastering was on; the re-pin waits for QEMU to map them again.
+ * @nholes: how many of @holes are used.
  * @kept: pages QEMU unmapped while bus mastering was on, by IOVA page
  *	number: unpinned for VFIO but held by a reference and still mapped by
- *	the lender until the re-pin finds them again (@dma_lock).
- * @nkept: pages in @kept (@dma_lock).
+ *	the lender until the re-pin finds them again.
+ * @nkept: pages in @kept.
  * @kept_same: kept pages the re-pin found again at their IOVA: nothing
- *	was sent, the device never lost them (@dma_lock).
+ *	was sent, the device never lost them.
  * @kept_moved: kept pages whose IOVA the re-pin found on another page:
- *	unmapped, then the new page mapped (@dma_lock).
+ *	unmapped, then the new page mapped.
  * @kept_dropped: kept pages never pinned again: unmapped when the re-pin
- *	stopped waiting, or by a reset or bus mastering off (@dma_lock).
+ *	stopped waiting, or by a reset or bus mastering off.
  * @fill: what pinning and mapping guest memory cost over the mdev's life,
- *	for the benchmark (@dma_lock).
- * @irq_lock: the eventfds.
+ *	for the benchmark.
+ */
+struct dl_vdev_dma {
+	struct mutex lock;		/* see above */
+	struct list_head pinned;
+	struct xarray pin_pages;
+	unsigned long npinned;
+	struct mm_struct *pin_mm;
+	unsigned long nbulk;
+	bool mapped;
+	bool on;
+	struct delayed_work repin_work;
+	unsigned int repin_tries;
+	unsigned long window_start;
+	unsigned int windows;
+	u64 window_ms;
+	struct dl_dma_hole holes[DL_DMA_HOLES];
+	unsigned int nholes;
+	struct xarray kept;
+	unsigned long nkept;
+	u64 kept_same;
+	u64 kept_moved;
+	u64 kept_dropped;
+	struct dl_dma_fill_stats fill;
+};
+
+/**
+ * struct dl_vdev_irq - an mdev's interrupts: the eventfds, and INTx's
+ *	mask and unmask. Written by irq.c only.
+ * @lock: the eventfds.
  * @irqs: INTx, MSI and MSI-X eventfds.
  * @intx_unmask_msg: the lender took INTx with %DL_IRQ_SET_F_UNMASK_MSG:
- *	VFIO's mask and unmask go to it as %DL_MSG_IRQ_MASK (@lock).
+ *	VFIO's mask and unmask go to it as %DL_MSG_IRQ_MASK (&dl_vdev.lock).
  * @intx_unmask: the virqfd that unmasks INTx when its eventfd (KVM's
- *	resampler, at the guest's EOI) is signalled, or NULL (@lock).
+ *	resampler, at the guest's EOI) is signalled, or NULL (&dl_vdev.lock).
  * @intx_mask_lock: orders the INTx masks and unmasks sent from process
  *	context (SET_IRQS, the virqfd's thread, @intx_retry), so that an
  *	unmask sent late never overtakes a mask asked for after it.
@@ -391,46 +491,8 @@ struct dl_dma_fill_stats {
  * @err_trigger: the ERR eventfd.
  * @req_trigger: the REQ eventfd.
  */
-struct dl_vdev {
-	struct vfio_device vdev;
-	struct dl_borrower *b;
-	struct dl_mtype *mtype;
-	struct list_head node;
-	struct mutex lock;		/* see above */
-	struct dl_remote *remote;
-	bool open;
-	enum dl_vdev_state state;
-	u32 host;
-	u32 dev_id;
-	struct dl_rinfo info;
-	u8 *vconfig;
-	u32 bar_mask[DL_NUM_BARS + 1];
-	struct dl_vcap vcaps[DL_B_VCAPS];
-	u8 nvcaps;
-	u8 pcie_cap;
-	struct dl_lease *lease;
-	struct mutex dma_lock;		/* see above */
-	struct list_head pinned;
-	struct xarray pin_pages;
-	unsigned long npinned;
-	struct mm_struct *pin_mm;
-	unsigned long nbulk;
-	bool dma_mapped;
-	bool dma_on;
-	struct delayed_work repin_work;
-	unsigned int repin_tries;
-	unsigned long window_start;
-	unsigned int windows;
-	u64 window_ms;
-	struct dl_dma_hole holes[DL_DMA_HOLES];
-	unsigned int nholes;
-	struct xarray kept;
-	unsigned long nkept;
-	u64 kept_same;
-	u64 kept_moved;
-	u64 kept_dropped;
-	struct dl_dma_fill_stats fill;
-	spinlock_t irq_lock;		/* the eventfds */
+struct dl_vdev_irq {
+	spinlock_t lock;		/* the eventfds */
 	struct dl_irq_ctx irqs[DL_B_NR_IRQ_TYPES];
 	bool intx_unmask_msg;
 	struct virqfd *intx_unmask;
@@ -442,6 +504,43 @@ struct dl_vdev {
 	bool intx_fault;
 	struct eventfd_ctx *err_trigger;
 	struct eventfd_ctx *req_trigger;
+};
+
+/**
+ * struct dl_vdev - one mdev: a VFIO PCI device that stands for a remote
+ *	device. The fields here are vdev.c's (and parent.c's, which creates
+ *	the mdev and sets its target); each part below is written by one file
+ *	only, the others read it.
+ * @vdev: the VFIO device.
+ * @b: the borrower (outlives every mdev of its parent).
+ * @mtype: the mdev's type.
+ * @node: in &dl_borrower.vdevs.
+ * @lock: see the locking comment above.
+ * @remote: the remote device it targets (a reference), NULL for any.
+ * @open: between open_device and close_device.
+ * @info: what the lender said at open.
+ * @session_ops: how the session tells the layers above of a loss.
+ * @config_ops: what the virtual config space asks of DMA and the device.
+ * @sess: the session with the lender (session.c).
+ * @cfg: the virtual config space (config.c).
+ * @dma: pinned and mapped guest memory (dma.c).
+ * @irq: the interrupts (irq.c).
+ */
+struct dl_vdev {
+	struct vfio_device vdev;
+	struct dl_borrower *b;
+	struct dl_mtype *mtype;
+	struct list_head node;
+	struct mutex lock;		/* see above */
+	struct dl_remote *remote;
+	bool open;
+	struct dl_rinfo info;
+	const struct dl_session_ops *session_ops;
+	const struct dl_config_ops *config_ops;
+	struct dl_session sess;
+	struct dl_vdev_config cfg;
+	struct dl_vdev_dma dma;
+	struct dl_vdev_irq irq;
 };
 
 static inline struct dl_vdev *to_dl_vdev(struct vfio_device *vdev)
@@ -477,14 +576,19 @@ void dl_parent_unregister(struct dl_borrower *b);
 int dl_parent_driver_register(void);
 void dl_parent_driver_unregister(void);
 
+/* session.c */
+void dl_session_init(struct dl_vdev *v);
+int dl_session_open(struct dl_vdev *v);
+void dl_session_close(struct dl_vdev *v);
+int dl_session_borrow(struct dl_vdev *v);
+int dl_session_request(struct dl_vdev *v, u16 type, const void *data,
+		       size_t len, void *resp, size_t resp_size);
+void dl_session_refused(struct dl_vdev *v, int err);
+void dl_session_lost(struct dl_vdev *v, const char *why);
+void dl_session_release(struct dl_vdev *v);
+
 /* vdev.c */
 extern const struct vfio_device_ops dl_vdev_ops;
-int dl_vdev_borrow(struct dl_vdev *v);
-int dl_vdev_reset(struct dl_vdev *v);
-int dl_vdev_request(struct dl_vdev *v, u16 type, const void *data,
-		    size_t len, void *resp, size_t resp_size);
-void dl_vdev_refused(struct dl_vdev *v, int err);
-void dl_vdev_lost(struct dl_vdev *v, const char *why);
 void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		   void *priv);
 
@@ -522,8 +626,11 @@ extern unsigned long dl_quarantine_max_pages;
 extern unsigned int dl_fault_intx_unmask_every;
 int dl_dma_enable(struct dl_vdev *v);
 void dl_dma_disable(struct dl_vdev *v);
+void dl_dma_lease_gone(struct dl_vdev *v);
 void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len);
-void dl_dma_repin_work(struct work_struct *work);
+void dl_dma_init(struct dl_vdev *v);
+void dl_dma_cancel_repin(struct dl_vdev *v);
+void dl_dma_destroy(struct dl_vdev *v);
 
 /* lease.c */
 struct dl_lease *dl_lease_new(struct dl_borrower *b, u32 host, u32 dev_id,
@@ -553,7 +660,8 @@ int dl_irq_set(struct dl_vdev *v, struct vfio_irq_set *hdr, void *data);
 void dl_irq_release_all(struct dl_vdev *v);
 void dl_irq_signal_err(struct dl_vdev *v);
 void dl_irq_signal_req(struct dl_vdev *v);
-void dl_intx_retry_work(struct work_struct *work);
+void dl_irq_init(struct dl_vdev *v);
+void dl_irq_destroy(struct dl_vdev *v);
 
 /* Milliseconds between sends of an owed INTx unmask. */
 #define DL_INTX_RETRY_MS	100

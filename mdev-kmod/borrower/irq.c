@@ -24,7 +24,7 @@
  * ERR (count 1) is signalled when the mdev loses its remote device, REQ
  * (count 1) from VFIO's request op.
  *
- * An eventfd is only signalled under irq_lock, and a replaced or released
+ * An eventfd is only signalled under irq.lock, and a replaced or released
  * eventfd is put only after it has left the table under that lock, so a
  * fire racing with SET_IRQS never touches a freed eventfd
  * (CVE-2024-26812).
@@ -55,7 +55,7 @@ int dl_irq_info(struct dl_vdev *v, struct vfio_irq_info *info)
 	info->count = 0;
 	switch (info->index) {
 	case VFIO_PCI_INTX_IRQ_INDEX:
-		if (v->vconfig && v->vconfig[PCI_INTERRUPT_PIN])
+		if (v->cfg.vconfig && v->cfg.vconfig[PCI_INTERRUPT_PIN])
 			info->count = 1;
 		info->flags |= VFIO_IRQ_INFO_MASKABLE |
 			       VFIO_IRQ_INFO_AUTOMASKED;
@@ -83,7 +83,7 @@ int dl_irq_info(struct dl_vdev *v, struct vfio_irq_info *info)
 static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 {
 	struct dl_irq_set set = {
-		.dev_id = cpu_to_le32(v->dev_id),
+		.dev_id = cpu_to_le32(v->sess.dev_id),
 		.type = cpu_to_le16(dl_irq_wire_type[index]),
 		.count = cpu_to_le32(count),
 	};
@@ -93,22 +93,23 @@ static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 	lockdep_assert_held(&v->lock);
 
 	if (count) {
-		ret = dl_vdev_borrow(v);
+		ret = dl_session_borrow(v);
 		if (ret)
 			return ret;
-	} else if (READ_ONCE(v->state) != DL_VDEV_BORROWED) {
+	} else if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED) {
 		return 0;
 	}
 	if (intx)
 		set.flags = cpu_to_le16(DL_IRQ_SET_F_UNMASK_MSG);
-	ret = dl_vdev_request(v, DL_MSG_IRQ_SET, &set, sizeof(set), NULL, 0);
+	ret = dl_session_request(v, DL_MSG_IRQ_SET, &set, sizeof(set), NULL,
+				 0);
 	if (intx) {
-		v->intx_unmask_msg = !ret;
+		v->irq.intx_unmask_msg = !ret;
 		if (ret == -EINVAL) {
 			/* A lender without the flag: it ends INTx itself. */
 			set.flags = 0;
-			ret = dl_vdev_request(v, DL_MSG_IRQ_SET, &set,
-					      sizeof(set), NULL, 0);
+			ret = dl_session_request(v, DL_MSG_IRQ_SET, &set,
+						 sizeof(set), NULL, 0);
 		}
 	}
 	if (ret)
@@ -121,17 +122,17 @@ static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 /* INTx goes away: an owed unmask is never sent. Might sleep. */
 static void dl_intx_forget_unmask(struct dl_vdev *v)
 {
-	mutex_lock(&v->intx_mask_lock);
-	WRITE_ONCE(v->intx_unmask_owed, false);
-	mutex_unlock(&v->intx_mask_lock);
+	mutex_lock(&v->irq.intx_mask_lock);
+	WRITE_ONCE(v->irq.intx_unmask_owed, false);
+	mutex_unlock(&v->irq.intx_mask_lock);
 	/* Also waits for a run that re-queues itself. */
-	cancel_delayed_work_sync(&v->intx_retry);
+	cancel_delayed_work_sync(&v->irq.intx_retry);
 }
 
 /* Disables an index: the lender lets its vectors go, the eventfds go. */
 static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
 {
-	struct dl_irq_ctx *ctx = &v->irqs[index];
+	struct dl_irq_ctx *ctx = &v->irq.irqs[index];
 	struct eventfd_ctx **trig;
 	u32 i, count;
 
@@ -139,20 +140,20 @@ static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
 
 	if (index == VFIO_PCI_INTX_IRQ_INDEX) {
 		/* No unmask is sent once this returns. */
-		vfio_virqfd_disable(&v->intx_unmask);
+		vfio_virqfd_disable(&v->irq.intx_unmask);
 		dl_intx_forget_unmask(v);
-		v->intx_unmask_msg = false;
+		v->irq.intx_unmask_msg = false;
 	}
 	if (ctx->lender_count) {
 		dl_irq_lender_set(v, index, 0);
 		ctx->lender_count = 0;
 	}
-	spin_lock_irq(&v->irq_lock);
+	spin_lock_irq(&v->irq.lock);
 	trig = ctx->trig;
 	count = ctx->count;
 	ctx->trig = NULL;
 	ctx->count = 0;
-	spin_unlock_irq(&v->irq_lock);
+	spin_unlock_irq(&v->irq.lock);
 	for (i = 0; i < count; i++)
 		if (trig[i])
 			eventfd_ctx_put(trig[i]);
@@ -162,7 +163,7 @@ static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
 /* Enables an index with @nvec vectors, none with an eventfd yet. */
 static int dl_irq_enable(struct dl_vdev *v, unsigned int index, u32 nvec)
 {
-	struct dl_irq_ctx *ctx = &v->irqs[index];
+	struct dl_irq_ctx *ctx = &v->irq.irqs[index];
 	struct eventfd_ctx **trig;
 	int ret;
 
@@ -176,10 +177,10 @@ static int dl_irq_enable(struct dl_vdev *v, unsigned int index, u32 nvec)
 		kfree(trig);
 		return ret;
 	}
-	spin_lock_irq(&v->irq_lock);
+	spin_lock_irq(&v->irq.lock);
 	ctx->trig = trig;
 	ctx->count = nvec;
-	spin_unlock_irq(&v->irq_lock);
+	spin_unlock_irq(&v->irq.lock);
 	ctx->lender_count = nvec;
 	return 0;
 }
@@ -195,10 +196,10 @@ static int dl_irq_set_eventfd(struct dl_vdev *v, struct eventfd_ctx **slot,
 		if (IS_ERR(new))
 			return PTR_ERR(new);
 	}
-	spin_lock_irq(&v->irq_lock);
+	spin_lock_irq(&v->irq.lock);
 	old = *slot;
 	*slot = new;
-	spin_unlock_irq(&v->irq_lock);
+	spin_unlock_irq(&v->irq.lock);
 	if (old)
 		eventfd_ctx_put(old);
 	return 0;
@@ -208,17 +209,17 @@ static void dl_irq_signal_slot(struct dl_vdev *v, struct eventfd_ctx **slot)
 {
 	unsigned long flags;
 
-	spin_lock_irqsave(&v->irq_lock, flags);
+	spin_lock_irqsave(&v->irq.lock, flags);
 	if (*slot)
 		eventfd_signal(*slot);
-	spin_unlock_irqrestore(&v->irq_lock, flags);
+	spin_unlock_irqrestore(&v->irq.lock, flags);
 }
 
 /* SET_IRQS ACTION_TRIGGER on INTx, MSI or MSI-X. */
 static int dl_irq_set_vectors(struct dl_vdev *v, struct vfio_irq_set *hdr,
 			      void *data)
 {
-	struct dl_irq_ctx *ctx = &v->irqs[hdr->index];
+	struct dl_irq_ctx *ctx = &v->irq.irqs[hdr->index];
 	u32 i, end = hdr->start + hdr->count;
 	s32 *fds = data;
 	u8 *bools = data;
@@ -248,7 +249,7 @@ static int dl_irq_set_vectors(struct dl_vdev *v, struct vfio_irq_set *hdr,
 		 * enabled MSI-X would go on looking enabled here but be dead.
 		 */
 		for (i = 0; i < DL_B_NR_IRQ_TYPES; i++)
-			if (i != hdr->index && v->irqs[i].count)
+			if (i != hdr->index && v->irq.irqs[i].count)
 				return -EINVAL;
 		ret = dl_irq_enable(v, hdr->index, end);
 		if (ret)
@@ -271,7 +272,7 @@ static void dl_intx_mask_msg(struct dl_vdev *v, bool mask,
 			     struct dl_irq_mask *m)
 {
 	*m = (struct dl_irq_mask){
-		.dev_id = cpu_to_le32(READ_ONCE(v->dev_id)),
+		.dev_id = cpu_to_le32(READ_ONCE(v->sess.dev_id)),
 		.type = cpu_to_le16(DL_IRQ_INTX),
 		.mask = mask,
 	};
@@ -283,7 +284,7 @@ static int dl_intx_send_mask(struct dl_vdev *v, bool mask)
 	struct dl_irq_mask m;
 
 	dl_intx_mask_msg(v, mask, &m);
-	return dl_fabric_send(v->b->fab, READ_ONCE(v->host), DL_MSG_IRQ_MASK,
+	return dl_fabric_send(v->b->fab, READ_ONCE(v->sess.host), DL_MSG_IRQ_MASK,
 			      &m, sizeof(m));
 }
 
@@ -292,46 +293,42 @@ static bool dl_intx_unmask_fault(struct dl_vdev *v)
 {
 	unsigned int every = READ_ONCE(dl_fault_intx_unmask_every);
 
-	return every && !(atomic_inc_return(&v->intx_fault_seq) % every);
+	return every && !(atomic_inc_return(&v->irq.intx_fault_seq) % every);
 }
 
 /*
  * Sends an unmask; one that found the ring full for DL_TX_FULL_WAIT_MS
- * (or @fault says so) is owed to @v->intx_retry. Any other failure means
+ * (or @fault says so) is owed to @v->irq.intx_retry. Any other failure means
  * the peer is gone, and the device with it.
  */
 static void dl_intx_unmask_locked(struct dl_vdev *v, bool fault)
 {
 	int ret;
 
-	lockdep_assert_held(&v->intx_mask_lock);
+	lockdep_assert_held(&v->irq.intx_mask_lock);
 
 	ret = fault ? -EAGAIN : dl_intx_send_mask(v, false);
-	WRITE_ONCE(v->intx_unmask_owed, ret == -EAGAIN);
+	WRITE_ONCE(v->irq.intx_unmask_owed, ret == -EAGAIN);
 	if (ret == -EAGAIN)
-		mod_delayed_work(system_wq, &v->intx_retry,
+		mod_delayed_work(system_wq, &v->irq.intx_retry,
 				 msecs_to_jiffies(DL_INTX_RETRY_MS));
 	else if (ret)
 		dev_dbg_ratelimited(dl_vdev_dev(v),
 				    "INTx unmask not sent: %d\n", ret);
 }
 
-/**
- * dl_intx_retry_work() - send an INTx unmask the lender's full ring
- * refused.
- * @work: &dl_vdev.intx_retry.
- */
-void dl_intx_retry_work(struct work_struct *work)
+/* Sends an INTx unmask the lender's full ring refused (&dl_vdev_irq.intx_retry). */
+static void dl_intx_retry_work(struct work_struct *work)
 {
 	struct dl_vdev *v = container_of(to_delayed_work(work), struct dl_vdev,
-					 intx_retry);
+					 irq.intx_retry);
 
-	mutex_lock(&v->intx_mask_lock);
-	if (v->intx_unmask_owed) {
-		WRITE_ONCE(v->intx_unmask_retries, v->intx_unmask_retries + 1);
+	mutex_lock(&v->irq.intx_mask_lock);
+	if (v->irq.intx_unmask_owed) {
+		WRITE_ONCE(v->irq.intx_unmask_retries, v->irq.intx_unmask_retries + 1);
 		dl_intx_unmask_locked(v, false);
 	}
-	mutex_unlock(&v->intx_mask_lock);
+	mutex_unlock(&v->irq.intx_mask_lock);
 }
 
 /*
@@ -347,13 +344,13 @@ static int dl_intx_unmask_handler(void *opaque, void *unused)
 	struct dl_irq_mask m;
 
 	if (dl_intx_unmask_fault(v)) {
-		WRITE_ONCE(v->intx_fault, true);
+		WRITE_ONCE(v->irq.intx_fault, true);
 		return 1;
 	}
-	if (READ_ONCE(v->intx_unmask_owed))
+	if (READ_ONCE(v->irq.intx_unmask_owed))
 		return 1;
 	dl_intx_mask_msg(v, false, &m);
-	return dl_fabric_send_atomic(v->b->fab, READ_ONCE(v->host),
+	return dl_fabric_send_atomic(v->b->fab, READ_ONCE(v->sess.host),
 				     DL_MSG_IRQ_MASK, &m, sizeof(m)) == -EAGAIN;
 }
 
@@ -361,9 +358,9 @@ static void dl_intx_unmask_thread(void *opaque, void *unused)
 {
 	struct dl_vdev *v = opaque;
 
-	mutex_lock(&v->intx_mask_lock);
-	dl_intx_unmask_locked(v, xchg(&v->intx_fault, false));
-	mutex_unlock(&v->intx_mask_lock);
+	mutex_lock(&v->irq.intx_mask_lock);
+	dl_intx_unmask_locked(v, xchg(&v->irq.intx_fault, false));
+	mutex_unlock(&v->irq.intx_mask_lock);
 }
 
 /*
@@ -378,7 +375,7 @@ static int dl_irq_set_intx_mask(struct dl_vdev *v, struct vfio_irq_set *hdr,
 	int ret = 0;
 	s32 fd;
 
-	if (!v->irqs[VFIO_PCI_INTX_IRQ_INDEX].count || hdr->start ||
+	if (!v->irq.irqs[VFIO_PCI_INTX_IRQ_INDEX].count || hdr->start ||
 	    hdr->count != 1)
 		return -EINVAL;
 	if (hdr->flags & VFIO_IRQ_SET_DATA_EVENTFD) {
@@ -386,29 +383,29 @@ static int dl_irq_set_intx_mask(struct dl_vdev *v, struct vfio_irq_set *hdr,
 			return -ENOTTY;	/* as vfio-pci */
 		fd = *(s32 *)data;
 		if (fd < 0) {
-			vfio_virqfd_disable(&v->intx_unmask);
+			vfio_virqfd_disable(&v->irq.intx_unmask);
 			dl_intx_forget_unmask(v);
 			return 0;
 		}
-		if (!v->intx_unmask_msg)
+		if (!v->irq.intx_unmask_msg)
 			return 0;	/* the lender ends INTx itself */
 		return vfio_virqfd_enable(v, dl_intx_unmask_handler,
 					  dl_intx_unmask_thread, NULL,
-					  &v->intx_unmask, fd);
+					  &v->irq.intx_unmask, fd);
 	}
 	if (hdr->flags & VFIO_IRQ_SET_DATA_BOOL && !*(u8 *)data)
 		return 0;
-	if (!v->intx_unmask_msg)
+	if (!v->irq.intx_unmask_msg)
 		return 0;
-	mutex_lock(&v->intx_mask_lock);
+	mutex_lock(&v->irq.intx_mask_lock);
 	if (mask) {
 		/* Later than an owed unmask: the device stays masked. */
-		WRITE_ONCE(v->intx_unmask_owed, false);
+		WRITE_ONCE(v->irq.intx_unmask_owed, false);
 		ret = dl_intx_send_mask(v, true);
 	} else {
 		dl_intx_unmask_locked(v, false);
 	}
-	mutex_unlock(&v->intx_mask_lock);
+	mutex_unlock(&v->irq.intx_mask_lock);
 	return ret;
 }
 
@@ -460,11 +457,11 @@ int dl_irq_set(struct dl_vdev *v, struct vfio_irq_set *hdr, void *data)
 	case VFIO_PCI_ERR_IRQ_INDEX:
 		if (action != VFIO_IRQ_SET_ACTION_TRIGGER)
 			return -EINVAL;
-		return dl_irq_set_notifier(v, &v->err_trigger, hdr, data);
+		return dl_irq_set_notifier(v, &v->irq.err_trigger, hdr, data);
 	case VFIO_PCI_REQ_IRQ_INDEX:
 		if (action != VFIO_IRQ_SET_ACTION_TRIGGER)
 			return -EINVAL;
-		return dl_irq_set_notifier(v, &v->req_trigger, hdr, data);
+		return dl_irq_set_notifier(v, &v->irq.req_trigger, hdr, data);
 	}
 	return -EINVAL;
 }
@@ -482,8 +479,8 @@ void dl_irq_release_all(struct dl_vdev *v)
 
 	for (i = 0; i < DL_B_NR_IRQ_TYPES; i++)
 		dl_irq_disable(v, i);
-	dl_irq_set_eventfd(v, &v->err_trigger, -1);
-	dl_irq_set_eventfd(v, &v->req_trigger, -1);
+	dl_irq_set_eventfd(v, &v->irq.err_trigger, -1);
+	dl_irq_set_eventfd(v, &v->irq.req_trigger, -1);
 }
 
 /**
@@ -492,7 +489,7 @@ void dl_irq_release_all(struct dl_vdev *v)
  */
 void dl_irq_signal_err(struct dl_vdev *v)
 {
-	dl_irq_signal_slot(v, &v->err_trigger);
+	dl_irq_signal_slot(v, &v->irq.err_trigger);
 }
 
 /**
@@ -501,7 +498,7 @@ void dl_irq_signal_err(struct dl_vdev *v)
  */
 void dl_irq_signal_req(struct dl_vdev *v)
 {
-	dl_irq_signal_slot(v, &v->req_trigger);
+	dl_irq_signal_slot(v, &v->irq.req_trigger);
 }
 
 /**
@@ -519,11 +516,11 @@ void dl_irq_signal_lost(struct dl_vdev *v)
 	struct eventfd_ctx *trigger;
 	unsigned long flags;
 
-	spin_lock_irqsave(&v->irq_lock, flags);
-	trigger = v->req_trigger ?: v->err_trigger;
+	spin_lock_irqsave(&v->irq.lock, flags);
+	trigger = v->irq.req_trigger ?: v->irq.err_trigger;
 	if (trigger)
 		eventfd_signal(trigger);
-	spin_unlock_irqrestore(&v->irq_lock, flags);
+	spin_unlock_irqrestore(&v->irq.lock, flags);
 }
 
 /**
@@ -564,14 +561,14 @@ void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 
 	spin_lock_irqsave(&b->fire_lock, flags);
 	list_for_each_entry(v, &b->vdevs, node) {
-		if (READ_ONCE(v->state) != DL_VDEV_BORROWED ||
-		    v->host != msg->peer || v->dev_id != dev_id)
+		if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED ||
+		    v->sess.host != msg->peer || v->sess.dev_id != dev_id)
 			continue;
-		spin_lock(&v->irq_lock);
-		ctx = &v->irqs[index];
+		spin_lock(&v->irq.lock);
+		ctx = &v->irq.irqs[index];
 		if (vector < ctx->count && ctx->trig[vector])
 			eventfd_signal(ctx->trig[vector]);
-		spin_unlock(&v->irq_lock);
+		spin_unlock(&v->irq.lock);
 		break;
 	}
 	spin_unlock_irqrestore(&b->fire_lock, flags);
@@ -591,4 +588,25 @@ bool dl_irq_fire_atomic(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 {
 	dl_irq_fire(fab, msg, priv);
 	return true;
+}
+
+/**
+ * dl_irq_init() - set up the interrupts of a new mdev: none.
+ * @v: the mdev, being initialized.
+ */
+void dl_irq_init(struct dl_vdev *v)
+{
+	spin_lock_init(&v->irq.lock);
+	mutex_init(&v->irq.intx_mask_lock);
+	INIT_DELAYED_WORK(&v->irq.intx_retry, dl_intx_retry_work);
+}
+
+/**
+ * dl_irq_destroy() - the interrupts of an mdev being freed, all released.
+ * @v: the mdev.
+ */
+void dl_irq_destroy(struct dl_vdev *v)
+{
+	cancel_delayed_work_sync(&v->irq.intx_retry);
+	mutex_destroy(&v->irq.intx_mask_lock);
 }

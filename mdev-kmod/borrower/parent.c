@@ -200,7 +200,7 @@ static ssize_t state_show(struct device *dev, struct device_attribute *attr,
 	};
 	struct dl_vdev *v = dev_get_drvdata(dev);
 
-	return sysfs_emit(buf, "%s\n", names[READ_ONCE(v->state)]);
+	return sysfs_emit(buf, "%s\n", names[READ_ONCE(v->sess.state)]);
 }
 static DEVICE_ATTR_RO(state);
 
@@ -264,10 +264,10 @@ static void dl_mdev_unlist(struct dl_vdev *v)
 	list_del(&v->node);
 	spin_unlock_irq(&b->fire_lock);
 	/* Its counters live on in the borrower's (debugfs). */
-	b->kept_same += READ_ONCE(v->kept_same);
-	b->kept_moved += READ_ONCE(v->kept_moved);
-	b->kept_dropped += READ_ONCE(v->kept_dropped);
-	b->intx_unmask_retries += READ_ONCE(v->intx_unmask_retries);
+	b->kept_same += READ_ONCE(v->dma.kept_same);
+	b->kept_moved += READ_ONCE(v->dma.kept_moved);
+	b->kept_dropped += READ_ONCE(v->dma.kept_dropped);
+	b->intx_unmask_retries += READ_ONCE(v->irq.intx_unmask_retries);
 	mutex_unlock(&b->lock);
 }
 

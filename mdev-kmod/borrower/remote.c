@@ -283,15 +283,16 @@ struct dl_remote *dl_remote_find(struct dl_borrower *b, const char *spec)
 	return NULL;
 }
 
-/* Takes an mdev's borrow away when its entry says it is no longer ours. */
+/*
+ * Tells the mdev that has the entry open, if any, that the entry says the
+ * device is no longer ours (its session takes the borrow away).
+ */
 static void dl_remote_check_owner(struct dl_remote *r, const char *why)
 {
-	struct dl_vdev *v = r->owner;
-
 	lockdep_assert_held(&r->b->lock);
 
-	if (v && READ_ONCE(v->state) == DL_VDEV_BORROWED && v->remote == r)
-		dl_vdev_lost(v, why);
+	if (r->owner)
+		r->owner->lost(r->owner, r, why);
 }
 
 /* Unlinks an entry; the caller removes its directory without b->lock. */

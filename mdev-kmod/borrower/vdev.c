@@ -14,11 +14,18 @@
  * (irq.c). DMA: pinned and mapped on Bus Master Enable (dma.c).
  *
  * Open resolves the remote device and reads its config space; the device
- * is borrowed (DL_MSG_DEV_ACQUIRE) only when first needed: reset, a
- * forwarded config write, a BAR access, or interrupts enabled. Close
- * gives it back. If the lender goes down or takes the device back, the
- * mdev is lost: the ERR eventfd fires and device accesses fail until it
+ * is borrowed (DL_MSG_DEV_ACQUIRE, session.c) only when first needed:
+ * reset, a forwarded config write, a BAR access, or interrupts enabled.
+ * Close gives it back. If the lender goes down or takes the device back,
+ * the mdev is lost: REQ (or ERR) fires and device accesses fail until it
  * is closed.
+ *
+ * This file is the top of the mdev and the only one that calls across:
+ * config.c, dma.c and irq.c sit on the session (session.c), which sits on
+ * the remote table (remote.c) and the leases (lease.c); none calls up.
+ * What a lower layer needs from above goes through the tables registered
+ * here: &dl_session_ops (a loss, told to the user by irq.c) and
+ * &dl_config_ops (bus mastering and FLR, done by dma.c and here).
  */
 #include <linux/delay.h>
 #include <linux/eventfd.h>
@@ -36,304 +43,33 @@
 #define DL_VFIO_INDEX(off)	((off) >> DL_VFIO_OFFSET_SHIFT)
 #define DL_VFIO_OFFSET(index)	((u64)(index) << DL_VFIO_OFFSET_SHIFT)
 
-/* Sets the state; the caller holds b->lock. */
-static void dl_vdev_set_state(struct dl_vdev *v, enum dl_vdev_state state)
-{
-	lockdep_assert_held(&v->b->lock);
-
-	spin_lock_irq(&v->b->fire_lock);
-	WRITE_ONCE(v->state, state);
-	spin_unlock_irq(&v->b->fire_lock);
-}
-
-/**
- * dl_vdev_lost() - the mdev no longer holds its remote device.
- * @v: the mdev; caller holds b->lock.
- * @why: for the log.
- *
- * Signals REQ (or ERR, see dl_irq_signal_lost()); device accesses fail
- * from now on. The device is returned to the lender as soon as it can be
- * reached (lease.c).
+/*
+ * Function reset of the remote device, for VFIO_DEVICE_RESET and a PCIe
+ * FLR written to the config space (&dl_config_ops.reset); caller holds
+ * v->lock. Borrows the device if needed. Afterwards bus mastering and
+ * interrupts are off in the virtual config space, and nothing is mapped
+ * for DMA. Return: 0 or -errno.
  */
-void dl_vdev_lost(struct dl_vdev *v, const char *why)
+static int dl_vdev_reset(struct dl_vdev *v)
 {
-	lockdep_assert_held(&v->b->lock);
-
-	if (READ_ONCE(v->state) != DL_VDEV_BORROWED)
-		return;
-	dl_vdev_set_state(v, DL_VDEV_LOST);
-	v->b->lost++;
-	dev_err_ratelimited(dl_vdev_dev(v), "lost remote device %u:%u: %s\n",
-			    v->host, v->dev_id, why);
-	/* Whatever the lender still does with it, it is to stop. */
-	if (v->lease)
-		dl_lease_return_later(v->b, v->lease);
-	dl_irq_signal_lost(v);
-}
-
-/**
- * dl_vdev_request() - a request about the mdev's remote device.
- * @v: the mdev, open.
- * @type: the message type.
- * @data: the payload.
- * @len: its bytes.
- * @resp: where the response goes.
- * @resp_size: bytes the response must have.
- *
- * Return: 0, -EPROTO for a short response, or an error of
- * dl_fabric_request().
- */
-int dl_vdev_request(struct dl_vdev *v, u16 type, const void *data,
-		    size_t len, void *resp, size_t resp_size)
-{
-	size_t resp_len = 0;
-	int ret;
-
-	ret = dl_fabric_request(v->b->fab, v->host, type, data, len, resp,
-				resp_size, &resp_len, DL_B_TIMEOUT_MS);
-	if (!ret && resp_len < resp_size)
-		ret = -EPROTO;
-	dl_vdev_refused(v, ret);
-	return ret;
-}
-
-/**
- * dl_vdev_refused() - a request about the mdev's remote device failed:
- *	if it was refused as only the holder's to make, check that this host
- *	still holds the device.
- * @v: the mdev.
- * @err: the request's result.
- */
-void dl_vdev_refused(struct dl_vdev *v, int err)
-{
-	if ((err == -EINVAL || err == -EBUSY || err == -ENODEV) &&
-	    READ_ONCE(v->state) == DL_VDEV_BORROWED)
-		dl_remote_check(v->b, v->host);
-}
-
-/**
- * struct dl_acquire - how one DL_MSG_DEV_ACQUIRE went.
- * @inc: the lender incarnation the request went to, 0 if it was not sent:
- *	a grant is that incarnation's, and so is the lease.
- * @refused: the lender answered with a refusal: it granted nothing.
- */
-struct dl_acquire {
-	u64 inc;
-	bool refused;
-};
-
-/* Asks for the device once; see struct dl_acquire for what is learnt. */
-static int dl_vdev_acquire(struct dl_vdev *v, struct dl_acquire *a)
-{
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
-	struct dl_dev_ref resp;
-	struct dl_fabric_req req = {
-		.resp = &resp,
-		.resp_size = sizeof(resp),
-	};
-	int ret;
-
-	ret = dl_fabric_req_submit(v->b->fab, v->host, DL_MSG_DEV_ACQUIRE,
-				   &ref, sizeof(ref), &req);
-	if (!ret)
-		ret = dl_fabric_req_wait(v->b->fab, &req, DL_B_TIMEOUT_MS);
-	/* A grant of another device is no grant of this one; nor a refusal. */
-	if (!ret && (req.resp_len < sizeof(resp) ||
-		     resp.dev_id != ref.dev_id))
-		ret = -EPROTO;
-	a->inc = req.peer_inc;
-	/*
-	 * Only a status the lender chose is a refusal; a malformed grant is
-	 * still a grant, and no answer may hide one.
-	 */
-	a->refused = req.done && (ret == -EINVAL || ret == -EOPNOTSUPP ||
-				  ret == -EBUSY || ret == -ENODEV ||
-				  ret == -EIO);
-	dl_vdev_refused(v, ret);
-	return ret;
-}
-
-/**
- * dl_vdev_borrow() - acquire the remote device unless held already.
- * @v: the mdev, open; caller holds v->lock.
- *
- * Return: 0, -EIO if the mdev is lost, -EBUSY if someone else holds the
- * device, or another -errno of the request.
- */
-int dl_vdev_borrow(struct dl_vdev *v)
-{
-	struct dl_borrower *b = v->b;
-	struct dl_acquire acq;
-	struct dl_lease *lease;
-	unsigned int tries;
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->sess.dev_id) };
 	int ret;
 
 	lockdep_assert_held(&v->lock);
 
-	switch (READ_ONCE(v->state)) {
-	case DL_VDEV_BORROWED:
-		return 0;
-	case DL_VDEV_LOST:
-		return -EIO;
-	case DL_VDEV_RETURNING:
-		return -EBUSY;
-	case DL_VDEV_IDLE:
-		break;
-	}
-
-	lease = dl_lease_new(b, v->host, v->dev_id, v->remote->incarnation);
-	if (IS_ERR(lease)) {
-		ret = PTR_ERR(lease);
-		if (ret == -EBUSY)
-			dev_err_ratelimited(dl_vdev_dev(v),
-					    "remote device %u:%u is still being returned to its lender\n",
-					    v->host, v->dev_id);
-		return ret;
-	}
-	/* EIO: the lender is still taking it back from its last holder. */
-	for (tries = 0; ; tries++) {
-		ret = dl_vdev_acquire(v, &acq);
-		if (ret != -EIO || tries >= DL_B_BUSY_TRIES)
-			break;
-		msleep(DL_B_BUSY_MS);
-	}
-	/*
-	 * The lease is the incarnation's that the request reached, not the
-	 * one the remote entry was listed by: a lender that restarted since
-	 * the last scan gives out the same dev_ids, and what it grants must
-	 * be released to it, never settled as "the lender restarted".
-	 */
-	mutex_lock(&b->lock);
-	if (acq.inc)
-		lease->incarnation = acq.inc;
-	if (ret) {
-		/* Without an answer the lender may have granted it. */
-		if (acq.inc && !acq.refused)
-			dl_lease_return_later(b, lease);
-		else
-			dl_lease_settle(b, lease, "not borrowed");
-		dl_lease_put(b, lease);
-	}
-	mutex_unlock(&b->lock);
-	if (ret == -EBUSY) {
-		dev_err_ratelimited(dl_vdev_dev(v),
-				    "remote device %u:%u (%s) is held by another host\n",
-				    v->host, v->dev_id, v->info.name);
-		return ret;
-	}
-	if (ret) {
-		dev_err_ratelimited(dl_vdev_dev(v),
-				    "cannot borrow remote device %u:%u: %d\n",
-				    v->host, v->dev_id, ret);
-		return ret;
-	}
-
-	mutex_lock(&v->dma_lock);
-	mutex_lock(&b->lock);
-	v->lease = lease;
-	if (v->remote->gone || lease->incarnation != v->remote->incarnation) {
-		/*
-		 * The lender went down meanwhile, or the entry is of an
-		 * incarnation before the one that granted it: give it back.
-		 */
-		dl_vdev_set_state(v, DL_VDEV_LOST);
-		dl_lease_return_later(b, lease);
-		ret = -EIO;
-	} else {
-		dl_vdev_set_state(v, DL_VDEV_BORROWED);
-		v->remote->info.state = DL_LENT_BORROWED;
-		v->remote->info.borrower = b->host_id;
-		v->remote->borrow_seq = ++b->borrow_seq;
-	}
-	mutex_unlock(&b->lock);
-	mutex_unlock(&v->dma_lock);
-	if (!ret)
-		dev_info(dl_vdev_dev(v), "borrowed remote device %u:%u (%s on %s)\n",
-			 v->host, v->dev_id, v->info.name, v->remote->lender);
-	return ret;
-}
-
-/**
- * dl_vdev_reset() - function reset of the remote device.
- * @v: the mdev, open; caller holds v->lock.
- *
- * Borrows the device if needed. Afterwards bus mastering and interrupts
- * are off in the virtual config space, and nothing is mapped for DMA.
- *
- * Return: 0 or -errno.
- */
-int dl_vdev_reset(struct dl_vdev *v)
-{
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
-	int ret;
-
-	lockdep_assert_held(&v->lock);
-
-	ret = dl_vdev_borrow(v);
+	ret = dl_session_borrow(v);
 	if (ret)
 		return ret;
-	ret = dl_vdev_request(v, DL_MSG_DEV_RESET, &ref, sizeof(ref), NULL, 0);
+	ret = dl_session_request(v, DL_MSG_DEV_RESET, &ref, sizeof(ref),
+				 NULL, 0);
 	if (ret)
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "reset of remote device %u:%u failed: %d\n",
-				    v->host, v->dev_id, ret);
+				    v->sess.host, v->sess.dev_id, ret);
 	/* Whatever the result, the guest sees a device after reset. */
 	dl_config_after_reset(v);
 	dl_dma_disable(v);
 	return ret;
-}
-
-/*
- * Gives the remote device back, or leaves that to the release work, and
- * lets go of the lease. Called at close, after DMA was disabled.
- */
-static void dl_vdev_release_remote(struct dl_vdev *v)
-{
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->dev_id) };
-	struct dl_borrower *b = v->b;
-	int ret = -ENOTCONN;
-	bool held;
-
-	lockdep_assert_held(&v->lock);
-
-	if (!v->lease)
-		return;
-	/*
-	 * Returning, not holding: the lender's DEV_CHANGED and the scan this
-	 * release starts must not read "available" as the lender taking it
-	 * back from us (dl_remote_check_owner()).
-	 */
-	mutex_lock(&b->lock);
-	held = READ_ONCE(v->state) == DL_VDEV_BORROWED;
-	if (held)
-		dl_vdev_set_state(v, DL_VDEV_RETURNING);
-	mutex_unlock(&b->lock);
-	if (held) {
-		ret = dl_fabric_request_urgent(b->fab, v->host,
-					       DL_MSG_DEV_RELEASE, &ref,
-					       sizeof(ref), DL_B_TIMEOUT_MS);
-		if (ret)
-			dev_warn(dl_vdev_dev(v), "cannot return remote device %u:%u now: %d\n",
-				 v->host, v->dev_id, ret);
-		else
-			dev_info(dl_vdev_dev(v), "returned remote device %u:%u\n",
-				 v->host, v->dev_id);
-	}
-
-	mutex_lock(&v->dma_lock);
-	mutex_lock(&b->lock);
-	if (!ret)
-		b->returned++;
-	if (dl_lease_answer_settles(ret))
-		dl_lease_settle(b, v->lease, "returned");
-	dl_lease_put(b, v->lease);
-	v->lease = NULL;
-	/* What the lender may still map is the lease's business now. */
-	v->dma_mapped = false;
-	mutex_unlock(&b->lock);
-	mutex_unlock(&v->dma_lock);
-	/* Its state changes on the lender: read it again. */
-	dl_remote_rescan(b, v->host);
 }
 
 /* Chooses a free remote device of the mdev's type, unless it has one. */
@@ -382,7 +118,6 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	struct dl_vdev *v = to_dl_vdev(vdev);
 	struct dl_borrower *b = v->b;
 	struct dl_dev_ref ref;
-	struct dl_vdev *holder;
 	struct dl_dev_info di;
 	bool chosen;
 	int ret;
@@ -392,39 +127,26 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	if (ret)
 		goto out_unlock;
 
-	mutex_lock(&b->lock);
-	holder = v->remote->owner;
-	ret = v->remote->gone ? -ENODEV : holder ? -EBUSY : 0;
-	if (!ret)
-		v->remote->owner = v;
-	v->host = v->remote->host;
-	v->dev_id = v->remote->dev_id;
-	if (ret == -EBUSY)
-		dev_err(dl_vdev_dev(v), "remote device %u:%u is held by mdev %s of this host\n",
-			v->host, v->dev_id, dev_name(dl_vdev_dev(holder)));
-	mutex_unlock(&b->lock);
-	if (ret == -ENODEV)
-		dev_err(dl_vdev_dev(v), "remote device %u:%u is gone\n",
-			v->host, v->dev_id);
+	ret = dl_session_open(v);
 	if (ret)
 		goto err_unchoose;
 
-	ref.dev_id = cpu_to_le32(v->dev_id);
+	ref.dev_id = cpu_to_le32(v->sess.dev_id);
 	ref.flags = 0;
-	ret = dl_vdev_request(v, DL_MSG_DEV_INFO, &ref, sizeof(ref), &di,
-			      sizeof(di));
-	if (!ret && le32_to_cpu(di.dev_id) != v->dev_id)
+	ret = dl_session_request(v, DL_MSG_DEV_INFO, &ref, sizeof(ref), &di,
+				 sizeof(di));
+	if (!ret && le32_to_cpu(di.dev_id) != v->sess.dev_id)
 		ret = -EPROTO;
 	if (ret) {
 		dev_err(dl_vdev_dev(v), "cannot reach remote device %u:%u: %d\n",
-			v->host, v->dev_id, ret);
+			v->sess.host, v->sess.dev_id, ret);
 		/* Else every later open finds the device held by this mdev. */
 		goto err_disown;
 	}
 	dl_rinfo_decode(&v->info, &di);
 	if (v->info.borrower != DL_NO_HOST && v->info.borrower != b->host_id) {
 		dev_err(dl_vdev_dev(v), "remote device %u:%u (%s) is held by host %u\n",
-			v->host, v->dev_id, v->info.name, v->info.borrower);
+			v->sess.host, v->sess.dev_id, v->info.name, v->info.borrower);
 		ret = -EBUSY;
 		goto err_disown;
 	}
@@ -432,7 +154,7 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	ret = dl_config_init(v);
 	if (ret) {
 		dev_err(dl_vdev_dev(v), "cannot read the config space of remote device %u:%u: %d\n",
-			v->host, v->dev_id, ret);
+			v->sess.host, v->sess.dev_id, ret);
 		goto err_disown;
 	}
 	v->open = true;
@@ -440,9 +162,7 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	return 0;
 
 err_disown:
-	mutex_lock(&b->lock);
-	v->remote->owner = NULL;
-	mutex_unlock(&b->lock);
+	dl_session_close(v);
 err_unchoose:
 	if (chosen)
 		dl_vdev_unchoose(v);
@@ -456,15 +176,14 @@ static void dl_vdev_close(struct vfio_device *vdev)
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
 	/* It takes v->lock; a later one finds the mdev closed. */
-	cancel_delayed_work_sync(&v->repin_work);
+	dl_dma_cancel_repin(v);
 	mutex_lock(&v->lock);
 	dl_irq_release_all(v);
 	dl_dma_disable(v);
-	dl_vdev_release_remote(v);
-	mutex_lock(&v->b->lock);
-	dl_vdev_set_state(v, DL_VDEV_IDLE);
-	v->remote->owner = NULL;
-	mutex_unlock(&v->b->lock);
+	dl_session_release(v);
+	/* What the lender may still map is the lease's business now. */
+	dl_dma_lease_gone(v);
+	dl_session_close(v);
 	dl_config_free(v);
 	v->open = false;
 	mutex_unlock(&v->lock);
@@ -483,7 +202,7 @@ static unsigned int dl_vdev_access_size(u64 off, size_t count,
 
 static bool dl_vdev_bar_decodes(struct dl_vdev *v, unsigned int bar)
 {
-	u16 cmd = le16_to_cpu(READ_ONCE(*(__le16 *)&v->vconfig[PCI_COMMAND]));
+	u16 cmd = le16_to_cpu(READ_ONCE(*(__le16 *)&v->cfg.vconfig[PCI_COMMAND]));
 
 	if (v->info.bar_flags[bar] & DL_BAR_F_IO)
 		return cmd & PCI_COMMAND_IO;
@@ -494,9 +213,9 @@ static int dl_vdev_bar_ready(struct dl_vdev *v, unsigned int bar)
 {
 	int ret = 0;
 
-	if (READ_ONCE(v->state) != DL_VDEV_BORROWED) {
+	if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED) {
 		mutex_lock(&v->lock);
-		ret = dl_vdev_borrow(v);
+		ret = dl_session_borrow(v);
 		mutex_unlock(&v->lock);
 		if (ret)
 			return ret;
@@ -514,7 +233,7 @@ static ssize_t dl_vdev_bar_rw(struct dl_vdev *v, unsigned int bar,
 			      bool write)
 {
 	struct dl_bar_access acc = {
-		.dev_id = cpu_to_le32(v->dev_id),
+		.dev_id = cpu_to_le32(v->sess.dev_id),
 		.bar = bar,
 	};
 	struct dl_bar_access resp;
@@ -550,13 +269,13 @@ static ssize_t dl_vdev_bar_rw(struct dl_vdev *v, unsigned int bar,
 			if (copy_from_user(&val, buf + done, n))
 				return -EFAULT;
 			acc.value = val;
-			ret = dl_fabric_send(v->b->fab, v->host,
+			ret = dl_fabric_send(v->b->fab, v->sess.host,
 					     DL_MSG_BAR_WRITE, &acc,
 					     sizeof(acc));
 		} else {
-			ret = dl_vdev_request(v, DL_MSG_BAR_READ, &acc,
-					      sizeof(acc), &resp,
-					      sizeof(resp));
+			ret = dl_session_request(v, DL_MSG_BAR_READ, &acc,
+						 sizeof(acc), &resp,
+						 sizeof(resp));
 			/* @resp is complete only on success. */
 			if (!ret) {
 				val = resp.value;
@@ -779,6 +498,18 @@ void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 			     le64_to_cpu(f->iova));
 }
 
+/* How the session tells the mdev it lost its device. */
+static const struct dl_session_ops dl_vdev_session_ops = {
+	.lost = dl_irq_signal_lost,
+};
+
+/* What the virtual config space asks of DMA and of the device. */
+static const struct dl_config_ops dl_vdev_config_ops = {
+	.dma_enable = dl_dma_enable,
+	.dma_disable = dl_dma_disable,
+	.reset = dl_vdev_reset,
+};
+
 static int dl_vdev_init(struct vfio_device *vdev)
 {
 	struct dl_vdev *v = to_dl_vdev(vdev);
@@ -788,15 +519,11 @@ static int dl_vdev_init(struct vfio_device *vdev)
 	v->mtype = container_of(mdev->type, struct dl_mtype, type);
 	INIT_LIST_HEAD(&v->node);
 	mutex_init(&v->lock);
-	mutex_init(&v->dma_lock);
-	INIT_LIST_HEAD(&v->pinned);
-	xa_init(&v->pin_pages);
-	xa_init(&v->kept);
-	INIT_DELAYED_WORK(&v->repin_work, dl_dma_repin_work);
-	spin_lock_init(&v->irq_lock);
-	mutex_init(&v->intx_mask_lock);
-	INIT_DELAYED_WORK(&v->intx_retry, dl_intx_retry_work);
-	v->state = DL_VDEV_IDLE;
+	dl_dma_init(v);
+	dl_irq_init(v);
+	v->session_ops = &dl_vdev_session_ops;
+	v->config_ops = &dl_vdev_config_ops;
+	dl_session_init(v);
 	return 0;
 }
 
@@ -804,13 +531,8 @@ static void dl_vdev_release(struct vfio_device *vdev)
 {
 	struct dl_vdev *v = to_dl_vdev(vdev);
 
-	cancel_delayed_work_sync(&v->repin_work);
-	cancel_delayed_work_sync(&v->intx_retry);
-	WARN_ON_ONCE(v->nkept);
-	xa_destroy(&v->kept);
-	xa_destroy(&v->pin_pages);
-	mutex_destroy(&v->intx_mask_lock);
-	mutex_destroy(&v->dma_lock);
+	dl_dma_destroy(v);
+	dl_irq_destroy(v);
 	mutex_destroy(&v->lock);
 }
 

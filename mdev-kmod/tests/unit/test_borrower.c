@@ -14,6 +14,22 @@
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include "../../include/dl_dma_rules.h"
+/* dma.c's setup and teardown (dl_dma_init(), dl_dma_destroy()), unused here. */
+#ifndef INIT_DELAYED_WORK
+#define INIT_DELAYED_WORK(dw, fn)	((void)(fn), (dw)->work.queued = 0)
+#endif
+#ifndef cancel_delayed_work_sync
+#define cancel_delayed_work_sync(dw)	((dw)->work.queued = 0)
+#endif
+#ifndef mutex_init
+#define mutex_init(m)			((void)(m))
+#endif
+#ifndef xa_init
+#define xa_init(xa)			memset(xa, 0, sizeof(*(xa)))
+#endif
+#ifndef mutex_destroy
+#define mutex_destroy(m)		((void)(m))
+#endif
 #include "../../borrower/dma.c"
 #include "../../borrower/config.c"
 #pragma GCC diagnostic pop
@@ -218,7 +234,7 @@ static u32 rcfg_get(unsigned int off, unsigned int size)
 	return le32_to_cpu(val);
 }
 
-int dl_vdev_request(struct dl_vdev *vd, u16 type, const void *data,
+int dl_session_request(struct dl_vdev *vd, u16 type, const void *data,
 		    size_t len, void *resp, size_t resp_size)
 {
 	const struct dl_dma_map *m = data;
@@ -310,7 +326,7 @@ int dl_fabric_request_urgent(struct dl_fabric *fab, u32 peer, u16 type,
 /* The mdev checks whether it still holds the device. */
 static unsigned int nrefused;
 
-void dl_vdev_refused(struct dl_vdev *vd, int err)
+void dl_session_refused(struct dl_vdev *vd, int err)
 {
 	(void)vd;
 	if (err)
@@ -325,7 +341,7 @@ int dl_fabric_req_submit(struct dl_fabric *fab, u32 peer, u16 type,
 	(void)fab;
 	(void)peer;
 	(void)len;
-	req->status = dl_vdev_request(&v, type, data, len, req->resp,
+	req->status = dl_session_request(&v, type, data, len, req->resp,
 				      req->resp_size);
 	req->resp_len = req->resp_size;
 	return 0;
@@ -348,25 +364,32 @@ void dl_lease_quarantine(struct dl_borrower *bb, struct dl_lease *l,
 		nquarantined++;
 }
 
-void dl_vdev_lost(struct dl_vdev *vd, const char *why)
+void dl_session_lost(struct dl_vdev *vd, const char *why)
 {
 	(void)why;
 	nlost++;
-	vd->state = DL_VDEV_LOST;
+	vd->sess.state = DL_VDEV_LOST;
 }
 
-int dl_vdev_borrow(struct dl_vdev *vd)
+int dl_session_borrow(struct dl_vdev *vd)
 {
 	(void)vd;
 	return 0;
 }
 
-int dl_vdev_reset(struct dl_vdev *vd)
+static int fake_reset(struct dl_vdev *vd)
 {
 	(void)vd;
 	nresets++;
 	return 0;
 }
+
+/* What vdev.c registers: the real DMA layer, a counted reset. */
+static const struct dl_config_ops config_ops = {
+	.dma_enable = dl_dma_enable,
+	.dma_disable = dl_dma_disable,
+	.reset = fake_reset,
+};
 
 static void reset_all(void)
 {
@@ -407,10 +430,11 @@ static void reset_all(void)
 	unmap_ret = 0;
 	max_payload = 256;
 	v.b = &b;
-	v.dev_id = 7;
-	v.state = DL_VDEV_BORROWED;
-	v.lease = &lease;
-	INIT_LIST_HEAD(&v.pinned);
+	v.sess.dev_id = 7;
+	v.sess.state = DL_VDEV_BORROWED;
+	v.sess.lease = &lease;
+	v.config_ops = &config_ops;
+	INIT_LIST_HEAD(&v.dma.pinned);
 	kvm.memslots.slots = slots;
 	kvm.mm = &mm;
 	v.vdev.kvm = &kvm;
@@ -470,7 +494,7 @@ static void check_extents(const u64 *want, unsigned int n)
 	unsigned int i = 0;
 	u64 total = 0;
 
-	list_for_each_entry(e, &v.pinned, node) {
+	list_for_each_entry(e, &v.dma.pinned, node) {
 		if (i < n) {
 			CHECK_EQ(e->iova, want[2 * i]);
 			CHECK_EQ(e->npages, want[2 * i + 1]);
@@ -479,7 +503,7 @@ static void check_extents(const u64 *want, unsigned int n)
 		i++;
 	}
 	CHECK_EQ(i, n);
-	CHECK_EQ(total, v.npinned);
+	CHECK_EQ(total, v.dma.npinned);
 }
 
 /* Pages pinned in [from, to): all @want times. */
@@ -619,22 +643,22 @@ static void test_enable(void)
 	check_run(1, 1 * MiB, 0x200000000ULL, 2 * MiB);
 	check_run(2, 3 * MiB, 0x300000000ULL, 1 * MiB);
 	check_run(3, 4 * MiB + 4 * KiB, 0x300101000ULL, 1 * MiB - 4 * KiB);
-	CHECK_EQ(v.npinned, 160 + 1024 - 1);
+	CHECK_EQ(v.dma.npinned, 160 + 1024 - 1);
 	check_extents(ext, 3);
 	check_pins(0, 640 * KiB, 1);
 	check_pins(640 * KiB, 1 * MiB, 0);	/* a hole, and read-only */
 	check_pins(1 * MiB, 4 * MiB, 1);
 	check_pins(4 * MiB, 4 * MiB + 4 * KiB, 0);
 	check_pins(4 * MiB + 4 * KiB, 5 * MiB, 1);
-	CHECK_EQ(v.pin_pages.n, v.npinned);
-	CHECK(v.dma_mapped);
-	CHECK(v.dma_on);
+	CHECK_EQ(v.dma.pin_pages.n, v.dma.npinned);
+	CHECK(v.dma.mapped);
+	CHECK(v.dma.on);
 	CHECK_EQ(nunmaps, 0);
 	/* What the benchmark reads: one fill, its pages, runs and messages. */
-	CHECK_EQ(v.fill.fills, 1);
-	CHECK_EQ(v.fill.pages, v.npinned);
-	CHECK_EQ(v.fill.runs, 4);
-	CHECK_EQ(v.fill.msgs, 2);
+	CHECK_EQ(v.dma.fill.fills, 1);
+	CHECK_EQ(v.dma.fill.pages, v.dma.npinned);
+	CHECK_EQ(v.dma.fill.runs, 4);
+	CHECK_EQ(v.dma.fill.msgs, 2);
 }
 
 static void test_unmap_range(void)
@@ -662,43 +686,43 @@ static void test_unmap_range(void)
 	check_extents(ext1, 4);
 	check_pins(2 * MiB, 2 * MiB + 8 * KiB, 0);
 	check_pins(2 * MiB + 8 * KiB, 4 * MiB, 1);
-	CHECK_EQ(v.npinned, 1183 - 2);
-	CHECK_EQ(v.nkept, 2);
+	CHECK_EQ(v.dma.npinned, 1183 - 2);
+	CHECK_EQ(v.dma.nkept, 2);
 	CHECK_EQ(page_at(2 * MiB)->refs, 1);
-	CHECK_EQ(v.repin_work.work.queued, 1);
-	CHECK_EQ(v.repin_work.delay, DL_REPIN_DELAY_MS);
+	CHECK_EQ(v.dma.repin_work.work.queued, 1);
+	CHECK_EQ(v.dma.repin_work.delay, DL_REPIN_DELAY_MS);
 
 	/* The tail of one extent and the head of the next. */
 	dl_dma_unmap_range(&v, 512 * KiB, 512 * KiB + 8 * KiB);
 	check_extents(ext2, 4);
 	check_pins(512 * KiB, 640 * KiB, 0);
 	check_pins(0, 512 * KiB, 1);
-	CHECK_EQ(v.npinned, 1181 - 32 - 2);
-	CHECK_EQ(v.nkept, 36);
+	CHECK_EQ(v.dma.npinned, 1181 - 32 - 2);
+	CHECK_EQ(v.dma.nkept, 36);
 	CHECK_EQ(nunmaps, 0);
 
 	/* Nothing pinned there: nothing happens. */
 	dl_dma_unmap_range(&v, 640 * KiB, 384 * KiB);
 	CHECK_EQ(nunmaps, 0);
-	CHECK_EQ(v.nkept, 36);
+	CHECK_EQ(v.dma.nkept, 36);
 	CHECK_EQ(nquarantined, 0);
 	CHECK_EQ(bad_unpins, 0);
 
 	/* Bus mastering off: everything goes, the lender told first. */
 	dl_dma_disable(&v);
 	CHECK_EQ(nunmaps, 1);
-	CHECK_EQ(v.nkept, 0);
-	CHECK_EQ(v.kept_dropped, 36);
+	CHECK_EQ(v.dma.nkept, 0);
+	CHECK_EQ(v.dma.kept_dropped, 36);
 	check_no_refs();
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
-	CHECK(list_empty(&v.pinned));
-	CHECK_EQ(v.npinned, 0);
-	CHECK_EQ(v.pin_pages.n, 0);
+	CHECK(list_empty(&v.dma.pinned));
+	CHECK_EQ(v.dma.npinned, 0);
+	CHECK_EQ(v.dma.pin_pages.n, 0);
 	check_pins(0, 32 * MiB, 0);
-	CHECK(!v.dma_mapped);
-	CHECK(!v.dma_on);
+	CHECK(!v.dma.mapped);
+	CHECK(!v.dma.on);
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 
 	/*
 	 * Bus mastering off, or no KVM (a userspace driver unmaps its buffer
@@ -706,7 +730,7 @@ static void test_unmap_range(void)
 	 */
 	setup_guest();
 	CHECK_EQ(dl_dma_enable(&v), 0);
-	v.dma_on = false;
+	v.dma.on = false;
 	dl_dma_unmap_range(&v, 2 * MiB, 8 * KiB);
 	CHECK_EQ(nunmaps, 1);
 	CHECK_EQ(le64_to_cpu(last_unmap.iova), 2 * MiB);
@@ -714,12 +738,12 @@ static void test_unmap_range(void)
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), 0);
 	CHECK_EQ(le32_to_cpu(last_unmap.dev_id), 7);
 	check_extents(ext1, 4);
-	CHECK_EQ(v.nkept, 0);
-	CHECK_EQ(v.repin_work.work.queued, 0);
+	CHECK_EQ(v.dma.nkept, 0);
+	CHECK_EQ(v.dma.repin_work.work.queued, 0);
 	dl_dma_disable(&v);
 	check_no_refs();
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 }
 
 static void test_unmap_unacked(void)
@@ -731,9 +755,9 @@ static void test_unmap_unacked(void)
 	unmap_ret = -ETIMEDOUT;
 	dl_dma_unmap_range(&v, 0, 16 * KiB);
 	CHECK_EQ(nunmaps, 0);
-	CHECK_EQ(v.nkept, 4);
+	CHECK_EQ(v.dma.nkept, 4);
 	check_pins(0, 16 * KiB, 0);
-	CHECK_EQ(v.npinned, 1183 - 4);
+	CHECK_EQ(v.dma.npinned, 1183 - 4);
 
 	/*
 	 * Bus mastering off, and the lender does not answer: VFIO gets its
@@ -743,11 +767,11 @@ static void test_unmap_unacked(void)
 	CHECK_EQ(nunmaps, 1);
 	CHECK_EQ(nlost, 1);
 	CHECK_EQ(nquarantined, 1183);
-	CHECK_EQ(v.npinned, 0);
-	CHECK_EQ(v.nkept, 0);
-	CHECK(v.dma_mapped);	/* the lender may still hold mappings */
+	CHECK_EQ(v.dma.npinned, 0);
+	CHECK_EQ(v.dma.nkept, 0);
+	CHECK(v.dma.mapped);	/* the lender may still hold mappings */
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 
 	/* A lender busy resetting answers EIO: asked again, bounded. */
 	setup_guest();
@@ -757,7 +781,7 @@ static void test_unmap_unacked(void)
 	CHECK_EQ(nunmaps, DL_B_BUSY_TRIES + 1);
 	CHECK_EQ(nquarantined, 1183);
 	CHECK_EQ(nlost, 1);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 
 	/*
 	 * The re-pin finds kept pages moved, and the lender does not answer
@@ -770,7 +794,7 @@ static void test_unmap_unacked(void)
 	gmaps[2].moved = true;
 	unmap_ret = -ETIMEDOUT;
 	nmaps = 0;
-	dl_dma_repin_work(&v.repin_work.work);
+	dl_dma_repin_work(&v.dma.repin_work.work);
 	CHECK_EQ(nunmaps, 1);
 	CHECK(nlost >= 1);
 	/*
@@ -779,11 +803,11 @@ static void test_unmap_unacked(void)
 	 */
 	CHECK_EQ(nquarantined, 256 + 1183);
 	CHECK_EQ(nmaps, 0);
-	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.dma.nkept, 0);
 	dl_dma_disable(&v);
-	CHECK_EQ(v.npinned, 0);
+	CHECK_EQ(v.dma.npinned, 0);
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 
 	/* A settled lease needs no quarantine. */
 	setup_guest();
@@ -792,8 +816,8 @@ static void test_unmap_unacked(void)
 	dl_dma_disable(&v);
 	CHECK_EQ(nunmaps, 0);
 	CHECK_EQ(nquarantined, 0);
-	CHECK_EQ(v.npinned, 0);
-	xa_destroy(&v.pin_pages);
+	CHECK_EQ(v.dma.npinned, 0);
+	xa_destroy(&v.dma.pin_pages);
 }
 
 static void test_enable_failures(void)
@@ -813,10 +837,10 @@ static void test_enable_failures(void)
 	CHECK_EQ(nrefused, 2);
 	CHECK_EQ(nunmaps, 1);	/* it may have mapped some */
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
-	CHECK(list_empty(&v.pinned));
-	CHECK_EQ(v.npinned, 0);
+	CHECK(list_empty(&v.dma.pinned));
+	CHECK_EQ(v.dma.npinned, 0);
 	check_pins(0, 32 * MiB, 0);
-	CHECK(!v.dma_on);
+	CHECK(!v.dma.on);
 	CHECK_EQ(bad_unpins, 0);
 
 	/* No memory VFIO will pin: -ENOENT, no message at all. */
@@ -831,18 +855,18 @@ static void test_enable_failures(void)
 	add_gmap(0, 1 * MiB, 0x100000000ULL);
 	bt.msg = calloc(1, struct_size(bt.msg, ranges, 4));
 	bt.pages = pp;
-	v.npinned = DL_B_MAX_PINNED_PAGES - 1;
+	v.dma.npinned = DL_B_MAX_PINNED_PAGES - 1;
 	CHECK_EQ(dl_dma_pin_chunk(&bt, 0, 2, 0), -ENOSPC);
 	CHECK_EQ(npin_calls, 0);
 	CHECK_EQ(dl_dma_pin_chunk(&bt, 0, 1, 0), 0);
-	CHECK_EQ(v.npinned, DL_B_MAX_PINNED_PAGES);
+	CHECK_EQ(v.dma.npinned, DL_B_MAX_PINNED_PAGES);
 	CHECK_EQ(dl_dma_pin_chunk(&bt, PAGE_SIZE, 1, 0), -ENOSPC);
 	/* And a refusal is told apart from an error. */
-	v.npinned = 0;
+	v.dma.npinned = 0;
 	CHECK_EQ(dl_dma_pin_chunk(&bt, 2 * MiB, 1, 0), DL_PIN_REFUSED);
 	free(bt.msg);
-	xa_destroy(&v.pin_pages);
-	list_del(&list_first_entry(&v.pinned, struct dl_pin_extent,
+	xa_destroy(&v.dma.pin_pages);
+	list_del(&list_first_entry(&v.dma.pinned, struct dl_pin_extent,
 				   node)->node);
 }
 
@@ -857,40 +881,40 @@ static void test_repin_failure(void)
 	 * re-pin's map of them is refused.
 	 */
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
-	CHECK_EQ(v.npinned, 1183 - 512);
-	CHECK(v.window_start != 0);
+	CHECK_EQ(v.dma.npinned, 1183 - 512);
+	CHECK(v.dma.window_start != 0);
 	gmaps[2].moved = true;
 	map_ret = -ENOSPC;
-	dl_dma_repin_work(&v.repin_work.work);
+	dl_dma_repin_work(&v.dma.repin_work.work);
 	/*
 	 * Nothing may stay pinned but unsent: everything goes, to retry,
 	 * unmapped at the lender as "all" (a range of 0 + U64_MAX is not
 	 * one, and the lender refuses it).
 	 */
-	CHECK_EQ(v.npinned, 0);
+	CHECK_EQ(v.dma.npinned, 0);
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
 	CHECK_EQ(nunmaps_refused, 0);
 	check_pins(0, 32 * MiB, 0);
-	CHECK_EQ(v.repin_tries, 1);
-	CHECK_EQ(v.repin_work.delay, DL_REPIN_RETRY_MS);
+	CHECK_EQ(v.dma.repin_tries, 1);
+	CHECK_EQ(v.dma.repin_work.delay, DL_REPIN_RETRY_MS);
 	CHECK_EQ(nlost, 0);
 	CHECK_EQ(nquarantined, 0);
 
 	/* The retry maps it all again; the window is closed and counted. */
 	map_ret = 0;
 	nruns = 0;
-	dl_dma_repin_work(&v.repin_work.work);
-	CHECK_EQ(v.npinned, 1183);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.npinned, 1183);
 	CHECK_EQ(nruns, 4);
 	check_pins(1 * MiB, 4 * MiB, 1);
-	CHECK_EQ(v.repin_tries, 0);
-	CHECK_EQ(v.window_start, 0);
-	CHECK_EQ(v.windows, 1);
-	CHECK_EQ(v.kept_moved, 512);
+	CHECK_EQ(v.dma.repin_tries, 0);
+	CHECK_EQ(v.dma.window_start, 0);
+	CHECK_EQ(v.dma.windows, 1);
+	CHECK_EQ(v.dma.kept_moved, 512);
 	dl_dma_disable(&v);
 	check_no_refs();
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 }
 
 static void test_repin_waits(void)
@@ -903,38 +927,38 @@ static void test_repin_waits(void)
 
 	/* QEMU unmaps [1 MiB, 3 MiB) and has not mapped it again yet. */
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
-	CHECK_EQ(v.nholes, 1);
+	CHECK_EQ(v.dma.nholes, 1);
 	saved = gmaps[2];
 	CHECK_EQ(saved.iova, 1 * MiB);
 	gmaps[2].len = 0;
-	dl_dma_repin_work(&v.repin_work.work);
-	CHECK_EQ(v.npinned, 1183 - 512);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.npinned, 1183 - 512);
 	/* Not a failure: the window stays open and the re-pin looks again. */
-	CHECK(v.window_start != 0);
-	CHECK_EQ(v.repin_tries, 0);
-	CHECK_EQ(v.repin_work.delay, DL_REPIN_RETRY_MS);
-	CHECK_EQ(v.nholes, 1);
+	CHECK(v.dma.window_start != 0);
+	CHECK_EQ(v.dma.repin_tries, 0);
+	CHECK_EQ(v.dma.repin_work.delay, DL_REPIN_RETRY_MS);
+	CHECK_EQ(v.dma.nholes, 1);
 
 	/* Its memslot gone too (QEMU adds it back after VFIO's map): waited. */
 	slots[2].npages = 0;
-	dl_dma_repin_work(&v.repin_work.work);
-	CHECK(v.window_start != 0);
-	CHECK_EQ(v.nholes, 1);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK(v.dma.window_start != 0);
+	CHECK_EQ(v.dma.nholes, 1);
 	slots[2].npages = 4 * MiB / PAGE_SIZE;
 
 	/* Meanwhile the lender kept its mapping: nothing was sent. */
-	CHECK_EQ(v.nkept, 512);
+	CHECK_EQ(v.dma.nkept, 512);
 	CHECK_EQ(nunmaps, 0);
 
 	/* Mapped again: the next look pins it and the window closes. */
 	gmaps[2] = saved;
-	dl_dma_repin_work(&v.repin_work.work);
-	CHECK_EQ(v.npinned, 1183);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.npinned, 1183);
 	check_pins(1 * MiB, 4 * MiB, 1);
-	CHECK_EQ(v.window_start, 0);
-	CHECK_EQ(v.nholes, 0);
-	CHECK_EQ(v.nkept, 0);
-	CHECK_EQ(v.kept_same, 512);
+	CHECK_EQ(v.dma.window_start, 0);
+	CHECK_EQ(v.dma.nholes, 0);
+	CHECK_EQ(v.dma.nkept, 0);
+	CHECK_EQ(v.dma.kept_same, 512);
 
 	/*
 	 * Gone for good: past DL_REPIN_WAIT_S the re-pin stops waiting and
@@ -943,34 +967,34 @@ static void test_repin_waits(void)
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
 	gmaps[2].len = 0;
 	jiffies += DL_REPIN_WAIT_S * HZ;
-	dl_dma_repin_work(&v.repin_work.work);
-	CHECK_EQ(v.window_start, 0);
-	CHECK_EQ(v.nholes, 0);
-	CHECK_EQ(v.npinned, 1183 - 512);
-	CHECK_EQ(v.windows, 2);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.window_start, 0);
+	CHECK_EQ(v.dma.nholes, 0);
+	CHECK_EQ(v.dma.npinned, 1183 - 512);
+	CHECK_EQ(v.dma.windows, 2);
 	CHECK_EQ(nunmaps, 1);
 	CHECK_EQ(le64_to_cpu(last_unmap.iova), 1 * MiB);
 	CHECK_EQ(le64_to_cpu(last_unmap.len), 2 * MiB);
-	CHECK_EQ(v.nkept, 0);
-	CHECK_EQ(v.kept_dropped, 512);
+	CHECK_EQ(v.dma.nkept, 0);
+	CHECK_EQ(v.dma.kept_dropped, 512);
 
 	/* Read-only now (the BIOS's shadow area): not waited for. */
 	gmaps[2] = saved;
-	dl_dma_repin_work(&v.repin_work.work);
-	CHECK_EQ(v.npinned, 1183);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.npinned, 1183);
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
 	slots[2].flags = KVM_MEM_READONLY;
-	dl_dma_repin_work(&v.repin_work.work);
-	CHECK_EQ(v.window_start, 0);
-	CHECK_EQ(v.nholes, 0);
-	CHECK_EQ(v.nkept, 0);		/* unmapped: it is read-only now */
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.window_start, 0);
+	CHECK_EQ(v.dma.nholes, 0);
+	CHECK_EQ(v.dma.nkept, 0);		/* unmapped: it is read-only now */
 	CHECK_EQ(nunmaps, 2);
 	slots[2].flags = 0;
 
 	dl_dma_disable(&v);
 	check_no_refs();
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 }
 
 static void test_repin_keeps(void)
@@ -987,21 +1011,21 @@ static void test_repin_keeps(void)
 	 * keeps its mapping throughout and is told nothing.
 	 */
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
-	CHECK_EQ(v.nkept, 512);
+	CHECK_EQ(v.dma.nkept, 512);
 	CHECK_EQ(page_at(1 * MiB)->refs, 1);
 	check_pins(1 * MiB, 3 * MiB, 0);
-	dl_dma_repin_work(&v.repin_work.work);
+	dl_dma_repin_work(&v.dma.repin_work.work);
 	CHECK_EQ(nmaps + nunmaps, 0);
-	CHECK_EQ(v.npinned, 1183);
+	CHECK_EQ(v.dma.npinned, 1183);
 	check_pins(1 * MiB, 3 * MiB, 1);
-	CHECK_EQ(v.nkept, 0);
-	CHECK_EQ(v.kept_same, 512);
-	CHECK_EQ(v.window_start, 0);
+	CHECK_EQ(v.dma.nkept, 0);
+	CHECK_EQ(v.dma.kept_same, 512);
+	CHECK_EQ(v.dma.window_start, 0);
 	check_no_refs();
 	/* The re-pin pinned 512 pages again and sent nothing. */
-	CHECK_EQ(v.fill.fills, 2);
-	CHECK_EQ(v.fill.pages, 1183 + 512);
-	CHECK_EQ(v.fill.msgs, 2);
+	CHECK_EQ(v.dma.fill.fills, 2);
+	CHECK_EQ(v.dma.fill.pages, 1183 + 512);
+	CHECK_EQ(v.dma.fill.msgs, 2);
 
 	/*
 	 * Mapped on other pages: the old ones are unmapped (one message per
@@ -1011,7 +1035,7 @@ static void test_repin_keeps(void)
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
 	gmaps[2].moved = true;
 	gmaps[2].phys = 0x700000000ULL;
-	dl_dma_repin_work(&v.repin_work.work);
+	dl_dma_repin_work(&v.dma.repin_work.work);
 	CHECK_EQ(nunmaps, 2);
 	CHECK_EQ(le64_to_cpu(last_unmap.iova), 2 * MiB);
 	CHECK_EQ(le64_to_cpu(last_unmap.len), 1 * MiB);
@@ -1020,16 +1044,16 @@ static void test_repin_keeps(void)
 	CHECK_EQ(nruns, 1);
 	check_run(0, 1 * MiB, 0x700000000ULL, 2 * MiB);
 	CHECK(!strcmp(events, "UUM"));
-	CHECK_EQ(v.kept_moved, 512);
-	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.dma.kept_moved, 512);
+	CHECK_EQ(v.dma.nkept, 0);
 	check_no_refs();
 
 	/* Half of a run unmapped twice before the re-pin: kept once. */
 	dl_dma_unmap_range(&v, 1 * MiB, 1 * MiB);
 	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
-	CHECK_EQ(v.nkept, 512);
-	dl_dma_repin_work(&v.repin_work.work);
-	CHECK_EQ(v.kept_same, 1024);
+	CHECK_EQ(v.dma.nkept, 512);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.kept_same, 1024);
 	CHECK_EQ(nunmaps, 2);
 
 	/* A reset while pages are kept: all unmapped at once, let go. */
@@ -1037,12 +1061,12 @@ static void test_repin_keeps(void)
 	dl_dma_disable(&v);
 	CHECK_EQ(nunmaps, 3);
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
-	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.dma.nkept, 0);
 	check_no_refs();
 	CHECK_EQ(nquarantined, 0);
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
-	xa_destroy(&v.kept);
+	xa_destroy(&v.dma.pin_pages);
+	xa_destroy(&v.dma.kept);
 }
 
 static void test_bulk_pins(void)
@@ -1055,8 +1079,8 @@ static void test_bulk_pins(void)
 	 * has no first page in VFIO: VFIO pins it, page by page.
 	 */
 	CHECK_EQ(ngup_calls, 3);
-	CHECK_EQ(v.fill.bulk_pages, 160 + 256 + 512);
-	CHECK_EQ(v.fill.bulk_refused, 0);
+	CHECK_EQ(v.dma.fill.bulk_pages, 160 + 256 + 512);
+	CHECK_EQ(v.dma.fill.bulk_refused, 0);
 	CHECK_EQ(gup_pinned(0, 8 * MiB), 160 + 256 + 512 - 6);
 	CHECK_EQ(gup_pinned(4 * MiB, 5 * MiB), 0);
 	check_pins(4 * MiB + 4 * KiB, 5 * MiB, 1);
@@ -1065,9 +1089,9 @@ static void test_bulk_pins(void)
 	CHECK_EQ(gup_pins[0], 0);
 	CHECK_EQ(pincount[1], 0);
 	CHECK_EQ(gup_pins[1], 1);
-	CHECK_EQ(v.nbulk, 160 + 256 + 512 - 6);
-	CHECK_EQ(mm.locked_vm, (long)v.nbulk);
-	CHECK(v.pin_mm == &mm);
+	CHECK_EQ(v.dma.nbulk, 160 + 256 + 512 - 6);
+	CHECK_EQ(mm.locked_vm, (long)v.dma.nbulk);
+	CHECK(v.dma.pin_mm == &mm);
 	CHECK_EQ(mm.count, 1);
 	CHECK_EQ(mm.users, 1);
 	/* What the lender maps is the same as when VFIO pins it all. */
@@ -1077,23 +1101,23 @@ static void test_bulk_pins(void)
 	/* Part of a chunk unmapped: VFIO's and our pins there go. */
 	dl_dma_disable(&v);
 	CHECK_EQ(dl_dma_enable(&v), 0);
-	v.dma_on = false;
+	v.dma.on = false;
 	dl_dma_unmap_range(&v, 1 * MiB + 8 * KiB, 8 * KiB);
 	check_pins(1 * MiB + 8 * KiB, 1 * MiB + 16 * KiB, 0);
 	check_pins(1 * MiB, 1 * MiB + 8 * KiB, 1);
-	CHECK_EQ(mm.locked_vm, (long)v.nbulk);
+	CHECK_EQ(mm.locked_vm, (long)v.dma.nbulk);
 
 	/* Everything given back: no pin, no locked page, no hold on the VMM. */
 	dl_dma_disable(&v);
 	check_pins(0, 8 * MiB, 0);
 	CHECK_EQ(mm.locked_vm, 0);
-	CHECK_EQ(v.nbulk, 0);
-	CHECK(!v.pin_mm);
+	CHECK_EQ(v.dma.nbulk, 0);
+	CHECK(!v.dma.pin_mm);
 	CHECK_EQ(mm.count, 0);
 	CHECK_EQ(bad_unpins, 0);
 	CHECK_EQ(bad_pin_calls, 0);
 	check_no_refs();
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 }
 
 static void test_bulk_refused(void)
@@ -1102,7 +1126,7 @@ static void test_bulk_refused(void)
 	setup_guest();
 	slots[2].userspace_addr += 2 * MiB;
 	CHECK_EQ(dl_dma_enable(&v), 0);
-	CHECK(v.fill.bulk_refused > 0);
+	CHECK(v.dma.fill.bulk_refused > 0);
 	CHECK_EQ(gup_pinned(0, 8 * MiB), gup_pinned(0, 640 * KiB) +
 		 gup_pinned(4 * MiB, 5 * MiB));
 	check_pins(0, 640 * KiB, 1);
@@ -1111,13 +1135,13 @@ static void test_bulk_refused(void)
 	dl_dma_disable(&v);
 	check_pins(0, 8 * MiB, 0);
 	CHECK_EQ(mm.locked_vm, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 
 	/* Over the VMM's locked-memory limit: VFIO pins, and decides. */
 	setup_guest();
 	locked_limit = 16;
 	CHECK_EQ(dl_dma_enable(&v), 0);
-	CHECK(v.fill.bulk_refused > 0);
+	CHECK(v.dma.fill.bulk_refused > 0);
 	CHECK(mm.locked_vm <= 16);
 	check_pins(1 * MiB, 4 * MiB, 1);
 	dl_dma_disable(&v);
@@ -1129,21 +1153,21 @@ static void test_bulk_refused(void)
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	dl_bulk_pin = true;
 	CHECK_EQ(ngup_calls, 0);
-	CHECK_EQ(v.fill.bulk_pages, 0);
+	CHECK_EQ(v.dma.fill.bulk_pages, 0);
 	check_pins(1 * MiB, 4 * MiB, 1);
 	dl_dma_disable(&v);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 
 	/* The VMM has exited: nothing in bulk, nothing accounted. */
 	setup_guest();
 	mm.users = 0;
 	CHECK_EQ(dl_dma_enable(&v), 0);
-	CHECK_EQ(v.fill.bulk_pages, 0);
+	CHECK_EQ(v.dma.fill.bulk_pages, 0);
 	CHECK_EQ(ngup_calls, 0);
 	dl_dma_disable(&v);
 	check_pins(0, 8 * MiB, 0);
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 
 	/*
 	 * In a kworker (the re-pin work), whose CAP_IPC_LOCK would pass any
@@ -1153,14 +1177,14 @@ static void test_bulk_refused(void)
 	locked_limit = 16;
 	kshim_current = &worker_task;
 	CHECK_EQ(dl_dma_enable(&v), 0);
-	CHECK_EQ(v.fill.bulk_pages, 0);
+	CHECK_EQ(v.dma.fill.bulk_pages, 0);
 	CHECK_EQ(ngup_calls, 0);
 	CHECK_EQ(mm.locked_vm, 0);
 	check_pins(1 * MiB, 4 * MiB, 1);
 	dl_dma_disable(&v);
 	check_pins(0, 8 * MiB, 0);
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 }
 
 static void test_probe(void)
@@ -1175,7 +1199,7 @@ static void test_probe(void)
 	add_gmap(4 * MiB + 4 * KiB, 8 * KiB, 0x500000000ULL);
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	CHECK_EQ(bad_pin_calls, 0);
-	CHECK_EQ(v.npinned, 514);
+	CHECK_EQ(v.dma.npinned, 514);
 	check_extents(ext, 2);
 	check_pins(4 * MiB, 6 * MiB, 0);	/* its first page is not mapped */
 	/* Contiguous in host memory across the hole in IOVA: two runs. */
@@ -1188,12 +1212,12 @@ static void test_probe(void)
 	dl_dma_unmap_range(&v, 6 * MiB, 8 * KiB);
 	CHECK_EQ(nunmaps, 1);
 	CHECK_EQ(le64_to_cpu(last_unmap.iova), 6 * MiB);
-	CHECK_EQ(v.nkept, 0);
+	CHECK_EQ(v.dma.nkept, 0);
 	check_pins(6 * MiB, 6 * MiB + 8 * KiB, 0);
 	dl_dma_disable(&v);
 	check_no_refs();
 	CHECK_EQ(bad_unpins, 0);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 }
 
 static const struct unit_test dma_tests[] = {
@@ -1301,12 +1325,12 @@ static void test_config_init(void)
 	CHECK_EQ(ncblocks, PCI_CFG_SPACE_SIZE / DL_CFG_BLOCK_MAX);
 	CHECK_EQ(ncreads, 0);
 	CHECK_EQ(dl_config_cap_pos(&v, PCI_CAP_ID_MSI), 0x40);
-	CHECK_EQ(v.nvcaps, 2);
-	CHECK_EQ(v.vcaps[0].len, 24);
+	CHECK_EQ(v.cfg.nvcaps, 2);
+	CHECK_EQ(v.cfg.vcaps[0].len, 24);
 	CHECK_EQ(dl_config_cap_pos(&v, PCI_CAP_ID_MSIX), 0x60);
-	CHECK_EQ(v.vcaps[1].len, PCI_CAP_MSIX_SIZEOF);
+	CHECK_EQ(v.cfg.vcaps[1].len, PCI_CAP_MSIX_SIZEOF);
 	CHECK_EQ(dl_config_cap_pos(&v, PCI_CAP_ID_PM), 0);
-	CHECK_EQ(v.pcie_cap, 0x70);
+	CHECK_EQ(v.cfg.pcie_cap, 0x70);
 	for (off = 0; off < PCI_CFG_SPACE_SIZE; off++) {
 		enum dl_cfg_region want = DL_CFG_DEV;
 
@@ -1359,7 +1383,7 @@ static void test_config_snapshot_fallback(void)
 
 	setup_config();
 	CHECK_EQ(dl_config_init(&v), 0);
-	memcpy(copy, v.vconfig, sizeof(copy));
+	memcpy(copy, v.cfg.vconfig, sizeof(copy));
 	dl_config_free(&v);
 
 	/* An older lender: one batch refused, then dword by dword, the same copy. */
@@ -1368,14 +1392,14 @@ static void test_config_snapshot_fallback(void)
 	CHECK_EQ(dl_config_init(&v), 0);
 	CHECK_EQ(ncblocks, PCI_CFG_SPACE_SIZE / DL_CFG_BLOCK_MAX);
 	CHECK_EQ(ncreads, PCI_CFG_SPACE_SIZE / 4);
-	CHECK(!memcmp(copy, v.vconfig, sizeof(copy)));
+	CHECK(!memcmp(copy, v.cfg.vconfig, sizeof(copy)));
 	dl_config_free(&v);
 
 	/* A block for another offset than asked: the open fails. */
 	setup_config();
 	blocks = BLOCKS_LIE;
 	CHECK_EQ(dl_config_init(&v), -EPROTO);
-	CHECK(!v.vconfig);
+	CHECK(!v.cfg.vconfig);
 	CHECK_EQ(ncreads, 0);
 }
 
@@ -1403,7 +1427,7 @@ static void test_config_ids_and_unreachable(void)
 	/* Lost: not even asked. */
 	cread_ret = 0;
 	ncreads = 0;
-	v.state = DL_VDEV_LOST;
+	v.sess.state = DL_VDEV_LOST;
 	CHECK_EQ(cfg_read(0x70 + PCI_EXP_DEVCTL, 2), 0xffff);
 	CHECK_EQ(cfg_read(PCI_DEVICE_ID, 2), 0x0010);
 	CHECK_EQ(ncreads, 0);
@@ -1485,23 +1509,23 @@ static void test_config_command(void)
 	nevents = 0;
 	cfg_write(PCI_COMMAND, 2, 0x0407);
 	CHECK(!strcmp(events, "MW"));
-	CHECK(v.dma_on);
-	CHECK_EQ(v.npinned, 256);
+	CHECK(v.dma.on);
+	CHECK_EQ(v.dma.npinned, 256);
 	check_cwrite(2, PCI_COMMAND, 2, 0x0407);
 	/* Off: the write first, then unmapped and unpinned. */
 	nevents = 0;
 	memset(events, 0, sizeof(events));
 	cfg_write(PCI_COMMAND, 1, 0x03);
 	CHECK(!strcmp(events, "WU"));
-	CHECK_EQ(v.npinned, 0);
-	CHECK(!v.dma_on);
+	CHECK_EQ(v.dma.npinned, 0);
+	CHECK(!v.dma.on);
 	/* Writes of the same command do neither. */
 	nevents = 0;
 	memset(events, 0, sizeof(events));
 	cfg_write(PCI_COMMAND, 1, 0x03);
 	CHECK(!strcmp(events, "W"));
 	dl_config_free(&v);
-	xa_destroy(&v.pin_pages);
+	xa_destroy(&v.dma.pin_pages);
 }
 
 static void test_config_flr(void)

@@ -8,10 +8,10 @@
 //!   `xa_erase(` comes after the first `dl_lent_reclaim(`: the device is
 //!   taken back (everything unmapped) before it leaves the table.
 //! - **Item 5** ([`Params::fix_lease_inc`]): in the body of
-//!   `dl_vdev_borrow()` (`mdev-kmod/borrower/vdev.c`), the lease's
+//!   `dl_session_borrow()` (`mdev-kmod/borrower/session.c`), the lease's
 //!   incarnation is assigned (`lease->incarnation =`) after the
 //!   DL_MSG_DEV_ACQUIRE request is made, and that request's code (the body
-//!   of `dl_vdev_borrow()` or of the function in the file that sends
+//!   of `dl_session_borrow()` or of the function in the file that sends
 //!   `DL_MSG_DEV_ACQUIRE`) reads the fabric request's `peer_inc`: the
 //!   incarnation the request went to. A lease created from
 //!   `v->remote->incarnation` and never renamed is the old variant.
@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 pub struct CVariant {
     /// Item 1 is fixed in `dl_lender_remove()`.
     pub fix_remove_order: bool,
-    /// Item 5 is fixed in `dl_vdev_borrow()`.
+    /// Item 5 is fixed in `dl_session_borrow()`.
     pub fix_lease_inc: bool,
     /// `dl_serve_acquire()` reads the link again after naming the holder.
     pub acquire_recheck: bool,
@@ -161,10 +161,10 @@ pub fn remove_order(driver_c: &str) -> Result<(bool, String), String> {
     ))
 }
 
-/// Item 5 from `borrower/vdev.c`'s text.
-pub fn lease_incarnation(vdev_c: &str) -> Result<(bool, String), String> {
-    let code = strip_comments(vdev_c);
-    let body = function_body(&code, "dl_vdev_borrow")?;
+/// Item 5 from `borrower/session.c`'s text.
+pub fn lease_incarnation(session_c: &str) -> Result<(bool, String), String> {
+    let code = strip_comments(session_c);
+    let body = function_body(&code, "dl_session_borrow")?;
     // Where the ACQUIRE goes out: in the body, or through a helper of the
     // file that sends it.
     let (acq_at, acq_code) = if let Some(at) = body.find("DL_MSG_DEV_ACQUIRE") {
@@ -172,7 +172,7 @@ pub fn lease_incarnation(vdev_c: &str) -> Result<(bool, String), String> {
     } else {
         let helper = acquire_helper(&code)?;
         let at = body.find(&format!("{helper}(")).ok_or_else(|| {
-            format!("dl_vdev_borrow() sends no DL_MSG_DEV_ACQUIRE and calls no {helper}()")
+            format!("dl_session_borrow() sends no DL_MSG_DEV_ACQUIRE and calls no {helper}()")
         })?;
         (at, function_body(&code, &helper)?.to_string())
     };
@@ -182,16 +182,16 @@ pub fn lease_incarnation(vdev_c: &str) -> Result<(bool, String), String> {
     match (renamed && peer_inc, from_entry) {
         (true, _) => Ok((
             true,
-            "dl_vdev_borrow(): the lease's incarnation is set after DL_MSG_DEV_ACQUIRE, from the request's peer_inc (item 5 fixed)"
+            "dl_session_borrow(): the lease's incarnation is set after DL_MSG_DEV_ACQUIRE, from the request's peer_inc (item 5 fixed)"
                 .into(),
         )),
         (false, true) => Ok((
             false,
-            "dl_vdev_borrow(): the lease keeps v->remote->incarnation, the remote entry's (item 5 NOT fixed)"
+            "dl_session_borrow(): the lease keeps v->remote->incarnation, the remote entry's (item 5 NOT fixed)"
                 .into(),
         )),
         (false, false) => Err(
-            "dl_vdev_borrow(): cannot tell where the lease's incarnation comes from (neither remote->incarnation nor a peer_inc rename); update csource.rs"
+            "dl_session_borrow(): cannot tell where the lease's incarnation comes from (neither remote->incarnation nor a peer_inc rename); update csource.rs"
                 .into(),
         ),
     }
@@ -246,7 +246,7 @@ pub fn acquire_recheck(msg_c: &str) -> Result<(bool, bool, String), String> {
 fn acquire_helper(code: &str) -> Result<String, String> {
     let at = code
         .find("DL_MSG_DEV_ACQUIRE")
-        .ok_or("borrower/vdev.c never sends DL_MSG_DEV_ACQUIRE")?;
+        .ok_or("borrower/session.c never sends DL_MSG_DEV_ACQUIRE")?;
     // The last definition line (column 0, with a parenthesis) before it.
     let head = &code[..at];
     for line in head.lines().rev() {
@@ -280,7 +280,7 @@ pub fn variant(kmod: &Path) -> Result<CVariant, String> {
         std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
     };
     let (fix_remove_order, e1) = remove_order(&read("lender/driver.c")?)?;
-    let (fix_lease_inc, e5) = lease_incarnation(&read("borrower/vdev.c")?)?;
+    let (fix_lease_inc, e5) = lease_incarnation(&read("borrower/session.c")?)?;
     let (acquire_recheck, fix_acquire_silent, e7) = acquire_recheck(&read("lender/msg.c")?)?;
     Ok(CVariant {
         fix_remove_order,
@@ -318,13 +318,13 @@ mod tests {
 
     #[test]
     fn lease_incarnation_both_ways() {
-        let old = "int dl_vdev_borrow(struct dl_vdev *v)\n{\n\tlease = dl_lease_new(b, v->host, v->dev_id, v->remote->incarnation);\n\tret = dl_vdev_request(v, DL_MSG_DEV_ACQUIRE, &ref);\n}\n";
+        let old = "int dl_session_borrow(struct dl_vdev *v)\n{\n\tlease = dl_lease_new(b, v->host, v->dev_id, v->remote->incarnation);\n\tret = dl_session_request(v, DL_MSG_DEV_ACQUIRE, &ref);\n}\n";
         assert!(!lease_incarnation(old).unwrap().0);
-        let new = "static int dl_vdev_acquire(struct dl_vdev *v, struct dl_acquire *a)\n{\n\tret = dl_fabric_req_submit(f, h, DL_MSG_DEV_ACQUIRE, &r);\n\ta->inc = req.peer_inc;\n}\n\nint dl_vdev_borrow(struct dl_vdev *v)\n{\n\tlease = dl_lease_new(b, v->host, v->dev_id, v->remote->incarnation);\n\tret = dl_vdev_acquire(v, &acq);\n\tif (acq.inc)\n\t\tlease->incarnation = acq.inc;\n}\n";
+        let new = "static int dl_session_acquire(struct dl_vdev *v, struct dl_acquire *a)\n{\n\tret = dl_fabric_req_submit(f, h, DL_MSG_DEV_ACQUIRE, &r);\n\ta->inc = req.peer_inc;\n}\n\nint dl_session_borrow(struct dl_vdev *v)\n{\n\tlease = dl_lease_new(b, v->host, v->dev_id, v->remote->incarnation);\n\tret = dl_session_acquire(v, &acq);\n\tif (acq.inc)\n\t\tlease->incarnation = acq.inc;\n}\n";
         assert!(lease_incarnation(new).unwrap().0);
-        assert!(
-            lease_incarnation("int dl_vdev_borrow(void)\n{\n\tx = DL_MSG_DEV_ACQUIRE;\n}\n")
-                .is_err()
-        );
+        assert!(lease_incarnation(
+            "int dl_session_borrow(void)\n{\n\tx = DL_MSG_DEV_ACQUIRE;\n}\n"
+        )
+        .is_err());
     }
 }
