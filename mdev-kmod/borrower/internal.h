@@ -333,6 +333,8 @@ struct dl_dma_fill_stats {
  * @dev_id: the lender's handle, while @remote is set.
  * @info: what the lender said at open.
  * @vconfig: the virtual config space, @info.cfg_size bytes.
+ * @cfg_map: per byte of @vconfig, its view and masks in the model shared
+ *	with the lender (dl_pci_cfg.h), laid at open.
  * @bar_mask: the size mask of each virtual BAR register.
  * @vcaps: the capabilities served from @vconfig (dl_cap_is_virtual()).
  * @nvcaps: how many of @vcaps are used.
@@ -404,6 +406,7 @@ struct dl_vdev {
 	u32 dev_id;
 	struct dl_rinfo info;
 	u8 *vconfig;
+	struct dl_cfg_byte *cfg_map;
 	u32 bar_mask[DL_NUM_BARS + 1];
 	struct dl_vcap vcaps[DL_B_VCAPS];
 	u8 nvcaps;
