@@ -29,6 +29,7 @@ static const struct unit_suite *const suites[] = {
 	&ring_suite,
 	&borrower_dma_suite,
 	&borrower_config_suite,
+	&cfg_model_suite,
 };
 
 int main(void)
