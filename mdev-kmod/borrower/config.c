@@ -24,11 +24,15 @@
  *   MSI, MSI-X  whole capability virtual (dl_cap_is_virtual(), the
  *               model shared with the lender in dl_pci_cfg.h): QEMU drives
  *               the vectors through SET_IRQS, never through these
- *               registers; guests write only dl_cap_virt_wmask()'s bits
+ *               registers; guests write only the bits its table lets
+ *               them (dl_cfg_cap_perms())
  *   INTx pin    the device's pin where the lender can mask its INTx at the
  *               device (PCI 2.3 INTx disable, DL_DEV_F_INTX), else 0, so
  *               that the guest (and QEMU) use INTx only where it is
  *               relayed (irq.c); writes dropped
+ * Which byte is what comes from a per-byte map laid at open from the
+ * model's tables (dl_cfg_map_init(), dl_cfg_map_rows()), as vfio-pci's
+ * pci_config_map: an access finds each byte's view and masks by offset.
  * A PCIe FLR written to the device control register takes the reset path
  * (&dl_config_ops.reset). The device is borrowed (session.c) before the
  * first write that reaches it.
@@ -54,38 +58,20 @@
 /* Config reads in flight while the copy is made. */
 #define DL_CFG_BATCH		16
 
-static bool dl_config_in(unsigned int off, unsigned int start,
-			 unsigned int len)
-{
-	return start && off >= start && off < start + len;
-}
-
 /*
  * What a byte of config space belongs to, and so which filter it takes:
- * in the header, its field's view in the model shared with the lender
- * (dl_header_field()); above it, a virtual capability or the device.
+ * its view in the model shared with the lender (dl_pci_cfg.h), with
+ * MSI's flags one with the rest of its capability.
  */
 enum dl_cfg_region {
-	DL_CFG_DEV = DL_HDR_DEV,
-	DL_CFG_ID = DL_HDR_ID,
-	DL_CFG_COMMAND = DL_HDR_COMMAND,
-	DL_CFG_BAR = DL_HDR_BAR,
-	DL_CFG_ROM = DL_HDR_ROM,
-	DL_CFG_INTX_PIN = DL_HDR_INTX_PIN,
-	DL_CFG_VCAP,		/* a virtual capability */
+	DL_CFG_DEV = DL_VIEW_DEV,
+	DL_CFG_ID = DL_VIEW_ID,
+	DL_CFG_COMMAND = DL_VIEW_COMMAND,
+	DL_CFG_BAR = DL_VIEW_BAR,
+	DL_CFG_ROM = DL_VIEW_ROM,
+	DL_CFG_INTX_PIN = DL_VIEW_INTX_PIN,
+	DL_CFG_VCAP = DL_VIEW_VCAP,	/* a virtual capability */
 };
-
-/* The virtual capability that holds the byte at @off, or NULL. */
-static const struct dl_vcap *dl_config_vcap_at(struct dl_vdev *v,
-					       unsigned int off)
-{
-	unsigned int i;
-
-	for (i = 0; i < v->cfg.nvcaps; i++)
-		if (dl_config_in(off, v->cfg.vcaps[i].pos, v->cfg.vcaps[i].len))
-			return &v->cfg.vcaps[i];
-	return NULL;
-}
 
 /**
  * dl_config_cap_pos() - where a virtual capability is.
@@ -107,12 +93,10 @@ unsigned int dl_config_cap_pos(struct dl_vdev *v, u8 id)
 static enum dl_cfg_region dl_config_region(struct dl_vdev *v,
 					   unsigned int off)
 {
-	if (off < PCI_STD_HEADER_SIZEOF)
-		return (enum dl_cfg_region)dl_header_field(off).view;
-	/* Should the lender's capabilities overlap, each byte has one. */
-	if (dl_config_vcap_at(v, off))
-		return DL_CFG_VCAP;
-	return DL_CFG_DEV;
+	u8 view = v->cfg.map[off].view;
+
+	return view == DL_VIEW_MSI_FLAGS ? DL_CFG_VCAP :
+	       (enum dl_cfg_region)view;
 }
 
 /* Whether the byte at @off is served from the virtual copy. */
@@ -353,6 +337,28 @@ static void dl_config_find_caps(struct dl_vdev *v)
 }
 
 /*
+ * Lays the model's tables over the per-byte map: the header's, then each
+ * virtual capability's, the first found last so that, should the lender's
+ * capabilities overlap, each byte is the first one's.
+ */
+static void dl_config_map_caps(struct dl_vdev *v)
+{
+	const struct dl_cfg_perm *rows;
+	const struct dl_vcap *cap;
+	unsigned int i, n;
+
+	dl_cfg_map_init(v->cfg.map, v->info.cfg_size);
+	for (i = v->cfg.nvcaps; i--; ) {
+		cap = &v->cfg.vcaps[i];
+		rows = dl_cfg_cap_perms(false, cap->id,
+					dl_config_get(v, cap->pos + PCI_CAP_FLAGS, 2),
+					&n);
+		dl_cfg_map_rows(v->cfg.map, v->info.cfg_size, cap->pos,
+				cap->len, rows, n);
+	}
+}
+
+/*
  * Sets up the virtual BARs: sizes from the lender, addresses zero. I/O
  * BARs read as absent: no lender serves them (dl_rinfo_decode() drops
  * them too, this is in case).
@@ -422,14 +428,19 @@ int dl_config_init(struct dl_vdev *v)
 	lockdep_assert_held(&v->lock);
 
 	v->cfg.vconfig = kzalloc(v->info.cfg_size, GFP_KERNEL);
-	if (!v->cfg.vconfig)
-		return -ENOMEM;
+	v->cfg.map = kcalloc(v->info.cfg_size, sizeof(*v->cfg.map),
+			     GFP_KERNEL);
+	if (!v->cfg.vconfig || !v->cfg.map) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
 	ret = dl_config_snapshot(v);
 	if (ret)
 		goto err_free;
 	v->cfg.nvcaps = 0;
 	v->cfg.pcie_cap = 0;
 	dl_config_find_caps(v);
+	dl_config_map_caps(v);
 	dl_config_init_bars(v);
 	/* The IDs the remote table and the mdev types go by. */
 	dl_config_put(v, PCI_VENDOR_ID, 2, v->info.vendor);
@@ -441,6 +452,8 @@ int dl_config_init(struct dl_vdev *v)
 	return 0;
 
 err_free:
+	kfree(v->cfg.map);
+	v->cfg.map = NULL;
 	kfree(v->cfg.vconfig);
 	v->cfg.vconfig = NULL;
 	return ret;
@@ -454,6 +467,8 @@ void dl_config_free(struct dl_vdev *v)
 {
 	lockdep_assert_held(&v->lock);
 
+	kfree(v->cfg.map);
+	v->cfg.map = NULL;
 	kfree(v->cfg.vconfig);
 	v->cfg.vconfig = NULL;
 }
@@ -543,28 +558,21 @@ static void dl_config_msi_clamp(struct dl_vdev *v, unsigned int flags_at)
 
 /*
  * A write to virtual capabilities: of each byte only the bits the shared
- * model lets a guest write take (dl_cap_virt_wmask()), by the capability
- * that byte is in (a run may end one and start the next).
+ * model lets a guest write take (the map's vwmask, from the table of the
+ * capability that byte is in: a run may end one and start the next).
  */
 static void dl_config_write_vcap(struct dl_vdev *v, unsigned int off,
 				 unsigned int size, u32 val)
 {
-	const struct dl_vcap *cap;
-	unsigned int i, rel;
-	u8 wmask;
+	const struct dl_cfg_byte *m;
+	unsigned int i;
 
 	for (i = 0; i < size; i++) {
-		cap = dl_config_vcap_at(v, off + i);
-		if (!cap)
-			continue;
-		rel = off + i - cap->pos;
-		wmask = dl_cap_virt_wmask(cap->id,
-					  dl_config_get(v, cap->pos + PCI_CAP_FLAGS, 2),
-					  rel);
-		v->cfg.vconfig[off + i] = (v->cfg.vconfig[off + i] & ~wmask) |
-				      ((val >> (8 * i)) & wmask);
-		if (cap->id == PCI_CAP_ID_MSI && rel == PCI_MSI_FLAGS)
-			dl_config_msi_clamp(v, cap->pos + PCI_MSI_FLAGS);
+		m = &v->cfg.map[off + i];
+		v->cfg.vconfig[off + i] = (v->cfg.vconfig[off + i] & ~m->vwmask) |
+				      ((val >> (8 * i)) & m->vwmask);
+		if (m->view == DL_VIEW_MSI_FLAGS)
+			dl_config_msi_clamp(v, off + i);
 	}
 }
 

@@ -397,6 +397,8 @@ struct dl_session {
  *	config.c only, under &dl_vdev.lock (irq.c and vdev.c read it).
  * @vconfig: the virtual config space, &dl_vdev.info.cfg_size bytes, while
  *	open.
+ * @map: per byte of @vconfig, its view and masks in the model shared
+ *	with the lender (dl_pci_cfg.h), laid at open.
  * @bar_mask: the size mask of each virtual BAR register.
  * @vcaps: the capabilities served from @vconfig (dl_cap_is_virtual()).
  * @nvcaps: how many of @vcaps are used.
@@ -404,6 +406,7 @@ struct dl_session {
  */
 struct dl_vdev_config {
 	u8 *vconfig;
+	struct dl_cfg_byte *map;
 	u32 bar_mask[DL_NUM_BARS + 1];
 	struct dl_vcap vcaps[DL_B_VCAPS];
 	u8 nvcaps;

@@ -7,14 +7,15 @@
  * not move it in the lender's address space, take its interrupts, change
  * how it sits on the link, reset it behind the lender's back or create
  * new functions. Like vfio-pci (drivers/vfio/pci/vfio_pci_config.c), each
- * config byte has a mask of the bits a borrower may write, computed once
- * at probe, and a capability is writable only where its permission table
- * (dl_cap_perms() in dl_pci_cfg.h, shared with the borrower) says so.
+ * config byte has its permissions in a per-byte map laid once at probe
+ * from the tables of the model shared with the borrower (dl_pci_cfg.h):
+ * the header's, and each capability's (dl_cfg_cap_perms()), writable
+ * only where its table says so.
  * What is kept from the hardware:
  *  - the BARs, the expansion ROM BAR, the status register (write 1 to
  *    clear), BIST and the read-only header fields;
  *  - in the command register every bit but memory and I/O space and bus
- *    master (the header's share of the model: dl_header_field());
+ *    master (the header's table: dl_cfg_header_perms());
  *  - every capability without a permission table: MSI, MSI-X and power
  *    management among them (the lender owns the vectors; D3 would take
  *    the BARs away); where its length is not known, everything up to the
@@ -51,35 +52,6 @@ struct dl_cap {
 
 #define DL_MAX_CAPS	64
 
-static void dl_wmask_set(struct dl_lent *lent, unsigned int pos,
-			 unsigned int len, u8 mask)
-{
-	if (pos >= lent->cfg_size)
-		return;
-	len = min(len, lent->cfg_size - pos);
-	memset(lent->wmask + pos, mask, len);
-}
-
-/* The mask of a little-endian register of @len bytes at @pos. */
-static void dl_wmask_set_reg(struct dl_lent *lent, unsigned int pos,
-			     unsigned int len, u32 mask)
-{
-	unsigned int i;
-
-	for (i = 0; i < len; i++)
-		dl_wmask_set(lent, pos + i, 1, (mask >> (8 * i)) & 0xff);
-}
-
-/* Bytes of a standard capability; @room (up to the next one) if unknown. */
-static unsigned int dl_std_cap_len_at(struct pci_dev *pdev, u8 id,
-				      unsigned int pos, unsigned int room)
-{
-	u16 reg2 = 0;
-
-	pci_read_config_word(pdev, pos + PCI_CAP_FLAGS, &reg2);
-	return dl_std_cap_len(id, reg2, room);
-}
-
 /* Where the device says it can do a function-level reset, note the bit. */
 static void dl_cfg_flr(struct dl_lent *lent, u16 id, unsigned int pos)
 {
@@ -96,41 +68,32 @@ static void dl_cfg_flr(struct dl_lent *lent, u16 id, unsigned int pos)
 }
 
 /*
- * Make the @n capabilities at @caps read-only but where their permission
- * table says otherwise. Each ends at its length, but no further than the
- * next capability above it, or @end.
+ * Lay the tables of the @n capabilities at @caps over the map: read-only
+ * but where a table says otherwise. Each ends at its length, but no
+ * further than the next capability above it, or @end.
  */
 static void dl_cfg_caps(struct dl_lent *lent, const struct dl_cap *caps,
 			unsigned int n, bool ext, unsigned int end)
 {
-	const struct dl_cap_perm *perms;
-	unsigned int i, j, k, nperms;
+	const struct dl_cfg_perm *rows;
+	unsigned int i, j, nrows;
 
 	for (i = 0; i < n; i++) {
 		unsigned int pos = caps[i].pos, next = end, len;
+		u16 reg2 = 0;
 
 		for (j = 0; j < n; j++)
 			if (caps[j].pos > pos && caps[j].pos < next)
 				next = caps[j].pos;
 		len = next - pos;
-		if (!ext)
-			len = dl_std_cap_len_at(lent->pdev, caps[i].id, pos,
-						len);
-		dl_wmask_set(lent, pos, max(len, PCI_CAP_SIZEOF), 0);
-
-		perms = dl_cap_perms(ext, caps[i].id, &nperms);
-		for (k = 0; k < nperms; k++) {
-			const struct dl_cap_perm *p = &perms[k];
-
-			if (p->off + p->len > len)
-				continue;
-			if (p->len)
-				dl_wmask_set_reg(lent, pos + p->off, p->len,
-						 p->wmask);
-			else
-				dl_wmask_set(lent, pos + p->off, len - p->off,
-					     p->wmask);
+		if (!ext) {
+			pci_read_config_word(lent->pdev, pos + PCI_CAP_FLAGS,
+					     &reg2);
+			len = dl_std_cap_len(caps[i].id, reg2, len);
 		}
+		rows = dl_cfg_cap_perms(ext, caps[i].id, reg2, &nrows);
+		dl_cfg_map_rows(lent->cfg_map, lent->cfg_size, pos, len, rows,
+				nrows);
 		if (!ext)
 			dl_cfg_flr(lent, caps[i].id, pos);
 	}
@@ -163,13 +126,14 @@ static void dl_cfg_ext_caps(struct dl_lent *lent)
 	struct dl_cap caps[DL_MAX_CAPS];
 	unsigned int n = 0;
 	int p = PCI_CFG_SPACE_SIZE;
+	unsigned int off;
 	u32 header;
 
 	if (lent->cfg_size <= PCI_CFG_SPACE_SIZE)
 		return;
 	/* Nothing is writable up there but what the tables allow. */
-	dl_wmask_set(lent, PCI_CFG_SPACE_SIZE,
-		     lent->cfg_size - PCI_CFG_SPACE_SIZE, 0);
+	for (off = PCI_CFG_SPACE_SIZE; off < lent->cfg_size; off++)
+		lent->cfg_map[off].wmask = 0;
 
 	while (n < DL_MAX_CAPS && p >= PCI_CFG_SPACE_SIZE &&
 	       p < lent->cfg_size) {
@@ -195,9 +159,10 @@ int dl_lent_cfg_init(struct dl_lent *lent)
 	unsigned int off;
 
 	lent->cfg_size = pdev->cfg_size;
-	lent->wmask = kmalloc(lent->cfg_size, GFP_KERNEL);
+	lent->cfg_map = kcalloc(lent->cfg_size, sizeof(*lent->cfg_map),
+				GFP_KERNEL);
 	lent->cfg_orig = kzalloc(lent->cfg_size, GFP_KERNEL);
-	if (!lent->wmask || !lent->cfg_orig) {
+	if (!lent->cfg_map || !lent->cfg_orig) {
 		dl_lent_cfg_free(lent);
 		return -ENOMEM;
 	}
@@ -205,10 +170,7 @@ int dl_lent_cfg_init(struct dl_lent *lent)
 		pci_read_config_byte(pdev, off, &lent->cfg_orig[off]);
 
 	/* Device-specific registers are the device's; the header is not. */
-	memset(lent->wmask, 0xff, lent->cfg_size);
-	for (off = 0; off < PCI_STD_HEADER_SIZEOF; off++)
-		dl_wmask_set(lent, off, 1, dl_header_wmask(off));
-
+	dl_cfg_map_init(lent->cfg_map, lent->cfg_size);
 	dl_cfg_std_caps(lent);
 	dl_cfg_ext_caps(lent);
 	return 0;
@@ -220,8 +182,8 @@ int dl_lent_cfg_init(struct dl_lent *lent)
  */
 void dl_lent_cfg_free(struct dl_lent *lent)
 {
-	kfree(lent->wmask);
-	lent->wmask = NULL;
+	kfree(lent->cfg_map);
+	lent->cfg_map = NULL;
 	kfree(lent->cfg_orig);
 	lent->cfg_orig = NULL;
 }
@@ -250,7 +212,7 @@ void dl_lent_cfg_restore(struct dl_lent *lent)
 	lockdep_assert_held(&lent->lock);
 
 	for (off = PCI_STD_HEADER_SIZEOF; off < lent->cfg_size; off++) {
-		u8 m = lent->wmask[off];
+		u8 m = lent->cfg_map[off].wmask;
 
 		if (!m || pci_read_config_byte(pdev, off, &cur))
 			continue;
@@ -391,7 +353,7 @@ int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 
 	for (i = 0; i < size; ) {
 		unsigned int shift = i * 8;
-		u8 m = lent->wmask[pos + i];
+		u8 m = lent->cfg_map[pos + i].wmask;
 		u8 cur;
 
 		if (!m) {
@@ -402,8 +364,8 @@ int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 		}
 		/* Registers of 16 bits are written at once. */
 		if (!((pos + i) & 1) && i + 1 < size &&
-		    lent->wmask[pos + i + 1]) {
-			u16 m16 = m | (lent->wmask[pos + i + 1] << 8);
+		    lent->cfg_map[pos + i + 1].wmask) {
+			u16 m16 = m | (lent->cfg_map[pos + i + 1].wmask << 8);
 			u16 v = val >> shift;
 			u16 c;
 

@@ -164,7 +164,8 @@ struct dl_lent_dma {
  * @orig_cmd: the command register before the device was lent.
  * @cmd: the command register as last written or read back (@lock).
  * @cfg_size: bytes of config space.
- * @wmask: per config byte, the bits a borrower may write.
+ * @cfg_map: per config byte, its permissions in the model shared with
+ *	the borrower (dl_pci_cfg.h): the bits a borrower may write (wmask).
  * @cfg_orig: config space as the device was lent; what a holder may write
  *	past the standard header is put back from it when the device comes
  *	back (dl_lent_cfg_restore()).
@@ -256,7 +257,7 @@ struct dl_lent {
 	u16 orig_cmd;
 	u16 cmd;
 	u32 cfg_size;
-	u8 *wmask;
+	struct dl_cfg_byte *cfg_map;
 	u8 *cfg_orig;
 	unsigned int flr_pos;
 	unsigned int af_flr_pos;

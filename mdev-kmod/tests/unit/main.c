@@ -32,6 +32,7 @@ static const struct unit_suite *const suites[] = {
 	&borrower_dma_suite,
 	&borrower_config_suite,
 	&lender_msg_suite,
+	&cfg_model_suite,
 };
 
 int main(void)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * lender/cfg.c: which config bits a borrower may write (the per-byte
- * masks built from the capability permission tables), and how a write is
+ * map laid from the model's tables), and how a write is
  * filtered, with INTx disable and function-level reset virtual. The
  * device is a fake config space with PM, MSI, MSI-X, PCIe, AF,
  * vendor-specific and unknown capabilities, and AER, SR-IOV and
@@ -213,11 +213,11 @@ static void check_mask(unsigned int from, unsigned int to, u8 want)
 	unsigned int i;
 
 	for (i = from; i < to; i++) {
-		if (lent.wmask[i] == want)
+		if (lent.cfg_map[i].wmask == want)
 			continue;
 		unit_fail(__FILE__, __LINE__,
 			  "wmask[0x%x] = 0x%02x, want 0x%02x (bytes 0x%x-0x%x)",
-			  i, lent.wmask[i], want, from, to - 1);
+			  i, lent.cfg_map[i].wmask, want, from, to - 1);
 		return;
 	}
 }
@@ -234,18 +234,18 @@ static void test_header_masks(void)
 	init_device(true);
 	check_mask(PCI_VENDOR_ID, PCI_COMMAND, 0);
 	/* I/O, memory, bus master; not INTx disable, SERR, parity. */
-	CHECK_EQ(lent.wmask[PCI_COMMAND], 0x07);
-	CHECK_EQ(lent.wmask[PCI_COMMAND + 1], 0);
+	CHECK_EQ(lent.cfg_map[PCI_COMMAND].wmask, 0x07);
+	CHECK_EQ(lent.cfg_map[PCI_COMMAND + 1].wmask, 0);
 	check_mask(PCI_STATUS, PCI_CACHE_LINE_SIZE, 0);	/* + rev, class */
-	CHECK_EQ(lent.wmask[PCI_CACHE_LINE_SIZE], 0xff);
-	CHECK_EQ(lent.wmask[PCI_LATENCY_TIMER], 0xff);
-	CHECK_EQ(lent.wmask[PCI_HEADER_TYPE], 0);
-	CHECK_EQ(lent.wmask[PCI_BIST], 0);
+	CHECK_EQ(lent.cfg_map[PCI_CACHE_LINE_SIZE].wmask, 0xff);
+	CHECK_EQ(lent.cfg_map[PCI_LATENCY_TIMER].wmask, 0xff);
+	CHECK_EQ(lent.cfg_map[PCI_HEADER_TYPE].wmask, 0);
+	CHECK_EQ(lent.cfg_map[PCI_BIST].wmask, 0);
 	check_mask(PCI_BASE_ADDRESS_0, PCI_INTERRUPT_LINE, 0);	/* BARs, ROM */
-	CHECK_EQ(lent.wmask[PCI_INTERRUPT_LINE], 0xff);
+	CHECK_EQ(lent.cfg_map[PCI_INTERRUPT_LINE].wmask, 0xff);
 	check_mask(PCI_INTERRUPT_PIN, PCI_STD_HEADER_SIZEOF, 0);
 	dl_lent_cfg_free(&lent);
-	CHECK(!lent.wmask);
+	CHECK(!lent.cfg_map);
 }
 
 static void test_std_cap_masks(void)
@@ -262,8 +262,8 @@ static void test_std_cap_masks(void)
 	 * Device control: error reporting, relaxed ordering, ext tag, aux
 	 * power, no snoop; not payload, read request, phantom, FLR.
 	 */
-	CHECK_EQ(lent.wmask[0x88], 0x1f);
-	CHECK_EQ(lent.wmask[0x89], 0x0d);
+	CHECK_EQ(lent.cfg_map[0x88].wmask, 0x1f);
+	CHECK_EQ(lent.cfg_map[0x89].wmask, 0x0d);
 	check_mask(0x8a, 0xb4, 0);	/* status, link, slot, root, v2 */
 	check_mask(0xb4, 0xc0, 0xff);
 	check_mask(0xc0, 0xc6, 0);	/* AF, including its FLR bit */
@@ -280,8 +280,11 @@ static void test_std_cap_masks(void)
 /* The 32-bit register at @off has the writable bits @want. */
 static void check_mask32(unsigned int off, u32 want)
 {
-	u32 got = lent.wmask[off] | lent.wmask[off + 1] << 8 |
-		  lent.wmask[off + 2] << 16 | (u32)lent.wmask[off + 3] << 24;
+	u32 got = 0;
+	unsigned int i;
+
+	for (i = 0; i < 4; i++)
+		got |= (u32)lent.cfg_map[off + i].wmask << (8 * i);
 
 	if (got != want)
 		unit_fail(__FILE__, __LINE__,
@@ -609,94 +612,7 @@ static void test_write_caps(void)
 	dl_lent_cfg_free(&lent);
 }
 
-/*
- * The model both sides share (dl_pci_cfg.h): lengths, the guest-writable
- * bits of virtual capabilities, and no device permission for them.
- */
-static void test_shared_model(void)
-{
-	static const u8 std_ids[] = {
-		PCI_CAP_ID_PM, PCI_CAP_ID_AGP, PCI_CAP_ID_VPD, PCI_CAP_ID_MSI,
-		PCI_CAP_ID_VNDR, PCI_CAP_ID_EXP, PCI_CAP_ID_MSIX, PCI_CAP_ID_AF,
-	};
-	u16 msi64m = PCI_MSI_FLAGS_64BIT | PCI_MSI_FLAGS_MASKBIT;
-	unsigned int i, n, rel;
-
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_PM, 0, 0xc0), PCI_PM_SIZEOF);
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_MSI, 0, 0xc0), 10);
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_MSI, PCI_MSI_FLAGS_64BIT, 0xc0), 14);
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_MSI, PCI_MSI_FLAGS_MASKBIT, 0xc0), 20);
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_MSI, msi64m, 0xc0), 24);
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_MSIX, 0xffff, 0xc0), 12);
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_VNDR, 0x1234, 0xc0), 0x34);
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_AGP, 0, 0x30), 0x30);	/* unknown */
-	/* Never past the next capability. */
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_MSI, msi64m, 16), 16);
-	CHECK_EQ(dl_std_cap_len(PCI_CAP_ID_VNDR, 0xff, 8), 8);
-
-	/* MSI-X: enable and function mask only. */
-	for (rel = 0; rel < PCI_CAP_MSIX_SIZEOF; rel++)
-		CHECK_EQ(dl_cap_virt_wmask(PCI_CAP_ID_MSIX, 0, rel),
-			 rel == 3 ? 0xc0 : 0);
-	/* MSI, 64-bit with masking: flags' enable and QSIZE, address, data, mask. */
-	for (rel = 0; rel < 24; rel++) {
-		u8 want = 0;
-
-		if (rel == PCI_MSI_FLAGS)
-			want = PCI_MSI_FLAGS_ENABLE | PCI_MSI_FLAGS_QSIZE;
-		else if ((rel >= 4 && rel < 14) || (rel >= 16 && rel < 20))
-			want = 0xff;
-		CHECK_EQ(dl_cap_virt_wmask(PCI_CAP_ID_MSI, msi64m, rel), want);
-	}
-	/* MSI, 32-bit without masking: data at 8, nothing after it. */
-	CHECK_EQ(dl_cap_virt_wmask(PCI_CAP_ID_MSI, 0, 8), 0xff);
-	CHECK_EQ(dl_cap_virt_wmask(PCI_CAP_ID_MSI, 0, 12), 0);
-	CHECK_EQ(dl_cap_virt_wmask(PCI_CAP_ID_PM, 0, 4), 0);
-
-	/* What the borrower virtualizes, the lender never lets it write. */
-	for (i = 0; i < ARRAY_SIZE(std_ids); i++) {
-		CHECK(dl_cap_perms(false, std_ids[i], &n) || !n);
-		CHECK_EQ(dl_cap_is_virtual(std_ids[i]),
-			 std_ids[i] == PCI_CAP_ID_MSI ||
-			 std_ids[i] == PCI_CAP_ID_MSIX);
-		if (dl_cap_is_virtual(std_ids[i]))
-			CHECK_EQ(n, 0);
-	}
-	CHECK_EQ(dl_cap_perms(false, PCI_CAP_ID_EXP, &n)->wmask,
-		 DL_DEVCTL_WMASK);
-	CHECK_EQ(n, 1);
-	CHECK(!(DL_DEVCTL_WMASK & PCI_EXP_DEVCTL_BCR_FLR));
-	CHECK(dl_cap_perms(true, PCI_EXT_CAP_ID_ERR, &n) && n == 6);
-	CHECK(!dl_cap_perms(true, PCI_EXT_CAP_ID_SRIOV, &n) && !n);
-	/* Same id, other space: extended 0x10 is SR-IOV, read-only. */
-	CHECK(!dl_cap_perms(true, PCI_CAP_ID_EXP, &n) && !n);
-
-	/* The header: what the borrower writes, and what it serves itself. */
-	for (i = 0; i < PCI_STD_HEADER_SIZEOF; i++) {
-		u8 want = 0;
-
-		if (i == PCI_COMMAND)
-			want = PCI_COMMAND_IO | PCI_COMMAND_MEMORY |
-			       PCI_COMMAND_MASTER;
-		else if (i == PCI_CACHE_LINE_SIZE || i == PCI_LATENCY_TIMER ||
-			 i == PCI_INTERRUPT_LINE)
-			want = 0xff;
-		CHECK_EQ(dl_header_wmask(i), want);
-		/* Nothing the borrower serves itself is written at the device. */
-		if (dl_header_field(i).view != DL_HDR_DEV &&
-		    dl_header_field(i).view != DL_HDR_COMMAND)
-			CHECK_EQ(dl_header_wmask(i), 0);
-	}
-	CHECK_EQ(dl_header_field(PCI_BASE_ADDRESS_5 + 3).view, DL_HDR_BAR);
-	CHECK_EQ(dl_header_field(PCI_CARDBUS_CIS).view, DL_HDR_DEV);
-	CHECK_EQ(dl_header_field(PCI_SUBSYSTEM_ID).view, DL_HDR_DEV);
-	CHECK_EQ(dl_header_field(PCI_INTERRUPT_PIN).view, DL_HDR_INTX_PIN);
-	CHECK_EQ(dl_header_field(PCI_CLASS_DEVICE + 1).view, DL_HDR_ID);
-}
-
 static const struct unit_test tests[] = {
-	{ "shared model: header fields, lengths, virtual MSI/MSI-X bits, no device permission",
-	  test_shared_model },
 	{ "header: command I/O+memory+master, BARs and status read-only",
 	  test_header_masks },
 	{ "capabilities: PM/MSI/MSI-X/AF/unknown read-only, PCIe devctl, vendor",

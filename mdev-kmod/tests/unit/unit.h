@@ -49,5 +49,6 @@ extern const struct unit_suite lender_cfg_suite;
 extern const struct unit_suite ring_suite;
 extern const struct unit_suite borrower_dma_suite;
 extern const struct unit_suite borrower_config_suite;
+extern const struct unit_suite cfg_model_suite;
 
 #endif /* UNIT_H */
