@@ -8,6 +8,7 @@
 //! arguments and joins a command to its output; the manual is
 //! `docs/devlend-cli.md`.
 
+pub mod abi;
 pub mod commands;
 pub mod error;
 pub mod lendconf;
