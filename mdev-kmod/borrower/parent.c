@@ -58,6 +58,7 @@ static const struct {
 	DL_MTYPE_DEF(1),
 	DL_MTYPE_DEF(2),
 };
+
 static_assert(DL_B_NR_TYPES == DL_MDEV_NR_TYPES);
 
 static struct dl_borrower *dl_mtype_borrower(struct mdev_type *mtype)
