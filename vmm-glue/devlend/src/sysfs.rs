@@ -1,5 +1,7 @@
-//! The devlend sysfs interface (docs/lending.md), read and written under a
-//! root directory so tests can use a fake tree (as mdevctl's tests do).
+//! The devlend sysfs interface, read and written under a root directory so
+//! tests can use a fake tree (as mdevctl's tests do). The files are
+//! declared in mdev-kmod/Documentation/ABI/testing/sysfs-devlend; their
+//! paths are named in [`crate::abi`].
 
 use std::fs;
 use std::io::{self, Write};
