@@ -6,6 +6,9 @@
  *   <adapter>/mdev_supported_types/devlend-nvme/   class 0x010802
  *   <adapter>/mdev_supported_types/devlend-net/    class 0x02xxxx
  *
+ * (The types are the table of include/uapi/devlend_mdev_types.h; the
+ * sysfs files are declared in Documentation/ABI/testing/sysfs-devlend.)
+ *
  * (The mdev core names a type's directory <parent driver>-<sysfs_name>,
  * and the adapter's driver is "devlend".) available_instances counts the
  * remote devices of the type that are available and not targeted by an
@@ -34,8 +37,16 @@
 #include <linux/sysfs.h>
 #include <linux/vfio.h>
 
+#include "devlend_mdev_types.h"
 #include "internal.h"
 
+#define DL_MTYPE_DEF(n) {						\
+	DL_MDEV_TYPE##n##_NAME, DL_MDEV_TYPE##n##_PRETTY,		\
+	DL_MDEV_TYPE##n##_DESC,						\
+	DL_MDEV_TYPE##n##_CLASS_MASK, DL_MDEV_TYPE##n##_CLASS_VAL	\
+}
+
+/* The table of devlend_mdev_types.h, shared with the devlend command. */
 static const struct {
 	const char *sysfs_name;
 	const char *pretty_name;
@@ -43,16 +54,12 @@ static const struct {
 	u32 class_mask;
 	u32 class_val;
 } dl_mtype_defs[DL_B_NR_TYPES] = {
-	{ "any", "devlend remote PCI device",
-	  "a PCI device lent by another host of the fabric, of any class",
-	  0, 0 },
-	{ "nvme", "devlend remote NVMe controller",
-	  "an NVMe controller lent by another host of the fabric",
-	  0xffffff, 0x010802 },
-	{ "net", "devlend remote network controller",
-	  "a network controller lent by another host of the fabric",
-	  0xff0000, 0x020000 },
+	DL_MTYPE_DEF(0),
+	DL_MTYPE_DEF(1),
+	DL_MTYPE_DEF(2),
 };
+
+static_assert(DL_B_NR_TYPES == DL_MDEV_NR_TYPES);
 
 static struct dl_borrower *dl_mtype_borrower(struct mdev_type *mtype)
 {

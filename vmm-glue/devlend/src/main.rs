@@ -2,18 +2,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
-use serde::Serialize;
 
-use devlend::lendconf::{self, Hosts};
-use devlend::progress::with_progress;
-use devlend::qmp::{self, Qmp};
-use devlend::stats::{self, Reading};
-use devlend::sysfs::{self, Sysfs};
-use devlend::vmmargs;
-use devlend::{CliError, Result};
+use devlend::commands;
+use devlend::lendconf;
+use devlend::output::{self, Printer};
+use devlend::sysfs::Sysfs;
+use devlend::Result;
 
 const ABOUT: &str = "Lend PCIe devices to other hosts of the fabric, and give borrowed ones to VMs";
 
@@ -329,686 +325,99 @@ struct DetachArgs {
     timeout: u64,
 }
 
-fn print_json<T: Serialize>(v: &T) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).expect("plain data serializes")
-    );
-}
-
-fn table(headers: &[&str], rows: &[Vec<String>]) {
-    let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let s: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<width$}", width = w[i]))
-            .collect();
-        println!("{}", s.join("  ").trim_end());
-    };
-    line(headers.to_vec());
-    for r in rows {
-        line(r.iter().map(String::as_str).collect());
-    }
-}
-
-/// `devlend apply`: every line is tried; the first failure is the result.
-fn apply(sys: &Sysfs, config: &std::path::Path, json: bool) -> Result<()> {
-    let text = std::fs::read_to_string(config).map_err(|source| CliError::Sysfs {
-        action: "reading".into(),
-        path: config.to_path_buf(),
-        source,
-        hint: "write the devices to lend there, one PCI address per line (`devlend apply --help`)"
-            .into(),
-    })?;
-    let entries = lendconf::parse(&text, config)?;
-    let mut first_err = None;
-    let mut done = Vec::new();
-    for e in entries {
-        let lent = sys
-            .local_devices(true)?
-            .into_iter()
-            .any(|d| d.address == e.address && d.lent.is_some());
-        let res = if lent {
-            Ok(())
-        } else {
-            with_progress(
-                &format!("lending {} (the lender resets it)", e.address),
-                || sys.lend(&e.address).map(drop),
-            )
-        }
-        .and_then(|()| sys.set_allowed_hosts(&e.address, &e.to));
-        match res {
-            Ok(d) => {
-                if !json {
-                    println!(
-                        "{} {} to hosts {}",
-                        d.address,
-                        if lent { "stays lent" } else { "lent" },
-                        e.to.to_sysfs()
-                    );
-                }
-                done.push(d);
-            }
-            Err(err) => {
-                eprintln!("devlend apply: {}: {err}", e.address);
-                first_err.get_or_insert(err);
-            }
-        }
-    }
-    if json {
-        print_json(&done);
-    }
-    first_err.map_or(Ok(()), Err)
-}
-
-fn print_stats(sys: &Sysfs, interval: f64, prometheus: bool, json: bool) -> Result<()> {
-    if prometheus {
-        if json {
-            return Err(CliError::usage(
-                "--prometheus and --json exclude each other",
-            ));
-        }
-        print!("{}", stats::prometheus(&Reading::take(sys)?));
-        return Ok(());
-    }
-    if !(interval > 0.0 && interval <= 3600.0) {
-        return Err(CliError::usage(format!(
-            "--interval {interval}: give seconds, more than 0 and at most 3600"
-        )));
-    }
-    let before = Reading::take(sys)?;
-    let t0 = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(interval));
-    let after = Reading::take(sys)?;
-    let s = stats::compare(&before, &after, t0.elapsed().as_secs_f64());
-    if json {
-        print_json(&s);
-        return Ok(());
-    }
-    let name = if s.hostname.is_empty() {
-        "?"
-    } else {
-        &s.hostname
-    };
-    println!(
-        "this host: {name} (host id {}); rates over {:.1} s",
-        s.host_id, s.interval_s
-    );
-    let f1 = |v: &Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
-    let peers: Vec<Vec<String>> = s
-        .peers
-        .iter()
-        .map(|p| {
-            vec![
-                p.host_id.to_string(),
-                p.name.clone(),
-                p.link.clone(),
-                or_dash(&p.heartbeat_age_ms),
-                f1(&p.answers_per_s),
-                f1(&p.round_trip_us),
-                f1(&p.round_trip_us_since_load),
-            ]
-        })
-        .collect();
-    println!();
-    table(
-        &[
-            "HOST",
-            "NAME",
-            "LINK",
-            "HEARTBEAT_MS",
-            "ANSWERS/S",
-            "RTT_US",
-            "RTT_US_SINCE_LOAD",
-        ],
-        &peers,
-    );
-    if !s.lent.is_empty() {
-        let lent: Vec<Vec<String>> = s
-            .lent
-            .iter()
-            .map(|d| {
-                vec![
-                    d.address.clone(),
-                    d.dev_id.to_string(),
-                    d.state.clone(),
-                    or_dash(&d.borrower),
-                    d.dma_mapped_bytes.to_string(),
-                    d.irq_vectors.to_string(),
-                    f1(&d.irqs_per_s),
-                ]
-            })
-            .collect();
-        println!();
-        table(
-            &[
-                "LENT",
-                "DEV_ID",
-                "STATE",
-                "BORROWER",
-                "DMA_BYTES",
-                "VECTORS",
-                "IRQS/S",
-            ],
-            &lent,
-        );
-    }
-    if !s.mdevs.is_empty() {
-        let mdevs: Vec<Vec<String>> = s
-            .mdevs
-            .iter()
-            .map(|m| vec![m.uuid.clone(), or_dash(&m.remote_device), or_dash(&m.state)])
-            .collect();
-        println!();
-        table(&["MDEV", "REMOTE", "STATE"], &mdevs);
-    }
-    Ok(())
-}
-
-fn or_dash<T: ToString>(v: &Option<T>) -> String {
-    v.as_ref().map_or("-".into(), |x| x.to_string())
-}
-
-fn check_id(id: &str) -> Result<()> {
-    if vmmargs::valid_qemu_id(id) {
-        Ok(())
-    } else {
-        Err(CliError::usage(format!(
-            "{id:?} is not a valid QEMU device id (a letter, then letters, digits, '-', '.', '_')"
-        )))
-    }
-}
-
-fn mdev_uuid(sys: &Sysfs, uuid: &str, no_check: bool) -> Result<String> {
-    sysfs::check_uuid(uuid)?;
-    if !no_check {
-        sys.find_mdev(uuid)?;
-    }
-    Ok(uuid.to_ascii_lowercase())
-}
-
-/// `mdev create` without --wait: refuses at once what is not free.
-fn create_now(
-    sys: &Sysfs,
-    type_name: &str,
-    remote: Option<sysfs::Remote>,
-    uuid: &str,
-) -> Result<(sysfs::MdevType, Option<sysfs::Remote>, sysfs::Mdev)> {
-    // An mdev stands for one device on this host: a device another
-    // mdev targets is refused (the kernel would refuse it too). A
-    // device held by another host may be targeted now and opened
-    // later, if the type has an instance to spare: say so.
-    if let Some(r) = &remote {
-        if !r.mdevs.is_empty() {
-            return Err(CliError::busy(
-                format!(
-                    "remote device {} is the target of mdev {} on this host",
-                    r.id,
-                    r.mdevs.join(", ")
-                ),
-                "an mdev holds its device on this host: give that mdev to the VM, or remove it first (`devlend mdev remove UUID`); `--wait SECONDS` queues for it",
-            ));
-        }
-        match r.state.as_str() {
-            "available" => {}
-            "failed" => {
-                return Err(CliError::busy(
-                    format!(
-                        "remote device {} ({}/{}) failed its reset on its lender",
-                        r.id, r.lender, r.name
-                    ),
-                    "its lender lends it to nobody until its administrator lends it again (`devlend unlend` then `devlend lend` there)",
-                ))
-            }
-            "borrowed" | "returning" => eprintln!(
-                "devlend: note: remote device {} is {}{}; a VM cannot open the mdev until it is given back",
-                r.id,
-                r.state,
-                r.borrower.map_or(String::new(), |b| format!(" by host {b}"))
-            ),
-            other => {
-                return Err(CliError::busy(
-                    format!("remote device {} ({}/{}) is {other}", r.id, r.lender, r.name),
-                    "its lender no longer offers it; `devlend remote` shows what is offered",
-                ))
-            }
-        }
-    }
-    let (dir, t) = sys.find_type(type_name)?;
-    let m = sys.mdev_create(&dir, &t, uuid, remote.as_ref().map(|r| r.id.as_str()))?;
-    Ok((t, remote, m))
-}
-
-/// `mdev create --wait SECONDS`: queues for a free device, with progress
-/// on stderr.
-fn create_waiting(
-    sys: &Sysfs,
-    type_name: &str,
-    device: Option<&str>,
-    uuid: &str,
-    wait: u64,
-) -> Result<(sysfs::MdevType, Option<sysfs::Remote>, sysfs::Mdev)> {
-    let (_, t) = sys.find_type(type_name)?;
-    // Nothing to wait for when the UUID is taken already.
-    if sys.path(sysfs::MDEV_DEVICES).join(uuid).exists() {
-        return Err(CliError::busy(
-            format!("an mdev {uuid} exists already"),
-            "pick another UUID, or leave --uuid out",
-        ));
-    }
-    let what = match device {
-        Some(spec) => format!("waiting up to {wait} s for remote device {spec} to be free"),
-        None => format!("waiting up to {wait} s for a free {} device", t.id),
-    };
-    let c = with_progress(&what, || {
-        sys.mdev_create_waiting(type_name, device, uuid, Duration::from_secs(wait))
-    })?;
-    Ok((c.mtype, c.remote, c.mdev))
-}
-
+/// Runs the command: its file in `commands/` does the work, [`Printer`]
+/// prints what it returns.
 fn run(cli: Cli) -> Result<()> {
     let sys = Sysfs::new(&cli.sysfs_root).with_fabric(cli.fabric.clone());
     let json = cli.json;
+    let out = Printer { json };
     match cli.cmd {
         Cmd::Fabrics => {
-            let fabrics = sys.fabrics()?;
-            if json {
-                print_json(&fabrics);
-            } else if fabrics.is_empty() {
-                return Err(sys.adapter().expect_err("no fabric"));
-            } else {
-                let rows: Vec<Vec<String>> = fabrics
-                    .iter()
-                    .map(|f| {
-                        let up = f.peers.iter().filter(|p| p.state == "up").count();
-                        vec![
-                            f.adapter.clone(),
-                            f.host_id.to_string(),
-                            f.fabric_id.clone(),
-                            format!("{up}/{}", f.peers.len()),
-                        ]
-                    })
-                    .collect();
-                table(&["FABRIC", "HOST", "FABRIC_ID", "PEERS_UP"], &rows);
+            let fabrics = commands::fabrics::run(&sys)?;
+            if fabrics.is_empty() && !json {
+                return Err(commands::fabrics::none(&sys));
             }
+            out.fabrics(&fabrics);
         }
-        Cmd::Hosts => {
-            let f = sys.fabric()?;
-            if json {
-                print_json(&f);
-            } else {
-                println!(
-                    "this host: {} (host id {}), adapter {}, fabric {}, protocol {}",
-                    if f.hostname.is_empty() {
-                        "?"
-                    } else {
-                        &f.hostname
-                    },
-                    f.host_id,
-                    f.adapter,
-                    f.fabric_id,
-                    f.proto
-                );
-                let rows: Vec<Vec<String>> = f
-                    .peers
-                    .iter()
-                    .map(|p| {
-                        vec![
-                            p.host_id.to_string(),
-                            p.name.clone(),
-                            p.state.clone(),
-                            p.proto.to_string(),
-                            or_dash(&p.window),
-                            or_dash(&p.heartbeat_age_ms),
-                        ]
-                    })
-                    .collect();
-                if rows.is_empty() {
-                    println!(
-                        "no peers seen yet (are devlend's modules loaded on the other hosts?)"
-                    );
-                } else {
-                    table(
-                        &["HOST", "NAME", "LINK", "PROTO", "WINDOW", "HEARTBEAT_MS"],
-                        &rows,
-                    );
-                }
-            }
-        }
-        Cmd::Devices { all } => {
-            let devs = sys.local_devices(all)?;
-            if json {
-                print_json(&devs);
-            } else {
-                let rows: Vec<Vec<String>> = devs
-                    .iter()
-                    .map(|d| {
-                        let (state, borrower) = match &d.lent {
-                            Some(l) => (format!("lent:{}", l.state), or_dash(&l.borrower)),
-                            None if d.fabric => ("fabric".into(), "-".into()),
-                            None => ("-".into(), "-".into()),
-                        };
-                        vec![
-                            d.address.clone(),
-                            format!(
-                                "{}:{}",
-                                d.vendor.trim_start_matches("0x"),
-                                d.device.trim_start_matches("0x")
-                            ),
-                            d.class.trim_start_matches("0x").to_string(),
-                            or_dash(&d.driver),
-                            or_dash(&d.iommu_group),
-                            d.lent.as_ref().map_or("-".into(), |l| l.dev_id.to_string()),
-                            state,
-                            borrower,
-                            d.lent
-                                .as_ref()
-                                .map_or("-".into(), |l| or_dash(&l.allowed_hosts)),
-                            d.sriov(),
-                        ]
-                    })
-                    .collect();
-                table(
-                    &[
-                        "ADDRESS", "ID", "CLASS", "DRIVER", "IOMMU", "DEV_ID", "STATE", "BORROWER",
-                        "LENT_TO", "SRIOV",
-                    ],
-                    &rows,
-                );
-            }
-        }
+        Cmd::Hosts => out.hosts(&commands::hosts::run(&sys)?),
+        Cmd::Devices { all } => out.devices(&commands::devices::run(&sys, all)?),
         Cmd::Lend { address, to } => {
-            let to = to.as_deref().map(Hosts::parse).transpose()?;
-            // With --to, a device lent already is only given its hosts.
-            let lent_already = sys
-                .local_devices(true)?
-                .into_iter()
-                .find(|d| d.address == address && d.lent.is_some());
-            let mut d = match lent_already {
-                Some(d) if to.is_some() => d,
-                _ => with_progress(&format!("lending {address} (the lender resets it)"), || {
-                    sys.lend(&address)
-                })?,
-            };
-            if let Some(to) = &to {
-                d = sys.set_allowed_hosts(&address, to)?;
-            }
-            if json {
-                print_json(&d);
-            } else {
-                match &d.lent {
-                    Some(l) => println!("lent {} as dev_id {} ({})", d.address, l.dev_id, l.state),
-                    None => println!("lent {}", d.address),
-                }
+            out.lent(&commands::lend::run(&sys, &address, to.as_deref())?);
+        }
+        Cmd::Apply { config } => {
+            let o = commands::apply::run(&sys, &config, |a| out.applied(a))?;
+            out.apply_done(&o.done);
+            if let Some(e) = o.first_err {
+                return Err(e);
             }
         }
-        Cmd::Apply { config } => apply(&sys, &config, json)?,
         Cmd::Unlend { address, force } => {
-            let d = with_progress(
-                &format!("taking {address} back (the lender resets it)"),
-                || sys.unlend(&address, force),
-            )?;
-            if json {
-                print_json(&d);
-            } else {
-                println!(
-                    "took {} back (driver now {})",
-                    d.address,
-                    or_dash(&d.driver)
-                );
-            }
+            out.unlent(&commands::unlend::run(&sys, &address, force)?);
         }
         Cmd::Stats {
             interval,
             prometheus,
-        } => print_stats(&sys, interval, prometheus, json)?,
-        Cmd::Remote => {
-            let r = sys.remotes()?;
-            if json {
-                print_json(&r);
-            } else if r.is_empty() {
-                println!("no remote devices (is a lender up? `devlend hosts`; has it lent one? `devlend lend` there)");
-            } else {
-                let rows: Vec<Vec<String>> = r
-                    .iter()
-                    .map(|x| {
-                        vec![
-                            x.id.clone(),
-                            format!("{}/{}", x.lender, x.name),
-                            format!(
-                                "{}:{}",
-                                x.vendor.trim_start_matches("0x"),
-                                x.device.trim_start_matches("0x")
-                            ),
-                            x.class.trim_start_matches("0x").to_string(),
-                            x.state.clone(),
-                            or_dash(&x.borrower),
-                            if x.mdevs.is_empty() {
-                                "-".into()
-                            } else {
-                                x.mdevs.join(",")
-                            },
-                            x.pf.as_ref()
-                                .map_or("-".into(), |pf| format!("vf:{}/{pf}", x.lender)),
-                        ]
-                    })
-                    .collect();
-                table(
-                    &[
-                        "ID", "DEVICE", "IDS", "CLASS", "STATE", "BORROWER", "MDEVS", "SRIOV",
-                    ],
-                    &rows,
-                );
-            }
-        }
-        Cmd::Mdev(MdevCmd::Types) => {
-            let t = sys.mdev_types()?;
-            if json {
-                print_json(&t);
-            } else {
-                let rows: Vec<Vec<String>> = t
-                    .iter()
-                    .map(|t| {
-                        vec![
-                            t.id.clone(),
-                            t.available_instances.to_string(),
-                            t.device_api.clone(),
-                            t.name.clone(),
-                        ]
-                    })
-                    .collect();
-                table(&["TYPE", "AVAILABLE", "API", "NAME"], &rows);
-            }
-        }
+        } => match commands::stats::run(&sys, interval, prometheus, json)? {
+            commands::stats::Report::Prometheus(text) => out.prometheus(&text),
+            commands::stats::Report::Rates(s) => out.stats(&s),
+        },
+        Cmd::Remote => out.remotes(&commands::remote::run(&sys)?),
+        Cmd::Mdev(MdevCmd::Types) => out.mdev_types(&commands::mdev::types::run(&sys)?),
         Cmd::Mdev(MdevCmd::Create {
             mtype,
             device,
             uuid,
             wait,
         }) => {
-            let uuid = sysfs::given_or_new_uuid(uuid.as_deref())?;
-            // A device not offered at all is refused at once, also with
-            // --wait: a mistyped name is not worth waiting for.
-            let remote = match &device {
-                Some(spec) => Some(sys.find_remote(spec)?),
-                None => None,
+            let req = commands::mdev::create::Request {
+                mtype: mtype.as_deref(),
+                device: device.as_deref(),
+                uuid: uuid.as_deref(),
+                wait,
             };
-            let type_name = match (&mtype, &remote) {
-                (Some(t), _) => t.clone(),
-                (None, Some(r)) => r.default_type().to_string(),
-                (None, None) => "devlend-any".to_string(),
-            };
-            let (t, remote, m) = if wait > 0 {
-                create_waiting(&sys, &type_name, device.as_deref(), &uuid, wait)?
-            } else {
-                create_now(&sys, &type_name, remote, &uuid)?
-            };
-            if json {
-                print_json(&m);
-            } else {
-                println!("{}", m.uuid);
-                eprintln!(
-                    "created mdev {} of type {} for {}; give it to a VM with `devlend qemu-args {}`",
-                    m.uuid,
-                    t.id,
-                    remote.map_or("any free device of the type".into(), |r| format!("{} ({}/{})", r.id, r.lender, r.name)),
-                    m.uuid
-                );
-            }
+            let c = commands::mdev::create::run(&sys, &req, |r| out.note_held(r))?;
+            out.mdev_created(&c);
         }
-        Cmd::Mdev(MdevCmd::List) => {
-            let m = sys.mdevs()?;
-            if json {
-                print_json(&m);
-            } else if m.is_empty() {
-                println!("no devlend mdevs on this host (`devlend mdev create` makes one)");
-            } else {
-                let rows: Vec<Vec<String>> = m
-                    .iter()
-                    .map(|m| {
-                        vec![
-                            m.uuid.clone(),
-                            or_dash(&m.mdev_type),
-                            or_dash(&m.parent),
-                            or_dash(&m.remote_device),
-                            or_dash(&m.state),
-                            or_dash(&m.iommu_group),
-                        ]
-                    })
-                    .collect();
-                table(
-                    &["UUID", "TYPE", "PARENT", "REMOTE", "STATE", "IOMMU"],
-                    &rows,
-                );
-            }
-        }
+        Cmd::Mdev(MdevCmd::List) => out.mdevs(&commands::mdev::list::run(&sys)?),
         Cmd::Mdev(MdevCmd::Remove { uuid }) => {
-            sys.mdev_remove(&uuid)?;
-            if json {
-                print_json(&serde_json::json!({ "removed": uuid.to_ascii_lowercase() }));
-            } else {
-                eprintln!("removed mdev {}", uuid.to_ascii_lowercase());
-            }
+            out.mdev_removed(&commands::mdev::remove::run(&sys, &uuid)?);
         }
-        Cmd::QemuArgs(a) => {
-            let uuid = mdev_uuid(&sys, &a.uuid, a.no_check)?;
-            let id = a.id.unwrap_or_else(|| vmmargs::default_id(&uuid));
-            check_id(&id)?;
-            let args = vmmargs::qemu_args(&uuid, &id, a.bus.as_deref());
-            if json {
-                print_json(&args);
-            } else {
-                println!("{}", vmmargs::shell_join(&args));
-            }
-        }
-        Cmd::ChArgs(a) => {
-            let uuid = mdev_uuid(&sys, &a.uuid, a.no_check)?;
-            let args = match &a.api_socket {
-                Some(s) => vmmargs::ch_remote_add(&s.to_string_lossy(), &uuid, a.id.as_deref()),
-                None => vmmargs::ch_args(&uuid, a.id.as_deref()),
-            };
-            if json {
-                print_json(&args);
-            } else {
-                println!("{}", vmmargs::shell_join(&args));
-            }
-        }
+        Cmd::QemuArgs(a) => out.vmm_args(&commands::qemu_args::run(
+            &sys,
+            &a.uuid,
+            a.id,
+            a.bus.as_deref(),
+            a.no_check,
+        )?),
+        Cmd::ChArgs(a) => out.vmm_args(&commands::ch_args::run(
+            &sys,
+            &a.uuid,
+            a.id.as_deref(),
+            a.api_socket.as_deref(),
+            a.no_check,
+        )?),
         Cmd::Man { dir } => {
             use clap::CommandFactory;
-            for f in devlend::man::write_pages(Cli::command(), &dir)? {
-                println!("{f}");
-            }
+            out.files(&commands::man::run(Cli::command(), &dir)?);
         }
         Cmd::LibvirtXml(a) => {
-            if let Some(al) = &a.alias {
-                if !al.starts_with("ua-") {
-                    return Err(CliError::usage(format!(
-                        "alias {al:?} must start with \"ua-\" (libvirt's rule for user aliases)"
-                    )));
-                }
-            }
-            let xml = if let Some(spec) = &a.device {
-                // A definition for libvirt to create (through mdevctl):
-                // the adapter is the parent, the type follows the class.
-                let uuid = sysfs::given_or_new_uuid(a.uuid.as_deref())?;
-                let r = sys.find_remote(spec)?;
-                let adapter = sys.adapter()?;
-                let parent = adapter
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                vmmargs::libvirt_nodedev(&uuid, &parent, r.default_type(), Some(&r.id))
-            } else if a.nodedev {
-                let m = sys.find_mdev(a.uuid.as_deref().unwrap_or_default())?;
-                let parent = m.parent.clone().ok_or_else(|| {
-                    CliError::not_found(format!("mdev {} has no parent device", m.uuid), "")
-                })?;
-                let t = m.mdev_type.clone().unwrap_or_else(|| "devlend-any".into());
-                let remote = m.remote_device.as_deref().filter(|r| *r != "any");
-                vmmargs::libvirt_nodedev(&m.uuid, &parent, &t, remote)
-            } else {
-                let uuid = mdev_uuid(&sys, a.uuid.as_deref().unwrap_or_default(), a.no_check)?;
-                match &a.domain {
-                    Some(name) => {
-                        vmmargs::libvirt_domain(&uuid, name, a.memory, a.alias.as_deref())
-                    }
-                    None => vmmargs::libvirt_hostdev(&uuid, a.alias.as_deref(), ""),
-                }
+            let req = commands::libvirt_xml::Request {
+                uuid: a.uuid.as_deref(),
+                domain: a.domain.as_deref(),
+                memory: a.memory,
+                alias: a.alias.as_deref(),
+                nodedev: a.nodedev,
+                device: a.device.as_deref(),
+                no_check: a.no_check,
             };
-            if json {
-                print_json(&serde_json::json!({ "xml": xml }));
-            } else {
-                print!("{xml}");
-            }
+            out.xml(&commands::libvirt_xml::run(&sys, &req)?);
         }
         Cmd::Attach(a) => {
-            let uuid = mdev_uuid(&sys, &a.uuid, false)?;
-            let id = a.id.unwrap_or_else(|| vmmargs::default_id(&uuid));
-            check_id(&id)?;
-            let timeout = Duration::from_secs(a.timeout);
-            let mut q = Qmp::connect(&a.qmp, timeout)?;
-            with_progress(
-                &format!("attaching mdev {uuid} (QEMU borrows the device)"),
-                || {
-                    qmp::device_add(
-                        &mut q,
-                        &vmmargs::mdev_sysfs(&uuid),
-                        &id,
-                        a.bus.as_deref(),
-                        timeout,
-                    )
-                },
-            )?;
-            if json {
-                print_json(&serde_json::json!({ "attached": uuid, "id": id }));
-            } else {
-                println!("attached mdev {uuid} as device {id}; detach it with `devlend detach --qmp {} {id}`", a.qmp.display());
-            }
+            let at =
+                commands::attach::run(&sys, &a.qmp, &a.uuid, a.id, a.bus.as_deref(), a.timeout)?;
+            out.attached(&at.uuid, &at.id, &a.qmp);
         }
-        Cmd::Detach(a) => {
-            let id = if sysfs::check_uuid(&a.device).is_ok() {
-                vmmargs::default_id(&a.device.to_ascii_lowercase())
-            } else {
-                a.device.clone()
-            };
-            check_id(&id)?;
-            let timeout = Duration::from_secs(a.timeout);
-            let mut q = Qmp::connect(&a.qmp, timeout)?;
-            with_progress(&format!("waiting for the guest to release {id}"), || {
-                qmp::device_del(&mut q, &id, timeout)
-            })?;
-            if json {
-                print_json(&serde_json::json!({ "detached": id }));
-            } else {
-                println!("detached {id}; the guest released it");
-            }
-        }
+        Cmd::Detach(a) => out.detached(&commands::detach::run(&a.qmp, &a.device, a.timeout)?),
     }
     Ok(())
 }
@@ -1018,10 +427,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("devlend: error: {e}");
-            if let Some(h) = e.hint() {
-                eprintln!("devlend: hint: {h}");
-            }
+            output::error(&e);
             ExitCode::from(e.exit_code())
         }
     }

@@ -2,7 +2,7 @@
 
 /// `/sys/bus/mdev/devices/<uuid>`.
 pub fn mdev_sysfs(uuid: &str) -> String {
-    format!("/sys/bus/mdev/devices/{uuid}")
+    format!("/{}/{uuid}", crate::abi::MDEV_DEVICES)
 }
 
 /// The default QEMU device id for an mdev: `devlend-` and the UUID's first

@@ -1,0 +1,7 @@
+//! `devlend mdev ...`: the mdevs that stand for remote devices, one file
+//! per subcommand.
+
+pub mod create;
+pub mod list;
+pub mod remove;
+pub mod types;

@@ -1,0 +1,127 @@
+//! `devlend mdev create`: an mdev of a type or for one named remote
+//! device, at once or (`--wait`) as soon as one is free.
+
+use std::time::Duration;
+
+use crate::error::{CliError, Result};
+use crate::progress::with_progress;
+use crate::sysfs::{self, Remote, Sysfs};
+
+/// What to create.
+#[derive(Debug, Default)]
+pub struct Request<'a> {
+    /// The type (`nvme` or `devlend-nvme`); default: from the device's
+    /// class, else `devlend-any`.
+    pub mtype: Option<&'a str>,
+    /// The remote device to pin it to (`<host-id>:<dev_id>` or
+    /// `<lender>/<pci-address>`).
+    pub device: Option<&'a str>,
+    /// Its UUID; default: a new random one.
+    pub uuid: Option<&'a str>,
+    /// Seconds to wait for a free device; 0: do not wait.
+    pub wait: u64,
+}
+
+/// An mdev made, with its type and the remote device it is pinned to.
+pub use crate::sysfs::Created;
+
+/// Creates the mdev. `note_held` is told, before the mdev is made, when
+/// the device named is held by another host (the mdev can target it, but
+/// a VM cannot open it until it is given back).
+pub fn run(sys: &Sysfs, req: &Request<'_>, note_held: impl FnOnce(&Remote)) -> Result<Created> {
+    let uuid = sysfs::given_or_new_uuid(req.uuid)?;
+    // A device not offered at all is refused at once, also with --wait: a
+    // mistyped name is not worth waiting for.
+    let remote = match req.device {
+        Some(spec) => Some(sys.find_remote(spec)?),
+        None => None,
+    };
+    let type_name = match (req.mtype, &remote) {
+        (Some(t), _) => t.to_string(),
+        (None, Some(r)) => r.default_type().to_string(),
+        (None, None) => "devlend-any".to_string(),
+    };
+    if req.wait > 0 {
+        create_waiting(sys, &type_name, req.device, &uuid, req.wait)
+    } else {
+        create_now(sys, &type_name, remote, &uuid, note_held)
+    }
+}
+
+/// Without --wait: refuses at once what is not free.
+fn create_now(
+    sys: &Sysfs,
+    type_name: &str,
+    remote: Option<Remote>,
+    uuid: &str,
+    note_held: impl FnOnce(&Remote),
+) -> Result<Created> {
+    // An mdev stands for one device on this host: a device another mdev
+    // targets is refused (the kernel would refuse it too). A device held
+    // by another host may be targeted now and opened later, if the type
+    // has an instance to spare: say so.
+    if let Some(r) = &remote {
+        if !r.mdevs.is_empty() {
+            return Err(CliError::busy(
+                format!(
+                    "remote device {} is the target of mdev {} on this host",
+                    r.id,
+                    r.mdevs.join(", ")
+                ),
+                "an mdev holds its device on this host: give that mdev to the VM, or remove it first (`devlend mdev remove UUID`); `--wait SECONDS` queues for it",
+            ));
+        }
+        match r.state.as_str() {
+            "available" => {}
+            "failed" => {
+                return Err(CliError::busy(
+                    format!(
+                        "remote device {} ({}/{}) failed its reset on its lender",
+                        r.id, r.lender, r.name
+                    ),
+                    "its lender lends it to nobody until its administrator lends it again (`devlend unlend` then `devlend lend` there)",
+                ))
+            }
+            "borrowed" | "returning" => note_held(r),
+            other => {
+                return Err(CliError::busy(
+                    format!("remote device {} ({}/{}) is {other}", r.id, r.lender, r.name),
+                    "its lender no longer offers it; `devlend remote` shows what is offered",
+                ))
+            }
+        }
+    }
+    let (dir, mtype) = sys.find_type(type_name)?;
+    let mdev = sys.mdev_create(&dir, &mtype, uuid, remote.as_ref().map(|r| r.id.as_str()))?;
+    Ok(Created {
+        mtype,
+        remote,
+        mdev,
+    })
+}
+
+/// With --wait SECONDS: queues for a free device, with progress on
+/// stderr.
+fn create_waiting(
+    sys: &Sysfs,
+    type_name: &str,
+    device: Option<&str>,
+    uuid: &str,
+    wait: u64,
+) -> Result<Created> {
+    let (_, t) = sys.find_type(type_name)?;
+    // Nothing to wait for when the UUID is taken already.
+    if sys.path(sysfs::MDEV_DEVICES).join(uuid).exists() {
+        return Err(CliError::busy(
+            format!("an mdev {uuid} exists already"),
+            "pick another UUID, or leave --uuid out",
+        ));
+    }
+    let what = match device {
+        Some(spec) => format!("waiting up to {wait} s for remote device {spec} to be free"),
+        None => format!("waiting up to {wait} s for a free {} device", t.id),
+    };
+    with_progress(&what, || {
+        sys.mdev_create_waiting(type_name, device, uuid, Duration::from_secs(wait))
+    })
+}
