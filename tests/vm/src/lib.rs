@@ -10,6 +10,7 @@
 
 pub mod bench;
 pub mod fabric;
+pub mod fixture;
 pub mod guest;
 pub mod kmemleak;
 pub mod lending;
@@ -24,6 +25,7 @@ pub mod sriov;
 pub mod suite;
 pub mod twohost;
 
+pub use fixture::Scope;
 pub use suite::{Check, Suite};
 
 /// Boots the cluster of `qemu-scripts/topologies/<name>.toml` with the

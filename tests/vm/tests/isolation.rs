@@ -29,7 +29,7 @@ use devlend_vmtests::twohost::{
     boot, host_bin, lender_counter, lent_nvme, log_marks, remote_name, verified_io, BORROWER,
     LENDER, MDEV_TYPE, WAIT,
 };
-use devlend_vmtests::{Check, Suite};
+use devlend_vmtests::{Check, Scope, Suite};
 
 /// Longer than the peer timeout (8 s) plus the driver's own (10 s).
 const STALL: Duration = Duration::from_secs(25);
@@ -103,17 +103,38 @@ fn queue_reads_at_drive(c: &Cluster) -> anyhow::Result<()> {
 }
 
 /// The driver, reading at queue depth 32 from an mdev of the remote NVMe
-/// until it fails; its PID and the mdev.
-fn start_reader(c: &Cluster, nvme: &PciDev, log: &str) -> anyhow::Result<String> {
-    let b = c.agent(BORROWER)?;
-    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
-    ownership::spawn_bg(
-        b,
-        &format!("{drv} --mdev {uuid} --blocks 64 --ios 1000000 --queue-depth 32 --timeout 10"),
-        log,
-    )?;
-    Ok(uuid)
+/// until it fails; the mdev, which `s` removes when it ends.
+fn start_reader(s: &mut Scope<'_>, nvme: &PciDev, log: &str) -> anyhow::Result<String> {
+    ownership::start_reader(s, BORROWER, &remote_name(nvme), log)
+}
+
+/// Lets the lender's drive run at full speed again when `s` ends (a
+/// check throttles it to keep reads queued at the drive).
+fn unthrottle_at_end(s: &mut Scope<'_>) {
+    s.defer("unthrottle the lender's drive", |c| throttle(c, 0));
+}
+
+/// The steps of the stall checks up to the stall: the driver reads (its
+/// output in `log`), the device is borrowed, I/O flows and reads queue at
+/// the throttled drive (unthrottled when `s` ends); the pages the lender
+/// maps then, never none.
+fn reads_queued_at_drive(
+    s: &mut Scope<'_>,
+    nvme: &PciDev,
+    log: &str,
+) -> anyhow::Result<std::collections::BTreeSet<u64>> {
+    start_reader(s, nvme, log)?;
+    let l = s.agent(LENDER)?;
+    wait_borrowed(l, nvme, WAIT)?;
+    io_in_flight(l, nvme, WAIT)?;
+    unthrottle_at_end(s);
+    queue_reads_at_drive(s)?;
+    let mapped = ownership::lender_mapped_pages(s.agent(LENDER)?)?;
+    ensure!(
+        !mapped.is_empty(),
+        "the lender maps nothing while the driver runs"
+    );
+    Ok(mapped)
 }
 
 /// The lender's host stops (SIGSTOP) for longer than the peer timeout while
@@ -126,111 +147,57 @@ fn start_reader(c: &Cluster, nvme: &PciDev, log: &str) -> anyhow::Result<String>
 fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let lender_id = fabric::host_id(c.agent(LENDER)?)?;
-    let log = "/tmp/stall-lender.log";
-    let uuid = start_reader(c, &nvme, log)?;
-    let mut paused = false;
-    let res = (|| -> anyhow::Result<()> {
-        let l = c.agent(LENDER)?;
-        wait_borrowed(l, &nvme, WAIT)?;
-        io_in_flight(l, &nvme, WAIT)?;
-        queue_reads_at_drive(c)?;
-        let mapped = ownership::lender_mapped_pages(l)?;
-        ensure!(
-            !mapped.is_empty(),
-            "the lender maps nothing while the driver runs"
-        );
+    let mut s = Scope::new(c);
+    let mapped = reads_queued_at_drive(&mut s, &nvme, "/tmp/stall-lender.log")?;
+    let stalled =
+        ownership::stall_lender(&mut s, LENDER, BORROWER, "/tmp/stall-lender.log", STALL)?;
+    let held = stalled.held;
+    ownership::all_quarantined(&mapped, &held)?;
+    println!(
+        "  {} pages the lender maps are quarantined ({} in all)",
+        mapped.len(),
+        held.quarantined
+    );
 
-        c.pause_host(LENDER)?;
-        paused = true;
-        let t0 = Instant::now();
-        let b = c.agent(BORROWER)?;
-        let down = fabric::wait_peer_state(b, lender_id, "down", STALL)?;
-        println!(
-            "  borrower saw the lender down after {:.1} s",
-            down.as_secs_f64()
-        );
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
-        ensure!(
-            rc != 0,
-            "the driver did not notice the lender stalled:\n{out}"
-        );
-        println!("  driver stopped with exit status {rc}");
-        let held = ownership::borrower_pages(b)?;
-        ensure!(
-            held.pinned == 0,
-            "pins left after the driver exited:\n{}",
-            held.text
-        );
-        let exposed: Vec<u64> = mapped.difference(&held.quarantine).copied().collect();
-        ensure!(
-            exposed.is_empty(),
-            "{} of {} pages the lender maps were given back to the borrower's allocator (first {:#x}):\n{}",
-            exposed.len(),
-            mapped.len(),
-            exposed[0] * ownership::PAGE,
-            held.text
-        );
-        println!(
-            "  {} pages the lender maps are quarantined ({} in all)",
-            mapped.len(),
-            held.quarantined
-        );
-
-        let marker = Marker::new()?;
-        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
-        if let Some(left) = STALL.checked_sub(t0.elapsed()) {
-            std::thread::sleep(left);
-        }
-        c.resume_host(LENDER)?;
-        paused = false;
-        // The reads queued at the drive complete now, with the marker,
-        // while the lender still maps the borrower's pages.
-        throttle(c, 0)?;
-
-        let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-        let w = ownership::watch_release(l, b, WAIT)?;
-        println!(
-            "  {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined",
-            w.while_mapped, w.samples, w.max_mapped
-        );
-        let landed =
-            ownership::marker_landed_in(&marker, &c.paths().ram_file(BORROWER), &held.quarantine)?;
-        println!(
-            "  marker found in {} borrower pages, all of them quarantined",
-            landed.len()
-        );
-        let back = lending::wait_until(
-            "device returned after the stall",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        lending::wait_until(
-            "quarantine released",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        println!(
-            "  device back in the pool {:.1} s after the lender resumed",
-            back.as_secs_f64()
-        );
-        ensure!(
-            ownership::lender_mapped_pages(l)?.is_empty(),
-            "the lender still maps pages after taking the device back"
-        );
-        ensure!(ownership::borrower_pages(b)?.returned_late >= 1);
-        Ok(())
-    })();
-    if paused {
-        let _ = c.resume_host(LENDER);
+    let marker = Marker::new()?;
+    marker.fill(&s.paths().nvme_file(LENDER, "nvme0"))?;
+    if let Some(left) = STALL.checked_sub(stalled.at.elapsed()) {
+        std::thread::sleep(left);
     }
-    let _ = throttle(c, 0);
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    s.thaw(LENDER)?;
+    // The reads queued at the drive complete now, with the marker,
+    // while the lender still maps the borrower's pages.
+    throttle(&s, 0)?;
+
+    let (l, b) = (s.agent(LENDER)?, s.agent(BORROWER)?);
+    let w = ownership::watch_release(l, b, WAIT)?;
+    println!(
+        "  {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined",
+        w.while_mapped, w.samples, w.max_mapped
+    );
+    let landed =
+        ownership::marker_landed_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
+    println!(
+        "  marker found in {} borrower pages, all of them quarantined",
+        landed.len()
+    );
+    let back = lending::wait_until(
+        "device returned after the stall",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    ownership::wait_quarantine_empty(b, "after the stall", WAIT)?;
+    println!(
+        "  device back in the pool {:.1} s after the lender resumed",
+        back.as_secs_f64()
+    );
+    ensure!(
+        ownership::lender_mapped_pages(l)?.is_empty(),
+        "the lender still maps pages after taking the device back"
+    );
+    ensure!(ownership::borrower_pages(b)?.returned_late >= 1);
+    drop(s);
     verified_io(c, &nvme)?;
     twohost::no_kernel_trouble(c, marks, Some(LENDER))
 }
@@ -260,116 +227,71 @@ enum LetGo {
 fn stall_lender_then_let_go(c: &mut Cluster, how: LetGo) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let lender_id = fabric::host_id(c.agent(LENDER)?)?;
-    let log = "/tmp/stall-let-go.log";
-    let uuid = start_reader(c, &nvme, log)?;
-    let (mut lender_paused, mut borrower_paused) = (false, false);
-    let res = (|| -> anyhow::Result<()> {
-        let l = c.agent(LENDER)?;
-        wait_borrowed(l, &nvme, WAIT)?;
-        io_in_flight(l, &nvme, WAIT)?;
-        queue_reads_at_drive(c)?;
-        let mapped = ownership::lender_mapped_pages(l)?;
-        ensure!(
-            !mapped.is_empty(),
-            "the lender maps nothing while the driver runs"
-        );
+    let mut s = Scope::new(c);
+    let mapped = reads_queued_at_drive(&mut s, &nvme, "/tmp/stall-let-go.log")?;
+    let held =
+        ownership::stall_lender(&mut s, LENDER, BORROWER, "/tmp/stall-let-go.log", STALL)?.held;
+    ownership::all_quarantined(&mapped, &held)?;
+    let marker = Marker::new()?;
+    marker.fill(&s.paths().nvme_file(LENDER, "nvme0"))?;
 
-        c.pause_host(LENDER)?;
-        lender_paused = true;
-        let b = c.agent(BORROWER)?;
-        fabric::wait_peer_state(b, lender_id, "down", STALL)?;
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
-        ensure!(
-            rc != 0,
-            "the driver did not notice the lender stalled:\n{out}"
-        );
-        let held = ownership::borrower_pages(b)?;
-        ensure!(
-            held.pinned == 0 && mapped.is_subset(&held.quarantine),
-            "the lender's pages are not all quarantined:\n{}",
-            held.text
-        );
-        let marker = Marker::new()?;
-        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
-
-        // The borrower freezes with its lease unreturned; the lender runs.
-        let bmark = ownership::kernel_log_lines(b)?;
-        c.pause_host(BORROWER)?;
-        borrower_paused = true;
-        c.resume_host(LENDER)?;
-        lender_paused = false;
-        throttle(c, 0)?;
-        let l = c.agent(LENDER)?;
-        lending::wait_until(
-            "lender took the device back from the frozen borrower",
-            Duration::from_secs(90),
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        ensure!(
-            ownership::lender_mapped_pages(l)?.is_empty(),
-            "the lender still maps pages after taking the device back"
-        );
-        // Nothing writes now: the device was reset, the borrower is
-        // frozen with the quarantine it had. Its pages go back to its
-        // allocator (and are soon written over) once it settles.
-        let landed =
-            ownership::marker_landed_in(&marker, &c.paths().ram_file(BORROWER), &held.quarantine)?;
-        let (what, errno) = match how {
-            LetGo::Unlend => {
-                lending::unlend(l, &nvme.addr)?;
-                ("unlent", -19)
-            }
-            LetGo::Unload => {
-                sh(l, "rmmod devlend_lender")?;
-                ("lender unloaded", -95)
-            }
-        };
-        println!("  device taken back by the lender, then {what}; the borrower runs again");
-        c.resume_host(BORROWER)?;
-        borrower_paused = false;
-
-        let b = c.agent(BORROWER)?;
-        let settled = lending::wait_until(
-            "quarantine released",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        let said = sh(
-            b,
-            &format!(
-                "dmesg | tail -n +{} | grep -c 'returned to its lender after .* ({errno})' || true",
-                bmark + 1
-            ),
-        )?;
-        ensure!(
-            said.trim().parse::<u32>().unwrap_or(0) >= 1,
-            "the lease did not settle through the lender's {errno} answer"
-        );
-        println!(
-            "  lease settled on {errno} {:.1} s after the borrower resumed; the marker had landed in {} quarantined pages and nowhere else",
-            settled.as_secs_f64(),
-            landed.len()
-        );
-        for (host, mark) in [(LENDER, marks[0]), (BORROWER, marks[1])] {
-            let t = ownership::kernel_trouble(c.agent(host)?, mark, true)?;
-            ensure!(t.is_empty(), "{host}'s kernel log:\n{}", t.join("\n"));
+    // The borrower freezes with its lease unreturned; the lender runs.
+    let bmark = ownership::kernel_log_lines(s.agent(BORROWER)?)?;
+    s.freeze(BORROWER)?;
+    s.thaw(LENDER)?;
+    throttle(&s, 0)?;
+    let l = s.agent(LENDER)?;
+    lending::wait_until(
+        "lender took the device back from the frozen borrower",
+        Duration::from_secs(90),
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    ensure!(
+        ownership::lender_mapped_pages(l)?.is_empty(),
+        "the lender still maps pages after taking the device back"
+    );
+    // Nothing writes now: the device was reset, the borrower is
+    // frozen with the quarantine it had. Its pages go back to its
+    // allocator (and are soon written over) once it settles.
+    let landed =
+        ownership::marker_landed_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
+    let (what, errno) = match how {
+        LetGo::Unlend => {
+            lending::unlend(l, &nvme.addr)?;
+            ("unlent", -19)
         }
-        Ok(())
-    })();
-    if lender_paused {
-        let _ = c.resume_host(LENDER);
+        LetGo::Unload => {
+            sh(l, "rmmod devlend_lender")?;
+            ("lender unloaded", -95)
+        }
+    };
+    println!("  device taken back by the lender, then {what}; the borrower runs again");
+    s.thaw(BORROWER)?;
+
+    let b = s.agent(BORROWER)?;
+    let settled = ownership::wait_quarantine_empty(b, "after the borrower resumed", WAIT)?;
+    let said = sh(
+        b,
+        &format!(
+            "dmesg | tail -n +{} | grep -c 'returned to its lender after .* ({errno})' || true",
+            bmark + 1
+        ),
+    )?;
+    ensure!(
+        said.trim().parse::<u32>().unwrap_or(0) >= 1,
+        "the lease did not settle through the lender's {errno} answer"
+    );
+    println!(
+        "  lease settled on {errno} {:.1} s after the borrower resumed; the marker had landed in {} quarantined pages and nowhere else",
+        settled.as_secs_f64(),
+        landed.len()
+    );
+    for (host, mark) in [(LENDER, marks[0]), (BORROWER, marks[1])] {
+        let t = ownership::kernel_trouble(s.agent(host)?, mark, true)?;
+        ensure!(t.is_empty(), "{host}'s kernel log:\n{}", t.join("\n"));
     }
-    if borrower_paused {
-        let _ = c.resume_host(BORROWER);
-    }
-    let _ = throttle(c, 0);
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    drop(s);
     // Lent again (and the lender loaded again) for the next user.
     let nvme = lent_nvme(c)?;
     verified_io(c, &nvme)
@@ -393,72 +315,56 @@ fn stall_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> 
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     let log = "/tmp/stall-borrower.log";
-    let uuid = start_reader(c, &nvme, log)?;
-    let mut paused = false;
-    let res = (|| -> anyhow::Result<()> {
-        let l = c.agent(LENDER)?;
-        wait_borrowed(l, &nvme, WAIT)?;
-        io_in_flight(l, &nvme, WAIT)?;
-        queue_reads_at_drive(c)?;
+    let mut s = Scope::new(c);
+    reads_queued_at_drive(&mut s, &nvme, log)?;
 
-        c.pause_host(BORROWER)?;
-        paused = true;
-        let t0 = Instant::now();
-        let l = c.agent(LENDER)?;
-        let back = lending::wait_until(
-            "device taken back from the stalled borrower",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        println!(
-            "  lender took the device back after {:.1} s",
-            back.as_secs_f64()
-        );
-        ensure!(
-            ownership::lender_mapped_pages(l)?.is_empty(),
-            "the lender still maps pages of a borrower it declared down"
-        );
-        let marker = Marker::new()?;
-        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
-        if let Some(left) = STALL.checked_sub(t0.elapsed()) {
-            std::thread::sleep(left);
-        }
-        c.resume_host(BORROWER)?;
-        paused = false;
+    s.freeze(BORROWER)?;
+    let t0 = Instant::now();
+    let l = s.agent(LENDER)?;
+    let back = lending::wait_until(
+        "device taken back from the stalled borrower",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    println!(
+        "  lender took the device back after {:.1} s",
+        back.as_secs_f64()
+    );
+    ensure!(
+        ownership::lender_mapped_pages(l)?.is_empty(),
+        "the lender still maps pages of a borrower it declared down"
+    );
+    let marker = Marker::new()?;
+    marker.fill(&s.paths().nvme_file(LENDER, "nvme0"))?;
+    if let Some(left) = STALL.checked_sub(t0.elapsed()) {
+        std::thread::sleep(left);
+    }
+    s.thaw(BORROWER)?;
 
-        let b = c.agent(BORROWER)?;
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(90))?;
-        ensure!(
-            rc != 0,
-            "the driver did not notice it lost the device:\n{out}"
-        );
-        println!("  driver stopped with exit status {rc}");
-        lending::wait_until(
-            "nothing held by the borrower",
-            WAIT,
-            || {
-                let p = ownership::borrower_pages(b)?;
-                Ok(format!("{}/{}", p.pinned, p.quarantined))
-            },
-            "0/0",
-        )?;
-        let landed = marker.pages_in_ram(&c.paths().ram_file(BORROWER))?;
-        ensure!(
-            landed.is_empty(),
-            "the drive wrote the marker into {} borrower pages after the device was taken back",
-            landed.len()
-        );
-        Ok(())
-    })();
-    if paused {
-        let _ = c.resume_host(BORROWER);
-    }
-    let _ = throttle(c, 0);
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    let b = s.agent(BORROWER)?;
+    let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(90))?;
+    ensure!(
+        rc != 0,
+        "the driver did not notice it lost the device:\n{out}"
+    );
+    println!("  driver stopped with exit status {rc}");
+    lending::wait_until(
+        "nothing held by the borrower",
+        WAIT,
+        || {
+            let p = ownership::borrower_pages(b)?;
+            Ok(format!("{}/{}", p.pinned, p.quarantined))
+        },
+        "0/0",
+    )?;
+    let landed = marker.pages_in_ram(&s.paths().ram_file(BORROWER))?;
+    ensure!(
+        landed.is_empty(),
+        "the drive wrote the marker into {} borrower pages after the device was taken back",
+        landed.len()
+    );
+    drop(s);
     verified_io(c, &nvme)?;
     twohost::no_kernel_trouble(c, marks, Some(BORROWER))
 }
@@ -481,62 +387,46 @@ fn kill_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let marks = log_marks(c)?;
     let lender_id = fabric::host_id(c.agent(LENDER)?)?;
     let log = "/tmp/kill-lender.log";
-    let uuid = start_reader(c, &nvme, log)?;
-    let res = (|| -> anyhow::Result<()> {
-        let l = c.agent(LENDER)?;
-        wait_borrowed(l, &nvme, WAIT)?;
-        let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
-        let mapped = ownership::lender_mapped_pages(l)?;
-        println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
-        c.kill_host(LENDER)?;
+    let mut s = Scope::new(c);
+    start_reader(&mut s, &nvme, log)?;
+    let l = s.agent(LENDER)?;
+    wait_borrowed(l, &nvme, WAIT)?;
+    let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
+    let mapped = ownership::lender_mapped_pages(l)?;
+    println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
+    s.kill_host(LENDER)?;
 
-        let b = c.agent(BORROWER)?;
-        let down = fabric::wait_peer_state(b, lender_id, "down", RECLAIM_BOUND)?;
-        println!(
-            "  borrower saw the lender down after {:.1} s",
-            down.as_secs_f64()
-        );
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
-        ensure!(rc != 0, "the driver did not notice the lender died:\n{out}");
-        let held = ownership::borrower_pages(b)?;
-        ensure!(
-            held.pinned == 0,
-            "pins left after the driver exited:\n{}",
-            held.text
-        );
-        let exposed = mapped.difference(&held.quarantine).count();
-        ensure!(
-            exposed == 0,
-            "{exposed} of {} pages the dead lender mapped were freed:\n{}",
-            mapped.len(),
-            held.text
-        );
-        println!(
-            "  {} pages stay quarantined while the lender is dead",
-            held.quarantined
-        );
-        let t = ownership::kernel_trouble(b, marks[1], false)?;
-        ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
+    let b = s.agent(BORROWER)?;
+    let down = fabric::wait_peer_state(b, lender_id, "down", RECLAIM_BOUND)?;
+    println!(
+        "  borrower saw the lender down after {:.1} s",
+        down.as_secs_f64()
+    );
+    let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
+    ensure!(rc != 0, "the driver did not notice the lender died:\n{out}");
+    let held = ownership::borrower_pages(b)?;
+    ensure!(
+        held.pinned == 0,
+        "pins left after the driver exited:\n{}",
+        held.text
+    );
+    ownership::all_quarantined(&mapped, &held)?;
+    println!(
+        "  {} pages stay quarantined while the lender is dead",
+        held.quarantined
+    );
+    let t = ownership::kernel_trouble(b, marks[1], false)?;
+    ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
 
-        c.restart_host(LENDER)?;
-        lending::ensure_module(c.agent(LENDER)?)?;
-        let b = c.agent(BORROWER)?;
-        let settled = lending::wait_until(
-            "quarantine released after the lender restarted",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        println!(
-            "  quarantine released {:.1} s after the lender booted again",
-            settled.as_secs_f64()
-        );
-        Ok(())
-    })();
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    s.restart_host(LENDER)?;
+    lending::ensure_module(s.agent(LENDER)?)?;
+    let settled =
+        ownership::wait_quarantine_empty(s.agent(BORROWER)?, "after the lender restarted", WAIT)?;
+    println!(
+        "  quarantine released {:.1} s after the lender booted again",
+        settled.as_secs_f64()
+    );
+    drop(s);
     let nvme = lent_nvme(c)?;
     verified_io(c, &nvme)
 }
@@ -548,8 +438,10 @@ fn kill_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     let log = "/tmp/kill-borrower.log";
-    start_reader(c, &nvme, log)?;
-    kill_borrower_mid_io(c, &nvme, marks, WAIT, "I/O")?;
+    let mut s = Scope::new(c);
+    start_reader(&mut s, &nvme, log)?;
+    kill_borrower_mid_io(&mut s, &nvme, marks, WAIT, "I/O")?;
+    drop(s);
     let nvme = lent_nvme(c)?;
     verified_io(c, &nvme)
 }
@@ -807,12 +699,12 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     let lender_id = fabric::host_id(c.agent(LENDER)?)?;
-    let b = c.agent(BORROWER)?;
-    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    fabric::sh(c.agent(BORROWER)?, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let mut s = Scope::new(c);
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let g = devlend_vmtests::guest::spawn(
-        b,
+        s.agent(BORROWER)?,
         &tools::guest_images_dir()?,
         GUEST_LOSES_DEVICE,
         &devlend_vmtests::guest::GuestOpts {
@@ -822,95 +714,75 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/stall.console",
     )?;
-    let mut paused = false;
-    let res = (|| -> anyhow::Result<()> {
-        let b = c.agent(BORROWER)?;
-        g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
-        fabric::sh_timeout(
-            b,
-            &format!("{cli} attach --qmp /tmp/stall.qmp --id s0 {uuid}"),
-            Duration::from_secs(240),
-        )?;
-        g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
-        let l = c.agent(LENDER)?;
-        io_in_flight(l, &nvme, WAIT)?;
-        queue_reads_at_drive(c)?;
-        let mapped = ownership::lender_mapped_pages(c.agent(LENDER)?)?;
-        ensure!(
-            !mapped.is_empty(),
-            "the lender maps nothing while the guest reads"
-        );
+    let pid = g.pid;
+    s.defer("kill the guest", move |c| {
+        devlend_vmtests::guest::kill_pid(c.agent(BORROWER)?, pid)
+    });
+    let b = s.agent(BORROWER)?;
+    g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
+    fabric::sh_timeout(
+        b,
+        &format!("{cli} attach --qmp /tmp/stall.qmp --id s0 {uuid}"),
+        Duration::from_secs(240),
+    )?;
+    g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
+    let l = s.agent(LENDER)?;
+    io_in_flight(l, &nvme, WAIT)?;
+    unthrottle_at_end(&mut s);
+    queue_reads_at_drive(&s)?;
+    let mapped = ownership::lender_mapped_pages(s.agent(LENDER)?)?;
+    ensure!(
+        !mapped.is_empty(),
+        "the lender maps nothing while the guest reads"
+    );
 
-        c.pause_host(LENDER)?;
-        paused = true;
-        let t0 = Instant::now();
-        let b = c.agent(BORROWER)?;
-        fabric::wait_peer_state(b, lender_id, "down", STALL)?;
-        g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(120))?;
-        println!(
-            "  the guest let the device go {:.1} s into the stall and runs on",
-            t0.elapsed().as_secs_f64()
-        );
-        let held = lending::wait_until(
-            "guest memory unpinned",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.pinned.to_string()),
-            "0",
-        )
-        .and_then(|_| ownership::borrower_pages(b))?;
-        let exposed = mapped.difference(&held.quarantine).count();
-        ensure!(
-            exposed == 0,
-            "{exposed} of {} pages the stalled lender maps were freed:\n{}",
-            mapped.len(),
-            held.text
-        );
-        let marker = Marker::new()?;
-        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
-        if let Some(left) = (STALL + Duration::from_secs(10)).checked_sub(t0.elapsed()) {
-            std::thread::sleep(left);
-        }
-        c.resume_host(LENDER)?;
-        paused = false;
-        // The reads queued at the drive complete now, with the marker,
-        // while the lender still maps the guest's pages.
-        throttle(c, 0)?;
+    s.freeze(LENDER)?;
+    let t0 = Instant::now();
+    let b = s.agent(BORROWER)?;
+    fabric::wait_peer_state(b, lender_id, "down", STALL)?;
+    g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(120))?;
+    println!(
+        "  the guest let the device go {:.1} s into the stall and runs on",
+        t0.elapsed().as_secs_f64()
+    );
+    let held = lending::wait_until(
+        "guest memory unpinned",
+        WAIT,
+        || Ok(ownership::borrower_pages(b)?.pinned.to_string()),
+        "0",
+    )
+    .and_then(|_| ownership::borrower_pages(b))?;
+    ownership::all_quarantined(&mapped, &held)?;
+    let marker = Marker::new()?;
+    marker.fill(&s.paths().nvme_file(LENDER, "nvme0"))?;
+    if let Some(left) = (STALL + Duration::from_secs(10)).checked_sub(t0.elapsed()) {
+        std::thread::sleep(left);
+    }
+    s.thaw(LENDER)?;
+    // The reads queued at the drive complete now, with the marker,
+    // while the lender still maps the guest's pages.
+    throttle(&s, 0)?;
 
-        let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-        let w = ownership::watch_release(l, b, WAIT)?;
-        let landed =
-            ownership::marker_landed_in(&marker, &c.paths().ram_file(BORROWER), &held.quarantine)?;
-        println!(
-            "  {} pages quarantined; {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined; the marker landed in {} of them and nowhere else",
-            held.quarantined,
-            w.while_mapped,
-            w.samples,
-            w.max_mapped,
-            landed.len()
-        );
-        lending::wait_until(
-            "device returned after the stall",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        lending::wait_until(
-            "quarantine released",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        Ok(())
-    })();
-    if paused {
-        let _ = c.resume_host(LENDER);
-    }
-    let _ = throttle(c, 0);
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = g.kill(b);
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    let (l, b) = (s.agent(LENDER)?, s.agent(BORROWER)?);
+    let w = ownership::watch_release(l, b, WAIT)?;
+    let landed =
+        ownership::marker_landed_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
+    println!(
+        "  {} pages quarantined; {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined; the marker landed in {} of them and nowhere else",
+        held.quarantined,
+        w.while_mapped,
+        w.samples,
+        w.max_mapped,
+        landed.len()
+    );
+    lending::wait_until(
+        "device returned after the stall",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )?;
+    ownership::wait_quarantine_empty(b, "after the stall", WAIT)?;
+    drop(s);
     verified_guest_io(c, &nvme)?;
     twohost::no_kernel_trouble(c, marks, Some(LENDER))
 }
@@ -1201,5 +1073,12 @@ fn main() {
             run: cycles_borrow_return_leak_nothing,
         },
     ];
-    Suite::new("isolation", checks).run(boot)
+    Suite::new("isolation", checks).reset(reset).run(boot)
+}
+
+/// Each check starts with both hosts up, no mdev and the lender's drive
+/// at full speed, whatever the one before left.
+fn reset(c: &mut Cluster) -> anyhow::Result<()> {
+    devlend_vmtests::fixture::reset_hosts(c)?;
+    throttle(c, 0)
 }
