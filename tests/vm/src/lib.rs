@@ -23,6 +23,7 @@ pub mod pool;
 pub mod rwroot;
 pub mod sriov;
 pub mod suite;
+pub mod tool;
 pub mod twohost;
 
 pub use fixture::Scope;

@@ -23,7 +23,7 @@
 //! messages.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, Read, Write};
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::ownership;
 use devlend_vmtests::peerfuzz::lender::{Listed, Listing, BORROWER_MAX_PER_LENDER};
 use devlend_vmtests::peerfuzz::ParsedReport;
+use devlend_vmtests::tool::LineTool;
 use devlend_vmtests::twohost::{
     self, boot, host_bin, lent_nvme, verified_io, BORROWER, LENDER, MDEV_TYPE, WAIT,
 };
@@ -413,26 +414,6 @@ fn lender_pt_pages(l: &AgentClient) -> anyhow::Result<(i64, i64)> {
     Ok((get("nr_sec_page_table_pages ")?, get("nr_iommu_pages ")?))
 }
 
-/// The churn tool's next line starting with `prefix`, as JSON; its other
-/// lines printed.
-fn churn_line(
-    lines: &std::sync::mpsc::Receiver<String>,
-    prefix: &str,
-    limit: Duration,
-) -> anyhow::Result<serde_json::Value> {
-    let t0 = Instant::now();
-    loop {
-        let left = limit.saturating_sub(t0.elapsed());
-        let line = lines
-            .recv_timeout(left)
-            .with_context(|| format!("the churn tool printed no {prefix} within {limit:?}"))?;
-        if let Some(json) = line.strip_prefix(prefix) {
-            return serde_json::from_str(json).with_context(|| format!("{prefix}{json}"));
-        }
-        println!("  | {line}");
-    }
-}
-
 /// A holder that maps and unmaps one page at IOVA k << 21 for k = 1, 2,
 /// ... (issue 26): every round costs the lender a leaf page table that an
 /// exact unmap does not free. The borrower's host dies and
@@ -504,40 +485,17 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
         rounds.to_string(),
         "-v".to_owned(),
     ];
-    println!("  {bin} {}", args.join(" "));
-    let mut child = Command::new(bin)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {bin}"))?;
-    let mut stdin = child.stdin.take().context("churn tool stdin")?;
-    let stdout = child.stdout.take().context("churn tool stdout")?;
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let res = (|| -> anyhow::Result<_> {
-        let held = churn_line(&lines, "CHURN-HELD ", Duration::from_secs(120 + rounds / 5))?;
-        let l = c.agent(LENDER)?;
-        let during = lender_pt_pages(l)?;
-        let dev_during = lender_counters(l, &nvme)?.dev;
-        stdin.write_all(b"release\n")?;
-        let released = churn_line(&lines, "CHURN-RELEASED ", Duration::from_secs(180))?;
-        let after = lender_pt_pages(l)?;
-        let dev_after = lender_counters(l, &nvme)?.dev;
-        Ok((held, during, dev_during, released, after, dev_after))
-    })();
-    let _ = stdin.write_all(b"quit\n");
-    drop(stdin);
-    let status = child.wait()?;
-    let (held, during, dev_during, released, after, dev_after) = res?;
+    let mut churn = LineTool::spawn("churn tool", bin, &args)?;
+    let held = churn.line("CHURN-HELD ", Duration::from_secs(120 + rounds / 5))?;
+    let l = c.agent(LENDER)?;
+    let during = lender_pt_pages(l)?;
+    let dev_during = lender_counters(l, &nvme)?.dev;
+    churn.say("release")?;
+    let released = churn.line("CHURN-RELEASED ", Duration::from_secs(180))?;
+    let after = lender_pt_pages(l)?;
+    let dev_after = lender_counters(l, &nvme)?.dev;
+    churn.say("quit")?;
+    let status = churn.finish()?;
     ensure!(status.success(), "the churn tool failed ({status})");
 
     let num = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0) as i64;
@@ -841,46 +799,6 @@ fn wait_listing(b: &AgentClient, adapter: &str, want: &Listing) -> anyhow::Resul
     )
 }
 
-/// The next line of the hostile lender starting with `prefix`, as JSON;
-/// its other lines printed. `tick` runs about every two seconds meanwhile.
-fn hostile_line(
-    lines: &std::sync::mpsc::Receiver<String>,
-    prefix: &str,
-    limit: Duration,
-    tick: &mut dyn FnMut() -> anyhow::Result<()>,
-) -> anyhow::Result<serde_json::Value> {
-    let t0 = Instant::now();
-    loop {
-        let left = limit.saturating_sub(t0.elapsed());
-        ensure!(
-            !left.is_zero(),
-            "the hostile lender printed no {prefix}within {limit:?}"
-        );
-        match lines.recv_timeout(left.min(Duration::from_secs(2))) {
-            Ok(line) => {
-                if let Some(json) = line.strip_prefix(prefix) {
-                    return serde_json::from_str(json).with_context(|| format!("{prefix}{json}"));
-                }
-                println!("  | {line}");
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => tick()?,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                bail!("the hostile lender ended without printing {prefix}")
-            }
-        }
-    }
-}
-
-/// A child process, killed if it is still running when this goes.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The loop of VFIO users on the borrower: `devlend-fuzz-vfio` runs
 /// against the mdev of the hostile lender's victim again and again
 /// (pointing the mdev at it first: a lie may have taken it out of the
@@ -1046,31 +964,11 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
         HOSTILE_RATE.to_string(),
         "-v".to_owned(),
     ];
-    println!("  {bin} {}", args.join(" "));
-    let mut child = std::process::Command::new(bin)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {bin}"))?;
-    let mut stdin = child.stdin.take().context("hostile lender stdin")?;
-    let stdout = child.stdout.take().context("hostile lender stdout")?;
-    let mut child = Reaped(child);
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut hostile = LineTool::spawn("hostile lender", bin, &args)?;
     let mut nothing = || Ok(());
 
     // The catalog, honestly described: the borrower lists what it must.
-    let listing: Listing = serde_json::from_value(hostile_line(
-        &lines,
+    let listing: Listing = serde_json::from_value(hostile.line_ticking(
         "HOSTILE-LISTED ",
         Duration::from_secs(120),
         &mut nothing,
@@ -1095,11 +993,10 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
         ),
     )?;
     ownership::spawn_bg(b, &format!("sh {HOSTILE_VFIO_SCRIPT}"), HOSTILE_VFIO_LOG)?;
-    stdin.write_all(b"go\n")?;
+    hostile.say("go")?;
     let mut remote_max = 0;
     let mut remote_samples = 0;
-    let sent = hostile_line(
-        &lines,
+    let sent = hostile.line_ticking(
         "HOSTILE-SENT ",
         Duration::from_secs(300 + messages / (HOSTILE_RATE / 2)),
         &mut || {
@@ -1162,16 +1059,11 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
     }
     let debug_after = borrower_debug(b)?;
 
-    stdin.write_all(b"quit\n")?;
+    hostile.say("quit")?;
     let report = ParsedReport {
-        json: hostile_line(
-            &lines,
-            "HOSTILE-REPORT ",
-            Duration::from_secs(180),
-            &mut nothing,
-        )?,
+        json: hostile.line_ticking("HOSTILE-REPORT ", Duration::from_secs(180), &mut nothing)?,
     };
-    let status = child.0.wait()?;
+    let status = hostile.finish()?;
     // At once: the borrower takes the lender down 8 s after its last beat.
     let after_peer = fabric::peer_counters(b, lender_id)?;
     ensure!(status.success(), "the hostile lender failed ({status})");
