@@ -118,3 +118,29 @@ impl Drop for LineTool {
         let _ = self.child.wait();
     }
 }
+
+/// The arguments of `devlend-fuzz-peer` that put it in the place of host
+/// `peer` (name, fabric id; its QEMU stopped or killed) talking to host
+/// `target`: the control area, the peer's doorbell socket, both ids and
+/// both RAM files. The mode's own arguments follow.
+pub fn fuzz_peer_args(
+    c: &devlend_cluster::Cluster,
+    target: (&str, u32),
+    peer: (&str, u32),
+) -> Vec<String> {
+    let p = c.paths();
+    vec![
+        "--ctl".to_owned(),
+        p.ctl_file().display().to_string(),
+        "--doorbell-sock".to_owned(),
+        p.doorbell_sock(peer.1 as usize).display().to_string(),
+        "--target".to_owned(),
+        target.1.to_string(),
+        "--target-ram".to_owned(),
+        p.ram_file(target.0).display().to_string(),
+        "--peer".to_owned(),
+        peer.1.to_string(),
+        "--peer-ram".to_owned(),
+        p.ram_file(peer.0).display().to_string(),
+    ]
+}

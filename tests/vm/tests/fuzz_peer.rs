@@ -35,7 +35,7 @@ use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::ownership;
 use devlend_vmtests::peerfuzz::lender::{Listed, Listing, BORROWER_MAX_PER_LENDER};
 use devlend_vmtests::peerfuzz::ParsedReport;
-use devlend_vmtests::tool::LineTool;
+use devlend_vmtests::tool::{fuzz_peer_args, LineTool};
 use devlend_vmtests::twohost::{
     self, boot, host_bin, lent_nvme, verified_io, BORROWER, LENDER, MDEV_TYPE, WAIT,
 };
@@ -110,21 +110,8 @@ fn run_fuzzer(
     seed: u64,
 ) -> anyhow::Result<ParsedReport> {
     let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
-    let ctl = c.paths().ctl_file();
-    let sock = c.paths().doorbell_sock(borrower_id as usize);
-    let args = [
-        "--ctl".to_owned(),
-        ctl.display().to_string(),
-        "--doorbell-sock".to_owned(),
-        sock.display().to_string(),
-        "--target".to_owned(),
-        lender_id.to_string(),
-        "--target-ram".to_owned(),
-        c.paths().ram_file(LENDER).display().to_string(),
-        "--peer".to_owned(),
-        borrower_id.to_string(),
-        "--peer-ram".to_owned(),
-        c.paths().ram_file(BORROWER).display().to_string(),
+    let mut args = fuzz_peer_args(c, (LENDER, lender_id), (BORROWER, borrower_id));
+    args.extend([
         "--dev-id".to_owned(),
         dev_id.to_string(),
         "--messages".to_owned(),
@@ -133,7 +120,7 @@ fn run_fuzzer(
         format!("{seed:#x}"),
         "--json".to_owned(),
         "-v".to_owned(),
-    ];
+    ]);
     println!("  {bin} {}", args.join(" "));
     let mut child = Command::new(bin)
         .args(&args)
@@ -463,28 +450,14 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
 
     c.kill_host(BORROWER)?;
     let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
-    let args = [
-        "--ctl".to_owned(),
-        c.paths().ctl_file().display().to_string(),
-        "--doorbell-sock".to_owned(),
-        c.paths()
-            .doorbell_sock(borrower_id as usize)
-            .display()
-            .to_string(),
-        "--target".to_owned(),
-        lender_id.to_string(),
-        "--target-ram".to_owned(),
-        c.paths().ram_file(LENDER).display().to_string(),
-        "--peer".to_owned(),
-        borrower_id.to_string(),
-        "--peer-ram".to_owned(),
-        c.paths().ram_file(BORROWER).display().to_string(),
+    let mut args = fuzz_peer_args(c, (LENDER, lender_id), (BORROWER, borrower_id));
+    args.extend([
         "--dev-id".to_owned(),
         dev_id.to_string(),
         "--churn".to_owned(),
         rounds.to_string(),
         "-v".to_owned(),
-    ];
+    ]);
     let mut churn = LineTool::spawn("churn tool", bin, &args)?;
     let held = churn.line("CHURN-HELD ", Duration::from_secs(120 + rounds / 5))?;
     let l = c.agent(LENDER)?;
@@ -937,23 +910,13 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
     let b = c.agent(BORROWER)?;
     let before_peer = fabric::peer_counters(b, lender_id)?;
     let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
-    let args = [
-        "--hostile-lender".to_owned(),
-        "--ctl".to_owned(),
-        c.paths().ctl_file().display().to_string(),
-        "--doorbell-sock".to_owned(),
-        c.paths()
-            .doorbell_sock(lender_id as usize)
-            .display()
-            .to_string(),
-        "--target".to_owned(),
-        borrower_id.to_string(),
-        "--target-ram".to_owned(),
-        c.paths().ram_file(BORROWER).display().to_string(),
-        "--peer".to_owned(),
-        lender_id.to_string(),
-        "--peer-ram".to_owned(),
-        c.paths().ram_file(LENDER).display().to_string(),
+    let mut args = vec!["--hostile-lender".to_owned()];
+    args.extend(fuzz_peer_args(
+        c,
+        (BORROWER, borrower_id),
+        (LENDER, lender_id),
+    ));
+    args.extend([
         "--messages".to_owned(),
         messages.to_string(),
         "--seed".to_owned(),
@@ -963,7 +926,7 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
         "--rate".to_owned(),
         HOSTILE_RATE.to_string(),
         "-v".to_owned(),
-    ];
+    ]);
     let mut hostile = LineTool::spawn("hostile lender", bin, &args)?;
     let mut nothing = || Ok(());
 

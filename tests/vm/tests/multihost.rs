@@ -16,7 +16,7 @@ use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::lending::{self, wait_until};
-use devlend_vmtests::tool::LineTool;
+use devlend_vmtests::tool::{fuzz_peer_args, LineTool};
 use devlend_vmtests::{ntb, ownership, pool, Check, Scope, Suite};
 
 /// The hosts of `four-host.toml`.
@@ -341,24 +341,8 @@ fn third_host_pings_unhurt_by_a_flooding_peer(c: &mut Cluster) -> anyhow::Result
 
     c.kill_host(FLOODER)?;
     let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
-    let args = [
-        "--ctl".to_owned(),
-        c.paths().ctl_file().display().to_string(),
-        "--doorbell-sock".to_owned(),
-        c.paths()
-            .doorbell_sock(ids.flooder as usize)
-            .display()
-            .to_string(),
-        "--target".to_owned(),
-        ids.flooded.to_string(),
-        "--target-ram".to_owned(),
-        c.paths().ram_file(FLOODED).display().to_string(),
-        "--peer".to_owned(),
-        ids.flooder.to_string(),
-        "--peer-ram".to_owned(),
-        c.paths().ram_file(FLOODER).display().to_string(),
-        "--flood".to_owned(),
-    ];
+    let mut args = fuzz_peer_args(c, (FLOODED, ids.flooded), (FLOODER, ids.flooder));
+    args.push("--flood".to_owned());
     let mut tool = LineTool::spawn("flood tool", bin, &args)?;
     let stage = Duration::from_secs(120);
     let line = |tool: &LineTool, prefix: &str| -> anyhow::Result<serde_json::Value> {
