@@ -73,22 +73,6 @@ fn lender_counters(l: &AgentClient, nvme: &PciDev) -> anyhow::Result<LenderCount
     Ok(LenderCounters { global, dev })
 }
 
-/// `after - before` of every numeric key of `after`.
-fn deltas(
-    before: &HashMap<String, String>,
-    after: &HashMap<String, String>,
-) -> anyhow::Result<HashMap<String, i64>> {
-    let mut d = HashMap::new();
-    for (k, v) in after {
-        let (Ok(a), Some(Ok(b))) = (v.parse::<i64>(), before.get(k).map(|b| b.parse::<i64>()))
-        else {
-            continue;
-        };
-        d.insert(k.clone(), a - b);
-    }
-    Ok(d)
-}
-
 fn sorted(d: &HashMap<String, i64>, prefix: &str) -> String {
     let mut v: Vec<_> = d
         .iter()
@@ -227,9 +211,9 @@ fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
     let after_lend = lender_counters(l, &nvme)?;
     let report = report?;
 
-    let peer = deltas(&before_peer, &after_peer)?;
-    let glob = deltas(&before_lend.global, &after_lend.global)?;
-    let dev = deltas(&before_lend.dev, &after_lend.dev)?;
+    let peer = fabric::deltas(&before_peer, &after_peer);
+    let glob = fabric::deltas(&before_lend.global, &after_lend.global);
+    let dev = fabric::deltas(&before_lend.dev, &after_lend.dev);
     let secs = report.json["secs"].as_f64().unwrap_or(0.0);
     println!(
         "  {} messages in {secs:.1} s ({:.0}/s); doorbell {}",
@@ -476,12 +460,12 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
         m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
     };
     let (maps_ok, refused) = (num(&held, "maps_ok"), num(&held, "maps_refused"));
-    let rej = cnt(&dev_during, "rej_dma_tables") - cnt(&before.dev, "rej_dma_tables");
+    let rej = fabric::grew(&before.dev, &dev_during, "rej_dma_tables");
     let (leaf, mid) = (
         cnt(&dev_during, "dma_pt_leaf"),
         cnt(&dev_during, "dma_pt_mid"),
     );
-    let frees = cnt(&dev_after, "dma_table_frees") - cnt(&before.dev, "dma_table_frees");
+    let frees = fabric::grew(&before.dev, &dev_after, "dma_table_frees");
     println!("  churn: {held}");
     println!(
         "  while held: nr_sec_page_table_pages={} (+{}) nr_iommu_pages={} (+{}); \
@@ -1031,7 +1015,7 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
     let after_peer = fabric::peer_counters(b, lender_id)?;
     ensure!(status.success(), "the hostile lender failed ({status})");
 
-    let peer = deltas(&before_peer, &after_peer)?;
+    let peer = fabric::deltas(&before_peer, &after_peer);
     let d = |k: &str| peer.get(k).copied().unwrap_or(0);
     let e = |k: &str| -> anyhow::Result<i64> { Ok(report.num(&format!("/expected/{k}"))? as i64) };
     println!(

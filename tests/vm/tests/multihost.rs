@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
-use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::fabric::{self, grew, sh};
 use devlend_vmtests::lending::{self, wait_until};
 use devlend_vmtests::tool::{fuzz_peer_args, LineTool};
 use devlend_vmtests::{ntb, ownership, pool, Check, Scope, Suite};
@@ -235,12 +235,6 @@ struct FloodIds {
     flooder: u32,
     flooded: u32,
     pinger: u32,
-}
-
-/// `after[key] - before[key]`, 0 where either is missing.
-fn grew(before: &HashMap<String, String>, after: &HashMap<String, String>, key: &str) -> i64 {
-    let n = |m: &HashMap<String, String>| m.get(key).and_then(|v| v.parse::<i64>().ok());
-    n(after).zip(n(before)).map_or(0, |(a, b)| a - b)
 }
 
 /// One round of the pinger's self-test toward the flooded host: the
