@@ -559,13 +559,15 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
 
 /// Messages of the hostile lender's default run;
 /// `DEVLEND_FUZZ_BORROWER_MESSAGES` sets another. Unsolicited ones go at
-/// [`HOSTILE_RATE`] a second at most: the default lies for about 50 s.
+/// [`HOSTILE_RATE`] a second at most: the default lies for about 25 s
+/// (CI time; every kind of lie still comes up many times over, and a long
+/// run is `DEVLEND_FUZZ_BORROWER_MESSAGES=1000000`).
 fn hostile_messages() -> anyhow::Result<u64> {
     match std::env::var("DEVLEND_FUZZ_BORROWER_MESSAGES") {
         Ok(v) => v
             .parse()
             .with_context(|| format!("DEVLEND_FUZZ_BORROWER_MESSAGES={v:?}")),
-        Err(_) => Ok(100_000),
+        Err(_) => Ok(50_000),
     }
 }
 
@@ -1199,5 +1201,7 @@ fn main() {
             run: fuzz_peer_hostile_lender_into_borrower,
         },
     ];
-    Suite::new("fuzz_peer", checks).run(boot)
+    Suite::new("fuzz_peer", checks)
+        .reset(devlend_vmtests::fixture::reset_hosts)
+        .run(boot)
 }
