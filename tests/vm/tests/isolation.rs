@@ -94,6 +94,22 @@ fn wait_borrowed(l: &AgentClient, nvme: &PciDev, timeout: Duration) -> anyhow::R
     Ok(())
 }
 
+/// Waits up to `timeout` until the lender has the device back in its
+/// pool (`available`; `what` says after what); how long that took.
+fn wait_available(
+    l: &AgentClient,
+    nvme: &PciDev,
+    what: &str,
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
+    lending::wait_until(
+        what,
+        timeout,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )
+}
+
 /// Throttles the lender's drive while reads keep coming, and lets them
 /// queue up at it.
 fn queue_reads_at_drive(c: &Cluster) -> anyhow::Result<()> {
@@ -181,12 +197,7 @@ fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
         "  marker found in {} borrower pages, all of them quarantined",
         landed.len()
     );
-    let back = lending::wait_until(
-        "device returned after the stall",
-        WAIT,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
-    )?;
+    let back = wait_available(l, &nvme, "device returned after the stall", WAIT)?;
     ownership::wait_quarantine_empty(b, "after the stall", WAIT)?;
     println!(
         "  device back in the pool {:.1} s after the lender resumed",
@@ -241,11 +252,11 @@ fn stall_lender_then_let_go(c: &mut Cluster, how: LetGo) -> anyhow::Result<()> {
     s.thaw(LENDER)?;
     throttle(&s, 0)?;
     let l = s.agent(LENDER)?;
-    lending::wait_until(
+    wait_available(
+        l,
+        &nvme,
         "lender took the device back from the frozen borrower",
         Duration::from_secs(90),
-        || lending::lent_state(l, &nvme.addr),
-        "available",
     )?;
     ensure!(
         ownership::lender_mapped_pages(l)?.is_empty(),
@@ -321,11 +332,11 @@ fn stall_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> 
     s.freeze(BORROWER)?;
     let t0 = Instant::now();
     let l = s.agent(LENDER)?;
-    let back = lending::wait_until(
+    let back = wait_available(
+        l,
+        &nvme,
         "device taken back from the stalled borrower",
         WAIT,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
     )?;
     println!(
         "  lender took the device back after {:.1} s",
@@ -464,11 +475,11 @@ fn kill_borrower_mid_io(
     c.kill_host(BORROWER)?;
 
     let l = c.agent(LENDER)?;
-    let back = lending::wait_until(
+    let back = wait_available(
+        l,
+        nvme,
         "device taken back from the dead borrower",
         RECLAIM_BOUND,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
     )?;
     println!(
         "  lender took the device back {:.1} s after the kill",
@@ -775,12 +786,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         w.max_mapped,
         landed.len()
     );
-    lending::wait_until(
-        "device returned after the stall",
-        WAIT,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
-    )?;
+    wait_available(l, &nvme, "device returned after the stall", WAIT)?;
     ownership::wait_quarantine_empty(b, "after the stall", WAIT)?;
     drop(s);
     verified_guest_io(c, &nvme)?;
