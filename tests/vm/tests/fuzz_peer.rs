@@ -43,12 +43,7 @@ use devlend_vmtests::{Check, Suite};
 
 /// Messages of the default run; `DEVLEND_FUZZ_MESSAGES` sets another.
 fn message_count() -> anyhow::Result<u64> {
-    match std::env::var("DEVLEND_FUZZ_MESSAGES") {
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("DEVLEND_FUZZ_MESSAGES={v:?}")),
-        Err(_) => Ok(1_000_000),
-    }
+    twohost::env_count("DEVLEND_FUZZ_MESSAGES", 1_000_000)
 }
 
 /// The lender's debugfs counters: the `global` line (requests that named
@@ -356,12 +351,7 @@ fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
 /// (`lender/dma.c`); and it keeps the IOVAs below the MSI window at
 /// 0xfee00000 (a reserved region, refused for another reason).
 fn churn_rounds() -> anyhow::Result<u64> {
-    match std::env::var("DEVLEND_CHURN_ROUNDS") {
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("DEVLEND_CHURN_ROUNDS={v:?}")),
-        Err(_) => Ok(1536),
-    }
+    twohost::env_count("DEVLEND_CHURN_ROUNDS", 1536)
 }
 
 /// Pages the lender's page tables may move by for other reasons between
@@ -563,12 +553,7 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
 /// (CI time; every kind of lie still comes up many times over, and a long
 /// run is `DEVLEND_FUZZ_BORROWER_MESSAGES=1000000`).
 fn hostile_messages() -> anyhow::Result<u64> {
-    match std::env::var("DEVLEND_FUZZ_BORROWER_MESSAGES") {
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("DEVLEND_FUZZ_BORROWER_MESSAGES={v:?}")),
-        Err(_) => Ok(50_000),
-    }
+    twohost::env_count("DEVLEND_FUZZ_BORROWER_MESSAGES", 50_000)
 }
 
 /// Unsolicited messages a second at most while the lender lies: the
