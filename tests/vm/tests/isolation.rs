@@ -809,92 +809,91 @@ const RESET_FAULT: &str = "/sys/module/devlend_lender/parameters/fault_reclaim_r
 fn failed_reset_keeps_device_from_the_next_borrower(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
-    let mut made = Vec::new();
-    let res = (|| -> anyhow::Result<()> {
-        sh(l, &format!("echo 1 > {RESET_FAULT}"))?;
-        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
-        made.push(uuid.clone());
-        let out = b.sh(
-            &format!("{drv} --mdev {uuid} --blocks 64 --ios 50"),
-            Duration::from_secs(300),
-        )?;
-        ensure!(out.exit_code == Some(0), "the driver's I/O failed: {out:?}");
-        lending::remove_mdev(b, &uuid)?;
-        made.clear();
-        lending::wait_until(
-            "the device failed its reset on the lender",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "failed",
-        )?;
-        let said = sh(
-            l,
-            &format!(
-                "dmesg | tail -n +{} | grep -c 'is lent to nobody until it is lent again' || true",
-                marks[0] + 1
-            ),
-        )?;
-        ensure!(
-            said.trim().parse::<u32>().unwrap_or(0) >= 1,
-            "the lender did not say why"
-        );
-        lending::wait_until(
-            "the borrower lists it failed",
-            WAIT,
-            || {
-                Ok(lending::remote_devices(b)?
-                    .values()
-                    .find(|d| d.get("name") == Some(&nvme.addr))
-                    .and_then(|d| d.get("state").cloned())
-                    .unwrap_or_default())
-            },
-            "failed",
-        )?;
-        let out = b.sh(
-            &format!(
-                "{cli} mdev create --type {MDEV_TYPE} --device {}",
-                remote_name(&nvme)
-            ),
-            Duration::from_secs(60),
-        )?;
-        ensure!(
-            out.exit_code == Some(4) && out.stderr.contains("failed its reset"),
-            "devlend mdev create for a failed device: {out:?}"
-        );
-        // Not free: the kernel offers no instance of it either.
-        ensure!(
-            lending::available_instances(b, MDEV_TYPE)? == 0,
-            "the borrower offers an instance of a failed device"
-        );
-        ensure!(
-            lending::create_mdev(b, MDEV_TYPE, None).is_err(),
-            "an mdev was made with only a failed device to back it"
-        );
-        ensure!(
-            lending::lent_state(l, &nvme.addr)? == "failed",
-            "the failed device left its state"
-        );
-        println!("  reset failed on the take-back: lender and borrower show it failed, the CLI exits 4, no instance is offered");
+    let mut s = Scope::new(c);
+    // Whatever happens, the next check finds the device lendable.
+    let addr = nvme.addr.clone();
+    s.defer("the device lendable again", move |c| {
+        let l = c.agent(LENDER)?;
+        if lending::lent_state(l, &addr)? == "failed" {
+            lending::unlend(l, &addr)?;
+            lent_nvme(c)?;
+        }
+        Ok(())
+    });
+    s.defer("the reset fault off", |c| {
+        sh(c.agent(LENDER)?, &format!("echo 0 > {RESET_FAULT}")).map(drop)
+    });
+    sh(s.agent(LENDER)?, &format!("echo 1 > {RESET_FAULT}"))?;
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let (l, b) = (s.agent(LENDER)?, s.agent(BORROWER)?);
+    let out = b.sh(
+        &format!("{drv} --mdev {uuid} --blocks 64 --ios 50"),
+        Duration::from_secs(300),
+    )?;
+    ensure!(out.exit_code == Some(0), "the driver's I/O failed: {out:?}");
+    lending::remove_mdev(b, &uuid)?;
+    lending::wait_until(
+        "the device failed its reset on the lender",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "failed",
+    )?;
+    let said = sh(
+        l,
+        &format!(
+            "dmesg | tail -n +{} | grep -c 'is lent to nobody until it is lent again' || true",
+            marks[0] + 1
+        ),
+    )?;
+    ensure!(
+        said.trim().parse::<u32>().unwrap_or(0) >= 1,
+        "the lender did not say why"
+    );
+    lending::wait_until(
+        "the borrower lists it failed",
+        WAIT,
+        || {
+            Ok(lending::remote_devices(b)?
+                .values()
+                .find(|d| d.get("name") == Some(&nvme.addr))
+                .and_then(|d| d.get("state").cloned())
+                .unwrap_or_default())
+        },
+        "failed",
+    )?;
+    let out = b.sh(
+        &format!(
+            "{cli} mdev create --type {MDEV_TYPE} --device {}",
+            remote_name(&nvme)
+        ),
+        Duration::from_secs(60),
+    )?;
+    ensure!(
+        out.exit_code == Some(4) && out.stderr.contains("failed its reset"),
+        "devlend mdev create for a failed device: {out:?}"
+    );
+    // Not free: the kernel offers no instance of it either.
+    ensure!(
+        lending::available_instances(b, MDEV_TYPE)? == 0,
+        "the borrower offers an instance of a failed device"
+    );
+    ensure!(
+        lending::create_mdev(b, MDEV_TYPE, None).is_err(),
+        "an mdev was made with only a failed device to back it"
+    );
+    ensure!(
+        lending::lent_state(l, &nvme.addr)? == "failed",
+        "the failed device left its state"
+    );
+    println!("  reset failed on the take-back: lender and borrower show it failed, the CLI exits 4, no instance is offered");
 
-        lending::unlend(l, &nvme.addr)?;
-        let nvme = lent_nvme(c)?;
-        verified_io(c, &nvme)?;
-        println!("  unlent and lent again: verified I/O");
-        twohost::no_kernel_trouble(c, marks, None)
-    })();
-    let _ = sh(l, &format!("echo 0 > {RESET_FAULT}"));
-    for u in made {
-        let _ = lending::remove_mdev(b, &u);
-    }
-    // Whatever happened, the next check finds the device lendable.
-    if lending::lent_state(l, &nvme.addr).is_ok_and(|s| s == "failed") {
-        let _ = lending::unlend(l, &nvme.addr);
-        let _ = lent_nvme(c);
-    }
-    res
+    lending::unlend(l, &nvme.addr)?;
+    let nvme = lent_nvme(&s)?;
+    verified_io(&s, &nvme)?;
+    println!("  unlent and lent again: verified I/O");
+    twohost::no_kernel_trouble(&s, marks, None)
 }
 
 /// Borrow/return cycles run by the `cycles` check; `DEVLEND_CYCLES` sets
