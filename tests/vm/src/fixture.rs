@@ -17,7 +17,7 @@ use std::ops::{Deref, DerefMut};
 
 use devlend_cluster::Cluster;
 
-use crate::lending;
+use crate::{guest, lending};
 
 /// A clean-up registered with [`Scope::defer`].
 type Cleanup<'c> = Box<dyn FnOnce(&mut Cluster) -> anyhow::Result<()> + 'c>;
@@ -74,6 +74,20 @@ impl<'c> Scope<'c> {
         undo: impl FnOnce(&mut Cluster) -> anyhow::Result<()> + 'c,
     ) {
         self.cleanups.push((what.into(), Box::new(undo)));
+    }
+
+    /// Kills the background guest `g` on `host` when the scope ends, if it
+    /// still runs: a guest that powered off (or a host booted since) may
+    /// have its PID reused, so only a QEMU of that PID is killed.
+    pub fn guest(&mut self, host: &str, g: &guest::BackgroundGuest) {
+        let (h, pid) = (host.to_owned(), g.pid);
+        self.defer(format!("kill the guest {pid} on {host}"), move |c| {
+            let a = c.agent(&h)?;
+            if crate::fabric::sh(a, &format!("grep -q qemu /proc/{pid}/cmdline")).is_ok() {
+                guest::kill_pid(a, pid)?;
+            }
+            Ok(())
+        });
     }
 
     /// Creates an mdev on `host` ([`lending::create_mdev`]), removed when

@@ -533,13 +533,13 @@ const GUEST_LOSES_DEVICE: &str = "nvme_dev() { for d in /sys/bus/pci/devices/*; 
 fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let b = c.agent(BORROWER)?;
-    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    fabric::sh(c.agent(BORROWER)?, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
     let remote = remote_name(&nvme);
-    let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote))?;
+    let mut s = Scope::new(c);
+    let first = s.mdev(BORROWER, MDEV_TYPE, Some(&remote))?;
     let g = devlend_vmtests::guest::spawn(
-        b,
+        s.agent(BORROWER)?,
         &tools::guest_images_dir()?,
         GUEST_LOSES_DEVICE,
         &devlend_vmtests::guest::GuestOpts {
@@ -549,81 +549,62 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/loss.console",
     )?;
-    let mut second = None;
-    let res = (|| -> anyhow::Result<()> {
-        let b = c.agent(BORROWER)?;
-        let devlend =
-            |args: &str| fabric::sh_timeout(b, &format!("{cli} {args}"), Duration::from_secs(240));
-        g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
-        devlend(&format!("attach --qmp /tmp/loss.qmp --id d0 {first}"))?;
-        g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
-        let l = c.agent(LENDER)?;
-        let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
-        println!(
-            "  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender"
-        );
-        c.kill_host(LENDER)?;
+    s.guest(BORROWER, &g);
+    let b = s.agent(BORROWER)?;
+    let devlend =
+        |args: &str| fabric::sh_timeout(b, &format!("{cli} {args}"), Duration::from_secs(240));
+    g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
+    devlend(&format!("attach --qmp /tmp/loss.qmp --id d0 {first}"))?;
+    g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
+    let l = s.agent(LENDER)?;
+    let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
+    println!("  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
+    s.kill_host(LENDER)?;
 
-        let b = c.agent(BORROWER)?;
-        let t0 = Instant::now();
-        g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(180))?;
-        println!(
-            "  the guest let the device go {:.1} s after the kill and runs on",
-            t0.elapsed().as_secs_f64()
-        );
-        ensure!(g.running(b)?, "the guest's QEMU is gone");
-        let t = ownership::kernel_trouble(b, marks[1], false)?;
-        ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
+    let b = s.agent(BORROWER)?;
+    let t0 = Instant::now();
+    g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(180))?;
+    println!(
+        "  the guest let the device go {:.1} s after the kill and runs on",
+        t0.elapsed().as_secs_f64()
+    );
+    ensure!(g.running(b)?, "the guest's QEMU is gone");
+    let t = ownership::kernel_trouble(b, marks[1], false)?;
+    ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
 
-        c.restart_host(LENDER)?;
-        lent_nvme(c)?;
-        let b = c.agent(BORROWER)?;
-        lending::wait_until(
-            "quarantine released after the lender restarted",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote))?;
-        second = Some(uuid.clone());
-        fabric::sh_timeout(
-            b,
-            &format!("{cli} attach --qmp /tmp/loss.qmp --id d1 {uuid}"),
-            Duration::from_secs(240),
-        )?;
-        let run = g.wait(b, Duration::from_secs(300))?;
-        ensure!(run.rc == 0, "guest: {}", run.console);
-        let written = lending::output_field(&run.output, "written")?;
-        ensure!(
-            lending::output_field(&run.output, "read")? == written,
-            "the guest read back other bytes from the new device"
-        );
-        let file = c.paths().nvme_file(LENDER, "nvme0");
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "dd if={} bs=1M skip=16 count=16 status=none | sha256sum",
-                file.display()
-            ))
-            .output()?;
-        let sha = String::from_utf8_lossy(&out.stdout);
-        ensure!(
-            sha.split_whitespace().next() == Some(written),
-            "the lender's backing file does not hold what the guest wrote"
-        );
-        println!("  a new device, hot-plugged into the same guest, did verified I/O");
-        Ok(())
-    })();
-    if let Ok(b) = c.agent(BORROWER) {
-        if res.is_err() {
-            let _ = g.kill(b);
-        }
-        let _ = lending::remove_mdev(b, &first);
-        if let Some(s) = &second {
-            let _ = lending::remove_mdev(b, s);
-        }
-    }
-    res
+    s.restart_host(LENDER)?;
+    lent_nvme(&s)?;
+    let b = s.agent(BORROWER)?;
+    ownership::wait_quarantine_empty(b, "after the lender restarted", WAIT)?;
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote))?;
+    let b = s.agent(BORROWER)?;
+    fabric::sh_timeout(
+        b,
+        &format!("{cli} attach --qmp /tmp/loss.qmp --id d1 {uuid}"),
+        Duration::from_secs(240),
+    )?;
+    let run = g.wait(b, Duration::from_secs(300))?;
+    ensure!(run.rc == 0, "guest: {}", run.console);
+    let written = lending::output_field(&run.output, "written")?;
+    ensure!(
+        lending::output_field(&run.output, "read")? == written,
+        "the guest read back other bytes from the new device"
+    );
+    let file = s.paths().nvme_file(LENDER, "nvme0");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "dd if={} bs=1M skip=16 count=16 status=none | sha256sum",
+            file.display()
+        ))
+        .output()?;
+    let sha = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        sha.split_whitespace().next() == Some(written),
+        "the lender's backing file does not hold what the guest wrote"
+    );
+    println!("  a new device, hot-plugged into the same guest, did verified I/O");
+    Ok(())
 }
 
 /// A KVM guest on the borrower that writes and reads back 64 MiB on a
@@ -665,11 +646,11 @@ fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
 fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let b = c.agent(BORROWER)?;
-    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    fabric::sh(c.agent(BORROWER)?, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    let mut s = Scope::new(c);
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let g = devlend_vmtests::guest::spawn(
-        b,
+        s.agent(BORROWER)?,
         &tools::guest_images_dir()?,
         &lending::nvme_guest_script(
             "echo io-running; while dd if=/dev/urandom of=/dev/nvme0n1 bs=64k count=16 \
@@ -682,20 +663,15 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/killb.console",
     )?;
+    // Failed before the kill, the guest would still hold the device,
+    // which the checks after this one need: killed, on every path (after
+    // the kill, the borrower booted again and it is gone anyway).
+    s.guest(BORROWER, &g);
     // The guest says io-running once its driver has the namespace: it may
     // take minutes to boot on a debug kernel's KVM.
-    let running = g.wait_for(b, "io-running", GUEST_BOOT_BOUND);
-    if let Err(e) = running
-        .and_then(|_| kill_borrower_mid_io(c, &nvme, marks, Duration::from_secs(240), "guest I/O"))
-    {
-        // Failed before the kill: the guest still holds the device, which
-        // the checks after this one need.
-        if let Ok(b) = c.agent(BORROWER) {
-            let _ = g.kill(b);
-            let _ = lending::remove_mdev(b, &uuid);
-        }
-        return Err(e);
-    }
+    g.wait_for(s.agent(BORROWER)?, "io-running", GUEST_BOOT_BOUND)?;
+    kill_borrower_mid_io(&mut s, &nvme, marks, Duration::from_secs(240), "guest I/O")?;
+    drop(s);
     let nvme = lent_nvme(c)?;
     verified_guest_io(c, &nvme)
 }
@@ -725,10 +701,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/stall.console",
     )?;
-    let pid = g.pid;
-    s.defer("kill the guest", move |c| {
-        devlend_vmtests::guest::kill_pid(c.agent(BORROWER)?, pid)
-    });
+    s.guest(BORROWER, &g);
     let b = s.agent(BORROWER)?;
     g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
     fabric::sh_timeout(
