@@ -8,22 +8,51 @@ top=$(cd "$(dirname "$0")" && pwd)
 cd "$top"
 start=$(date +%s)
 
+# Each step's elapsed seconds, printed when it ends and again, all
+# together, when the run ends (passed or not): where CI time goes.
+timings=()
+t_name="" t_start=0
+end_step() {
+	[ -n "$t_name" ] || return 0
+	local secs=$(($(date +%s) - t_start))
+	printf '==> %d s: %s\n' "$secs" "$t_name"
+	timings+=("$(printf '%6d s  %s' "$secs" "$t_name")")
+	t_name=""
+}
+# timed NAME: the next step, called NAME in the timings.
+timed() {
+	end_step
+	t_name=$1 t_start=$(date +%s)
+}
+print_timings() {
+	end_step
+	printf '\nelapsed per step:\n'
+	printf '%s\n' "${timings[@]}"
+	printf '%6d s  total\n' $(($(date +%s) - start))
+}
+trap print_timings EXIT
+
+timed "setup and build"
 devlend_setup_and_build "$top"
 
+timed "style"
 step "style: rustfmt, clippy, checkpatch --strict"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 make -C mdev-kmod KVER="$KVER" checkpatch
 
+timed "dkms install"
 step "installing devlend's modules through DKMS for $HOST_KVER (the dkms check loads them; the hosts boot from this machine's root)"
 make -C mdev-kmod dkms-install KVER="$HOST_KVER" >/dev/null
 
+timed "unit tests"
 step "unit tests (hermetic, no VMs)"
 cargo test --workspace --exclude devlend-vmtests
 # The VM harness's own pure helpers (no VM is booted).
 cargo test -p devlend-vmtests --lib
 make -C mdev-kmod unit
 
+timed "debian package"
 step "building the Debian package of the tools (cargo-deb, installed once; the lending check installs it on the hosts)"
 DEVLEND_DEB=$(vmm-glue/devlend/package/build-deb.sh | tail -n 1)
 export DEVLEND_DEB
@@ -38,8 +67,10 @@ export DEVLEND_DEB
 # fabric peer and a malicious guest.
 VM_SUITES=(fabric lending ntb devices multihost isolation fuzz_peer fuzz_guest)
 for suite in "${VM_SUITES[@]}"; do
+	timed "VM suite $suite"
 	step "VM tests: $suite (boots the emulated cluster under TCG; a few minutes)"
 	cargo test -p devlend-vmtests --test "$suite" -- "$@"
 done
 
+end_step
 printf '\nALL TESTS PASSED in %d s\n' $(( $(date +%s) - start ))

@@ -163,6 +163,30 @@ pub fn counter(kv: &HashMap<String, String>, key: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("{key} is not a number in {kv:?}"))
 }
 
+/// How far each counter of a key=value line moved: `after - before` of
+/// every key that is a number in both.
+pub fn deltas(
+    before: &HashMap<String, String>,
+    after: &HashMap<String, String>,
+) -> HashMap<String, i64> {
+    after
+        .keys()
+        .map(|k| (k.clone(), grew(before, after, k)))
+        .filter(|(k, _)| number(before, k).is_some() && number(after, k).is_some())
+        .collect()
+}
+
+/// `after[key] - before[key]`, 0 where either is missing or no number.
+pub fn grew(before: &HashMap<String, String>, after: &HashMap<String, String>, key: &str) -> i64 {
+    number(after, key)
+        .zip(number(before, key))
+        .map_or(0, |(a, b)| a - b)
+}
+
+fn number(kv: &HashMap<String, String>, key: &str) -> Option<i64> {
+    kv.get(key).and_then(|v| v.parse().ok())
+}
+
 /// Runs the module's fabric self-test toward `peer`; its result line.
 pub fn selftest(
     agent: &AgentClient,

@@ -289,14 +289,7 @@ impl BackgroundGuest {
 
     /// Kills its QEMU (by its PID) and waits for it to go.
     pub fn kill(&self, agent: &AgentClient) -> anyhow::Result<()> {
-        fabric::sh(
-            agent,
-            &format!(
-                "kill -9 {pid} 2>/dev/null; for i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; sleep 0.1; done; exit 1",
-                pid = self.pid
-            ),
-        )?;
-        Ok(())
+        kill_pid(agent, self.pid)
     }
 }
 
@@ -320,6 +313,18 @@ pub fn base64(data: &[u8]) -> String {
         }
     }
     out
+}
+
+/// Kills the QEMU of a [`BackgroundGuest`] by its PID and waits for it to
+/// go: what a [`crate::Scope`] that outlives the guest value runs.
+pub fn kill_pid(agent: &AgentClient, pid: u32) -> anyhow::Result<()> {
+    fabric::sh(
+        agent,
+        &format!(
+            "kill -9 {pid} 2>/dev/null; for i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; sleep 0.1; done; exit 1"
+        ),
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

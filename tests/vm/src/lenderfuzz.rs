@@ -59,11 +59,11 @@ use rand::{Rng, RngCore, SeedableRng};
 use serde_json::json;
 
 use super::{
-    attach, connect_doorbell, le16, le32, le64, next_seq_after, ring_doorbell, rings, Expected,
-    Gen, Model, Options, Pending, Rings, Want, RESP, S_EINVAL, S_EIO, S_ENODEV, S_ENOTSUPP, S_OK,
-    T_ACQUIRE, T_BAR_READ, T_CFG_READ, T_CFG_READ_BLOCK, T_CFG_WRITE, T_DEV_CHANGED, T_DEV_FAULT,
-    T_DEV_INFO, T_DEV_LIST, T_DMA_MAP, T_DMA_UNMAP, T_IRQ_FIRE, T_IRQ_MASK, T_IRQ_SET, T_PING,
-    T_RELEASE, T_RESET,
+    attach, connect_doorbell, le16, le32, le64, next_seq_after, rings, Expected, Gen, Model,
+    Options, Pending, Rings, Want, RESP, S_EINVAL, S_EIO, S_ENODEV, S_ENOTSUPP, S_OK, T_ACQUIRE,
+    T_BAR_READ, T_CFG_READ, T_CFG_READ_BLOCK, T_CFG_WRITE, T_DEV_CHANGED, T_DEV_FAULT, T_DEV_INFO,
+    T_DEV_LIST, T_DMA_MAP, T_DMA_UNMAP, T_IRQ_FIRE, T_IRQ_MASK, T_IRQ_SET, T_PING, T_RELEASE,
+    T_RESET,
 };
 
 /// Remote devices a borrower lists of one lender at most
@@ -910,23 +910,15 @@ struct Hostile<'a> {
 
 impl Hostile<'_> {
     fn keep_alive(&mut self) {
-        if self.last_beat.elapsed() >= Duration::from_millis(100) {
-            self.rings.beat();
-            self.last_beat = Instant::now();
-        }
+        self.rings.keep_alive(&mut self.last_beat);
     }
 
     fn free_slots(&self) -> u32 {
-        let cons = self.rings.tx_cons().load(Ordering::Acquire);
-        self.rings.slots - self.prod.wrapping_sub(cons).min(self.rings.slots)
+        self.rings.free_slots(self.prod)
     }
 
     fn publish(&mut self) -> anyhow::Result<()> {
-        self.rings.check_bound()?;
-        self.rings.tx_prod().store(self.prod, Ordering::Release);
-        if let Some(bell) = &self.bell {
-            ring_doorbell(bell);
-        }
+        self.rings.publish(self.prod, self.bell.as_ref())?;
         self.last_activity = Instant::now();
         Ok(())
     }
@@ -958,25 +950,10 @@ impl Hostile<'_> {
     /// Takes what the borrower wrote: its requests (queued for answers),
     /// posted messages, and responses to our requests.
     fn drain_rx(&mut self) -> anyhow::Result<()> {
-        let prod = self.rings.rx_prod().load(Ordering::Acquire);
-        let mut slot = vec![0u8; self.rings.slot_size];
-        if prod.wrapping_sub(self.rx_cons) > self.rings.slots {
-            self.rx_cons = prod;
-        }
-        let max = self.rings.slot_size - DL_MSG_HDR_SIZE;
-        while self.rx_cons != prod {
-            let off = self.rings.slot_off(self.rings.rx_slots, self.rx_cons);
-            self.rings.peer_inbox.read(off, &mut slot);
-            self.rx_cons = self.rx_cons.wrapping_add(1);
-            let (t, flags, status, req_id) = (
-                le16(&slot, 0),
-                le16(&slot, 6),
-                le32(&slot, 20),
-                le64(&slot, 24),
-            );
-            let len = usize::from(le16(&slot, 4)).min(max);
-            if flags & RESP != 0 {
-                self.response(t, status, req_id);
+        for m in self.rings.drain(&mut self.rx_cons, true)? {
+            let (t, req_id) = (m.msg_type, m.req_id);
+            if m.flags & RESP != 0 {
+                self.response(t, m.status, req_id);
             } else if req_id != 0 {
                 if self.serving {
                     *self.report.asks.entry(t).or_default() += 1;
@@ -988,15 +965,13 @@ impl Hostile<'_> {
                     self.asks.push_back(Ask {
                         msg_type: t,
                         req_id,
-                        payload: slot[DL_MSG_HDR_SIZE..DL_MSG_HDR_SIZE + len].to_vec(),
+                        payload: m.payload,
                     });
                 }
             } else if self.serving {
                 *self.report.posts.entry(t).or_default() += 1;
             }
         }
-        self.rings.check_bound()?;
-        self.rings.rx_cons().store(self.rx_cons, Ordering::Release);
         Ok(())
     }
 

@@ -10,6 +10,7 @@
 
 pub mod bench;
 pub mod fabric;
+pub mod fixture;
 pub mod guest;
 pub mod kmemleak;
 pub mod lending;
@@ -22,8 +23,10 @@ pub mod pool;
 pub mod rwroot;
 pub mod sriov;
 pub mod suite;
+pub mod tool;
 pub mod twohost;
 
+pub use fixture::Scope;
 pub use suite::{Check, Suite};
 
 /// Boots the cluster of `qemu-scripts/topologies/<name>.toml` with the

@@ -11,8 +11,9 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context};
 use devlend_agent::AgentClient;
 
-use crate::fabric::{parse_kv, sh};
-use crate::lockdep;
+use crate::fabric::{self, parse_kv, sh};
+use crate::fixture::Scope;
+use crate::{lending, lockdep, twohost};
 
 /// Bytes of a page of the hosts.
 pub const PAGE: u64 = 4096;
@@ -97,6 +98,107 @@ pub fn borrower_pages(borrower: &AgentClient) -> anyhow::Result<BorrowerPages> {
     );
     r.text = text;
     Ok(r)
+}
+
+/// Every page in `mapped` (what a lender that may still write maps) is in
+/// the borrower's quarantine: none was given back to its allocator.
+pub fn all_quarantined(mapped: &BTreeSet<u64>, held: &BorrowerPages) -> anyhow::Result<()> {
+    let exposed: Vec<u64> = mapped.difference(&held.quarantine).copied().collect();
+    ensure!(
+        exposed.is_empty(),
+        "{} of {} pages the lender maps were given back to the borrower's allocator (first {:#x}):\n{}",
+        exposed.len(),
+        mapped.len(),
+        exposed[0] * PAGE,
+        held.text
+    );
+    Ok(())
+}
+
+/// Waits up to `timeout` until the borrower quarantines nothing; how long
+/// that took. `what` says what should have emptied it.
+pub fn wait_quarantine_empty(
+    borrower: &AgentClient,
+    what: &str,
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
+    lending::wait_until(
+        &format!("quarantine released {what}"),
+        timeout,
+        || Ok(borrower_pages(borrower)?.quarantined.to_string()),
+        "0",
+    )
+}
+
+/// The userspace driver reading at queue depth 32 from `remote` (`<lender>/<pci
+/// address>`) on a new mdev of `host` until it fails, in the background
+/// (see [`spawn_bg`], output in `log`); the mdev, which `s` removes when
+/// it ends.
+pub fn start_reader(
+    s: &mut Scope<'_>,
+    host: &str,
+    remote: &str,
+    log: &str,
+) -> anyhow::Result<String> {
+    let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let uuid = s.mdev(host, twohost::MDEV_TYPE, Some(remote))?;
+    spawn_bg(
+        s.agent(host)?,
+        &format!("{drv} --mdev {uuid} --blocks 64 --ios 1000000 --queue-depth 32 --timeout 10"),
+        log,
+    )?;
+    Ok(uuid)
+}
+
+/// What [`stall_lender`] saw.
+#[derive(Debug)]
+pub struct Stalled {
+    /// When the lender was frozen.
+    pub at: std::time::Instant,
+    /// How long the borrower took to declare it down.
+    pub down: Duration,
+    /// The driver's exit status.
+    pub rc: i32,
+    /// What the borrower held once the driver had stopped.
+    pub held: BorrowerPages,
+}
+
+/// The steps every lender-stall check shares: with the driver of
+/// [`start_reader`] (output in `log`) reading on `borrower` from `lender`,
+/// freezes `lender` (through `s`: thawed when it ends, if not before),
+/// and waits for what a stalled lender must cause: the borrower declares
+/// it down within `down_within`, the driver stops with an error, and the
+/// borrower pins nothing (what the lender mapped is then quarantined or
+/// was never the borrower's; the caller judges that).
+pub fn stall_lender(
+    s: &mut Scope<'_>,
+    lender: &str,
+    borrower: &str,
+    log: &str,
+    down_within: Duration,
+) -> anyhow::Result<Stalled> {
+    let lender_id = fabric::host_id(s.agent(lender)?)?;
+    s.freeze(lender)?;
+    let at = std::time::Instant::now();
+    let b = s.agent(borrower)?;
+    let down = fabric::wait_peer_state(b, lender_id, "down", down_within)?;
+    println!(
+        "  {borrower} saw {lender} down after {:.1} s",
+        down.as_secs_f64()
+    );
+    let (rc, out) = wait_bg(b, log, Duration::from_secs(60))?;
+    ensure!(
+        rc != 0,
+        "the driver did not notice the lender stalled:\n{out}"
+    );
+    println!("  driver stopped with exit status {rc}");
+    let held = borrower_pages(b)?;
+    ensure!(
+        held.pinned == 0,
+        "pins left after the driver exited:\n{}",
+        held.text
+    );
+    Ok(Stalled { at, down, rc, held })
 }
 
 /// What [`watch_release`] saw between a stalled lender's resume and the

@@ -1455,6 +1455,73 @@ impl Rings<'_> {
             .fetch_add(1, Ordering::SeqCst);
     }
 
+    /// Beats for P if the last beat (`last`) is 100 ms old: what keeps T
+    /// from declaring P down while a fuzzer stands in for it.
+    fn keep_alive(&self, last: &mut Instant) {
+        if last.elapsed() >= Duration::from_millis(100) {
+            self.beat();
+            *last = Instant::now();
+        }
+    }
+
+    /// Slots free in the ring P -> T for a producer at `prod`.
+    fn free_slots(&self, prod: u32) -> u32 {
+        let cons = self.tx_cons().load(Ordering::Acquire);
+        self.slots - prod.wrapping_sub(cons).min(self.slots)
+    }
+
+    /// Publishes `prod` as the producer index of the ring P -> T (the
+    /// binding checked first) and rings T's doorbell.
+    fn publish(&self, prod: u32, bell: Option<&OwnedFd>) -> anyhow::Result<()> {
+        self.check_bound()?;
+        self.tx_prod().store(prod, Ordering::Release);
+        if let Some(bell) = bell {
+            ring_doorbell(bell);
+        }
+        Ok(())
+    }
+
+    /// The receive side both fuzzers share: takes every message T wrote
+    /// into the ring T -> P since `*cons` (jumping to T's producer index
+    /// if it is not from a sane target), then publishes the new consumer
+    /// index (the binding checked first). The messages, in order, with
+    /// their payloads if `payloads` (else the header only is read).
+    fn drain(&self, cons: &mut u32, payloads: bool) -> anyhow::Result<Vec<RxMsg>> {
+        let prod = self.rx_prod().load(Ordering::Acquire);
+        let mut slot = vec![0u8; self.slot_size];
+        if prod.wrapping_sub(*cons) > self.slots {
+            // Not from a sane target; start over from its index.
+            *cons = prod;
+        }
+        let max = self.slot_size - DL_MSG_HDR_SIZE;
+        let mut msgs = Vec::new();
+        while *cons != prod {
+            let off = self.slot_off(self.rx_slots, *cons);
+            let read = if payloads {
+                &mut slot[..]
+            } else {
+                &mut slot[..DL_MSG_HDR_SIZE]
+            };
+            self.peer_inbox.read(off, read);
+            *cons = cons.wrapping_add(1);
+            let len = usize::from(le16(&slot, 4)).min(max);
+            msgs.push(RxMsg {
+                msg_type: le16(&slot, 0),
+                flags: le16(&slot, 6),
+                status: le32(&slot, 20),
+                req_id: le64(&slot, 24),
+                payload: if payloads {
+                    slot[DL_MSG_HDR_SIZE..DL_MSG_HDR_SIZE + len].to_vec()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
+        self.check_bound()?;
+        self.rx_cons().store(*cons, Ordering::Release);
+        Ok(msgs)
+    }
+
     /// The binding rule, checked before every batch of stores into T's
     /// inbox: T's slot says UP, shows the incarnation P bound to, and has
     /// bound its ring pair to P's incarnation.
@@ -1487,6 +1554,17 @@ impl Rings<'_> {
     }
 }
 
+/// A message T wrote to P, as [`Rings::drain`] read it.
+struct RxMsg {
+    msg_type: u16,
+    flags: u16,
+    status: u32,
+    req_id: u64,
+    /// Its payload (as long as its header says, within the slot), if
+    /// asked for.
+    payload: Vec<u8>,
+}
+
 struct Fuzzer<'a> {
     rings: Rings<'a>,
     gen: Gen,
@@ -1509,35 +1587,19 @@ struct Fuzzer<'a> {
 
 impl Fuzzer<'_> {
     fn keep_alive(&mut self) {
-        if self.last_beat.elapsed() >= Duration::from_millis(100) {
-            self.rings.beat();
-            self.last_beat = Instant::now();
-        }
+        self.rings.keep_alive(&mut self.last_beat);
     }
 
     /// Consumes what the target wrote to the peer.
     fn drain_rx(&mut self) -> anyhow::Result<()> {
-        let prod = self.rings.rx_prod().load(Ordering::Acquire);
-        let mut slot = vec![0u8; self.rings.slot_size];
-        if prod.wrapping_sub(self.rx_cons) > self.rings.slots {
-            // Not from a sane target; start over from its index.
-            self.rx_cons = prod;
-        }
-        while self.rx_cons != prod {
-            let off = self.rings.slot_off(self.rings.rx_slots, self.rx_cons);
-            self.rings
-                .peer_inbox
-                .read(off, &mut slot[..DL_MSG_HDR_SIZE]);
-            self.rx_cons = self.rx_cons.wrapping_add(1);
+        let msgs = self.rings.drain(&mut self.rx_cons, false)?;
+        if !msgs.is_empty() {
             self.last_activity = Instant::now();
-            let (t, flags, status, req_id) = (
-                le16(&slot, 0),
-                le16(&slot, 6),
-                le32(&slot, 20),
-                le64(&slot, 24),
-            );
-            if flags & RESP != 0 {
-                self.response(t, status, req_id);
+        }
+        for m in msgs {
+            let (t, req_id) = (m.msg_type, m.req_id);
+            if m.flags & RESP != 0 {
+                self.response(t, m.status, req_id);
             } else if req_id != 0 {
                 self.report.target_requests += 1;
                 self.model.target_reqs.entry(req_id).or_insert(false);
@@ -1546,8 +1608,6 @@ impl Fuzzer<'_> {
                 *self.report.target_posts.entry(t).or_default() += 1;
             }
         }
-        self.rings.check_bound()?;
-        self.rings.rx_cons().store(self.rx_cons, Ordering::Release);
         Ok(())
     }
 
@@ -1595,17 +1655,11 @@ impl Fuzzer<'_> {
     }
 
     fn free_slots(&self) -> u32 {
-        let cons = self.rings.tx_cons().load(Ordering::Acquire);
-        self.rings.slots - self.prod.wrapping_sub(cons).min(self.rings.slots)
+        self.rings.free_slots(self.prod)
     }
 
     fn publish(&mut self) -> anyhow::Result<()> {
-        self.rings.check_bound()?;
-        self.rings.tx_prod().store(self.prod, Ordering::Release);
-        if let Some(bell) = &self.bell {
-            ring_doorbell(bell);
-        }
-        Ok(())
+        self.rings.publish(self.prod, self.bell.as_ref())
     }
 
     /// Writes one message (or an answer) into the next slot; the batch it

@@ -19,13 +19,27 @@ impl std::fmt::Debug for Check {
     }
 }
 
+/// What brings the shared cluster back to the state every check starts
+/// from (see [`Suite::reset`]).
+pub type Reset = fn(&mut Cluster) -> anyhow::Result<()>;
+
 /// A list of checks and the arguments that select them.
-#[derive(Debug)]
 pub struct Suite {
     name: &'static str,
     checks: Vec<Check>,
     filters: Vec<String>,
     list_only: bool,
+    reset: Option<Reset>,
+}
+
+impl std::fmt::Debug for Suite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Suite")
+            .field("name", &self.name)
+            .field("checks", &self.checks)
+            .field("filters", &self.filters)
+            .finish()
+    }
 }
 
 /// Where failure logs go: `$DEVLEND_ARTIFACTS`, else `target/vm-artifacts`.
@@ -59,7 +73,17 @@ impl Suite {
             checks,
             filters,
             list_only,
+            reset: None,
         }
+    }
+
+    /// Runs `reset` before every check, so that each starts from the same
+    /// state of the shared cluster whatever ran before it (or was
+    /// filtered out): the checks do not depend on their order. A reset
+    /// that fails fails the check it was for.
+    pub fn reset(mut self, reset: Reset) -> Suite {
+        self.reset = Some(reset);
+        self
     }
 
     fn selected(&self) -> Vec<&Check> {
@@ -98,20 +122,28 @@ impl Suite {
         };
         println!("cluster up in {:.1} s", t0.elapsed().as_secs_f64());
         let (mut passed, mut failed) = (0, Vec::new());
+        let mut times = Vec::new();
+        let reset = self.reset;
         for c in selected {
             println!("test {} ...", c.name);
             let t = Instant::now();
-            let res =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (c.run)(&mut cluster)))
-                    .unwrap_or_else(|p| {
-                        let msg = p
-                            .downcast_ref::<String>()
-                            .cloned()
-                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                            .unwrap_or_default();
-                        Err(anyhow::anyhow!("panicked: {msg}"))
-                    });
+            let run = |cluster: &mut Cluster| -> anyhow::Result<()> {
+                if let Some(reset) = reset {
+                    reset(cluster).map_err(|e| e.context("resetting the cluster"))?;
+                }
+                (c.run)(cluster)
+            };
+            let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut cluster)))
+                .unwrap_or_else(|p| {
+                    let msg = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    Err(anyhow::anyhow!("panicked: {msg}"))
+                });
             let secs = t.elapsed().as_secs_f64();
+            times.push((secs, c.name));
             match res {
                 Ok(()) => {
                     println!("test {} ... ok ({secs:.1} s)", c.name);
@@ -124,6 +156,17 @@ impl Suite {
                 }
             }
         }
+        // Where the suite's time went, slowest first.
+        times.sort_by(|a, b| b.0.total_cmp(&a.0));
+        println!("time per check, slowest first:");
+        for (secs, name) in &times {
+            println!("  {secs:7.1} s  {name}");
+        }
+        println!(
+            "{}: {:.1} s in all (boot included)",
+            self.name,
+            t0.elapsed().as_secs_f64()
+        );
         cluster.keep_logs(!failed.is_empty());
         drop(cluster);
         if !failed.is_empty() {

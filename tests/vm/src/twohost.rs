@@ -114,6 +114,16 @@ pub fn no_kernel_trouble(
     Ok(())
 }
 
+/// A count a check runs by default (`default`), or the one the environment
+/// variable `name` sets, for a longer run (or a shorter one while
+/// debugging); a value that is not a number is an error, not ignored.
+pub fn env_count(name: &str, default: u64) -> anyhow::Result<u64> {
+    match std::env::var(name) {
+        Ok(v) => v.parse().with_context(|| format!("{name}={v:?}")),
+        Err(_) => Ok(default),
+    }
+}
+
 /// A fuzzer's seed: `DEVLEND_FUZZ_SEED` (decimal or 0x hex), else random.
 pub fn fuzz_seed() -> anyhow::Result<u64> {
     match std::env::var("DEVLEND_FUZZ_SEED") {

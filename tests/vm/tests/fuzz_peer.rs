@@ -23,7 +23,7 @@
 //! messages.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, Read, Write};
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::ownership;
 use devlend_vmtests::peerfuzz::lender::{Listed, Listing, BORROWER_MAX_PER_LENDER};
 use devlend_vmtests::peerfuzz::ParsedReport;
+use devlend_vmtests::tool::{fuzz_peer_args, LineTool};
 use devlend_vmtests::twohost::{
     self, boot, host_bin, lent_nvme, verified_io, BORROWER, LENDER, MDEV_TYPE, WAIT,
 };
@@ -42,12 +43,7 @@ use devlend_vmtests::{Check, Suite};
 
 /// Messages of the default run; `DEVLEND_FUZZ_MESSAGES` sets another.
 fn message_count() -> anyhow::Result<u64> {
-    match std::env::var("DEVLEND_FUZZ_MESSAGES") {
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("DEVLEND_FUZZ_MESSAGES={v:?}")),
-        Err(_) => Ok(1_000_000),
-    }
+    twohost::env_count("DEVLEND_FUZZ_MESSAGES", 1_000_000)
 }
 
 /// The lender's debugfs counters: the `global` line (requests that named
@@ -72,22 +68,6 @@ fn lender_counters(l: &AgentClient, nvme: &PciDev) -> anyhow::Result<LenderCount
     Ok(LenderCounters { global, dev })
 }
 
-/// `after - before` of every numeric key of `after`.
-fn deltas(
-    before: &HashMap<String, String>,
-    after: &HashMap<String, String>,
-) -> anyhow::Result<HashMap<String, i64>> {
-    let mut d = HashMap::new();
-    for (k, v) in after {
-        let (Ok(a), Some(Ok(b))) = (v.parse::<i64>(), before.get(k).map(|b| b.parse::<i64>()))
-        else {
-            continue;
-        };
-        d.insert(k.clone(), a - b);
-    }
-    Ok(d)
-}
-
 fn sorted(d: &HashMap<String, i64>, prefix: &str) -> String {
     let mut v: Vec<_> = d
         .iter()
@@ -109,21 +89,8 @@ fn run_fuzzer(
     seed: u64,
 ) -> anyhow::Result<ParsedReport> {
     let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
-    let ctl = c.paths().ctl_file();
-    let sock = c.paths().doorbell_sock(borrower_id as usize);
-    let args = [
-        "--ctl".to_owned(),
-        ctl.display().to_string(),
-        "--doorbell-sock".to_owned(),
-        sock.display().to_string(),
-        "--target".to_owned(),
-        lender_id.to_string(),
-        "--target-ram".to_owned(),
-        c.paths().ram_file(LENDER).display().to_string(),
-        "--peer".to_owned(),
-        borrower_id.to_string(),
-        "--peer-ram".to_owned(),
-        c.paths().ram_file(BORROWER).display().to_string(),
+    let mut args = fuzz_peer_args(c, (LENDER, lender_id), (BORROWER, borrower_id));
+    args.extend([
         "--dev-id".to_owned(),
         dev_id.to_string(),
         "--messages".to_owned(),
@@ -132,7 +99,7 @@ fn run_fuzzer(
         format!("{seed:#x}"),
         "--json".to_owned(),
         "-v".to_owned(),
-    ];
+    ]);
     println!("  {bin} {}", args.join(" "));
     let mut child = Command::new(bin)
         .args(&args)
@@ -239,9 +206,9 @@ fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
     let after_lend = lender_counters(l, &nvme)?;
     let report = report?;
 
-    let peer = deltas(&before_peer, &after_peer)?;
-    let glob = deltas(&before_lend.global, &after_lend.global)?;
-    let dev = deltas(&before_lend.dev, &after_lend.dev)?;
+    let peer = fabric::deltas(&before_peer, &after_peer);
+    let glob = fabric::deltas(&before_lend.global, &after_lend.global);
+    let dev = fabric::deltas(&before_lend.dev, &after_lend.dev);
     let secs = report.json["secs"].as_f64().unwrap_or(0.0);
     println!(
         "  {} messages in {secs:.1} s ({:.0}/s); doorbell {}",
@@ -384,12 +351,7 @@ fn fuzz_peer_messages_into_lender(c: &mut Cluster) -> anyhow::Result<()> {
 /// (`lender/dma.c`); and it keeps the IOVAs below the MSI window at
 /// 0xfee00000 (a reserved region, refused for another reason).
 fn churn_rounds() -> anyhow::Result<u64> {
-    match std::env::var("DEVLEND_CHURN_ROUNDS") {
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("DEVLEND_CHURN_ROUNDS={v:?}")),
-        Err(_) => Ok(1536),
-    }
+    twohost::env_count("DEVLEND_CHURN_ROUNDS", 1536)
 }
 
 /// Pages the lender's page tables may move by for other reasons between
@@ -411,26 +373,6 @@ fn lender_pt_pages(l: &AgentClient) -> anyhow::Result<(i64, i64)> {
             .with_context(|| format!("no {key} in the lender's /proc/vmstat:\n{text}"))
     };
     Ok((get("nr_sec_page_table_pages ")?, get("nr_iommu_pages ")?))
-}
-
-/// The churn tool's next line starting with `prefix`, as JSON; its other
-/// lines printed.
-fn churn_line(
-    lines: &std::sync::mpsc::Receiver<String>,
-    prefix: &str,
-    limit: Duration,
-) -> anyhow::Result<serde_json::Value> {
-    let t0 = Instant::now();
-    loop {
-        let left = limit.saturating_sub(t0.elapsed());
-        let line = lines
-            .recv_timeout(left)
-            .with_context(|| format!("the churn tool printed no {prefix} within {limit:?}"))?;
-        if let Some(json) = line.strip_prefix(prefix) {
-            return serde_json::from_str(json).with_context(|| format!("{prefix}{json}"));
-        }
-        println!("  | {line}");
-    }
 }
 
 /// A holder that maps and unmaps one page at IOVA k << 21 for k = 1, 2,
@@ -482,62 +424,25 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
 
     c.kill_host(BORROWER)?;
     let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
-    let args = [
-        "--ctl".to_owned(),
-        c.paths().ctl_file().display().to_string(),
-        "--doorbell-sock".to_owned(),
-        c.paths()
-            .doorbell_sock(borrower_id as usize)
-            .display()
-            .to_string(),
-        "--target".to_owned(),
-        lender_id.to_string(),
-        "--target-ram".to_owned(),
-        c.paths().ram_file(LENDER).display().to_string(),
-        "--peer".to_owned(),
-        borrower_id.to_string(),
-        "--peer-ram".to_owned(),
-        c.paths().ram_file(BORROWER).display().to_string(),
+    let mut args = fuzz_peer_args(c, (LENDER, lender_id), (BORROWER, borrower_id));
+    args.extend([
         "--dev-id".to_owned(),
         dev_id.to_string(),
         "--churn".to_owned(),
         rounds.to_string(),
         "-v".to_owned(),
-    ];
-    println!("  {bin} {}", args.join(" "));
-    let mut child = Command::new(bin)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {bin}"))?;
-    let mut stdin = child.stdin.take().context("churn tool stdin")?;
-    let stdout = child.stdout.take().context("churn tool stdout")?;
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let res = (|| -> anyhow::Result<_> {
-        let held = churn_line(&lines, "CHURN-HELD ", Duration::from_secs(120 + rounds / 5))?;
-        let l = c.agent(LENDER)?;
-        let during = lender_pt_pages(l)?;
-        let dev_during = lender_counters(l, &nvme)?.dev;
-        stdin.write_all(b"release\n")?;
-        let released = churn_line(&lines, "CHURN-RELEASED ", Duration::from_secs(180))?;
-        let after = lender_pt_pages(l)?;
-        let dev_after = lender_counters(l, &nvme)?.dev;
-        Ok((held, during, dev_during, released, after, dev_after))
-    })();
-    let _ = stdin.write_all(b"quit\n");
-    drop(stdin);
-    let status = child.wait()?;
-    let (held, during, dev_during, released, after, dev_after) = res?;
+    ]);
+    let mut churn = LineTool::spawn("churn tool", bin, &args)?;
+    let held = churn.line("CHURN-HELD ", Duration::from_secs(120 + rounds / 5))?;
+    let l = c.agent(LENDER)?;
+    let during = lender_pt_pages(l)?;
+    let dev_during = lender_counters(l, &nvme)?.dev;
+    churn.say("release")?;
+    let released = churn.line("CHURN-RELEASED ", Duration::from_secs(180))?;
+    let after = lender_pt_pages(l)?;
+    let dev_after = lender_counters(l, &nvme)?.dev;
+    churn.say("quit")?;
+    let status = churn.finish()?;
     ensure!(status.success(), "the churn tool failed ({status})");
 
     let num = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0) as i64;
@@ -545,12 +450,12 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
         m.get(k).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0)
     };
     let (maps_ok, refused) = (num(&held, "maps_ok"), num(&held, "maps_refused"));
-    let rej = cnt(&dev_during, "rej_dma_tables") - cnt(&before.dev, "rej_dma_tables");
+    let rej = fabric::grew(&before.dev, &dev_during, "rej_dma_tables");
     let (leaf, mid) = (
         cnt(&dev_during, "dma_pt_leaf"),
         cnt(&dev_during, "dma_pt_mid"),
     );
-    let frees = cnt(&dev_after, "dma_table_frees") - cnt(&before.dev, "dma_table_frees");
+    let frees = fabric::grew(&before.dev, &dev_after, "dma_table_frees");
     println!("  churn: {held}");
     println!(
         "  while held: nr_sec_page_table_pages={} (+{}) nr_iommu_pages={} (+{}); \
@@ -644,14 +549,11 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
 
 /// Messages of the hostile lender's default run;
 /// `DEVLEND_FUZZ_BORROWER_MESSAGES` sets another. Unsolicited ones go at
-/// [`HOSTILE_RATE`] a second at most: the default lies for about 50 s.
+/// [`HOSTILE_RATE`] a second at most: the default lies for about 25 s
+/// (CI time; every kind of lie still comes up many times over, and a long
+/// run is `DEVLEND_FUZZ_BORROWER_MESSAGES=1000000`).
 fn hostile_messages() -> anyhow::Result<u64> {
-    match std::env::var("DEVLEND_FUZZ_BORROWER_MESSAGES") {
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("DEVLEND_FUZZ_BORROWER_MESSAGES={v:?}")),
-        Err(_) => Ok(100_000),
-    }
+    twohost::env_count("DEVLEND_FUZZ_BORROWER_MESSAGES", 50_000)
 }
 
 /// Unsolicited messages a second at most while the lender lies: the
@@ -841,46 +743,6 @@ fn wait_listing(b: &AgentClient, adapter: &str, want: &Listing) -> anyhow::Resul
     )
 }
 
-/// The next line of the hostile lender starting with `prefix`, as JSON;
-/// its other lines printed. `tick` runs about every two seconds meanwhile.
-fn hostile_line(
-    lines: &std::sync::mpsc::Receiver<String>,
-    prefix: &str,
-    limit: Duration,
-    tick: &mut dyn FnMut() -> anyhow::Result<()>,
-) -> anyhow::Result<serde_json::Value> {
-    let t0 = Instant::now();
-    loop {
-        let left = limit.saturating_sub(t0.elapsed());
-        ensure!(
-            !left.is_zero(),
-            "the hostile lender printed no {prefix}within {limit:?}"
-        );
-        match lines.recv_timeout(left.min(Duration::from_secs(2))) {
-            Ok(line) => {
-                if let Some(json) = line.strip_prefix(prefix) {
-                    return serde_json::from_str(json).with_context(|| format!("{prefix}{json}"));
-                }
-                println!("  | {line}");
-            }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => tick()?,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                bail!("the hostile lender ended without printing {prefix}")
-            }
-        }
-    }
-}
-
-/// A child process, killed if it is still running when this goes.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The loop of VFIO users on the borrower: `devlend-fuzz-vfio` runs
 /// against the mdev of the hostile lender's victim again and again
 /// (pointing the mdev at it first: a lie may have taken it out of the
@@ -1019,23 +881,13 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
     let b = c.agent(BORROWER)?;
     let before_peer = fabric::peer_counters(b, lender_id)?;
     let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
-    let args = [
-        "--hostile-lender".to_owned(),
-        "--ctl".to_owned(),
-        c.paths().ctl_file().display().to_string(),
-        "--doorbell-sock".to_owned(),
-        c.paths()
-            .doorbell_sock(lender_id as usize)
-            .display()
-            .to_string(),
-        "--target".to_owned(),
-        borrower_id.to_string(),
-        "--target-ram".to_owned(),
-        c.paths().ram_file(BORROWER).display().to_string(),
-        "--peer".to_owned(),
-        lender_id.to_string(),
-        "--peer-ram".to_owned(),
-        c.paths().ram_file(LENDER).display().to_string(),
+    let mut args = vec!["--hostile-lender".to_owned()];
+    args.extend(fuzz_peer_args(
+        c,
+        (BORROWER, borrower_id),
+        (LENDER, lender_id),
+    ));
+    args.extend([
         "--messages".to_owned(),
         messages.to_string(),
         "--seed".to_owned(),
@@ -1045,32 +897,12 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
         "--rate".to_owned(),
         HOSTILE_RATE.to_string(),
         "-v".to_owned(),
-    ];
-    println!("  {bin} {}", args.join(" "));
-    let mut child = std::process::Command::new(bin)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {bin}"))?;
-    let mut stdin = child.stdin.take().context("hostile lender stdin")?;
-    let stdout = child.stdout.take().context("hostile lender stdout")?;
-    let mut child = Reaped(child);
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    ]);
+    let mut hostile = LineTool::spawn("hostile lender", bin, &args)?;
     let mut nothing = || Ok(());
 
     // The catalog, honestly described: the borrower lists what it must.
-    let listing: Listing = serde_json::from_value(hostile_line(
-        &lines,
+    let listing: Listing = serde_json::from_value(hostile.line_ticking(
         "HOSTILE-LISTED ",
         Duration::from_secs(120),
         &mut nothing,
@@ -1095,11 +927,10 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
         ),
     )?;
     ownership::spawn_bg(b, &format!("sh {HOSTILE_VFIO_SCRIPT}"), HOSTILE_VFIO_LOG)?;
-    stdin.write_all(b"go\n")?;
+    hostile.say("go")?;
     let mut remote_max = 0;
     let mut remote_samples = 0;
-    let sent = hostile_line(
-        &lines,
+    let sent = hostile.line_ticking(
         "HOSTILE-SENT ",
         Duration::from_secs(300 + messages / (HOSTILE_RATE / 2)),
         &mut || {
@@ -1162,21 +993,16 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
     }
     let debug_after = borrower_debug(b)?;
 
-    stdin.write_all(b"quit\n")?;
+    hostile.say("quit")?;
     let report = ParsedReport {
-        json: hostile_line(
-            &lines,
-            "HOSTILE-REPORT ",
-            Duration::from_secs(180),
-            &mut nothing,
-        )?,
+        json: hostile.line_ticking("HOSTILE-REPORT ", Duration::from_secs(180), &mut nothing)?,
     };
-    let status = child.0.wait()?;
+    let status = hostile.finish()?;
     // At once: the borrower takes the lender down 8 s after its last beat.
     let after_peer = fabric::peer_counters(b, lender_id)?;
     ensure!(status.success(), "the hostile lender failed ({status})");
 
-    let peer = deltas(&before_peer, &after_peer)?;
+    let peer = fabric::deltas(&before_peer, &after_peer);
     let d = |k: &str| peer.get(k).copied().unwrap_or(0);
     let e = |k: &str| -> anyhow::Result<i64> { Ok(report.num(&format!("/expected/{k}"))? as i64) };
     println!(
@@ -1360,5 +1186,7 @@ fn main() {
             run: fuzz_peer_hostile_lender_into_borrower,
         },
     ];
-    Suite::new("fuzz_peer", checks).run(boot)
+    Suite::new("fuzz_peer", checks)
+        .reset(devlend_vmtests::fixture::reset_hosts)
+        .run(boot)
 }

@@ -29,7 +29,7 @@ use devlend_vmtests::twohost::{
     boot, host_bin, lender_counter, lent_nvme, log_marks, remote_name, verified_io, BORROWER,
     LENDER, MDEV_TYPE, WAIT,
 };
-use devlend_vmtests::{Check, Suite};
+use devlend_vmtests::{Check, Scope, Suite};
 
 /// Longer than the peer timeout (8 s) plus the driver's own (10 s).
 const STALL: Duration = Duration::from_secs(25);
@@ -94,6 +94,22 @@ fn wait_borrowed(l: &AgentClient, nvme: &PciDev, timeout: Duration) -> anyhow::R
     Ok(())
 }
 
+/// Waits up to `timeout` until the lender has the device back in its
+/// pool (`available`; `what` says after what); how long that took.
+fn wait_available(
+    l: &AgentClient,
+    nvme: &PciDev,
+    what: &str,
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
+    lending::wait_until(
+        what,
+        timeout,
+        || lending::lent_state(l, &nvme.addr),
+        "available",
+    )
+}
+
 /// Throttles the lender's drive while reads keep coming, and lets them
 /// queue up at it.
 fn queue_reads_at_drive(c: &Cluster) -> anyhow::Result<()> {
@@ -103,17 +119,38 @@ fn queue_reads_at_drive(c: &Cluster) -> anyhow::Result<()> {
 }
 
 /// The driver, reading at queue depth 32 from an mdev of the remote NVMe
-/// until it fails; its PID and the mdev.
-fn start_reader(c: &Cluster, nvme: &PciDev, log: &str) -> anyhow::Result<String> {
-    let b = c.agent(BORROWER)?;
-    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
-    ownership::spawn_bg(
-        b,
-        &format!("{drv} --mdev {uuid} --blocks 64 --ios 1000000 --queue-depth 32 --timeout 10"),
-        log,
-    )?;
-    Ok(uuid)
+/// until it fails; the mdev, which `s` removes when it ends.
+fn start_reader(s: &mut Scope<'_>, nvme: &PciDev, log: &str) -> anyhow::Result<String> {
+    ownership::start_reader(s, BORROWER, &remote_name(nvme), log)
+}
+
+/// Lets the lender's drive run at full speed again when `s` ends (a
+/// check throttles it to keep reads queued at the drive).
+fn unthrottle_at_end(s: &mut Scope<'_>) {
+    s.defer("unthrottle the lender's drive", |c| throttle(c, 0));
+}
+
+/// The steps of the stall checks up to the stall: the driver reads (its
+/// output in `log`), the device is borrowed, I/O flows and reads queue at
+/// the throttled drive (unthrottled when `s` ends); the pages the lender
+/// maps then, never none.
+fn reads_queued_at_drive(
+    s: &mut Scope<'_>,
+    nvme: &PciDev,
+    log: &str,
+) -> anyhow::Result<std::collections::BTreeSet<u64>> {
+    start_reader(s, nvme, log)?;
+    let l = s.agent(LENDER)?;
+    wait_borrowed(l, nvme, WAIT)?;
+    io_in_flight(l, nvme, WAIT)?;
+    unthrottle_at_end(s);
+    queue_reads_at_drive(s)?;
+    let mapped = ownership::lender_mapped_pages(s.agent(LENDER)?)?;
+    ensure!(
+        !mapped.is_empty(),
+        "the lender maps nothing while the driver runs"
+    );
+    Ok(mapped)
 }
 
 /// The lender's host stops (SIGSTOP) for longer than the peer timeout while
@@ -126,111 +163,52 @@ fn start_reader(c: &Cluster, nvme: &PciDev, log: &str) -> anyhow::Result<String>
 fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let lender_id = fabric::host_id(c.agent(LENDER)?)?;
-    let log = "/tmp/stall-lender.log";
-    let uuid = start_reader(c, &nvme, log)?;
-    let mut paused = false;
-    let res = (|| -> anyhow::Result<()> {
-        let l = c.agent(LENDER)?;
-        wait_borrowed(l, &nvme, WAIT)?;
-        io_in_flight(l, &nvme, WAIT)?;
-        queue_reads_at_drive(c)?;
-        let mapped = ownership::lender_mapped_pages(l)?;
-        ensure!(
-            !mapped.is_empty(),
-            "the lender maps nothing while the driver runs"
-        );
+    let mut s = Scope::new(c);
+    let mapped = reads_queued_at_drive(&mut s, &nvme, "/tmp/stall-lender.log")?;
+    let stalled =
+        ownership::stall_lender(&mut s, LENDER, BORROWER, "/tmp/stall-lender.log", STALL)?;
+    let held = stalled.held;
+    ownership::all_quarantined(&mapped, &held)?;
+    println!(
+        "  {} pages the lender maps are quarantined ({} in all)",
+        mapped.len(),
+        held.quarantined
+    );
 
-        c.pause_host(LENDER)?;
-        paused = true;
-        let t0 = Instant::now();
-        let b = c.agent(BORROWER)?;
-        let down = fabric::wait_peer_state(b, lender_id, "down", STALL)?;
-        println!(
-            "  borrower saw the lender down after {:.1} s",
-            down.as_secs_f64()
-        );
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
-        ensure!(
-            rc != 0,
-            "the driver did not notice the lender stalled:\n{out}"
-        );
-        println!("  driver stopped with exit status {rc}");
-        let held = ownership::borrower_pages(b)?;
-        ensure!(
-            held.pinned == 0,
-            "pins left after the driver exited:\n{}",
-            held.text
-        );
-        let exposed: Vec<u64> = mapped.difference(&held.quarantine).copied().collect();
-        ensure!(
-            exposed.is_empty(),
-            "{} of {} pages the lender maps were given back to the borrower's allocator (first {:#x}):\n{}",
-            exposed.len(),
-            mapped.len(),
-            exposed[0] * ownership::PAGE,
-            held.text
-        );
-        println!(
-            "  {} pages the lender maps are quarantined ({} in all)",
-            mapped.len(),
-            held.quarantined
-        );
-
-        let marker = Marker::new()?;
-        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
-        if let Some(left) = STALL.checked_sub(t0.elapsed()) {
-            std::thread::sleep(left);
-        }
-        c.resume_host(LENDER)?;
-        paused = false;
-        // The reads queued at the drive complete now, with the marker,
-        // while the lender still maps the borrower's pages.
-        throttle(c, 0)?;
-
-        let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-        let w = ownership::watch_release(l, b, WAIT)?;
-        println!(
-            "  {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined",
-            w.while_mapped, w.samples, w.max_mapped
-        );
-        let landed =
-            ownership::marker_landed_in(&marker, &c.paths().ram_file(BORROWER), &held.quarantine)?;
-        println!(
-            "  marker found in {} borrower pages, all of them quarantined",
-            landed.len()
-        );
-        let back = lending::wait_until(
-            "device returned after the stall",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        lending::wait_until(
-            "quarantine released",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        println!(
-            "  device back in the pool {:.1} s after the lender resumed",
-            back.as_secs_f64()
-        );
-        ensure!(
-            ownership::lender_mapped_pages(l)?.is_empty(),
-            "the lender still maps pages after taking the device back"
-        );
-        ensure!(ownership::borrower_pages(b)?.returned_late >= 1);
-        Ok(())
-    })();
-    if paused {
-        let _ = c.resume_host(LENDER);
+    let marker = Marker::new()?;
+    marker.fill(&s.paths().nvme_file(LENDER, "nvme0"))?;
+    if let Some(left) = STALL.checked_sub(stalled.at.elapsed()) {
+        std::thread::sleep(left);
     }
-    let _ = throttle(c, 0);
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    s.thaw(LENDER)?;
+    // The reads queued at the drive complete now, with the marker,
+    // while the lender still maps the borrower's pages.
+    throttle(&s, 0)?;
+
+    let (l, b) = (s.agent(LENDER)?, s.agent(BORROWER)?);
+    let w = ownership::watch_release(l, b, WAIT)?;
+    println!(
+        "  {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined",
+        w.while_mapped, w.samples, w.max_mapped
+    );
+    let landed =
+        ownership::marker_landed_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
+    println!(
+        "  marker found in {} borrower pages, all of them quarantined",
+        landed.len()
+    );
+    let back = wait_available(l, &nvme, "device returned after the stall", WAIT)?;
+    ownership::wait_quarantine_empty(b, "after the stall", WAIT)?;
+    println!(
+        "  device back in the pool {:.1} s after the lender resumed",
+        back.as_secs_f64()
+    );
+    ensure!(
+        ownership::lender_mapped_pages(l)?.is_empty(),
+        "the lender still maps pages after taking the device back"
+    );
+    ensure!(ownership::borrower_pages(b)?.returned_late >= 1);
+    drop(s);
     verified_io(c, &nvme)?;
     twohost::no_kernel_trouble(c, marks, Some(LENDER))
 }
@@ -260,116 +238,71 @@ enum LetGo {
 fn stall_lender_then_let_go(c: &mut Cluster, how: LetGo) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let lender_id = fabric::host_id(c.agent(LENDER)?)?;
-    let log = "/tmp/stall-let-go.log";
-    let uuid = start_reader(c, &nvme, log)?;
-    let (mut lender_paused, mut borrower_paused) = (false, false);
-    let res = (|| -> anyhow::Result<()> {
-        let l = c.agent(LENDER)?;
-        wait_borrowed(l, &nvme, WAIT)?;
-        io_in_flight(l, &nvme, WAIT)?;
-        queue_reads_at_drive(c)?;
-        let mapped = ownership::lender_mapped_pages(l)?;
-        ensure!(
-            !mapped.is_empty(),
-            "the lender maps nothing while the driver runs"
-        );
+    let mut s = Scope::new(c);
+    let mapped = reads_queued_at_drive(&mut s, &nvme, "/tmp/stall-let-go.log")?;
+    let held =
+        ownership::stall_lender(&mut s, LENDER, BORROWER, "/tmp/stall-let-go.log", STALL)?.held;
+    ownership::all_quarantined(&mapped, &held)?;
+    let marker = Marker::new()?;
+    marker.fill(&s.paths().nvme_file(LENDER, "nvme0"))?;
 
-        c.pause_host(LENDER)?;
-        lender_paused = true;
-        let b = c.agent(BORROWER)?;
-        fabric::wait_peer_state(b, lender_id, "down", STALL)?;
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
-        ensure!(
-            rc != 0,
-            "the driver did not notice the lender stalled:\n{out}"
-        );
-        let held = ownership::borrower_pages(b)?;
-        ensure!(
-            held.pinned == 0 && mapped.is_subset(&held.quarantine),
-            "the lender's pages are not all quarantined:\n{}",
-            held.text
-        );
-        let marker = Marker::new()?;
-        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
-
-        // The borrower freezes with its lease unreturned; the lender runs.
-        let bmark = ownership::kernel_log_lines(b)?;
-        c.pause_host(BORROWER)?;
-        borrower_paused = true;
-        c.resume_host(LENDER)?;
-        lender_paused = false;
-        throttle(c, 0)?;
-        let l = c.agent(LENDER)?;
-        lending::wait_until(
-            "lender took the device back from the frozen borrower",
-            Duration::from_secs(90),
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        ensure!(
-            ownership::lender_mapped_pages(l)?.is_empty(),
-            "the lender still maps pages after taking the device back"
-        );
-        // Nothing writes now: the device was reset, the borrower is
-        // frozen with the quarantine it had. Its pages go back to its
-        // allocator (and are soon written over) once it settles.
-        let landed =
-            ownership::marker_landed_in(&marker, &c.paths().ram_file(BORROWER), &held.quarantine)?;
-        let (what, errno) = match how {
-            LetGo::Unlend => {
-                lending::unlend(l, &nvme.addr)?;
-                ("unlent", -19)
-            }
-            LetGo::Unload => {
-                sh(l, "rmmod devlend_lender")?;
-                ("lender unloaded", -95)
-            }
-        };
-        println!("  device taken back by the lender, then {what}; the borrower runs again");
-        c.resume_host(BORROWER)?;
-        borrower_paused = false;
-
-        let b = c.agent(BORROWER)?;
-        let settled = lending::wait_until(
-            "quarantine released",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        let said = sh(
-            b,
-            &format!(
-                "dmesg | tail -n +{} | grep -c 'returned to its lender after .* ({errno})' || true",
-                bmark + 1
-            ),
-        )?;
-        ensure!(
-            said.trim().parse::<u32>().unwrap_or(0) >= 1,
-            "the lease did not settle through the lender's {errno} answer"
-        );
-        println!(
-            "  lease settled on {errno} {:.1} s after the borrower resumed; the marker had landed in {} quarantined pages and nowhere else",
-            settled.as_secs_f64(),
-            landed.len()
-        );
-        for (host, mark) in [(LENDER, marks[0]), (BORROWER, marks[1])] {
-            let t = ownership::kernel_trouble(c.agent(host)?, mark, true)?;
-            ensure!(t.is_empty(), "{host}'s kernel log:\n{}", t.join("\n"));
+    // The borrower freezes with its lease unreturned; the lender runs.
+    let bmark = ownership::kernel_log_lines(s.agent(BORROWER)?)?;
+    s.freeze(BORROWER)?;
+    s.thaw(LENDER)?;
+    throttle(&s, 0)?;
+    let l = s.agent(LENDER)?;
+    wait_available(
+        l,
+        &nvme,
+        "lender took the device back from the frozen borrower",
+        Duration::from_secs(90),
+    )?;
+    ensure!(
+        ownership::lender_mapped_pages(l)?.is_empty(),
+        "the lender still maps pages after taking the device back"
+    );
+    // Nothing writes now: the device was reset, the borrower is
+    // frozen with the quarantine it had. Its pages go back to its
+    // allocator (and are soon written over) once it settles.
+    let landed =
+        ownership::marker_landed_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
+    let (what, errno) = match how {
+        LetGo::Unlend => {
+            lending::unlend(l, &nvme.addr)?;
+            ("unlent", -19)
         }
-        Ok(())
-    })();
-    if lender_paused {
-        let _ = c.resume_host(LENDER);
+        LetGo::Unload => {
+            sh(l, "rmmod devlend_lender")?;
+            ("lender unloaded", -95)
+        }
+    };
+    println!("  device taken back by the lender, then {what}; the borrower runs again");
+    s.thaw(BORROWER)?;
+
+    let b = s.agent(BORROWER)?;
+    let settled = ownership::wait_quarantine_empty(b, "after the borrower resumed", WAIT)?;
+    let said = sh(
+        b,
+        &format!(
+            "dmesg | tail -n +{} | grep -c 'returned to its lender after .* ({errno})' || true",
+            bmark + 1
+        ),
+    )?;
+    ensure!(
+        said.trim().parse::<u32>().unwrap_or(0) >= 1,
+        "the lease did not settle through the lender's {errno} answer"
+    );
+    println!(
+        "  lease settled on {errno} {:.1} s after the borrower resumed; the marker had landed in {} quarantined pages and nowhere else",
+        settled.as_secs_f64(),
+        landed.len()
+    );
+    for (host, mark) in [(LENDER, marks[0]), (BORROWER, marks[1])] {
+        let t = ownership::kernel_trouble(s.agent(host)?, mark, true)?;
+        ensure!(t.is_empty(), "{host}'s kernel log:\n{}", t.join("\n"));
     }
-    if borrower_paused {
-        let _ = c.resume_host(BORROWER);
-    }
-    let _ = throttle(c, 0);
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    drop(s);
     // Lent again (and the lender loaded again) for the next user.
     let nvme = lent_nvme(c)?;
     verified_io(c, &nvme)
@@ -393,72 +326,56 @@ fn stall_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> 
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     let log = "/tmp/stall-borrower.log";
-    let uuid = start_reader(c, &nvme, log)?;
-    let mut paused = false;
-    let res = (|| -> anyhow::Result<()> {
-        let l = c.agent(LENDER)?;
-        wait_borrowed(l, &nvme, WAIT)?;
-        io_in_flight(l, &nvme, WAIT)?;
-        queue_reads_at_drive(c)?;
+    let mut s = Scope::new(c);
+    reads_queued_at_drive(&mut s, &nvme, log)?;
 
-        c.pause_host(BORROWER)?;
-        paused = true;
-        let t0 = Instant::now();
-        let l = c.agent(LENDER)?;
-        let back = lending::wait_until(
-            "device taken back from the stalled borrower",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        println!(
-            "  lender took the device back after {:.1} s",
-            back.as_secs_f64()
-        );
-        ensure!(
-            ownership::lender_mapped_pages(l)?.is_empty(),
-            "the lender still maps pages of a borrower it declared down"
-        );
-        let marker = Marker::new()?;
-        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
-        if let Some(left) = STALL.checked_sub(t0.elapsed()) {
-            std::thread::sleep(left);
-        }
-        c.resume_host(BORROWER)?;
-        paused = false;
+    s.freeze(BORROWER)?;
+    let t0 = Instant::now();
+    let l = s.agent(LENDER)?;
+    let back = wait_available(
+        l,
+        &nvme,
+        "device taken back from the stalled borrower",
+        WAIT,
+    )?;
+    println!(
+        "  lender took the device back after {:.1} s",
+        back.as_secs_f64()
+    );
+    ensure!(
+        ownership::lender_mapped_pages(l)?.is_empty(),
+        "the lender still maps pages of a borrower it declared down"
+    );
+    let marker = Marker::new()?;
+    marker.fill(&s.paths().nvme_file(LENDER, "nvme0"))?;
+    if let Some(left) = STALL.checked_sub(t0.elapsed()) {
+        std::thread::sleep(left);
+    }
+    s.thaw(BORROWER)?;
 
-        let b = c.agent(BORROWER)?;
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(90))?;
-        ensure!(
-            rc != 0,
-            "the driver did not notice it lost the device:\n{out}"
-        );
-        println!("  driver stopped with exit status {rc}");
-        lending::wait_until(
-            "nothing held by the borrower",
-            WAIT,
-            || {
-                let p = ownership::borrower_pages(b)?;
-                Ok(format!("{}/{}", p.pinned, p.quarantined))
-            },
-            "0/0",
-        )?;
-        let landed = marker.pages_in_ram(&c.paths().ram_file(BORROWER))?;
-        ensure!(
-            landed.is_empty(),
-            "the drive wrote the marker into {} borrower pages after the device was taken back",
-            landed.len()
-        );
-        Ok(())
-    })();
-    if paused {
-        let _ = c.resume_host(BORROWER);
-    }
-    let _ = throttle(c, 0);
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    let b = s.agent(BORROWER)?;
+    let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(90))?;
+    ensure!(
+        rc != 0,
+        "the driver did not notice it lost the device:\n{out}"
+    );
+    println!("  driver stopped with exit status {rc}");
+    lending::wait_until(
+        "nothing held by the borrower",
+        WAIT,
+        || {
+            let p = ownership::borrower_pages(b)?;
+            Ok(format!("{}/{}", p.pinned, p.quarantined))
+        },
+        "0/0",
+    )?;
+    let landed = marker.pages_in_ram(&s.paths().ram_file(BORROWER))?;
+    ensure!(
+        landed.is_empty(),
+        "the drive wrote the marker into {} borrower pages after the device was taken back",
+        landed.len()
+    );
+    drop(s);
     verified_io(c, &nvme)?;
     twohost::no_kernel_trouble(c, marks, Some(BORROWER))
 }
@@ -481,62 +398,46 @@ fn kill_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let marks = log_marks(c)?;
     let lender_id = fabric::host_id(c.agent(LENDER)?)?;
     let log = "/tmp/kill-lender.log";
-    let uuid = start_reader(c, &nvme, log)?;
-    let res = (|| -> anyhow::Result<()> {
-        let l = c.agent(LENDER)?;
-        wait_borrowed(l, &nvme, WAIT)?;
-        let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
-        let mapped = ownership::lender_mapped_pages(l)?;
-        println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
-        c.kill_host(LENDER)?;
+    let mut s = Scope::new(c);
+    start_reader(&mut s, &nvme, log)?;
+    let l = s.agent(LENDER)?;
+    wait_borrowed(l, &nvme, WAIT)?;
+    let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
+    let mapped = ownership::lender_mapped_pages(l)?;
+    println!("  I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
+    s.kill_host(LENDER)?;
 
-        let b = c.agent(BORROWER)?;
-        let down = fabric::wait_peer_state(b, lender_id, "down", RECLAIM_BOUND)?;
-        println!(
-            "  borrower saw the lender down after {:.1} s",
-            down.as_secs_f64()
-        );
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
-        ensure!(rc != 0, "the driver did not notice the lender died:\n{out}");
-        let held = ownership::borrower_pages(b)?;
-        ensure!(
-            held.pinned == 0,
-            "pins left after the driver exited:\n{}",
-            held.text
-        );
-        let exposed = mapped.difference(&held.quarantine).count();
-        ensure!(
-            exposed == 0,
-            "{exposed} of {} pages the dead lender mapped were freed:\n{}",
-            mapped.len(),
-            held.text
-        );
-        println!(
-            "  {} pages stay quarantined while the lender is dead",
-            held.quarantined
-        );
-        let t = ownership::kernel_trouble(b, marks[1], false)?;
-        ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
+    let b = s.agent(BORROWER)?;
+    let down = fabric::wait_peer_state(b, lender_id, "down", RECLAIM_BOUND)?;
+    println!(
+        "  borrower saw the lender down after {:.1} s",
+        down.as_secs_f64()
+    );
+    let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
+    ensure!(rc != 0, "the driver did not notice the lender died:\n{out}");
+    let held = ownership::borrower_pages(b)?;
+    ensure!(
+        held.pinned == 0,
+        "pins left after the driver exited:\n{}",
+        held.text
+    );
+    ownership::all_quarantined(&mapped, &held)?;
+    println!(
+        "  {} pages stay quarantined while the lender is dead",
+        held.quarantined
+    );
+    let t = ownership::kernel_trouble(b, marks[1], false)?;
+    ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
 
-        c.restart_host(LENDER)?;
-        lending::ensure_module(c.agent(LENDER)?)?;
-        let b = c.agent(BORROWER)?;
-        let settled = lending::wait_until(
-            "quarantine released after the lender restarted",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        println!(
-            "  quarantine released {:.1} s after the lender booted again",
-            settled.as_secs_f64()
-        );
-        Ok(())
-    })();
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    s.restart_host(LENDER)?;
+    lending::ensure_module(s.agent(LENDER)?)?;
+    let settled =
+        ownership::wait_quarantine_empty(s.agent(BORROWER)?, "after the lender restarted", WAIT)?;
+    println!(
+        "  quarantine released {:.1} s after the lender booted again",
+        settled.as_secs_f64()
+    );
+    drop(s);
     let nvme = lent_nvme(c)?;
     verified_io(c, &nvme)
 }
@@ -548,8 +449,10 @@ fn kill_borrower_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     let log = "/tmp/kill-borrower.log";
-    start_reader(c, &nvme, log)?;
-    kill_borrower_mid_io(c, &nvme, marks, WAIT, "I/O")?;
+    let mut s = Scope::new(c);
+    start_reader(&mut s, &nvme, log)?;
+    kill_borrower_mid_io(&mut s, &nvme, marks, WAIT, "I/O")?;
+    drop(s);
     let nvme = lent_nvme(c)?;
     verified_io(c, &nvme)
 }
@@ -572,11 +475,11 @@ fn kill_borrower_mid_io(
     c.kill_host(BORROWER)?;
 
     let l = c.agent(LENDER)?;
-    let back = lending::wait_until(
+    let back = wait_available(
+        l,
+        nvme,
         "device taken back from the dead borrower",
         RECLAIM_BOUND,
-        || lending::lent_state(l, &nvme.addr),
-        "available",
     )?;
     println!(
         "  lender took the device back {:.1} s after the kill",
@@ -630,13 +533,13 @@ const GUEST_LOSES_DEVICE: &str = "nvme_dev() { for d in /sys/bus/pci/devices/*; 
 fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let b = c.agent(BORROWER)?;
-    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    fabric::sh(c.agent(BORROWER)?, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
     let remote = remote_name(&nvme);
-    let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote))?;
+    let mut s = Scope::new(c);
+    let first = s.mdev(BORROWER, MDEV_TYPE, Some(&remote))?;
     let g = devlend_vmtests::guest::spawn(
-        b,
+        s.agent(BORROWER)?,
         &tools::guest_images_dir()?,
         GUEST_LOSES_DEVICE,
         &devlend_vmtests::guest::GuestOpts {
@@ -646,81 +549,62 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/loss.console",
     )?;
-    let mut second = None;
-    let res = (|| -> anyhow::Result<()> {
-        let b = c.agent(BORROWER)?;
-        let devlend =
-            |args: &str| fabric::sh_timeout(b, &format!("{cli} {args}"), Duration::from_secs(240));
-        g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
-        devlend(&format!("attach --qmp /tmp/loss.qmp --id d0 {first}"))?;
-        g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
-        let l = c.agent(LENDER)?;
-        let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
-        println!(
-            "  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender"
-        );
-        c.kill_host(LENDER)?;
+    s.guest(BORROWER, &g);
+    let b = s.agent(BORROWER)?;
+    let devlend =
+        |args: &str| fabric::sh_timeout(b, &format!("{cli} {args}"), Duration::from_secs(240));
+    g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
+    devlend(&format!("attach --qmp /tmp/loss.qmp --id d0 {first}"))?;
+    g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
+    let l = s.agent(LENDER)?;
+    let (fires, fires2) = io_in_flight(l, &nvme, WAIT)?;
+    println!("  guest I/O in flight: {fires} -> {fires2} interrupts relayed; killing the lender");
+    s.kill_host(LENDER)?;
 
-        let b = c.agent(BORROWER)?;
-        let t0 = Instant::now();
-        g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(180))?;
-        println!(
-            "  the guest let the device go {:.1} s after the kill and runs on",
-            t0.elapsed().as_secs_f64()
-        );
-        ensure!(g.running(b)?, "the guest's QEMU is gone");
-        let t = ownership::kernel_trouble(b, marks[1], false)?;
-        ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
+    let b = s.agent(BORROWER)?;
+    let t0 = Instant::now();
+    g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(180))?;
+    println!(
+        "  the guest let the device go {:.1} s after the kill and runs on",
+        t0.elapsed().as_secs_f64()
+    );
+    ensure!(g.running(b)?, "the guest's QEMU is gone");
+    let t = ownership::kernel_trouble(b, marks[1], false)?;
+    ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
 
-        c.restart_host(LENDER)?;
-        lent_nvme(c)?;
-        let b = c.agent(BORROWER)?;
-        lending::wait_until(
-            "quarantine released after the lender restarted",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote))?;
-        second = Some(uuid.clone());
-        fabric::sh_timeout(
-            b,
-            &format!("{cli} attach --qmp /tmp/loss.qmp --id d1 {uuid}"),
-            Duration::from_secs(240),
-        )?;
-        let run = g.wait(b, Duration::from_secs(300))?;
-        ensure!(run.rc == 0, "guest: {}", run.console);
-        let written = lending::output_field(&run.output, "written")?;
-        ensure!(
-            lending::output_field(&run.output, "read")? == written,
-            "the guest read back other bytes from the new device"
-        );
-        let file = c.paths().nvme_file(LENDER, "nvme0");
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "dd if={} bs=1M skip=16 count=16 status=none | sha256sum",
-                file.display()
-            ))
-            .output()?;
-        let sha = String::from_utf8_lossy(&out.stdout);
-        ensure!(
-            sha.split_whitespace().next() == Some(written),
-            "the lender's backing file does not hold what the guest wrote"
-        );
-        println!("  a new device, hot-plugged into the same guest, did verified I/O");
-        Ok(())
-    })();
-    if let Ok(b) = c.agent(BORROWER) {
-        if res.is_err() {
-            let _ = g.kill(b);
-        }
-        let _ = lending::remove_mdev(b, &first);
-        if let Some(s) = &second {
-            let _ = lending::remove_mdev(b, s);
-        }
-    }
-    res
+    s.restart_host(LENDER)?;
+    lent_nvme(&s)?;
+    let b = s.agent(BORROWER)?;
+    ownership::wait_quarantine_empty(b, "after the lender restarted", WAIT)?;
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote))?;
+    let b = s.agent(BORROWER)?;
+    fabric::sh_timeout(
+        b,
+        &format!("{cli} attach --qmp /tmp/loss.qmp --id d1 {uuid}"),
+        Duration::from_secs(240),
+    )?;
+    let run = g.wait(b, Duration::from_secs(300))?;
+    ensure!(run.rc == 0, "guest: {}", run.console);
+    let written = lending::output_field(&run.output, "written")?;
+    ensure!(
+        lending::output_field(&run.output, "read")? == written,
+        "the guest read back other bytes from the new device"
+    );
+    let file = s.paths().nvme_file(LENDER, "nvme0");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "dd if={} bs=1M skip=16 count=16 status=none | sha256sum",
+            file.display()
+        ))
+        .output()?;
+    let sha = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        sha.split_whitespace().next() == Some(written),
+        "the lender's backing file does not hold what the guest wrote"
+    );
+    println!("  a new device, hot-plugged into the same guest, did verified I/O");
+    Ok(())
 }
 
 /// A KVM guest on the borrower that writes and reads back 64 MiB on a
@@ -762,11 +646,11 @@ fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
 fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let b = c.agent(BORROWER)?;
-    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    fabric::sh(c.agent(BORROWER)?, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    let mut s = Scope::new(c);
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let g = devlend_vmtests::guest::spawn(
-        b,
+        s.agent(BORROWER)?,
         &tools::guest_images_dir()?,
         &lending::nvme_guest_script(
             "echo io-running; while dd if=/dev/urandom of=/dev/nvme0n1 bs=64k count=16 \
@@ -779,20 +663,15 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/killb.console",
     )?;
+    // Failed before the kill, the guest would still hold the device,
+    // which the checks after this one need: killed, on every path (after
+    // the kill, the borrower booted again and it is gone anyway).
+    s.guest(BORROWER, &g);
     // The guest says io-running once its driver has the namespace: it may
     // take minutes to boot on a debug kernel's KVM.
-    let running = g.wait_for(b, "io-running", GUEST_BOOT_BOUND);
-    if let Err(e) = running
-        .and_then(|_| kill_borrower_mid_io(c, &nvme, marks, Duration::from_secs(240), "guest I/O"))
-    {
-        // Failed before the kill: the guest still holds the device, which
-        // the checks after this one need.
-        if let Ok(b) = c.agent(BORROWER) {
-            let _ = g.kill(b);
-            let _ = lending::remove_mdev(b, &uuid);
-        }
-        return Err(e);
-    }
+    g.wait_for(s.agent(BORROWER)?, "io-running", GUEST_BOOT_BOUND)?;
+    kill_borrower_mid_io(&mut s, &nvme, marks, Duration::from_secs(240), "guest I/O")?;
+    drop(s);
     let nvme = lent_nvme(c)?;
     verified_guest_io(c, &nvme)
 }
@@ -807,12 +686,12 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
     let lender_id = fabric::host_id(c.agent(LENDER)?)?;
-    let b = c.agent(BORROWER)?;
-    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    fabric::sh(c.agent(BORROWER)?, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let mut s = Scope::new(c);
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let g = devlend_vmtests::guest::spawn(
-        b,
+        s.agent(BORROWER)?,
         &tools::guest_images_dir()?,
         GUEST_LOSES_DEVICE,
         &devlend_vmtests::guest::GuestOpts {
@@ -822,95 +701,67 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         },
         "/tmp/stall.console",
     )?;
-    let mut paused = false;
-    let res = (|| -> anyhow::Result<()> {
-        let b = c.agent(BORROWER)?;
-        g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
-        fabric::sh_timeout(
-            b,
-            &format!("{cli} attach --qmp /tmp/stall.qmp --id s0 {uuid}"),
-            Duration::from_secs(240),
-        )?;
-        g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
-        let l = c.agent(LENDER)?;
-        io_in_flight(l, &nvme, WAIT)?;
-        queue_reads_at_drive(c)?;
-        let mapped = ownership::lender_mapped_pages(c.agent(LENDER)?)?;
-        ensure!(
-            !mapped.is_empty(),
-            "the lender maps nothing while the guest reads"
-        );
+    s.guest(BORROWER, &g);
+    let b = s.agent(BORROWER)?;
+    g.wait_for(b, "DEVLEND-CMD-BEGIN", GUEST_BOOT_BOUND)?;
+    fabric::sh_timeout(
+        b,
+        &format!("{cli} attach --qmp /tmp/stall.qmp --id s0 {uuid}"),
+        Duration::from_secs(240),
+    )?;
+    g.wait_for(b, "io-running", GUEST_BOOT_BOUND)?;
+    let l = s.agent(LENDER)?;
+    io_in_flight(l, &nvme, WAIT)?;
+    unthrottle_at_end(&mut s);
+    queue_reads_at_drive(&s)?;
+    let mapped = ownership::lender_mapped_pages(s.agent(LENDER)?)?;
+    ensure!(
+        !mapped.is_empty(),
+        "the lender maps nothing while the guest reads"
+    );
 
-        c.pause_host(LENDER)?;
-        paused = true;
-        let t0 = Instant::now();
-        let b = c.agent(BORROWER)?;
-        fabric::wait_peer_state(b, lender_id, "down", STALL)?;
-        g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(120))?;
-        println!(
-            "  the guest let the device go {:.1} s into the stall and runs on",
-            t0.elapsed().as_secs_f64()
-        );
-        let held = lending::wait_until(
-            "guest memory unpinned",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.pinned.to_string()),
-            "0",
-        )
-        .and_then(|_| ownership::borrower_pages(b))?;
-        let exposed = mapped.difference(&held.quarantine).count();
-        ensure!(
-            exposed == 0,
-            "{exposed} of {} pages the stalled lender maps were freed:\n{}",
-            mapped.len(),
-            held.text
-        );
-        let marker = Marker::new()?;
-        marker.fill(&c.paths().nvme_file(LENDER, "nvme0"))?;
-        if let Some(left) = (STALL + Duration::from_secs(10)).checked_sub(t0.elapsed()) {
-            std::thread::sleep(left);
-        }
-        c.resume_host(LENDER)?;
-        paused = false;
-        // The reads queued at the drive complete now, with the marker,
-        // while the lender still maps the guest's pages.
-        throttle(c, 0)?;
+    s.freeze(LENDER)?;
+    let t0 = Instant::now();
+    let b = s.agent(BORROWER)?;
+    fabric::wait_peer_state(b, lender_id, "down", STALL)?;
+    g.wait_for(b, "guest-alive-after-loss", Duration::from_secs(120))?;
+    println!(
+        "  the guest let the device go {:.1} s into the stall and runs on",
+        t0.elapsed().as_secs_f64()
+    );
+    let held = lending::wait_until(
+        "guest memory unpinned",
+        WAIT,
+        || Ok(ownership::borrower_pages(b)?.pinned.to_string()),
+        "0",
+    )
+    .and_then(|_| ownership::borrower_pages(b))?;
+    ownership::all_quarantined(&mapped, &held)?;
+    let marker = Marker::new()?;
+    marker.fill(&s.paths().nvme_file(LENDER, "nvme0"))?;
+    if let Some(left) = (STALL + Duration::from_secs(10)).checked_sub(t0.elapsed()) {
+        std::thread::sleep(left);
+    }
+    s.thaw(LENDER)?;
+    // The reads queued at the drive complete now, with the marker,
+    // while the lender still maps the guest's pages.
+    throttle(&s, 0)?;
 
-        let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-        let w = ownership::watch_release(l, b, WAIT)?;
-        let landed =
-            ownership::marker_landed_in(&marker, &c.paths().ram_file(BORROWER), &held.quarantine)?;
-        println!(
-            "  {} pages quarantined; {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined; the marker landed in {} of them and nowhere else",
-            held.quarantined,
-            w.while_mapped,
-            w.samples,
-            w.max_mapped,
-            landed.len()
-        );
-        lending::wait_until(
-            "device returned after the stall",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        lending::wait_until(
-            "quarantine released",
-            WAIT,
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        Ok(())
-    })();
-    if paused {
-        let _ = c.resume_host(LENDER);
-    }
-    let _ = throttle(c, 0);
-    if let Ok(b) = c.agent(BORROWER) {
-        let _ = g.kill(b);
-        let _ = lending::remove_mdev(b, &uuid);
-    }
-    res?;
+    let (l, b) = (s.agent(LENDER)?, s.agent(BORROWER)?);
+    let w = ownership::watch_release(l, b, WAIT)?;
+    let landed =
+        ownership::marker_landed_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
+    println!(
+        "  {} pages quarantined; {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined; the marker landed in {} of them and nowhere else",
+        held.quarantined,
+        w.while_mapped,
+        w.samples,
+        w.max_mapped,
+        landed.len()
+    );
+    wait_available(l, &nvme, "device returned after the stall", WAIT)?;
+    ownership::wait_quarantine_empty(b, "after the stall", WAIT)?;
+    drop(s);
     verified_guest_io(c, &nvme)?;
     twohost::no_kernel_trouble(c, marks, Some(LENDER))
 }
@@ -931,92 +782,91 @@ const RESET_FAULT: &str = "/sys/module/devlend_lender/parameters/fault_reclaim_r
 fn failed_reset_keeps_device_from_the_next_borrower(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
-    let mut made = Vec::new();
-    let res = (|| -> anyhow::Result<()> {
-        sh(l, &format!("echo 1 > {RESET_FAULT}"))?;
-        let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
-        made.push(uuid.clone());
-        let out = b.sh(
-            &format!("{drv} --mdev {uuid} --blocks 64 --ios 50"),
-            Duration::from_secs(300),
-        )?;
-        ensure!(out.exit_code == Some(0), "the driver's I/O failed: {out:?}");
-        lending::remove_mdev(b, &uuid)?;
-        made.clear();
-        lending::wait_until(
-            "the device failed its reset on the lender",
-            WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "failed",
-        )?;
-        let said = sh(
-            l,
-            &format!(
-                "dmesg | tail -n +{} | grep -c 'is lent to nobody until it is lent again' || true",
-                marks[0] + 1
-            ),
-        )?;
-        ensure!(
-            said.trim().parse::<u32>().unwrap_or(0) >= 1,
-            "the lender did not say why"
-        );
-        lending::wait_until(
-            "the borrower lists it failed",
-            WAIT,
-            || {
-                Ok(lending::remote_devices(b)?
-                    .values()
-                    .find(|d| d.get("name") == Some(&nvme.addr))
-                    .and_then(|d| d.get("state").cloned())
-                    .unwrap_or_default())
-            },
-            "failed",
-        )?;
-        let out = b.sh(
-            &format!(
-                "{cli} mdev create --type {MDEV_TYPE} --device {}",
-                remote_name(&nvme)
-            ),
-            Duration::from_secs(60),
-        )?;
-        ensure!(
-            out.exit_code == Some(4) && out.stderr.contains("failed its reset"),
-            "devlend mdev create for a failed device: {out:?}"
-        );
-        // Not free: the kernel offers no instance of it either.
-        ensure!(
-            lending::available_instances(b, MDEV_TYPE)? == 0,
-            "the borrower offers an instance of a failed device"
-        );
-        ensure!(
-            lending::create_mdev(b, MDEV_TYPE, None).is_err(),
-            "an mdev was made with only a failed device to back it"
-        );
-        ensure!(
-            lending::lent_state(l, &nvme.addr)? == "failed",
-            "the failed device left its state"
-        );
-        println!("  reset failed on the take-back: lender and borrower show it failed, the CLI exits 4, no instance is offered");
+    let mut s = Scope::new(c);
+    // Whatever happens, the next check finds the device lendable.
+    let addr = nvme.addr.clone();
+    s.defer("the device lendable again", move |c| {
+        let l = c.agent(LENDER)?;
+        if lending::lent_state(l, &addr)? == "failed" {
+            lending::unlend(l, &addr)?;
+            lent_nvme(c)?;
+        }
+        Ok(())
+    });
+    s.defer("the reset fault off", |c| {
+        sh(c.agent(LENDER)?, &format!("echo 0 > {RESET_FAULT}")).map(drop)
+    });
+    sh(s.agent(LENDER)?, &format!("echo 1 > {RESET_FAULT}"))?;
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote_name(&nvme)))?;
+    let (l, b) = (s.agent(LENDER)?, s.agent(BORROWER)?);
+    let out = b.sh(
+        &format!("{drv} --mdev {uuid} --blocks 64 --ios 50"),
+        Duration::from_secs(300),
+    )?;
+    ensure!(out.exit_code == Some(0), "the driver's I/O failed: {out:?}");
+    lending::remove_mdev(b, &uuid)?;
+    lending::wait_until(
+        "the device failed its reset on the lender",
+        WAIT,
+        || lending::lent_state(l, &nvme.addr),
+        "failed",
+    )?;
+    let said = sh(
+        l,
+        &format!(
+            "dmesg | tail -n +{} | grep -c 'is lent to nobody until it is lent again' || true",
+            marks[0] + 1
+        ),
+    )?;
+    ensure!(
+        said.trim().parse::<u32>().unwrap_or(0) >= 1,
+        "the lender did not say why"
+    );
+    lending::wait_until(
+        "the borrower lists it failed",
+        WAIT,
+        || {
+            Ok(lending::remote_devices(b)?
+                .values()
+                .find(|d| d.get("name") == Some(&nvme.addr))
+                .and_then(|d| d.get("state").cloned())
+                .unwrap_or_default())
+        },
+        "failed",
+    )?;
+    let out = b.sh(
+        &format!(
+            "{cli} mdev create --type {MDEV_TYPE} --device {}",
+            remote_name(&nvme)
+        ),
+        Duration::from_secs(60),
+    )?;
+    ensure!(
+        out.exit_code == Some(4) && out.stderr.contains("failed its reset"),
+        "devlend mdev create for a failed device: {out:?}"
+    );
+    // Not free: the kernel offers no instance of it either.
+    ensure!(
+        lending::available_instances(b, MDEV_TYPE)? == 0,
+        "the borrower offers an instance of a failed device"
+    );
+    ensure!(
+        lending::create_mdev(b, MDEV_TYPE, None).is_err(),
+        "an mdev was made with only a failed device to back it"
+    );
+    ensure!(
+        lending::lent_state(l, &nvme.addr)? == "failed",
+        "the failed device left its state"
+    );
+    println!("  reset failed on the take-back: lender and borrower show it failed, the CLI exits 4, no instance is offered");
 
-        lending::unlend(l, &nvme.addr)?;
-        let nvme = lent_nvme(c)?;
-        verified_io(c, &nvme)?;
-        println!("  unlent and lent again: verified I/O");
-        twohost::no_kernel_trouble(c, marks, None)
-    })();
-    let _ = sh(l, &format!("echo 0 > {RESET_FAULT}"));
-    for u in made {
-        let _ = lending::remove_mdev(b, &u);
-    }
-    // Whatever happened, the next check finds the device lendable.
-    if lending::lent_state(l, &nvme.addr).is_ok_and(|s| s == "failed") {
-        let _ = lending::unlend(l, &nvme.addr);
-        let _ = lent_nvme(c);
-    }
-    res
+    lending::unlend(l, &nvme.addr)?;
+    let nvme = lent_nvme(&s)?;
+    verified_io(&s, &nvme)?;
+    println!("  unlent and lent again: verified I/O");
+    twohost::no_kernel_trouble(&s, marks, None)
 }
 
 /// Borrow/return cycles run by the `cycles` check; `DEVLEND_CYCLES` sets
@@ -1201,5 +1051,12 @@ fn main() {
             run: cycles_borrow_return_leak_nothing,
         },
     ];
-    Suite::new("isolation", checks).run(boot)
+    Suite::new("isolation", checks).reset(reset).run(boot)
+}
+
+/// Each check starts with both hosts up, no mdev and the lender's drive
+/// at full speed, whatever the one before left.
+fn reset(c: &mut Cluster) -> anyhow::Result<()> {
+    devlend_vmtests::fixture::reset_hosts(c)?;
+    throttle(c, 0)
 }

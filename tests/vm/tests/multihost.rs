@@ -10,15 +10,14 @@
 //! selects the NTB one, `./test.sh flood` the flood.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
-use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::fabric::{self, grew, sh};
 use devlend_vmtests::lending::{self, wait_until};
-use devlend_vmtests::{ntb, ownership, pool, Check, Suite};
+use devlend_vmtests::tool::{fuzz_peer_args, LineTool};
+use devlend_vmtests::{ntb, ownership, pool, Check, Scope, Suite};
 
 /// The hosts of `four-host.toml`.
 const HOSTS: [&str; 4] = ["lender", "lender2", "borrower", "borrower2"];
@@ -215,27 +214,6 @@ const FLOOD_PINGS: u32 = 1000;
 /// out; on these TCG hosts a ping takes milliseconds, flood or not.
 const FLOOD_P99_BOUND_NS: u64 = 1_000_000_000;
 
-/// The flood tool's next line starting with `prefix`, as JSON; its other
-/// lines printed.
-fn tool_line(
-    lines: &std::sync::mpsc::Receiver<String>,
-    prefix: &str,
-    limit: Duration,
-) -> anyhow::Result<serde_json::Value> {
-    let t0 = std::time::Instant::now();
-    loop {
-        let left = limit.saturating_sub(t0.elapsed());
-        let line = lines
-            .recv_timeout(left)
-            .with_context(|| format!("the flood tool printed no {prefix} within {limit:?}"))?;
-        if let Some(json) = line.strip_prefix(prefix) {
-            println!("  | {line}");
-            return serde_json::from_str(json).with_context(|| format!("{prefix}{json}"));
-        }
-        println!("  | {line}");
-    }
-}
-
 /// The counters of the flood check: the flooded host's for the flooder
 /// and for the pinger, and the pinger's for the flooded host.
 struct FloodCounters {
@@ -257,12 +235,6 @@ struct FloodIds {
     flooder: u32,
     flooded: u32,
     pinger: u32,
-}
-
-/// `after[key] - before[key]`, 0 where either is missing.
-fn grew(before: &HashMap<String, String>, after: &HashMap<String, String>, key: &str) -> i64 {
-    let n = |m: &HashMap<String, String>| m.get(key).and_then(|v| v.parse::<i64>().ok());
-    n(after).zip(n(before)).map_or(0, |(a, b)| a - b)
 }
 
 /// One round of the pinger's self-test toward the flooded host: the
@@ -363,81 +335,29 @@ fn third_host_pings_unhurt_by_a_flooding_peer(c: &mut Cluster) -> anyhow::Result
 
     c.kill_host(FLOODER)?;
     let bin = env!("CARGO_BIN_EXE_devlend-fuzz-peer");
-    let args = [
-        "--ctl".to_owned(),
-        c.paths().ctl_file().display().to_string(),
-        "--doorbell-sock".to_owned(),
-        c.paths()
-            .doorbell_sock(ids.flooder as usize)
-            .display()
-            .to_string(),
-        "--target".to_owned(),
-        ids.flooded.to_string(),
-        "--target-ram".to_owned(),
-        c.paths().ram_file(FLOODED).display().to_string(),
-        "--peer".to_owned(),
-        ids.flooder.to_string(),
-        "--peer-ram".to_owned(),
-        c.paths().ram_file(FLOODER).display().to_string(),
-        "--flood".to_owned(),
-    ];
-    println!("  {bin} {}", args.join(" "));
-    let mut child = Command::new(bin)
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {bin}"))?;
-    let mut stdin = child.stdin.take().context("flood tool stdin")?;
-    let stdout = child.stdout.take().context("flood tool stdout")?;
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let mut args = fuzz_peer_args(c, (FLOODED, ids.flooded), (FLOODER, ids.flooder));
+    args.push("--flood".to_owned());
+    let mut tool = LineTool::spawn("flood tool", bin, &args)?;
     let stage = Duration::from_secs(120);
-    let res = (|| -> anyhow::Result<_> {
-        tool_line(&lines, "FLOOD-READY ", stage)?;
-        let before = flood_counters(c, &ids)?;
-        stdin.write_all(b"flood\n")?;
-        let flooding = tool_line(&lines, "FLOOD-FLOODING ", stage)?;
-        let flooding_round = ping_round(c, &ids, "while the flooder's hellos poured in")?;
-        let mid = flood_counters(c, &ids)?;
-        stdin.write_all(b"hold\n")?;
-        let held = tool_line(&lines, "FLOOD-HELD ", stage)?;
-        let held_round = ping_round(c, &ids, "while the flooder was held back")?;
-        // Read while the tool still keeps the flooder up.
-        let after = flood_counters(c, &ids)?;
-        stdin.write_all(b"quit\n")?;
-        let done = tool_line(&lines, "FLOOD-DONE ", stage)?;
-        Ok((
-            before,
-            flooding,
-            flooding_round,
-            mid,
-            held,
-            held_round,
-            after,
-            done,
-        ))
-    })();
-    drop(stdin);
-    let status = child.wait()?;
-    let (
-        before,
-        flooding,
-        (mut errors, flooding_line),
-        mid,
-        held,
-        (held_errors, held_line),
-        after,
-        done,
-    ) = res?;
+    let line = |tool: &LineTool, prefix: &str| -> anyhow::Result<serde_json::Value> {
+        let v = tool.line(prefix, stage)?;
+        println!("  | {prefix}{v}");
+        Ok(v)
+    };
+    line(&tool, "FLOOD-READY ")?;
+    let before = flood_counters(c, &ids)?;
+    tool.say("flood")?;
+    let flooding = line(&tool, "FLOOD-FLOODING ")?;
+    let (mut errors, flooding_line) = ping_round(c, &ids, "while the flooder's hellos poured in")?;
+    let mid = flood_counters(c, &ids)?;
+    tool.say("hold")?;
+    let held = line(&tool, "FLOOD-HELD ")?;
+    let (held_errors, held_line) = ping_round(c, &ids, "while the flooder was held back")?;
+    // Read while the tool still keeps the flooder up.
+    let after = flood_counters(c, &ids)?;
+    tool.say("quit")?;
+    let done = line(&tool, "FLOOD-DONE ")?;
+    let status = tool.finish()?;
     ensure!(status.success(), "the flood tool failed ({status})");
     errors.extend(held_errors);
 
@@ -592,127 +512,96 @@ fn stall_lender_quarantine_full_refuses_borrows(c: &mut Cluster) -> anyhow::Resu
     }
     let b = c.agent("borrower")?;
     lending::wait_remote_listed(b, &nvme[0].addr, "the lenders' NVMe on the borrower")?;
-    let lender_id = fabric::host_id(c.agent("lender")?)?;
     let drv = devlend_vmtests::twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let marks = ownership::kernel_log_lines(b)?;
     let log = "/tmp/quarantine-cap.log";
-    let uuid1 = lending::create_mdev(b, "devlend-nvme", Some(&format!("lender/{}", nvme[0].addr)))?;
-    let mut uuid2 = None;
-    let mut paused = false;
-    let res = (|| -> anyhow::Result<()> {
-        let b = c.agent("borrower")?;
-        ownership::spawn_bg(
-            b,
-            &format!(
-                "{drv} --mdev {uuid1} --blocks 64 --ios 1000000 --queue-depth 32 --timeout 10"
-            ),
-            log,
-        )?;
-        let l = c.agent("lender")?;
-        wait_until(
-            "lender's NVMe borrowed and mapped",
-            Duration::from_secs(120),
-            || Ok((!ownership::lender_mapped_pages(l)?.is_empty()).to_string()),
-            "true",
-        )?;
-        c.pause_host("lender")?;
-        paused = true;
-        let b = c.agent("borrower")?;
-        fabric::wait_peer_state(b, lender_id, "down", Duration::from_secs(30))?;
-        let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(60))?;
-        ensure!(
-            rc != 0,
-            "the driver did not notice the lender stalled:\n{out}"
-        );
-        let held = ownership::borrower_pages(b)?;
-        ensure!(
-            held.quarantined > 0 && held.pinned == 0,
-            "nothing quarantined after the lender stalled:\n{}",
-            held.text
-        );
+    let mut s = Scope::new(c);
+    s.defer("default quarantine cap", |c| {
+        sh(c.agent("borrower")?, &format!("echo 0 > {QUARANTINE_MAX}")).map(drop)
+    });
+    ownership::start_reader(&mut s, "borrower", &format!("lender/{}", nvme[0].addr), log)?;
+    let l = s.agent("lender")?;
+    wait_until(
+        "lender's NVMe borrowed and mapped",
+        Duration::from_secs(120),
+        || Ok((!ownership::lender_mapped_pages(l)?.is_empty()).to_string()),
+        "true",
+    )?;
+    let held =
+        ownership::stall_lender(&mut s, "lender", "borrower", log, Duration::from_secs(30))?.held;
+    ensure!(
+        held.quarantined > 0,
+        "nothing quarantined after the lender stalled:\n{}",
+        held.text
+    );
 
-        sh(b, &format!("echo {} > {QUARANTINE_MAX}", held.quarantined))?;
-        let before = fabric::counter(&borrower_line(b)?, "quarantine_refusals")?;
-        let u2 = lending::create_mdev(
-            b,
-            "devlend-nvme",
-            Some(&format!("lender2/{}", nvme[1].addr)),
-        )?;
-        uuid2 = Some(u2.clone());
-        let out = b.sh(
-            &format!("{drv} --mdev {u2} --blocks 64 --ios 20"),
-            Duration::from_secs(120),
-        )?;
-        ensure!(
-            out.exit_code != Some(0),
-            "lender2's NVMe was borrowed with {} pages quarantined and a cap of as many: {out:?}",
-            held.quarantined
-        );
-        let after = fabric::counter(&borrower_line(b)?, "quarantine_refusals")?;
-        ensure!(
-            after > before,
-            "the driver failed, but not on the quarantine cap (refusals {before} -> {after}): {out:?}"
-        );
-        let said = sh(
-            b,
-            &format!(
-                "dmesg | tail -n +{} | grep -c 'no new borrow: lenders may still reach' || true",
-                marks + 1
-            ),
-        )?;
-        ensure!(
-            said.trim().parse::<u32>().unwrap_or(0) >= 1,
-            "the borrower did not say why it refused"
-        );
-        let l2 = c.agent("lender2")?;
-        ensure!(
-            lending::lent_state(l2, &nvme[1].addr)? == "available",
-            "lender2 granted its NVMe although the borrower refused to borrow"
-        );
-        println!(
-            "  {} pages quarantined, cap {0}: borrowing lender2's NVMe refused ({} refusals)",
-            held.quarantined,
-            after - before
-        );
+    let b = s.agent("borrower")?;
+    sh(b, &format!("echo {} > {QUARANTINE_MAX}", held.quarantined))?;
+    let before = fabric::counter(&borrower_line(b)?, "quarantine_refusals")?;
+    let u2 = s.mdev(
+        "borrower",
+        "devlend-nvme",
+        Some(&format!("lender2/{}", nvme[1].addr)),
+    )?;
+    let b = s.agent("borrower")?;
+    let out = b.sh(
+        &format!("{drv} --mdev {u2} --blocks 64 --ios 20"),
+        Duration::from_secs(120),
+    )?;
+    ensure!(
+        out.exit_code != Some(0),
+        "lender2's NVMe was borrowed with {} pages quarantined and a cap of as many: {out:?}",
+        held.quarantined
+    );
+    let after = fabric::counter(&borrower_line(b)?, "quarantine_refusals")?;
+    ensure!(
+        after > before,
+        "the driver failed, but not on the quarantine cap (refusals {before} -> {after}): {out:?}"
+    );
+    let said = sh(
+        b,
+        &format!(
+            "dmesg | tail -n +{} | grep -c 'no new borrow: lenders may still reach' || true",
+            marks + 1
+        ),
+    )?;
+    ensure!(
+        said.trim().parse::<u32>().unwrap_or(0) >= 1,
+        "the borrower did not say why it refused"
+    );
+    let l2 = s.agent("lender2")?;
+    ensure!(
+        lending::lent_state(l2, &nvme[1].addr)? == "available",
+        "lender2 granted its NVMe although the borrower refused to borrow"
+    );
+    println!(
+        "  {} pages quarantined, cap {0}: borrowing lender2's NVMe refused ({} refusals)",
+        held.quarantined,
+        after - before
+    );
 
-        sh(b, &format!("echo 0 > {QUARANTINE_MAX}"))?;
-        let out = b.sh(
-            &format!("{drv} --mdev {u2} --blocks 64 --ios 200"),
-            Duration::from_secs(300),
-        )?;
-        ensure!(
-            out.exit_code == Some(0),
-            "with the default cap, verified I/O on lender2's NVMe failed: {out:?}"
-        );
-        println!("  with the default cap (a quarter of RAM) the same mdev does verified I/O");
+    sh(b, &format!("echo 0 > {QUARANTINE_MAX}"))?;
+    let out = b.sh(
+        &format!("{drv} --mdev {u2} --blocks 64 --ios 200"),
+        Duration::from_secs(300),
+    )?;
+    ensure!(
+        out.exit_code == Some(0),
+        "with the default cap, verified I/O on lender2's NVMe failed: {out:?}"
+    );
+    println!("  with the default cap (a quarter of RAM) the same mdev does verified I/O");
 
-        c.resume_host("lender")?;
-        paused = false;
-        let b = c.agent("borrower")?;
-        let settled = wait_until(
-            "quarantine released after the lender resumed",
-            Duration::from_secs(120),
-            || Ok(ownership::borrower_pages(b)?.quarantined.to_string()),
-            "0",
-        )?;
-        println!(
-            "  the lender resumed; the quarantine emptied {:.1} s later",
-            settled.as_secs_f64()
-        );
-        let t = ownership::kernel_trouble(b, marks, false)?;
-        ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
-        Ok(())
-    })();
-    if paused {
-        let _ = c.resume_host("lender");
-    }
-    if let Ok(b) = c.agent("borrower") {
-        let _ = sh(b, &format!("echo 0 > {QUARANTINE_MAX}"));
-        for u in std::iter::once(uuid1).chain(uuid2) {
-            let _ = lending::remove_mdev(b, &u);
-        }
-    }
-    res
+    s.thaw("lender")?;
+    let b = s.agent("borrower")?;
+    let settled =
+        ownership::wait_quarantine_empty(b, "after the lender resumed", Duration::from_secs(120))?;
+    println!(
+        "  the lender resumed; the quarantine emptied {:.1} s later",
+        settled.as_secs_f64()
+    );
+    let t = ownership::kernel_trouble(b, marks, false)?;
+    ensure!(t.is_empty(), "borrower's kernel log:\n{}", t.join("\n"));
+    Ok(())
 }
 
 fn main() {
@@ -742,5 +631,7 @@ fn main() {
             run: third_host_pings_unhurt_by_a_flooding_peer,
         },
     ];
-    Suite::new("multihost", checks).run(|| devlend_vmtests::boot_topology("four-host"))
+    Suite::new("multihost", checks)
+        .reset(devlend_vmtests::fixture::reset_hosts)
+        .run(|| devlend_vmtests::boot_topology("four-host"))
 }

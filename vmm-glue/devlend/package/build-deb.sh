@@ -32,7 +32,16 @@ rm -rf "$crate/man"
 gzip -9n "$crate/man"/*.1
 
 step "packaging (cargo-deb)"
-out=$(cargo deb --no-build -p devlend --output "$target/debian" 2>&1 | tee /dev/stderr | tail -n 1)
+# Its output goes to our stderr through the descriptor we inherited, not
+# `tee /dev/stderr`: that reopens the file behind stderr, and a log opened
+# without O_APPEND (`./test.sh > log 2>&1`) would be cut at the offset 0.
+deb_log=$(cargo deb --no-build -p devlend --output "$target/debian" 2>&1) || {
+	printf '%s\n' "$deb_log" >&2
+	echo "build-deb.sh: error: cargo deb failed" >&2
+	exit 1
+}
+printf '%s\n' "$deb_log" >&2
+out=$(printf '%s\n' "$deb_log" | tail -n 1)
 [ -f "$out" ] || { echo "build-deb.sh: error: cargo deb printed no package path" >&2; exit 1; }
 step "package: $out ($(du -h "$out" | cut -f1))"
 printf '%s\n' "$out"
