@@ -2,14 +2,19 @@
 # SPDX-License-Identifier: GPL-2.0
 """The call graph between the files of each devlend module, from `nm`.
 
-Usage: call-graph.py [--table] [DIR]   (DIR: the built mdev-kmod tree)
+Usage: call-graph.py [--table] [--doc FILE] [DIR]
+       (DIR: the built mdev-kmod tree)
 
 A file calls another when its object file has an undefined symbol that the
 other's defines as code (nm type T). Inside one module the files must form
 layers: the script prints every loop (a strongly connected group of files
 and the calls that close it) and exits 1 if there is one. With --table it
 also prints, per module, each file and the files it calls, lowest layer
-first: the table docs/architecture.md shows.
+first: the table docs/architecture.md shows. With --doc FILE it checks
+that FILE (docs/architecture.md) holds that very table between the lines
+`<!-- call-graph begin -->` and `<!-- call-graph end -->`, and that its
+code map names every source file of the modules, so the picture cannot
+drift from the tree.
 """
 
 import os
@@ -84,22 +89,62 @@ def sccs(edges):
     return out
 
 
+BEGIN, END = "<!-- call-graph begin -->", "<!-- call-graph end -->"
+
+
+def doc_problems(doc, table_lines, top):
+    """What FILE's table and code map miss, as a list of messages."""
+    text = open(doc, encoding="utf-8").read()
+    problems = []
+    if BEGIN not in text or END not in text:
+        return [f"{doc}: no {BEGIN} ... {END} block"]
+    block = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    shown = [l.rstrip() for l in block.splitlines()
+             if l.strip() and not l.startswith("```")]
+    if shown != table_lines:
+        problems.append(f"{doc}: the call table differs from the tree's; "
+                        "paste `make -C mdev-kmod callgraph`'s table")
+    # The code map: each source file by its path, or by its name in its
+    # directory's row.
+    rows = [l for l in text.splitlines() if l.startswith("| `mdev-kmod/")]
+    for d in sorted(os.listdir(top)):
+        if not os.path.isdir(os.path.join(top, d)) or d in ("tests", "scripts"):
+            continue
+        for root, _, files in os.walk(os.path.join(top, d)):
+            for f in sorted(files):
+                if not f.endswith((".c", ".h")) or f.endswith(".mod.c"):
+                    continue
+                rel = os.path.relpath(os.path.join(root, f), top)
+                dirrow = [r for r in rows
+                          if r.startswith(f"| `mdev-kmod/{os.path.dirname(rel)}/`")]
+                if f"`mdev-kmod/{rel}`" not in text and not any(
+                        f"`{f}`" in r for r in dirrow):
+                    problems.append(f"{doc}: the code map does not name mdev-kmod/{rel}")
+    return problems
+
+
 def main():
-    args = [a for a in sys.argv[1:] if a != "--table"]
-    table = "--table" in sys.argv[1:]
+    argv = sys.argv[1:]
+    table = "--table" in argv
+    doc = None
+    if "--doc" in argv:
+        i = argv.index("--doc")
+        doc = argv[i + 1]
+        del argv[i:i + 2]
+    args = [a for a in argv if a != "--table"]
     top = args[0] if args else os.path.join(os.path.dirname(__file__), "..")
     loops = 0
+    table_lines = []
     for module in MODULES:
         if not os.path.isdir(os.path.join(top, module)):
             continue
         edges = graph(top, module)
         comps = sccs(edges)
-        if table:
-            print(f"{module}/")
-            for comp in comps:
-                for f in comp:
-                    callees = ", ".join(sorted(edges[f])) or "-"
-                    print(f"  {f + '.c':14} calls {callees}")
+        table_lines.append(f"{module}/")
+        for comp in comps:
+            for f in comp:
+                callees = ", ".join(sorted(edges[f])) or "-"
+                table_lines.append(f"  {f + '.c':14} calls {callees}")
         for comp in comps:
             if len(comp) < 2:
                 continue
@@ -110,6 +155,14 @@ def main():
                     if callee in comp:
                         print(f"    {f}.c -> {callee}.c: {', '.join(syms[:4])}"
                               + (" ..." if len(syms) > 4 else ""))
+    if table:
+        print("\n".join(table_lines))
+    if doc:
+        problems = doc_problems(doc, table_lines, top)
+        for p in problems:
+            print(p)
+        if problems:
+            return 1
     if loops:
         print(f"call-graph: {loops} loop(s) between files of one module")
         return 1
