@@ -32,8 +32,8 @@
 //! config, DMA and interrupt paths meet the lies.
 //!
 //! Every message written goes through [`BorrowerModel`], which mirrors the
-//! borrower's receive path (`fabric/ring.c`, `msg.c`, `request.c`,
-//! `selftest.c` and the borrower's handlers) and predicts its per-peer
+//! borrower's receive path (`fabric/rx.c`, `msg.c`, `request.c`,
+//! `ping.c` and the borrower's handlers) and predicts its per-peer
 //! counters: exactly where the outcome does not depend on timing, as
 //! bounds where it does (an answer to a request the borrower may have given
 //! up on counts as an answer or as late).
@@ -2147,7 +2147,7 @@ mod tests {
     /// waits `DL_FABRIC_REQ_TIMEOUT_MS`.
     const GIVE_UP: Duration = Duration::from_millis(150);
 
-    /// What the fake borrower saw, counted as `fabric/ring.c` and
+    /// What the fake borrower saw, counted as `fabric/rx.c` and
     /// `request.c` count.
     #[derive(Debug, Default)]
     struct Seen {
@@ -2205,7 +2205,7 @@ mod tests {
 
     /// Plays the borrower T against the hostile lender P: takes P's
     /// messages from T's inbox entry P, checks and counts them as the
-    /// kernel does, answers P's requests (pings as `selftest.c`, other
+    /// kernel does, answers P's requests (pings as `ping.c`, other
     /// types ENOTSUPP), and keeps up to 16 requests of its own in flight.
     fn fake_borrower(fabric: &Fabric, stop: &AtomicBool, go: &AtomicU64, victim: u32) -> Seen {
         let layout: &CtlLayout = &fabric.layout;

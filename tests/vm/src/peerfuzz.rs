@@ -25,8 +25,8 @@
 //! bound to the dead host's incarnation.
 //!
 //! Every message written is run through [`Model`], which mirrors the
-//! receive path of `devlend_fabric.ko` (`fabric/ring.c`, `fabric/msg.c`,
-//! `fabric/request.c`, `fabric/selftest.c`, `lender/msg.c`): what it must
+//! receive path of `devlend_fabric.ko` (`fabric/rx.c`, `fabric/msg.c`,
+//! `fabric/request.c`, `fabric/ping.c`, `lender/msg.c`): what it must
 //! count where, and which status its response must carry. The caller
 //! compares the [`Expected`] counts with the target's debugfs counters.
 //!
@@ -627,7 +627,7 @@ struct Model {
 }
 
 impl Model {
-    /// The checks of `dl_ring_rx_one()` (`fabric/ring.c`), in its order,
+    /// The checks of `dl_rx_one()` (`fabric/rx.c`), in its order,
     /// counted as the target counts them; whether the message goes on to
     /// be dispatched.
     fn header(&mut self, slot: &[u8]) -> bool {
@@ -2816,7 +2816,7 @@ mod tests {
         );
     }
 
-    /// Plays T against the flood mode as `fabric/ring.c` and the emulated
+    /// Plays T against the flood mode as `fabric/rx.c` and the emulated
     /// NTB port would: takes P's messages only while the ring back has room
     /// for an answer (else holds them back), answers a hello asking for one
     /// with a hello of its own while posted messages have room, answers

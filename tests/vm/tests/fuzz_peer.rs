@@ -149,8 +149,8 @@ fn run_fuzzer(
 /// - per-peer counters of the borrower (debugfs `peers`): `rx_msgs`,
 ///   `rx_bad_msgs`, `rx_stale`, `rx_seq_errors`, `rx_corrupt_ring` and
 ///   `rx_unknown` (requests of types nobody handles) grew
-///   by exactly what the fuzzer's model of `fabric/ring.c`, `msg.c` and
-///   `selftest.c` predicts for the bytes it wrote; `late_responses` by at
+///   by exactly what the fuzzer's model of `fabric/rx.c`, `msg.c` and
+///   `ping.c` predicts for the bytes it wrote; `late_responses` by at
 ///   least its responses to ids never requested (or answered already) and
 ///   at most that plus its answers to the lender's own requests; the link
 ///   never went down;

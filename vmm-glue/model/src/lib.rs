@@ -576,13 +576,13 @@ pub enum Action {
     /// (`dl_lender_peer_down()` ran meanwhile): marked for take-back,
     /// answered -EINVAL by `dl_lender_respond()` later.
     DlServeAcquireSeesDown,
-    /// lender/msg.c `dl_lender_respond()`: the receive work sends the
+    /// lender/peers.c `dl_lender_respond()`: the receive work sends the
     /// answer it holds, if the link is up, else drops it.
     DlLenderRespond,
-    /// lender/msg.c `dl_lent_slow_work()`: a marked take-back, then a
+    /// lender/slow.c `dl_lent_slow_work()`: a marked take-back, then a
     /// DL_MSG_DEV_RELEASE taken for it, answered.
     DlLentSlowWork,
-    /// lender/driver.c `dl_lender_peer_down()`: the lender's fabric sees
+    /// lender/slow.c `dl_lender_peer_down()`: the lender's fabric sees
     /// the borrower down (it stalled); its device is marked for take-back.
     DlLenderPeerDown,
     /// fabric/peer.c `dl_peer_try_up()` on the lender: the borrower is up
@@ -612,7 +612,7 @@ pub enum Action {
     AllowedHostsStore(bool),
     /// lender/msg.c `dl_serve_acquire()` for another host.
     OtherHostAcquire,
-    /// lender/msg.c `dl_lent_slow_work()` releasing it for the other host.
+    /// lender/slow.c `dl_lent_slow_work()` releasing it for the other host.
     OtherHostRelease,
 }
 
@@ -1091,7 +1091,7 @@ fn close_done(s: &mut State) {
     s.bor.mdev.dma_on = false;
 }
 
-/// lender/driver.c `dl_lent_reclaim()`: bus mastering off, every mapping
+/// lender/slow.c `dl_lent_reclaim()`: bus mastering off, every mapping
 /// removed, reset, available.
 fn reclaim(d: &mut Dev) {
     d.maps = 0;
