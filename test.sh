@@ -36,10 +36,13 @@ timed "setup and build"
 devlend_setup_and_build "$top"
 
 timed "style"
-step "style: rustfmt, clippy, checkpatch --strict"
+step "style: rustfmt, clippy, checkpatch --strict, no call loops between a module's files"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 make -C mdev-kmod KVER="$KVER" checkpatch
+# From the objects just built: fails on a loop, or when
+# docs/architecture.md's layer table and code map no longer match.
+make -C mdev-kmod callgraph
 
 timed "dkms install"
 step "installing devlend's modules through DKMS for $HOST_KVER (the dkms check loads them; the hosts boot from this machine's root)"
