@@ -30,6 +30,15 @@
  *  - b->lock (mutex): the remote table and the list of mdevs.
  *  - b->fire_lock (spinlock): the list of mdevs, for the interrupt relay.
  *  - vdev->irq.lock (spinlock): the eventfds of the mdev.
+ *  - vdev->irq.intx_mask_lock (mutex), inside vdev->lock only: held
+ *    while an INTx mask or unmask waits for ring room; its virqfd thread
+ *    and retry work take it alone.
+ * All of them sit in the fabric's order where fabric/fabric.h puts a
+ * client's locks: inside fab->lock, outside the fabric's leaf locks.
+ * vdev->dma.lock sits between VFIO's two locks: inside the container's
+ * device_list_lock (VFIO calls dma_unmap() under it), outside its iommu
+ * lock (vfio_pin_pages() takes it). VFIO itself takes those two in both
+ * orders (see "The debug kernel" in docs/testing.md).
  * Fabric requests are made with vdev->lock held but never with b->lock,
  * b->fire_lock or vdev->irq.lock held.
  */
