@@ -67,7 +67,7 @@ pub struct Params {
     /// `DL_MSG_DEV_ACQUIRE` went to (`dl_fabric_req.peer_inc`), a grant
     /// by an incarnation other than the remote entry's loses the mdev,
     /// only a refusal settles an unanswered borrow, and a scan whose
-    /// lender restarted meanwhile drops its answers (borrower/vdev.c,
+    /// lender restarted meanwhile drops its answers (borrower/session.c,
     /// borrower/remote.c). Without it: the lease names the remote entry's
     /// incarnation, which may be stale.
     pub fix_lease_inc: bool,
@@ -371,7 +371,7 @@ pub enum Then {
     Disable,
     /// `dl_dma_unmap_range()`.
     UnmapRange,
-    /// `dl_vdev_close()`: then `dl_vdev_release_remote()`.
+    /// `dl_vdev_close()`: then `dl_session_release()`.
     Close,
 }
 
@@ -380,7 +380,7 @@ pub enum Then {
 pub enum Op {
     /// Nothing.
     None,
-    /// `dl_vdev_borrow()`: DL_MSG_DEV_ACQUIRE's answer, for this lease;
+    /// `dl_session_borrow()`: DL_MSG_DEV_ACQUIRE's answer, for this lease;
     /// `to`: the incarnation the request went to (`peer_inc`).
     Acquire {
         /// The lease slot.
@@ -399,7 +399,7 @@ pub enum Op {
         /// What follows.
         then: Then,
     },
-    /// `dl_vdev_release_remote()`: DL_MSG_DEV_RELEASE's answer.
+    /// `dl_session_release()`: DL_MSG_DEV_RELEASE's answer.
     Release,
 }
 
@@ -510,10 +510,10 @@ pub enum Action {
     /// borrower/vdev.c `dl_vdev_open()` with `dl_vdev_choose()`: a VMM
     /// opens the mdev, which targets the listed entry.
     DlVdevOpen,
-    /// borrower/vdev.c `dl_vdev_borrow()`: a lease (`dl_lease_new()`,
+    /// borrower/session.c `dl_session_borrow()`: a lease (`dl_lease_new()`,
     /// borrower/lease.c), then DL_MSG_DEV_ACQUIRE.
     DlVdevBorrow,
-    /// borrower/vdev.c `dl_vdev_borrow()`: DL_MSG_DEV_ACQUIRE again after
+    /// borrower/session.c `dl_session_borrow()`: DL_MSG_DEV_ACQUIRE again after
     /// -EIO (the lender is still taking it back).
     DlVdevBorrowRetry,
     /// borrower/dma.c `dl_dma_enable()` / `dl_dma_fill()`: Bus Master
@@ -529,7 +529,7 @@ pub enum Action {
     /// after -EIO.
     DlDmaUnmapRequestRetry,
     /// borrower/vdev.c `dl_vdev_close()`: `dl_dma_disable()`, then
-    /// `dl_vdev_release_remote()` (DL_MSG_DEV_RELEASE).
+    /// `dl_session_release()` (DL_MSG_DEV_RELEASE).
     DlVdevClose,
     /// borrower/parent.c: the mdev is removed and created again (its
     /// target chosen anew at the next open).
@@ -796,9 +796,9 @@ impl State {
         self.free_if_done(i);
     }
 
-    // ---- borrower/vdev.c ----
+    // ---- borrower/vdev.c, session.c ----
 
-    /// `dl_vdev_lost()`.
+    /// `dl_session_lost()`.
     fn vdev_lost(&mut self) {
         if self.bor.mdev.state != VState::Borrowed {
             return;
@@ -878,7 +878,7 @@ impl Ownership {
         }
     }
 
-    /// borrower/vdev.c `dl_vdev_borrow()` after DL_MSG_DEV_ACQUIRE. `to`:
+    /// borrower/session.c `dl_session_borrow()` after DL_MSG_DEV_ACQUIRE. `to`:
     /// the incarnation the request went to (`peer_inc`), `None` if it was
     /// not sent.
     fn borrow_done(&self, s: &mut State, lease: u8, to: Option<u8>, ret: Ret) {
@@ -973,7 +973,7 @@ impl Ownership {
         }
     }
 
-    /// borrower/vdev.c `dl_vdev_release_remote()`.
+    /// borrower/session.c `dl_session_release()`.
     fn release_remote(&self, s: &mut State) {
         if s.bor.mdev.lease.is_none() {
             return close_done(s);
@@ -988,7 +988,7 @@ impl Ownership {
         }
     }
 
-    /// borrower/vdev.c `dl_vdev_release_remote()` after DL_MSG_DEV_RELEASE.
+    /// borrower/session.c `dl_session_release()` after DL_MSG_DEV_RELEASE.
     fn release_done(&self, s: &mut State, ret: Ret) {
         s.bor.mdev.op = Op::None;
         let l = s.bor.mdev.lease.take().expect("a lease to return");
