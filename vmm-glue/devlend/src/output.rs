@@ -67,15 +67,34 @@ fn ids(vendor: &str, device: &str) -> String {
 }
 
 impl Printer {
+    /// A listing: the items as JSON, or one table row per item (`when_empty`
+    /// printed instead of an empty table, where the command has one).
+    fn listing<T: Serialize>(
+        &self,
+        items: &[T],
+        when_empty: Option<&str>,
+        headers: &[&str],
+        row: impl Fn(&T) -> Vec<String>,
+    ) {
+        if self.json {
+            return print_json(&items);
+        }
+        if let (true, Some(msg)) = (items.is_empty(), when_empty) {
+            println!("{msg}");
+            return;
+        }
+        let rows: Vec<Vec<String>> = items.iter().map(row).collect();
+        table(headers, &rows);
+    }
+
     /// `devlend fabrics` (never empty in the human form: the command
     /// fails then).
     pub fn fabrics(&self, fabrics: &[Fabric]) {
-        if self.json {
-            return print_json(&fabrics);
-        }
-        let rows: Vec<Vec<String>> = fabrics
-            .iter()
-            .map(|f| {
+        self.listing(
+            fabrics,
+            None,
+            &["FABRIC", "HOST", "FABRIC_ID", "PEERS_UP"],
+            |f| {
                 let up = f.peers.iter().filter(|p| p.state == "up").count();
                 vec![
                     f.adapter.clone(),
@@ -83,9 +102,8 @@ impl Printer {
                     f.fabric_id.clone(),
                     format!("{up}/{}", f.peers.len()),
                 ]
-            })
-            .collect();
-        table(&["FABRIC", "HOST", "FABRIC_ID", "PEERS_UP"], &rows);
+            },
+        );
     }
 
     /// `devlend hosts`.
@@ -131,12 +149,14 @@ impl Printer {
 
     /// `devlend devices`.
     pub fn devices(&self, devs: &[LocalDevice]) {
-        if self.json {
-            return print_json(&devs);
-        }
-        let rows: Vec<Vec<String>> = devs
-            .iter()
-            .map(|d| {
+        self.listing(
+            devs,
+            None,
+            &[
+                "ADDRESS", "ID", "CLASS", "DRIVER", "IOMMU", "DEV_ID", "STATE", "BORROWER",
+                "LENT_TO", "SRIOV",
+            ],
+            |d| {
                 let (state, borrower) = match &d.lent {
                     Some(l) => (format!("lent:{}", l.state), or_dash(&l.borrower)),
                     None if d.fabric => ("fabric".into(), "-".into()),
@@ -156,14 +176,7 @@ impl Printer {
                         .map_or("-".into(), |l| or_dash(&l.allowed_hosts)),
                     d.sriov(),
                 ]
-            })
-            .collect();
-        table(
-            &[
-                "ADDRESS", "ID", "CLASS", "DRIVER", "IOMMU", "DEV_ID", "STATE", "BORROWER",
-                "LENT_TO", "SRIOV",
-            ],
-            &rows,
+            },
         );
     }
 
@@ -309,16 +322,13 @@ impl Printer {
 
     /// `devlend remote`.
     pub fn remotes(&self, r: &[Remote]) {
-        if self.json {
-            return print_json(&r);
-        }
-        if r.is_empty() {
-            println!("no remote devices (is a lender up? `devlend hosts`; has it lent one? `devlend lend` there)");
-            return;
-        }
-        let rows: Vec<Vec<String>> = r
-            .iter()
-            .map(|x| {
+        self.listing(
+            r,
+            Some("no remote devices (is a lender up? `devlend hosts`; has it lent one? `devlend lend` there)"),
+            &[
+                "ID", "DEVICE", "IDS", "CLASS", "STATE", "BORROWER", "MDEVS", "SRIOV",
+            ],
+            |x| {
                 vec![
                     x.id.clone(),
                     format!("{}/{}", x.lender, x.name),
@@ -334,33 +344,20 @@ impl Printer {
                     x.pf.as_ref()
                         .map_or("-".into(), |pf| format!("vf:{}/{pf}", x.lender)),
                 ]
-            })
-            .collect();
-        table(
-            &[
-                "ID", "DEVICE", "IDS", "CLASS", "STATE", "BORROWER", "MDEVS", "SRIOV",
-            ],
-            &rows,
+            },
         );
     }
 
     /// `devlend mdev types`.
     pub fn mdev_types(&self, t: &[MdevType]) {
-        if self.json {
-            return print_json(&t);
-        }
-        let rows: Vec<Vec<String>> = t
-            .iter()
-            .map(|t| {
-                vec![
-                    t.id.clone(),
-                    t.available_instances.to_string(),
-                    t.device_api.clone(),
-                    t.name.clone(),
-                ]
-            })
-            .collect();
-        table(&["TYPE", "AVAILABLE", "API", "NAME"], &rows);
+        self.listing(t, None, &["TYPE", "AVAILABLE", "API", "NAME"], |t| {
+            vec![
+                t.id.clone(),
+                t.available_instances.to_string(),
+                t.device_api.clone(),
+                t.name.clone(),
+            ]
+        });
     }
 
     /// `devlend mdev create`, before the mdev is made: a device held by
@@ -398,16 +395,11 @@ impl Printer {
 
     /// `devlend mdev list`.
     pub fn mdevs(&self, m: &[Mdev]) {
-        if self.json {
-            return print_json(&m);
-        }
-        if m.is_empty() {
-            println!("no devlend mdevs on this host (`devlend mdev create` makes one)");
-            return;
-        }
-        let rows: Vec<Vec<String>> = m
-            .iter()
-            .map(|m| {
+        self.listing(
+            m,
+            Some("no devlend mdevs on this host (`devlend mdev create` makes one)"),
+            &["UUID", "TYPE", "PARENT", "REMOTE", "STATE", "IOMMU"],
+            |m| {
                 vec![
                     m.uuid.clone(),
                     or_dash(&m.mdev_type),
@@ -416,11 +408,7 @@ impl Printer {
                     or_dash(&m.state),
                     or_dash(&m.iommu_group),
                 ]
-            })
-            .collect();
-        table(
-            &["UUID", "TYPE", "PARENT", "REMOTE", "STATE", "IOMMU"],
-            &rows,
+            },
         );
     }
 
