@@ -549,11 +549,13 @@ fn fuzz_peer_map_unmap_churn_bounded(c: &mut Cluster) -> anyhow::Result<()> {
 
 /// Messages of the hostile lender's default run;
 /// `DEVLEND_FUZZ_BORROWER_MESSAGES` sets another. Unsolicited ones go at
-/// [`HOSTILE_RATE`] a second at most: the default lies for about 25 s
-/// (CI time; every kind of lie still comes up many times over, and a long
-/// run is `DEVLEND_FUZZ_BORROWER_MESSAGES=1000000`).
+/// [`HOSTILE_RATE`] a second at most: the default lies for about 50 s,
+/// long enough for the victim's loop to reach every request the check
+/// requires (at 50 000 messages, 25 s, one run ended before the borrower
+/// asked for DEV_ACQUIRE); a long run is
+/// `DEVLEND_FUZZ_BORROWER_MESSAGES=1000000`.
 fn hostile_messages() -> anyhow::Result<u64> {
-    twohost::env_count("DEVLEND_FUZZ_BORROWER_MESSAGES", 50_000)
+    twohost::env_count("DEVLEND_FUZZ_BORROWER_MESSAGES", 100_000)
 }
 
 /// Unsolicited messages a second at most while the lender lies: the
