@@ -42,7 +42,10 @@ def symbols(obj):
 def graph(top, module):
     """{file: {callee file: [symbols]}} for one module's directory."""
     d = os.path.join(top, module)
-    objs = sorted(f for f in os.listdir(d) if f.endswith(".o"))
+    # Only objects of sources still there: a file moved or removed leaves
+    # its old object behind in a developer's tree.
+    objs = sorted(f for f in os.listdir(d) if f.endswith(".o") and
+                  os.path.exists(os.path.join(d, f[:-2] + ".c")))
     if not objs:
         sys.exit(f"call-graph: no object files in {d}: build the modules first")
     syms = {o[:-2]: symbols(os.path.join(d, o)) for o in objs}
