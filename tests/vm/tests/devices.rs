@@ -13,12 +13,12 @@
 //! a NIC of its own.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
 use devlend_cluster::{tools, Cluster};
-use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::fabric::{self, sh, sh_timeout};
 use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending;
 use devlend_vmtests::pool;
@@ -354,6 +354,17 @@ fn peer_down(l: &AgentClient, net: &Network) -> anyhow::Result<()> {
     .map(drop)
 }
 
+/// How long a NIC check's guest serves its bytes after `done`: far longer
+/// than the peer's fetch may take (`PEER_FETCH_TIMEOUT`), as the check stops
+/// the guest itself once the peer has them. A guest that powered off under
+/// a slow fetch would look like a NIC that stopped.
+const NIC_LINGER_S: u32 = 900;
+
+/// How long the peer may take to fetch `NET_BYTES` from the guest: the
+/// NIC is emulated by QEMU in a host that runs under TCG, on a shared
+/// machine.
+const PEER_FETCH_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// A NIC check's guest: the NIC's interface up at the guest's address;
 /// pings the peer (`ping <summary>`), downloads the peer's bytes
 /// (`down <sha256>`), and serves bytes of its own (`up <sha256>`) for the
@@ -377,7 +388,7 @@ mkdir -p /tmp/www; head -c {NET_BYTES} /dev/urandom > /tmp/www/up
 echo \"up $(sha256sum /tmp/www/up | cut -d' ' -f1)\"
 httpd -p {guest}:{HTTP_PORT} -h /tmp/www"
         ),
-        60,
+        NIC_LINGER_S,
     )
 }
 
@@ -404,22 +415,26 @@ fn nic_lent_whole(
             net.peer_host
         );
         let up = lending::output_field(out, "up")?;
-        let got = sh(
+        let started = Instant::now();
+        let got = sh_timeout(
             c.agent(net.peer_host)?,
             &format!(
                 "w=/tmp/net-{}.up; busybox wget -q -O $w http://{}:{HTTP_PORT}/up && \
                  sha256sum $w | cut -d' ' -f1",
                 net.peer_ip, net.guest_ip
             ),
+            PEER_FETCH_TIMEOUT,
         )
         .with_context(|| format!("{} fetching the guest's bytes", net.peer_host))?;
+        let fetch_s = started.elapsed().as_secs_f64();
         ensure!(
             got.trim() == up,
             "{} fetched other bytes than the guest served",
             net.peer_host
         );
         println!(
-            "  with {}: {ping}; {NET_BYTES} bytes each way, checksums match",
+            "  with {}: {ping}; {NET_BYTES} bytes each way, checksums match \
+             (the peer's fetch took {fetch_s:.1} s)",
             net.peer_host
         );
         Ok(())
