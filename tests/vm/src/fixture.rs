@@ -144,7 +144,7 @@ impl Drop for Scope<'_> {
 /// The state each check of the fault and fuzz suites starts from, whatever
 /// the check before it did or failed to undo: every host of the topology
 /// running (thawed if a check left it frozen, booted again if it left it
-/// dead) and no mdev left on any host. What a check needs beyond that (the
+/// dead), no guest of a check left running and no mdev left on any host. What a check needs beyond that (the
 /// modules loaded, a device lent) it sets up itself, e.g. with
 /// [`crate::twohost::lent_nvme`].
 pub fn reset_hosts(c: &mut Cluster) -> anyhow::Result<()> {
@@ -157,6 +157,10 @@ pub fn reset_hosts(c: &mut Cluster) -> anyhow::Result<()> {
         }
     }
     for h in &hosts {
+        let left = guest::kill_leftovers(c.agent(h)?)?;
+        if left > 0 {
+            eprintln!("  reset: killed {left} guest(s) an earlier check left on {h}");
+        }
         crate::fabric::sh(
             c.agent(h)?,
             "for d in /sys/bus/mdev/devices/*/remove; do [ -e \"$d\" ] && echo 1 > \"$d\"; done; true",

@@ -101,6 +101,36 @@ fn gzip(data: &[u8]) -> anyhow::Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
+/// The `-name` of every guest QEMU the checks start: how
+/// [`kill_leftovers`] tells them from anything else running on a host.
+const GUEST_QEMU_NAME: &str = "devlend-check-guest";
+
+/// Kills every guest a check started on the host and left running (a
+/// check that failed before its clean-up, in a suite without fixtures):
+/// each by its PID, found by the guests' `-name`. Returns how many.
+pub fn kill_leftovers(agent: &AgentClient) -> anyhow::Result<usize> {
+    let out = fabric::sh(
+        agent,
+        &format!(
+            "for c in /proc/[0-9]*/cmdline; do \
+               tr '\\0' ' ' < $c 2>/dev/null | grep -q -- '-name [{first}]{rest} ' && \
+               p=${{c#/proc/}} && echo ${{p%/cmdline}}; \
+             done; true",
+            // A bracket, so that the loop's own shell does not match.
+            first = &GUEST_QEMU_NAME[..1],
+            rest = &GUEST_QEMU_NAME[1..],
+        ),
+    )?;
+    let pids: Vec<u32> = out
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    for pid in &pids {
+        kill_pid(agent, *pid)?;
+    }
+    Ok(pids.len())
+}
+
 fn qemu_cmdline(
     images: &Path,
     cmd: &str,
@@ -119,7 +149,7 @@ fn qemu_cmdline(
         })
         .unwrap_or_default();
     Ok(format!(
-        "qemu-system-x86_64 -accel kvm -cpu host -m {mem} -smp 1 -nodefaults \
+        "qemu-system-x86_64 -name {GUEST_QEMU_NAME} -accel kvm -cpu host -m {mem} -smp 1 -nodefaults \
          -display none -no-reboot -serial stdio {qmp} {bios} \
          -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
          -append '{append}' {extra}",

@@ -42,6 +42,58 @@ impl std::fmt::Debug for Suite {
     }
 }
 
+/// The order the selected checks run in (`DEVLEND_CHECK_ORDER`): as
+/// listed (empty or `listed`), `reverse`, or `shuffle:<seed>`. Checks must
+/// not depend on their order; running a suite in another one shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckOrder {
+    /// As the suite lists them.
+    Listed,
+    /// Last first.
+    Reverse,
+    /// A permutation from the seed (xorshift64*), the same for a seed.
+    Shuffle(u64),
+}
+
+impl CheckOrder {
+    /// Parses a `DEVLEND_CHECK_ORDER` value.
+    pub fn parse(s: &str) -> anyhow::Result<CheckOrder> {
+        match s.trim() {
+            "" | "listed" => Ok(CheckOrder::Listed),
+            "reverse" => Ok(CheckOrder::Reverse),
+            s => {
+                let seed = s.strip_prefix("shuffle:").ok_or_else(|| {
+                    anyhow::anyhow!("{s:?} is not listed, reverse or shuffle:<seed>")
+                })?;
+                let seed = seed
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("shuffle seed {seed:?}: {e}"))?;
+                Ok(CheckOrder::Shuffle(seed))
+            }
+        }
+    }
+
+    /// `items` in this order.
+    pub fn apply<T>(self, mut items: Vec<T>) -> Vec<T> {
+        match self {
+            CheckOrder::Listed => {}
+            CheckOrder::Reverse => items.reverse(),
+            CheckOrder::Shuffle(seed) => {
+                // Fisher-Yates with xorshift64* (a zero state would stay 0).
+                let mut x = seed | 1;
+                for i in (1..items.len()).rev() {
+                    x ^= x >> 12;
+                    x ^= x << 25;
+                    x ^= x >> 27;
+                    let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+                    items.swap(i, (r % (i as u64 + 1)) as usize);
+                }
+            }
+        }
+        items
+    }
+}
+
 /// Where failure logs go: `$DEVLEND_ARTIFACTS`, else `target/vm-artifacts`.
 pub fn artifacts_dir() -> PathBuf {
     std::env::var_os("DEVLEND_ARTIFACTS")
@@ -87,10 +139,19 @@ impl Suite {
     }
 
     fn selected(&self) -> Vec<&Check> {
-        self.checks
+        let selected = self
+            .checks
             .iter()
             .filter(|c| self.filters.is_empty() || self.filters.iter().any(|f| c.name.contains(f)))
-            .collect()
+            .collect();
+        let order = std::env::var("DEVLEND_CHECK_ORDER").unwrap_or_default();
+        match CheckOrder::parse(&order) {
+            Ok(o) => o.apply(selected),
+            Err(e) => {
+                println!("DEVLEND_CHECK_ORDER: {e}");
+                std::process::exit(2);
+            }
+        }
     }
 
     /// Boots the cluster with `boot` (only if a check is selected), runs the
@@ -107,6 +168,12 @@ impl Suite {
             std::process::exit(0);
         }
         println!("running {} checks of {}", selected.len(), self.name);
+        if let Ok(order) = std::env::var("DEVLEND_CHECK_ORDER") {
+            if !order.is_empty() {
+                let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
+                println!("in the order {order}: {}", names.join(", "));
+            }
+        }
         if selected.is_empty() {
             println!("0 passed, 0 failed");
             std::process::exit(0);
@@ -198,4 +265,31 @@ pub fn collect_failure(cluster: &Cluster, suite: &str, check: &str) {
         }
     }
     println!("logs kept in {}", dir.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CheckOrder;
+
+    #[test]
+    fn orders_are_permutations() {
+        let listed: Vec<u32> = (0..9).collect();
+        assert_eq!(CheckOrder::parse("").unwrap().apply(listed.clone()), listed);
+        let rev = CheckOrder::parse("reverse").unwrap().apply(listed.clone());
+        assert_eq!(rev, (0..9).rev().collect::<Vec<_>>());
+        let a = CheckOrder::parse("shuffle:7")
+            .unwrap()
+            .apply(listed.clone());
+        assert_eq!(
+            a,
+            CheckOrder::Shuffle(7).apply(listed.clone()),
+            "a seed gives one order"
+        );
+        assert_ne!(a, listed, "seed 7 moves something");
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, listed);
+        assert!(CheckOrder::parse("sideways").is_err());
+        assert!(CheckOrder::parse("shuffle:x").is_err());
+    }
 }

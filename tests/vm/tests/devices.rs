@@ -562,5 +562,7 @@ fn main() {
             run: multihost_any_nvme_from_a_pool_of_two,
         },
     ];
-    Suite::new("devices", checks).run(|| devlend_vmtests::boot_topology("devices"))
+    Suite::new("devices", checks)
+        .reset(devlend_vmtests::fixture::reset_hosts)
+        .run(|| devlend_vmtests::boot_topology("devices"))
 }

@@ -531,5 +531,7 @@ fn main() {
             run: fabric_peer_down_and_back,
         },
     ];
-    Suite::new("fabric", checks).run(boot)
+    Suite::new("fabric", checks)
+        .reset(devlend_vmtests::fixture::reset_hosts)
+        .run(boot)
 }

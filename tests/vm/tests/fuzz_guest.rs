@@ -524,5 +524,7 @@ fn main() {
             run: fuzz_guest_msix_enabled_with_decode_off,
         },
     ];
-    Suite::new("fuzz_guest", checks).run(boot)
+    Suite::new("fuzz_guest", checks)
+        .reset(devlend_vmtests::fixture::reset_hosts)
+        .run(boot)
 }

@@ -23,39 +23,47 @@ const MDEV_TYPE: &str = "devlend-nvme";
 const GUEST_MIB: u32 = 512;
 const WAIT: Duration = Duration::from_secs(60);
 
-/// What the checks learn and pass on.
-#[derive(Debug, Default)]
-struct State {
-    nvme: Option<PciDev>,
-    written_sha: Option<String>,
-}
+/// The sha256 of the range the guests write, as the first guest wrote it:
+/// only to say, when a later check reads the same range, that these are
+/// still its bytes. No check needs it: each compares what a guest read
+/// with the lender's backing file, so the checks run in any order.
+static WRITTEN_SHA: Mutex<Option<String>> = Mutex::new(None);
 
-static STATE: Mutex<State> = Mutex::new(State {
-    nvme: None,
-    written_sha: None,
-});
-
-fn state() -> std::sync::MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+fn written_sha() -> std::sync::MutexGuard<'static, Option<String>> {
+    WRITTEN_SHA.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn boot() -> anyhow::Result<Cluster> {
     devlend_vmtests::boot_topology("two-host")
 }
 
-/// The lender's NVMe, lent, and the module up on both hosts.
+/// The lender's NVMe, lent and available, and the module up on both hosts
+/// and KVM on the borrower, whatever an earlier check did (a lender
+/// rebooted, modules reloaded, the device taken back).
 fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
-    if let Some(d) = state().nvme.clone() {
-        return Ok(d);
-    }
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     lending::ensure_module(l)?;
     lending::ensure_module(b)?;
     fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
-    lending::lend(l, &nvme.addr)?;
-    state().nvme = Some(nvme.clone());
+    if lending::lent_state(l, &nvme.addr).is_err() {
+        lending::lend(l, &nvme.addr)?;
+    }
+    wait_available(l, &nvme)?;
     Ok(nvme)
+}
+
+/// The bytes a guest must read from the range the guests write: the
+/// lender's backing file's (checked against the first guest's, if it ran).
+fn expected_sha(c: &Cluster) -> anyhow::Result<String> {
+    let sha = lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))?;
+    if let Some(w) = written_sha().as_ref() {
+        ensure!(
+            *w == sha,
+            "the lender's backing file no longer holds the first guest's bytes"
+        );
+    }
+    Ok(sha)
 }
 
 /// Waits until the lender offers the device again.
@@ -117,8 +125,6 @@ fn borrower_lists_remote_nvme(c: &mut Cluster) -> anyhow::Result<()> {
     remote_nvme_listed(c)
 }
 
-/// The borrower lists the remote NVMe (waiting for it) with one mdev
-/// instance available.
 /// Waits until the borrower no longer lists the lender's NVMe.
 fn remote_nvme_dropped(c: &Cluster, nvme: &PciDev, what: &str) -> anyhow::Result<()> {
     let b = c.agent(BORROWER)?;
@@ -137,6 +143,8 @@ fn remote_nvme_dropped(c: &Cluster, nvme: &PciDev, what: &str) -> anyhow::Result
     Ok(())
 }
 
+/// The borrower lists the remote NVMe (waiting for it) with one mdev
+/// instance available.
 fn remote_nvme_listed(c: &Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let b = c.agent(BORROWER)?;
@@ -235,7 +243,7 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
         "pages still kept after the guest:\n{}",
         kept.text
     );
-    state().written_sha = Some(written);
+    *written_sha() = Some(written);
     Ok(())
 }
 
@@ -251,10 +259,7 @@ fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
 /// A second guest borrows it and reads the same bytes.
 fn second_guest_reads_same_bytes(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
-    let want = state()
-        .written_sha
-        .clone()
-        .context("no data written (guest_io_lands_in_lender_file failed?)")?;
+    let want = expected_sha(c)?;
     let run = guest_with_mdev(c, None, lending::READ_ONLY)?;
     ensure!(run.rc == 0, "guest failed:\n{}", run.console);
     ensure!(
@@ -604,7 +609,7 @@ fn mdevctl_types_start_define_list(c: &mut Cluster) -> anyhow::Result<()> {
 /// DEVICE_DELETED) returns it to the pool.
 fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
-    let want = state().written_sha.clone();
+    let want = expected_sha(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
     let devlend =
@@ -642,12 +647,10 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
                 == format!("{} {}", nvme.vendor, nvme.device),
             "hot-plugged device: {console}"
         );
-        if let Some(w) = &want {
-            ensure!(
-                lending::output_field(&console, "read")? == w,
-                "hot-plugged device read other bytes"
-            );
-        }
+        ensure!(
+            lending::output_field(&console, "read")? == want,
+            "hot-plugged device read other bytes"
+        );
         ensure!(lending::lent_state(l, &nvme.addr)? == "borrowed");
         devlend("detach --qmp /tmp/hp.qmp --timeout 180 hp0")
             .context("device_del did not complete")?;
@@ -1545,11 +1548,12 @@ fn main() {
             name: "closed_with_dma_in_flight",
             run: closed_with_dma_in_flight,
         },
-        // Last: it reboots the lender host.
         Check {
             name: "lending_survives_lender_reboot",
             run: lending_survives_lender_reboot,
         },
     ];
-    Suite::new("lending", checks).run(boot)
+    Suite::new("lending", checks)
+        .reset(devlend_vmtests::fixture::reset_hosts)
+        .run(boot)
 }

@@ -546,5 +546,7 @@ fn main() {
             run: ntb_unload_clean,
         },
     ];
-    Suite::new("ntb", checks).run(boot)
+    Suite::new("ntb", checks)
+        .reset(devlend_vmtests::fixture::reset_hosts)
+        .run(boot)
 }
