@@ -109,21 +109,25 @@ const GUEST_QEMU_NAME: &str = "devlend-check-guest";
 /// check that failed before its clean-up, in a suite without fixtures):
 /// each by its PID, found by the guests' `-name`. Returns how many.
 pub fn kill_leftovers(agent: &AgentClient) -> anyhow::Result<usize> {
+    // One grep over every process's command line (a loop forking per
+    // process takes seconds under TCG); the bracket keeps the grep and
+    // its shell, whose command lines hold the pattern, from matching.
     let out = fabric::sh(
         agent,
         &format!(
-            "for c in /proc/[0-9]*/cmdline; do \
-               tr '\\0' ' ' < $c 2>/dev/null | grep -q -- '-name [{first}]{rest} ' && \
-               p=${{c#/proc/}} && echo ${{p%/cmdline}}; \
-             done; true",
-            // A bracket, so that the loop's own shell does not match.
-            first = &GUEST_QEMU_NAME[..1],
-            rest = &GUEST_QEMU_NAME[1..],
+            "grep -ls -- '{}[{}]' /proc/[0-9]*/cmdline; true",
+            &GUEST_QEMU_NAME[..GUEST_QEMU_NAME.len() - 1],
+            &GUEST_QEMU_NAME[GUEST_QEMU_NAME.len() - 1..],
         ),
     )?;
     let pids: Vec<u32> = out
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("/proc/")?
+                .strip_suffix("/cmdline")?
+                .parse()
+                .ok()
+        })
         .collect();
     for pid in &pids {
         kill_pid(agent, *pid)?;

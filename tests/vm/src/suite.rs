@@ -196,7 +196,9 @@ impl Suite {
             let t = Instant::now();
             let run = |cluster: &mut Cluster| -> anyhow::Result<()> {
                 if let Some(reset) = reset {
+                    let t = Instant::now();
                     reset(cluster).map_err(|e| e.context("resetting the cluster"))?;
+                    println!("  (reset in {:.1} s)", t.elapsed().as_secs_f64());
                 }
                 (c.run)(cluster)
             };
