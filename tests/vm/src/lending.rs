@@ -82,6 +82,15 @@ pub fn lend(agent: &AgentClient, addr: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Lends a device unless it is lent already (by an earlier check, say):
+/// what a check that needs it lent calls, whatever ran before it.
+pub fn ensure_lent(agent: &AgentClient, addr: &str) -> anyhow::Result<()> {
+    if lent_state(agent, addr).is_err() {
+        lend(agent, addr)?;
+    }
+    Ok(())
+}
+
 /// Takes a lent device back (it must be available).
 pub fn unlend(agent: &AgentClient, addr: &str) -> anyhow::Result<()> {
     sh(agent, &format!("echo {addr} > {LENDER_DRIVER}/unlend"))?;

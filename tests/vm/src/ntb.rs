@@ -47,16 +47,22 @@ pub fn load_linux_module(agent: &AgentClient, name: &str, params: &str) -> anyho
 /// [`devlend_cluster::topology::NtbSpec::module_params`]).
 ///
 /// On a host with an IOMMU, the emulated adapter's devices are first put
-/// in identity domains (while no driver holds them): a peer writes this
-/// host's RAM directly, so bus addresses given to the adapter must be
-/// physical ones, as they are for an adapter that bypasses translation.
+/// in identity domains: a peer writes this host's RAM directly, so bus
+/// addresses given to the adapter must be physical ones, as they are for
+/// an adapter that bypasses translation. A group's domain changes only
+/// while no driver holds its devices, so an adapter an earlier check bound
+/// (devlend's fabric on it) is unbound for the change and probed again.
 pub fn load_emulated_port(agent: &AgentClient, params: &str) -> anyhow::Result<()> {
     sh(
         agent,
-        "for d in /sys/bus/pci/devices/*; do \
+        "set -e; for d in /sys/bus/pci/devices/*; do \
            [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
-           [ -e $d/driver ] && continue; [ -e $d/iommu_group/type ] || continue; \
-           [ \"$(cat $d/iommu_group/type)\" = identity ] || echo identity > $d/iommu_group/type; \
+           [ -e $d/iommu_group/type ] || continue; \
+           [ \"$(cat $d/iommu_group/type)\" = identity ] && continue; \
+           a=${d##*/}; bound=; \
+           if [ -e $d/driver ]; then echo $a > $d/driver/unbind; bound=1; fi; \
+           echo identity > $d/iommu_group/type; \
+           if [ -n \"$bound\" ]; then echo $a > /sys/bus/pci/drivers_probe; fi; \
          done",
     )
     .context("identity IOMMU domains for the emulated adapter")?;

@@ -168,7 +168,7 @@ pub fn any_nvme_from_a_pool_of_two(
     for h in hosts.lenders {
         let a = c.agent(h)?;
         let dev = lending::find_by_class(a, lending::NVME_CLASS)?;
-        lending::lend(a, &dev.addr)?;
+        lending::ensure_lent(a, &dev.addr)?;
         pool.push((h, dev));
     }
     let mut holders: Vec<Holder> = Vec::new();

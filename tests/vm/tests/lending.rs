@@ -46,9 +46,7 @@ fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
     lending::ensure_module(b)?;
     fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
     let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
-    if lending::lent_state(l, &nvme.addr).is_err() {
-        lending::lend(l, &nvme.addr)?;
-    }
+    lending::ensure_lent(l, &nvme.addr)?;
     wait_available(l, &nvme)?;
     Ok(nvme)
 }

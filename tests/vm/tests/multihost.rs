@@ -505,9 +505,7 @@ fn stall_lender_quarantine_full_refuses_borrows(c: &mut Cluster) -> anyhow::Resu
     for h in ["lender", "lender2"] {
         let a = c.agent(h)?;
         let n = lending::find_by_class(a, lending::NVME_CLASS)?;
-        if lending::driver_of(a, &n.addr)?.as_deref() != Some("devlend-lender") {
-            lending::lend(a, &n.addr)?;
-        }
+        lending::ensure_lent(a, &n.addr)?;
         nvme.push(n);
     }
     let b = c.agent("borrower")?;
