@@ -141,11 +141,11 @@ impl Drop for Scope<'_> {
     }
 }
 
-/// The state each check of the fault and fuzz suites starts from, whatever
-/// the check before it did or failed to undo: every host of the topology
-/// running (thawed if a check left it frozen, booted again if it left it
-/// dead), no guest of a check left running and no mdev left on any host. What a check needs beyond that (the
-/// modules loaded, a device lent) it sets up itself, e.g. with
+/// The state each check starts from, whatever the check before it did or
+/// failed to undo: every host of the topology running (thawed if a check
+/// left it frozen, booted again if it left it dead), no guest of a check
+/// left running and no mdev left on any host. What a check needs beyond
+/// that (the modules loaded, a device lent) it sets up itself, e.g. with
 /// [`crate::twohost::lent_nvme`].
 pub fn reset_hosts(c: &mut Cluster) -> anyhow::Result<()> {
     let hosts: Vec<String> = c.topology().hosts.iter().map(|h| h.name.clone()).collect();

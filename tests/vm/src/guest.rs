@@ -106,7 +106,7 @@ fn gzip(data: &[u8]) -> anyhow::Result<Vec<u8>> {
 const GUEST_QEMU_NAME: &str = "devlend-check-guest";
 
 /// Kills every guest a check started on the host and left running (a
-/// check that failed before its clean-up, in a suite without fixtures):
+/// check that failed before its clean-up):
 /// each by its PID, found by the guests' `-name`. Returns how many.
 pub fn kill_leftovers(agent: &AgentClient) -> anyhow::Result<usize> {
     // One grep over every process's command line (a loop forking per

@@ -30,6 +30,8 @@ pub struct Suite {
     filters: Vec<String>,
     list_only: bool,
     reset: Option<Reset>,
+    /// `DEVLEND_CHECK_ORDER` as given, and what it says.
+    order: (String, CheckOrder),
 }
 
 impl std::fmt::Debug for Suite {
@@ -120,12 +122,21 @@ impl Suite {
                 s => filters.push(s.to_owned()),
             }
         }
+        let given = std::env::var("DEVLEND_CHECK_ORDER").unwrap_or_default();
+        let order = match CheckOrder::parse(&given) {
+            Ok(o) => o,
+            Err(e) => {
+                println!("DEVLEND_CHECK_ORDER: {e}");
+                std::process::exit(2);
+            }
+        };
         Suite {
             name,
             checks,
             filters,
             list_only,
             reset: None,
+            order: (given, order),
         }
     }
 
@@ -144,14 +155,7 @@ impl Suite {
             .iter()
             .filter(|c| self.filters.is_empty() || self.filters.iter().any(|f| c.name.contains(f)))
             .collect();
-        let order = std::env::var("DEVLEND_CHECK_ORDER").unwrap_or_default();
-        match CheckOrder::parse(&order) {
-            Ok(o) => o.apply(selected),
-            Err(e) => {
-                println!("DEVLEND_CHECK_ORDER: {e}");
-                std::process::exit(2);
-            }
-        }
+        self.order.1.apply(selected)
     }
 
     /// Boots the cluster with `boot` (only if a check is selected), runs the
@@ -168,11 +172,9 @@ impl Suite {
             std::process::exit(0);
         }
         println!("running {} checks of {}", selected.len(), self.name);
-        if let Ok(order) = std::env::var("DEVLEND_CHECK_ORDER") {
-            if !order.is_empty() {
-                let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
-                println!("in the order {order}: {}", names.join(", "));
-            }
+        if self.order.1 != CheckOrder::Listed {
+            let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
+            println!("in the order {}: {}", self.order.0, names.join(", "));
         }
         if selected.is_empty() {
             println!("0 passed, 0 failed");

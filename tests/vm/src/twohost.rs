@@ -34,9 +34,7 @@ pub fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
     lending::ensure_module(l)?;
     lending::ensure_module(b)?;
     let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
-    if lending::driver_of(l, &nvme.addr)?.as_deref() != Some("devlend-lender") {
-        lending::lend(l, &nvme.addr)?;
-    }
+    lending::ensure_lent(l, &nvme.addr)?;
     lending::wait_remote_listed(b, &nvme.addr, "remote NVMe on the borrower")?;
     Ok(nvme)
 }

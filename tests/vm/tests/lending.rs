@@ -37,17 +37,13 @@ fn boot() -> anyhow::Result<Cluster> {
     devlend_vmtests::boot_topology("two-host")
 }
 
-/// The lender's NVMe, lent and available, and the module up on both hosts
-/// and KVM on the borrower, whatever an earlier check did (a lender
-/// rebooted, modules reloaded, the device taken back).
+/// The lender's NVMe, lent and available ([`twohost::lent_nvme`]), and KVM
+/// on the borrower, whatever an earlier check did (a lender rebooted,
+/// modules reloaded, the device taken back).
 fn lent_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    lending::ensure_module(l)?;
-    lending::ensure_module(b)?;
-    fabric::sh(b, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
-    let nvme = lending::find_by_class(l, lending::NVME_CLASS)?;
-    lending::ensure_lent(l, &nvme.addr)?;
-    wait_available(l, &nvme)?;
+    let nvme = twohost::lent_nvme(c)?;
+    fabric::sh(c.agent(BORROWER)?, "modprobe kvm_amd").context("KVM for the borrower's guests")?;
+    wait_available(c.agent(LENDER)?, &nvme)?;
     Ok(nvme)
 }
 
