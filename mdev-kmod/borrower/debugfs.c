@@ -38,7 +38,7 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		   b->quarantine_refusals, b->returned_late, b->returned,
 		   b->lost, same, moved, dropped, retries);
 	list_for_each_entry(v, &b->vdevs, node)
-		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu\n",
+		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->sess.state),
 			   READ_ONCE(v->dma.npinned), READ_ONCE(v->dma.windows),
 			   READ_ONCE(v->dma.window_ms), READ_ONCE(v->dma.nkept),
@@ -49,7 +49,8 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 			   READ_ONCE(v->dma.fill.msgs),
 			   READ_ONCE(v->dma.fill.bulk_pages),
 			   READ_ONCE(v->dma.fill.bulk_refused),
-			   READ_ONCE(v->irq.intx_unmask_retries));
+			   READ_ONCE(v->irq.intx_unmask_retries),
+			   READ_ONCE(v->dma.nwin), READ_ONCE(v->dma.win_refused));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

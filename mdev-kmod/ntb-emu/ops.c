@@ -232,7 +232,8 @@ static int dl_ntbe_peer_mw_get_addr(struct ntb_dev *ntb, int widx,
 	spin_unlock_irqrestore(&ne->lock, flags);
 	if (!mw.size)
 		return -ENXIO;
-	ret = dl_fabric_peer_mw_xlate(ne->fab, host, mw.addr, mw.size, &at);
+	ret = dl_fabric_peer_mw_xlate(ne->fab, host, mw.addr, mw.size, &at,
+				      NULL);
 	if (ret)
 		return ret;
 	if (base)
