@@ -205,6 +205,7 @@ struct dl_mtype {
  * @kept_moved: &dl_vdev_dma.kept_moved of the mdevs removed.
  * @kept_dropped: &dl_vdev_dma.kept_dropped of the mdevs removed.
  * @intx_unmask_retries: &dl_vdev_irq.intx_unmask_retries of the mdevs removed.
+ * @window_refused: &dl_vdev_dma.win_refused of the mdevs removed.
  *
  * @leases and the counters are under @lock.
  */
@@ -240,6 +241,7 @@ struct dl_borrower {
 	u64 kept_moved;
 	u64 kept_dropped;
 	u64 intx_unmask_retries;
+	u64 window_refused;
 };
 
 /**

@@ -356,6 +356,7 @@ struct dl_db_handler {
  * @inbound: by host id: the allocator of that peer's window, when this
  *	host hands out window space.
  * @inbound_refused: inbound maps refused (window full, or unreachable).
+ * @inbound_high_bytes: bytes of RAM above 4 GiB handed out window space.
  * @heartbeat: this host's heartbeat counter (@beat_timer only).
  * @lock: see the top of this file.
  * @stopping: the fabric is being stopped (@lock).
@@ -405,6 +406,7 @@ struct dl_fabric {
 	struct mutex inbound_lock;	/* the allocators of @inbound */
 	struct dl_win inbound[DL_MAX_HOSTS];
 	atomic64_t inbound_refused;
+	atomic64_t inbound_high_bytes;
 	u64 heartbeat;
 
 	struct mutex lock;	/* liveness, link changes, clients served */

@@ -31,6 +31,7 @@
 #include <linux/mm.h>
 #include <linux/overflow.h>
 #include <linux/seq_file.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 
 #include "internal.h"
@@ -202,7 +203,7 @@ static bool dl_inbound_windowed(struct dl_fabric *fab)
  */
 int dl_inbound_init(struct dl_fabric *fab)
 {
-	u64 size = fab->inbound_size;
+	u64 size = fab->inbound_size, end;
 
 	mutex_init(&fab->inbound_lock);
 	if (!size)
@@ -211,6 +212,15 @@ int dl_inbound_init(struct dl_fabric *fab)
 		dev_err(fab->dev, "inbound window of %llu bytes: not whole pages\n",
 			size);
 		return -EINVAL;
+	}
+	/* Where RAM ends in the physical address space. */
+	end = fab->layout.ram_size > fab->layout.ram_low_size ?
+	      fab->layout.ram_high_base + fab->layout.ram_size -
+	      fab->layout.ram_low_size : fab->layout.ram_low_size;
+	if (!fab->ops->inbound_map && end > size) {
+		dev_err(fab->dev, "inbound window of %llu bytes shows bus addresses one to one, but this host's RAM ends at %#llx: it needs a translating IOMMU, or a window that large\n",
+			size, end);
+		return -ENOSPC;
 	}
 	fab->layout.ram_size = size;
 	fab->layout.ram_low_size = size;
@@ -381,6 +391,9 @@ int dl_fabric_inbound_map(struct dl_fabric *fab, u32 peer, phys_addr_t phys,
 		mutex_unlock(&fab->inbound_lock);
 		return ret;
 	}
+	/* What a window onto all RAM by physical address could not show. */
+	if (phys >= SZ_4G)
+		atomic64_add(len, &fab->inbound_high_bytes);
 	*addr = off;
 	return 0;
 }
@@ -442,6 +455,8 @@ void dl_inbound_show(struct dl_fabric *fab, struct seq_file *s)
 	seq_printf(s, "inbound_size=%llu\n", fab->layout.ram_size);
 	seq_printf(s, "inbound_refused=%lld\n",
 		   atomic64_read(&fab->inbound_refused));
+	seq_printf(s, "inbound_high_bytes=%lld\n",
+		   atomic64_read(&fab->inbound_high_bytes));
 	if (!dl_inbound_windowed(fab))
 		return;
 	mutex_lock(&fab->inbound_lock);

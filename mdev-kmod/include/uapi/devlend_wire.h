@@ -241,6 +241,7 @@ enum dl_msg_type {
 	DL_MSG_NTB_SPAD_READ = 43,	/* dl_ntb_reg (index) -> dl_ntb_reg */
 	DL_MSG_NTB_MSG = 44,	/* post: dl_ntb_reg, a message register */
 	DL_MSG_NTB_MW = 45,	/* post: dl_ntb_mw, an inbound translation */
+	DL_MSG_NTB_XLATE = 46,	/* dl_ntb_xlate -> dl_ntb_xlate: an emulation hook */
 };
 
 /* struct dl_msg_hdr.flags */
@@ -670,20 +671,52 @@ struct dl_ntb_reg {
 	__le32 value;
 } __attribute__((packed));
 
+/*
+ * struct dl_ntb_mw.flags: @addr is a bus address of the sender's adapter,
+ * which sits behind a translating IOMMU: where each page lands is asked
+ * with %DL_MSG_NTB_XLATE (the window is then no linear range).
+ */
+#define DL_NTB_MW_F_BUS		0x1
+
 /**
  * struct dl_ntb_mw - %DL_MSG_NTB_MW: the sender's inbound memory window
  * @index (below %DL_NTB_MWS) for the receiver now translates to the
  * sender's physical @addr, @size bytes; @size 0: no translation.
  * @index: the window.
- * @reserved: zero.
- * @addr: a physical address in the sender's RAM.
+ * @flags: DL_NTB_MW_F_* (was reserved, zero).
+ * @addr: a physical address in the sender's RAM (or, with
+ *	%DL_NTB_MW_F_BUS, a bus address of its adapter).
  * @size: bytes.
  */
 struct dl_ntb_mw {
 	__le32 index;
-	__le32 reserved;
+	__le32 flags;
 	__le64 addr;
 	__le64 size;
+} __attribute__((packed));
+
+/**
+ * struct dl_ntb_xlate - %DL_MSG_NTB_XLATE and its answer, an emulation
+ * hook: where stores at offset @off of the receiver's inbound window
+ * @index for the sender land. A real adapter's IOMMU translates each
+ * store as it arrives; the emulated peer stores into RAM directly, so the
+ * sender asks before it maps the window (the lender's IOMMU mapping of a
+ * borrower's pages), and the receiver translates through its adapter's
+ * IOMMU domain as the hardware would.
+ * @index: the window (below %DL_NTB_MWS), translated by bus address.
+ * @reserved: zero.
+ * @off: offset in the window, page aligned; the answer repeats it.
+ * @len: bytes wanted, page aligned, nonzero; in the answer, the bytes
+ *	from @addr that are physically contiguous (at least a page, at most
+ *	as asked).
+ * @addr: zero; in the answer, the physical address in the receiver's RAM.
+ */
+struct dl_ntb_xlate {
+	__le32 index;
+	__le32 reserved;
+	__le64 off;
+	__le64 len;
+	__le64 addr;
 } __attribute__((packed));
 
 #define DL_CTL_HEADER_SIZE	128
@@ -712,5 +745,6 @@ struct dl_ntb_mw {
 #define DL_NTB_DB_SIZE		8
 #define DL_NTB_REG_SIZE		8
 #define DL_NTB_MW_SIZE		24
+#define DL_NTB_XLATE_SIZE	32
 
 #endif /* DEVLEND_WIRE_H */

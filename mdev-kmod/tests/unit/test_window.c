@@ -192,6 +192,7 @@ static void test_inbound_map(void)
 	/* RAM above 4 GiB takes an offset low in the window. */
 	CHECK_EQ(dl_fabric_inbound_map(&fab, 1, 6ULL << 30, 8 * PG, &addr), 0);
 	CHECK_EQ(addr, 4 * PG);
+	CHECK_EQ(atomic64_read(&fab.inbound_high_bytes), 8 * PG);
 	CHECK_EQ(map_off, 4 * PG);
 	CHECK_EQ(map_phys, 6ULL << 30);
 	CHECK_EQ(map_len, 8 * PG);
@@ -222,6 +223,28 @@ static void test_inbound_map(void)
 	CHECK_EQ(dl_fabric_inbound_map(&fab, 1, 0, PG - 1, &addr), -EINVAL);
 	dl_win_destroy(&fab.inbound[1]);
 	dl_win_destroy(&fab.inbound[2]);
+
+	/*
+	 * A bounded window without translation shows bus addresses one to
+	 * one: only for a host whose RAM ends inside it.
+	 */
+	memset(&fab, 0, sizeof(fab));
+	fab.ops = &ram_ops;
+	fab.inbound_size = 64 * PG;
+	fab.layout.ram_size = 1536ULL << 20;
+	fab.layout.ram_low_size = 512 << 20;
+	fab.layout.ram_high_base = 4ULL << 30;
+	CHECK_EQ(dl_inbound_init(&fab), -ENOSPC);
+	fab.layout.ram_size = 32 * PG;
+	fab.layout.ram_low_size = 32 * PG;
+	CHECK_EQ(dl_inbound_init(&fab), 0);
+	CHECK(!dl_fabric_inbound_windowed(&fab));
+	CHECK_EQ(fab.layout.ram_size, 64 * PG);
+	CHECK_EQ(dl_fabric_inbound_map(&fab, 0, 0, PG, &addr), -EINVAL);
+	fab.geom.max_hosts = 2;
+	CHECK_EQ(dl_fabric_inbound_map(&fab, 1, 63 * PG, PG, &addr), 0);
+	CHECK_EQ(addr, 63 * PG);
+	CHECK_EQ(dl_fabric_inbound_map(&fab, 1, 64 * PG, PG, &addr), -ERANGE);
 
 	/* Not whole pages: no such window. */
 	memset(&fab, 0, sizeof(fab));

@@ -51,15 +51,30 @@ pub fn load_linux_module(agent: &AgentClient, name: &str, params: &str) -> anyho
 /// host's RAM directly, so bus addresses given to the adapter must be
 /// physical ones, as they are for an adapter that bypasses translation.
 pub fn load_emulated_port(agent: &AgentClient, params: &str) -> anyhow::Result<()> {
+    load_emulated_port_in(agent, params, "identity")
+}
+
+/// [`load_emulated_port`], but on a host with an IOMMU the emulated
+/// adapter's devices are left in (or put back into) translating DMA
+/// domains: the port translates its peers' stores through the adapter's
+/// IOMMU, as a real adapter's are (docs/ntb.md), and devlend's NTB backend
+/// places what it shows in a domain of its own.
+pub fn load_emulated_port_translating(agent: &AgentClient, params: &str) -> anyhow::Result<()> {
+    load_emulated_port_in(agent, params, "DMA")
+}
+
+fn load_emulated_port_in(agent: &AgentClient, params: &str, domain: &str) -> anyhow::Result<()> {
     sh(
         agent,
-        "for d in /sys/bus/pci/devices/*; do \
-           [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
-           [ -e $d/driver ] && continue; [ -e $d/iommu_group/type ] || continue; \
-           [ \"$(cat $d/iommu_group/type)\" = identity ] || echo identity > $d/iommu_group/type; \
-         done",
+        &format!(
+            "for d in /sys/bus/pci/devices/*; do \
+               [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
+               [ -e $d/driver ] && continue; [ -e $d/iommu_group/type ] || continue; \
+               case \"$(cat $d/iommu_group/type)\" in {domain}*) ;; *) echo {domain} > $d/iommu_group/type;; esac; \
+             done"
+        ),
     )
-    .context("identity IOMMU domains for the emulated adapter")?;
+    .with_context(|| format!("{domain} IOMMU domains for the emulated adapter"))?;
     load_linux_module(agent, "ntb", "")?;
     fabric::ensure_module(agent)?;
     let ko = devlend_cluster::host_view(&fabric::module_dir().join("devlend_ntb_emu.ko"));

@@ -168,9 +168,14 @@ fn rust_fields() -> Vec<Field> {
         field!(dl_ntb_reg.index),
         field!(dl_ntb_reg.value),
         field!(dl_ntb_mw.index),
-        field!(dl_ntb_mw.reserved),
+        field!(dl_ntb_mw.flags),
         field!(dl_ntb_mw.addr),
         field!(dl_ntb_mw.size),
+        field!(dl_ntb_xlate.index),
+        field!(dl_ntb_xlate.reserved),
+        field!(dl_ntb_xlate.off),
+        field!(dl_ntb_xlate.len),
+        field!(dl_ntb_xlate.addr),
         Field {
             strukt: "dl_dma_map",
             c_name: "ranges",
@@ -208,6 +213,7 @@ fn rust_struct_sizes() -> Vec<(&'static str, usize)> {
         ("dl_ntb_db", size_of::<sys::dl_ntb_db>()),
         ("dl_ntb_reg", size_of::<sys::dl_ntb_reg>()),
         ("dl_ntb_mw", size_of::<sys::dl_ntb_mw>()),
+        ("dl_ntb_xlate", size_of::<sys::dl_ntb_xlate>()),
     ]
 }
 
@@ -262,6 +268,7 @@ fn rust_constants() -> Vec<(&'static str, u64)> {
         DL_MSG_NTB_SPAD_READ,
         DL_MSG_NTB_MSG,
         DL_MSG_NTB_MW,
+        DL_MSG_NTB_XLATE,
         DL_NTB_SPADS,
         DL_NTB_MSGS,
         DL_NTB_MWS,
@@ -269,6 +276,7 @@ fn rust_constants() -> Vec<(&'static str, u64)> {
         DL_NTB_F_PRESENT,
         DL_NTB_F_LINK,
         DL_NTB_F_ASK,
+        DL_NTB_MW_F_BUS,
         DL_CFG_BLOCK_MAX,
         DL_LENT_AVAILABLE,
         DL_LENT_BORROWED,

@@ -160,6 +160,7 @@ static inline void srcu_read_unlock(struct srcu_struct *s, int i)
 #define atomic_read(a)		((a)->counter)
 #define atomic64_read(a)	((a)->counter)
 #define atomic64_inc(a)		((void)((a)->counter++))
+#define atomic64_add(n, a)	((void)((a)->counter += (n)))
 #define atomic_inc(a)		((void)((a)->counter++))
 #define atomic_dec(a)		((void)((a)->counter--))
 
