@@ -1683,6 +1683,43 @@ static void test_config_command(void)
 	xa_destroy(&v.dma.pin_pages);
 }
 
+/*
+ * Bus master on with no window space for the guest's memory: the bit
+ * stays off, the rest of the command goes to the device, and the VMM's
+ * config write fails with ENOSPC; with room, it takes.
+ */
+static void test_config_bme_no_window(void)
+{
+	__le32 le = cpu_to_le32(0x0407);
+
+	setup_config();
+	add_slot(0, 1 * MiB, 0);
+	add_gmap(0, 1 * MiB, 0x100000000ULL);
+	CHECK_EQ(dl_config_init(&v), 0);
+	win_mode = true;
+	win_cap = 4096;
+	dl_window_max_pages = 8;
+	CHECK_EQ(dl_config_rw(&v, (char *)&le, 2, PCI_COMMAND, true), -ENOSPC);
+	CHECK_EQ(cfg_read(PCI_COMMAND, 2), 0x0403);
+	CHECK_EQ(ncwrites, 1);
+	check_cwrite(0, PCI_COMMAND, 2, 0x0403);
+	CHECK(!v.dma.on);
+	CHECK_EQ(v.dma.npinned, 0);
+	CHECK_EQ(v.dma.win_refused, 1);
+	CHECK_EQ(win_held, 0);
+
+	dl_window_max_pages = 0;
+	cfg_write(PCI_COMMAND, 2, 0x0407);
+	CHECK_EQ(cfg_read(PCI_COMMAND, 2), 0x0407);
+	CHECK(v.dma.on);
+	CHECK_EQ(v.dma.nwin, 256);
+	cfg_write(PCI_COMMAND, 2, 0x0403);
+	CHECK_EQ(v.dma.nwin, 0);
+	CHECK_EQ(win_held, 0);
+	dl_config_free(&v);
+	xa_destroy(&v.dma.pin_pages);
+}
+
 static void test_config_flr(void)
 {
 	static const u8 zero8[8];
@@ -1752,6 +1789,8 @@ static const struct unit_test config_tests[] = {
 	  test_config_msi },
 	{ "command: split from status; bus master maps before, unmaps after",
 	  test_config_command },
+	{ "command: bus master with no window space stays off, the VMM told ENOSPC",
+	  test_config_bme_no_window },
 	{ "PCIe FLR is a reset; writes split at region ends",
 	  test_config_flr },
 	{ "INTx pin offered only where the lender masks INTx",

@@ -246,9 +246,9 @@ fn window_lending_high_ram(c: &mut Cluster) -> anyhow::Result<()> {
 }
 
 /// A device that wants more window space than its budget is refused:
-/// with `window_max_pages` at 8, the userspace driver's DMA map fails
-/// (VFIO's error reaches it), the refusal is counted and logged; with the
-/// budget back, the same I/O goes through.
+/// with `window_max_pages` at 8, the userspace driver's bus master enable
+/// fails with ENOSPC (nothing is mapped), the refusal is counted and
+/// logged; with the budget back, the same I/O goes through.
 fn window_budget_refused(c: &mut Cluster) -> anyhow::Result<()> {
     let (_da, db) = ntb_fabric_up(c)?;
     let (a, b) = (c.agent(A)?, c.agent(B)?);
@@ -283,6 +283,11 @@ fn window_budget_refused(c: &mut Cluster) -> anyhow::Result<()> {
     };
     let got = refused(b)? - before;
     ensure!(got > 0, "no refusal counted; the driver said: {err}");
+    // Its bus master enable failed with ENOSPC: the VMM's error.
+    ensure!(
+        err.contains("No space left on device") || err.contains("os error 28"),
+        "the driver was not told ENOSPC: {err}"
+    );
     let log = sh(
         b,
         &format!(
