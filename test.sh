@@ -62,13 +62,15 @@ export DEVLEND_DEB
 
 # Each suite boots its own cluster: fabric (the foundation), lending
 # (a remote NVMe used by a KVM guest, end to end), ntb (Linux's NTB
-# clients over the emulated adapter), devices (devices besides the NVMe:
+# clients over the emulated adapter), window (devlend's NTB backend with
+# 256 MiB windows behind the adapters' IOMMUs, hosts with RAM above 4 GiB:
+# `./test.sh window`), devices (devices besides the NVMe:
 # an AHCI controller with MSI, an e1000 with INTx, an igb NIC),
 # multihost (four hosts: every link up, two borrowers taking any NVMe from
 # two lenders), isolation (hosts frozen and killed mid-I/O: DMA never
 # reaches memory the borrower gave back), and the fuzzers: a malicious
 # fabric peer and a malicious guest.
-VM_SUITES=(fabric lending ntb devices multihost isolation fuzz_peer fuzz_guest)
+VM_SUITES=(fabric lending ntb window devices multihost isolation fuzz_peer fuzz_guest)
 for suite in "${VM_SUITES[@]}"; do
 	timed "VM suite $suite"
 	step "VM tests: $suite (boots the emulated cluster under TCG; a few minutes)"

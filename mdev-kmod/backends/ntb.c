@@ -13,10 +13,14 @@
  *    it through the outbound window that shows it;
  *  - the message rings are in each receiver's inbox, in its RAM, which
  *    the sender reaches through window 1;
- *  - inbound memory window 1 shows each host's RAM from bus address 0, to
- *    every peer, so a peer's window offset is a physical address (the
- *    layout the core publishes); the adapter's IOMMU domain must then be
- *    identity;
+ *  - inbound memory window 1 of each peer is a bounded window (as large
+ *    as the adapter offers for it) onto this host: behind a translating
+ *    IOMMU, the backend owns a paging domain of the adapter and window 1
+ *    of peer pidx translates [0, size) onto IOVAs of its own, where each
+ *    run the core hands out (fabric/window.c: the inbox, the ident page,
+ *    a borrower's pages) is mapped with iommu_map(); without one (an
+ *    identity domain, no IOMMU) it shows bus addresses [0, size) one to
+ *    one, so only RAM below the window's size is reachable;
  *  - which outbound window leads to which peer is not defined by the NTB
  *    API for switches: windows are found by what they show (the control
  *    area's magic, a peer's ident token), never by their index;
@@ -31,30 +35,43 @@
  */
 #include <linux/dma-mapping.h>
 #include <linux/io.h>
+#include <linux/iommu.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/ntb.h>
 #include <linux/random.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
 #include "devlend_wire.h"
 #include "../fabric/backend.h"
 #include "../fabric/fabric.h"
+#include "../ntb-emu/hook.h"
 
 /* Inbound windows: the control area, and this host's RAM. */
 #define DL_NTBB_MW_CTL		0
 #define DL_NTBB_MW_RAM		1
 /* How often a peer's control area is looked for while the link is up. */
 #define DL_NTBB_RETRY_MS	200
+/*
+ * Behind a translating IOMMU, the adapter's IOVAs this backend uses: the
+ * control area at the base, peer pidx's window 1 at (pidx + 1) strides
+ * above it. Above 4 GiB, clear of the x86 MSI range.
+ */
+#define DL_NTBB_IOVA_BASE	SZ_4G
+/* Pieces iommu_map() can only fill with small pages (see lender/dma.c). */
+#define DL_NTBB_MAP_PIECE	(SZ_2M - PAGE_SIZE)
 
 /**
  * struct dl_ntbb_win - an outbound memory window, as the core sees it.
  * @fw: what the core is given.
+ * @widx: its index.
  * @claimed: the core holds @fw.
  */
 struct dl_ntbb_win {
 	struct dl_fabric_window fw;
+	int widx;
 	bool claimed;
 };
 
@@ -83,7 +100,10 @@ struct dl_ntbb_win {
  *	this host's RAM; window 0 to @area, when @owner).
  * @revoked: bit pidx: window 1 was taken from that peer: an incarnation
  *	of it is over and no new one is bound yet (@trans_lock).
- * @ram_size: bytes window 1 shows, once a fabric was made.
+ * @win_size: bytes of each peer's window 1, once a fabric was made.
+ * @dom: behind a translating IOMMU, the adapter's paging domain, ours;
+ *	NULL: window 1 shows bus addresses one to one.
+ * @stride: IOVA space between the windows of two peers in @dom.
  * @nwins: outbound windows.
  * @wins: the outbound windows, by index.
  * @setup: brings the fabric up or down as the link goes.
@@ -107,7 +127,9 @@ struct dl_ntbb {
 	struct mutex trans_lock;	/* see above */
 	u64 shown;
 	u64 revoked;
-	u64 ram_size;
+	u64 win_size;
+	struct iommu_domain *dom;
+	u64 stride;
 	int nwins;
 	struct dl_ntbb_win *wins;
 	struct delayed_work setup;
@@ -126,23 +148,60 @@ static void dl_ntbb_peer_db_set(struct dl_fabric *fab, u32 peer,
 }
 
 /*
+ * Where @len bytes at @off of outbound window @widx are: *@phys, of which
+ * *@run bytes are contiguous, in a window of *@size bytes. A real
+ * adapter's window is a BAR, linear; the emulated port's, behind a
+ * peer's IOMMU, is asked through its hook (ntb-emu/hook.h). @len 0: the
+ * size only.
+ */
+static int dl_ntbb_mw_at(struct dl_ntbb *nb, int widx, u64 off, u64 len,
+			 phys_addr_t *phys, u64 *run, resource_size_t *size)
+{
+	int (*resolve)(struct ntb_dev *ntb, int widx, u64 off, u64 len,
+		       phys_addr_t *phys, u64 *run, u64 *size);
+	phys_addr_t base;
+	u64 sz;
+	int ret;
+
+	resolve = symbol_get(dl_ntbe_peer_mw_resolve);
+	if (resolve) {
+		ret = resolve(nb->ntb, widx, off, len, phys, run, &sz);
+		symbol_put(dl_ntbe_peer_mw_resolve);
+		if (ret != -ENODEV) {
+			*size = sz;
+			return ret;
+		}
+	}
+	ret = ntb_peer_mw_get_addr(nb->ntb, widx, &base, size);
+	if (ret)
+		return ret;
+	if (len && (off > *size || len > *size - off))
+		return -ERANGE;
+	*phys = base + off;
+	*run = len;
+	return 0;
+}
+
+/*
  * The first 8 bytes of outbound window @widx at @offset, or 0 when it
  * does not translate (yet) or is smaller than @min_size.
  */
 static u64 dl_ntbb_window_peek(struct dl_ntbb *nb, int widx, u64 offset,
-			       u64 min_size, phys_addr_t *base,
-			       resource_size_t *size)
+			       u64 min_size, resource_size_t *size)
 {
-	u64 page = round_down(offset, PAGE_SIZE);
+	u64 page = round_down(offset, PAGE_SIZE), run;
+	phys_addr_t at;
 	__le64 val;
 	void *map;
 
-	if (ntb_peer_mw_get_addr(nb->ntb, widx, base, size))
+	if (dl_ntbb_mw_at(nb, widx, 0, 0, &at, &run, size))
 		return 0;
 	if (*size < min_size || *size < 8 || offset > *size - 8 ||
-	    offset_in_page(offset) > PAGE_SIZE - sizeof(val))
+	    offset_in_page(offset) > PAGE_SIZE - sizeof(val) ||
+	    page + PAGE_SIZE > *size ||
+	    dl_ntbb_mw_at(nb, widx, page, PAGE_SIZE, &at, &run, size))
 		return 0;
-	map = memremap(*base + page, PAGE_SIZE, MEMREMAP_WB);
+	map = memremap(at, PAGE_SIZE, MEMREMAP_WB);
 	if (!map)
 		return 0;
 	val = READ_ONCE(*(__le64 *)(map + offset - page));
@@ -156,6 +215,7 @@ dl_ntbb_window_find(struct dl_fabric *fab, const struct dl_fabric_ident *id)
 	struct dl_ntbb *nb = dl_fabric_backend_priv(fab);
 	resource_size_t size;
 	phys_addr_t base;
+	u64 run;
 	int widx;
 
 	/* Whichever window shows the peer's token is the peer's. */
@@ -164,15 +224,31 @@ dl_ntbb_window_find(struct dl_fabric *fab, const struct dl_fabric_ident *id)
 
 		if (w->claimed ||
 		    dl_ntbb_window_peek(nb, widx, id->offset, id->min_size,
-					&base, &size) != id->token)
+					&size) != id->token)
+			continue;
+		/* Linear windows: their base; the others are asked. */
+		if (dl_ntbb_mw_at(nb, widx, 0, PAGE_SIZE, &base, &run, &size))
 			continue;
 		w->fw.dev = &nb->ntb->dev;
 		w->fw.phys_addr = base;
 		w->fw.size = size;
+		w->widx = widx;
 		w->claimed = true;
 		return &w->fw;
 	}
 	return NULL;
+}
+
+/* The core's translation of an outbound window: linear, or asked. */
+static int dl_ntbb_window_xlate(struct dl_fabric *fab,
+				struct dl_fabric_window *win, u64 off, u64 len,
+				phys_addr_t *addr, u64 *run)
+{
+	struct dl_ntbb *nb = dl_fabric_backend_priv(fab);
+	struct dl_ntbb_win *w = container_of(win, struct dl_ntbb_win, fw);
+	resource_size_t size;
+
+	return dl_ntbb_mw_at(nb, w->widx, off, len, addr, run, &size);
 }
 
 static void dl_ntbb_window_put(struct dl_fabric *fab,
@@ -190,6 +266,63 @@ static int dl_ntbb_pidx(struct dl_ntbb *nb, u32 port)
 		if (ntb_peer_port_number(nb->ntb, pidx) == port)
 			return pidx;
 	return -1;
+}
+
+/* The bus address window 1 of peer @pidx translates onto. */
+static dma_addr_t dl_ntbb_win_bus(struct dl_ntbb *nb, int pidx)
+{
+	return nb->dom ? DL_NTBB_IOVA_BASE + (u64)(pidx + 1) * nb->stride : 0;
+}
+
+/*
+ * Make offset @off of peer @peer's window 1 reach @phys (the core hands
+ * out the offsets, fabric/window.c): our domain maps IOVA base + @off.
+ */
+static int dl_ntbb_inbound_map(struct dl_fabric *fab, u32 peer, u64 off,
+			       phys_addr_t phys, u64 len)
+{
+	struct dl_ntbb *nb = dl_fabric_backend_priv(fab);
+	int pidx = dl_ntbb_pidx(nb, peer);
+	dma_addr_t iova;
+	u64 done, n;
+	int ret;
+
+	if (pidx < 0)
+		return -ENODEV;
+	if (off > nb->win_size || len > nb->win_size - off)
+		return -ERANGE;
+	iova = dl_ntbb_win_bus(nb, pidx) + off;
+	for (done = 0; done < len; done += n) {
+		n = min_t(u64, len - done, DL_NTBB_MAP_PIECE);
+		ret = iommu_map(nb->dom, iova + done, phys + done, n,
+				IOMMU_READ | IOMMU_WRITE, GFP_KERNEL);
+		if (ret)
+			goto err_unmap;
+	}
+	return 0;
+
+err_unmap:
+	if (done)
+		iommu_unmap(nb->dom, iova, done);
+	dev_err_ratelimited(&nb->ntb->dev, "devlend: cannot map %#llx+%#llx of port %u's window: %d\n",
+			    off, len, peer, ret);
+	return ret;
+}
+
+/* After it returns, the adapter no longer reaches what was there. */
+static void dl_ntbb_inbound_unmap(struct dl_fabric *fab, u32 peer, u64 off,
+				  u64 len)
+{
+	struct dl_ntbb *nb = dl_fabric_backend_priv(fab);
+	int pidx = dl_ntbb_pidx(nb, peer);
+	size_t unmapped;
+
+	if (pidx < 0 || off > nb->win_size || len > nb->win_size - off)
+		return;
+	unmapped = iommu_unmap(nb->dom, dl_ntbb_win_bus(nb, pidx) + off, len);
+	if (unmapped != len)
+		dev_warn_ratelimited(&nb->ntb->dev, "devlend: unmapped %zu of %llu bytes of port %u's window\n",
+				     unmapped, len, peer);
 }
 
 /*
@@ -211,8 +344,8 @@ static void dl_ntbb_peer_inbound(struct dl_fabric *fab, u32 peer, bool open)
 	    !!(nb->revoked & BIT_ULL(pidx)) == !open)
 		goto out_unlock;
 	if (open)
-		ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_RAM, 0,
-				       nb->ram_size);
+		ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_RAM,
+				       dl_ntbb_win_bus(nb, pidx), nb->win_size);
 	else
 		ret = ntb_mw_clear_trans(nb->ntb, pidx, DL_NTBB_MW_RAM);
 	if (ret)
@@ -226,12 +359,26 @@ out_unlock:
 	mutex_unlock(&nb->trans_lock);
 }
 
+/* Without a translating IOMMU: window 1 shows bus addresses 1:1. */
 static const struct dl_fabric_backend_ops dl_ntbb_ops = {
 	.name = "ntb",
 	.peer_db_set = dl_ntbb_peer_db_set,
 	.window_find = dl_ntbb_window_find,
 	.window_put = dl_ntbb_window_put,
 	.peer_inbound = dl_ntbb_peer_inbound,
+	.window_xlate = dl_ntbb_window_xlate,
+};
+
+/* Behind one: window 1 of each peer onto IOVAs of our domain. */
+static const struct dl_fabric_backend_ops dl_ntbb_ops_iommu = {
+	.name = "ntb",
+	.peer_db_set = dl_ntbb_peer_db_set,
+	.window_find = dl_ntbb_window_find,
+	.window_put = dl_ntbb_window_put,
+	.peer_inbound = dl_ntbb_peer_inbound,
+	.window_xlate = dl_ntbb_window_xlate,
+	.inbound_map = dl_ntbb_inbound_map,
+	.inbound_unmap = dl_ntbb_inbound_unmap,
 };
 
 /* The owner's control area, formatted as the ivshmem server does. */
@@ -250,12 +397,26 @@ static int dl_ntbb_area_alloc(struct dl_ntbb *nb, u32 hosts)
 	nb->area = alloc_pages_exact(nb->area_size, GFP_KERNEL | __GFP_ZERO);
 	if (!nb->area)
 		return -ENOMEM;
-	nb->area_dma = dma_map_single(ntb_get_dma_dev(nb->ntb), nb->area,
-				      nb->area_size, DMA_BIDIRECTIONAL);
-	if (dma_mapping_error(ntb_get_dma_dev(nb->ntb), nb->area_dma)) {
-		free_pages_exact(nb->area, nb->area_size);
-		nb->area = NULL;
-		return -ENOMEM;
+	if (nb->dom) {
+		/* Our domain: the DMA API's mappings no longer apply. */
+		nb->area_dma = DL_NTBB_IOVA_BASE;
+		if (iommu_map(nb->dom, nb->area_dma, virt_to_phys(nb->area),
+			      nb->area_size, IOMMU_READ | IOMMU_WRITE,
+			      GFP_KERNEL)) {
+			free_pages_exact(nb->area, nb->area_size);
+			nb->area = NULL;
+			return -ENOMEM;
+		}
+	} else {
+		nb->area_dma = dma_map_single(ntb_get_dma_dev(nb->ntb),
+					      nb->area, nb->area_size,
+					      DMA_BIDIRECTIONAL);
+		if (dma_mapping_error(ntb_get_dma_dev(nb->ntb),
+				      nb->area_dma)) {
+			free_pages_exact(nb->area, nb->area_size);
+			nb->area = NULL;
+			return -ENOMEM;
+		}
 	}
 	h = nb->area;
 	h->layout_version = cpu_to_le32(DL_CTL_LAYOUT_VERSION);
@@ -278,8 +439,11 @@ static void dl_ntbb_area_free(struct dl_ntbb *nb)
 {
 	if (!nb->area)
 		return;
-	dma_unmap_single(ntb_get_dma_dev(nb->ntb), nb->area_dma, nb->area_size,
-			 DMA_BIDIRECTIONAL);
+	if (nb->dom)
+		iommu_unmap(nb->dom, nb->area_dma, nb->area_size);
+	else
+		dma_unmap_single(ntb_get_dma_dev(nb->ntb), nb->area_dma,
+				 nb->area_size, DMA_BIDIRECTIONAL);
 	if (nb->area_shown) {
 		dev_warn(&nb->ntb->dev,
 			 "control area of %zu bytes kept: a peer may still write it\n",
@@ -308,12 +472,12 @@ static int dl_ntbb_window_fits(struct dl_ntbb *nb, int pidx, int widx,
 }
 
 /* Both windows for peer @pidx checked before either is shown. */
-static int dl_ntbb_windows_fit(struct dl_ntbb *nb, int pidx, u64 ram_size)
+static int dl_ntbb_windows_fit(struct dl_ntbb *nb, int pidx, u64 win_size)
 {
 	int ret;
 
-	ret = dl_ntbb_window_fits(nb, pidx, DL_NTBB_MW_RAM, ram_size,
-				  "this host's RAM");
+	ret = dl_ntbb_window_fits(nb, pidx, DL_NTBB_MW_RAM, win_size,
+				  "the window of the other ports");
 	if (!ret && nb->owner)
 		ret = dl_ntbb_window_fits(nb, pidx, DL_NTBB_MW_CTL,
 					  nb->area_size, "the control area");
@@ -321,23 +485,22 @@ static int dl_ntbb_windows_fit(struct dl_ntbb *nb, int pidx, u64 ram_size)
 }
 
 /*
- * Show this host to each peer in @links not shown yet: its RAM in window
- * 1, from bus address 0, for the peers' DMA and their stores into our
- * inbox; the control area in window 0, when the owner.
+ * Show this host to each peer in @links not shown yet: its window 1 (our
+ * IOVAs for it, or bus addresses one to one), for the peers' DMA and
+ * their stores into our inbox; the control area in window 0, when the
+ * owner.
  */
 static int dl_ntbb_show(struct dl_ntbb *nb, u64 links)
 {
-	u64 ram_size = dl_fabric_ram_size(nb->fab);
 	int pidx, ret = 0;
 
 	lockdep_assert_held(&nb->lock);
 
 	mutex_lock(&nb->trans_lock);
-	nb->ram_size = ram_size;
 	for (pidx = 0; pidx < nb->npeers; pidx++) {
 		if (!(links & BIT_ULL(pidx)) || (nb->shown & BIT_ULL(pidx)))
 			continue;
-		ret = dl_ntbb_windows_fit(nb, pidx, ram_size);
+		ret = dl_ntbb_windows_fit(nb, pidx, nb->win_size);
 		if (ret)
 			break;
 		if (nb->owner) {
@@ -352,11 +515,11 @@ static int dl_ntbb_show(struct dl_ntbb *nb, u64 links)
 		}
 		nb->shown |= BIT_ULL(pidx);
 		nb->revoked &= ~BIT_ULL(pidx);
-		ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_RAM, 0,
-				       ram_size);
+		ret = ntb_mw_set_trans(nb->ntb, pidx, DL_NTBB_MW_RAM,
+				       dl_ntbb_win_bus(nb, pidx), nb->win_size);
 		if (ret) {
-			dev_err(&nb->ntb->dev, "cannot show this host's RAM in window %d: %d\n",
-				DL_NTBB_MW_RAM, ret);
+			dev_err(&nb->ntb->dev, "cannot show window %d of %llu bytes: %d\n",
+				DL_NTBB_MW_RAM, nb->win_size, ret);
 			break;
 		}
 	}
@@ -364,12 +527,50 @@ static int dl_ntbb_show(struct dl_ntbb *nb, u64 links)
 	return ret;
 }
 
+/*
+ * The size of window 1 for every peer: what the adapter offers for the
+ * peers up now (the smallest, whole pages); a peer whose window is
+ * smaller is not shown this host. Behind our domain, each peer's window
+ * takes a power-of-two stride of IOVA space, which must fit the domain.
+ */
+static int dl_ntbb_win_setup(struct dl_ntbb *nb, u64 links)
+{
+	resource_size_t size_max;
+	u64 size = U64_MAX, top;
+	int pidx, ret;
+
+	for (pidx = 0; pidx < nb->npeers; pidx++) {
+		if (!(links & BIT_ULL(pidx)))
+			continue;
+		ret = ntb_mw_get_align(nb->ntb, pidx, DL_NTBB_MW_RAM, NULL,
+				       NULL, &size_max);
+		if (ret)
+			return ret;
+		size = min_t(u64, size, size_max);
+	}
+	size = round_down(size, PAGE_SIZE);
+	if (size == U64_MAX || !size)
+		return -ENOSPC;
+	nb->win_size = size;
+	if (!nb->dom)
+		return 0;
+	nb->stride = roundup_pow_of_two(size);
+	top = DL_NTBB_IOVA_BASE + (u64)(nb->npeers + 1) * nb->stride - 1;
+	if (nb->dom->geometry.force_aperture &&
+	    top > nb->dom->geometry.aperture_end) {
+		dev_err(&nb->ntb->dev, "devlend: %d windows of %llu bytes do not fit the adapter's IOMMU aperture\n",
+			nb->npeers, size);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
 static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size,
 			     u64 links)
 {
 	struct dl_fabric_config cfg = {
 		.dev = nb->fdev,
-		.ops = &dl_ntbb_ops,
+		.ops = nb->dom ? &dl_ntbb_ops_iommu : &dl_ntbb_ops,
 		.priv = nb,
 		.ctl = ctl,
 		.ctl_size = ctl_size,
@@ -382,17 +583,22 @@ static int dl_ntbb_fabric_up(struct dl_ntbb *nb, void *ctl, size_t ctl_size,
 
 	lockdep_assert_held(&nb->lock);
 
-	fab = dl_fabric_create(&cfg);
-	if (IS_ERR(fab))
-		return PTR_ERR(fab);
-	/* Every window checked before any is shown. */
+	ret = dl_ntbb_win_setup(nb, links);
+	if (ret)
+		return ret;
+	/* Every window checked before any is shown, or the fabric made. */
 	for (pidx = 0; pidx < nb->npeers; pidx++) {
 		if (!(links & BIT_ULL(pidx)))
 			continue;
-		ret = dl_ntbb_windows_fit(nb, pidx, dl_fabric_ram_size(fab));
+		ret = dl_ntbb_windows_fit(nb, pidx, nb->win_size);
 		if (ret)
-			goto err_destroy;
+			return ret;
 	}
+	cfg.inbound_size = nb->win_size;
+	/* The core maps the ident page and inbox through our domain too. */
+	fab = dl_fabric_create(&cfg);
+	if (IS_ERR(fab))
+		return PTR_ERR(fab);
 	spin_lock_irqsave(&nb->fab_lock, flags);
 	nb->fab = fab;
 	spin_unlock_irqrestore(&nb->fab_lock, flags);
@@ -408,7 +614,6 @@ err_unpublish:
 	spin_lock_irqsave(&nb->fab_lock, flags);
 	nb->fab = NULL;
 	spin_unlock_irqrestore(&nb->fab_lock, flags);
-err_destroy:
 	dl_fabric_destroy(fab);
 	return ret;
 }
@@ -442,13 +647,18 @@ static int dl_ntbb_join(struct dl_ntbb *nb, u64 links)
 	resource_size_t size;
 	phys_addr_t base;
 	int widx, ret;
+	u64 run;
 
 	for (widx = 0; widx < nb->nwins; widx++)
-		if (dl_ntbb_window_peek(nb, widx, 0, DL_CTL_HEADER_SIZE, &base,
+		if (dl_ntbb_window_peek(nb, widx, 0, DL_CTL_HEADER_SIZE,
 					&size) == DL_CTL_MAGIC)
 			break;
 	if (widx == nb->nwins)
 		return -EAGAIN;
+	/* The area is physically contiguous: one run, however it is shown. */
+	ret = dl_ntbb_mw_at(nb, widx, 0, size, &base, &run, &size);
+	if (ret || run != size)
+		return ret ?: -EAGAIN;
 	nb->remote = memremap(base, size, MEMREMAP_WB);
 	if (!nb->remote)
 		return -ENOMEM;
@@ -599,6 +809,45 @@ static int dl_ntbb_check(struct ntb_dev *ntb, int npeers)
 	return 0;
 }
 
+/*
+ * Behind a translating IOMMU (the adapter's DMA API domain), own a paging
+ * domain of the adapter: window 1 of each peer is then IOVA space we
+ * place pages in. With an identity domain or none, bus addresses are
+ * physical and nothing is attached.
+ */
+static int dl_ntbb_domain_get(struct dl_ntbb *nb)
+{
+	struct device *dev = ntb_get_dma_dev(nb->ntb);
+	struct iommu_domain *cur = iommu_get_domain_for_dev(dev);
+	struct iommu_domain *dom;
+	int ret;
+
+	if (!cur || cur->type == IOMMU_DOMAIN_IDENTITY ||
+	    !(cur->type & __IOMMU_DOMAIN_PAGING))
+		return 0;
+	dom = iommu_paging_domain_alloc(dev);
+	if (IS_ERR(dom))
+		return PTR_ERR(dom);
+	ret = iommu_attach_device(dom, dev);
+	if (ret) {
+		dev_err(&nb->ntb->dev, "devlend: cannot attach a domain of our own to %s (alone in its IOMMU group?): %d\n",
+			dev_name(dev), ret);
+		iommu_domain_free(dom);
+		return ret;
+	}
+	nb->dom = dom;
+	return 0;
+}
+
+static void dl_ntbb_domain_put(struct dl_ntbb *nb)
+{
+	if (!nb->dom)
+		return;
+	iommu_detach_device(nb->dom, ntb_get_dma_dev(nb->ntb));
+	iommu_domain_free(nb->dom);
+	nb->dom = NULL;
+}
+
 static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 {
 	int npeers = ntb_peer_port_count(ntb);
@@ -649,6 +898,9 @@ static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 		goto err_unregister;
 	ntb_db_clear(ntb, nb->db_bits);
 	ntb_db_clear_mask(ntb, nb->db_bits);
+	ret = dl_ntbb_domain_get(nb);
+	if (ret)
+		goto err_clear_ctx;
 	if (nb->owner) {
 		ret = dl_ntbb_area_alloc(nb, ntb_peer_port_count(ntb) + 1);
 		if (ret)
@@ -658,13 +910,16 @@ static int dl_ntbb_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	if (ret)
 		goto err_clear_ctx;
 	queue_delayed_work(system_wq, &nb->setup, 0);
-	dev_info(&ntb->dev, "devlend: NTB backend on port %d (%s of the control area)\n",
-		 ntb_port_number(ntb), nb->owner ? "owner" : "user");
+	dev_info(&ntb->dev, "devlend: NTB backend on port %d (%s of the control area), window 1 %s\n",
+		 ntb_port_number(ntb), nb->owner ? "owner" : "user",
+		 nb->dom ? "through an IOMMU domain of its own" :
+			   "one to one (no translating IOMMU)");
 	return 0;
 
 err_clear_ctx:
 	ntb_clear_ctx(ntb);
 	dl_ntbb_area_free(nb);
+	dl_ntbb_domain_put(nb);
 err_unregister:
 	device_unregister(nb->fdev);
 err_free:
@@ -690,6 +945,12 @@ static void dl_ntbb_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	ntb_db_set_mask(ntb, nb->db_bits);
 	ntb_clear_ctx(ntb);
 	dl_ntbb_area_free(nb);
+	/*
+	 * The adapter goes back to its DMA API domain, where nothing of ours
+	 * is mapped: a real adapter's peers' stores fault from now on (a
+	 * shown area's pages stay leaked all the same).
+	 */
+	dl_ntbb_domain_put(nb);
 	device_unregister(nb->fdev);
 	kfree(nb->wins);
 	kfree(nb);

@@ -504,7 +504,7 @@ static int dl_config_write_command(struct dl_vdev *v, u16 new)
 	u16 old = dl_config_get(v, PCI_COMMAND, 2);
 	bool bme_on = !(old & PCI_COMMAND_MASTER) && (new & PCI_COMMAND_MASTER);
 	bool bme_off = (old & PCI_COMMAND_MASTER) && !(new & PCI_COMMAND_MASTER);
-	int ret;
+	int ret, refused = 0;
 
 	if (bme_on) {
 		ret = dl_session_borrow(v);
@@ -515,13 +515,20 @@ static int dl_config_write_command(struct dl_vdev *v, u16 new)
 					    "cannot map guest memory for DMA: %d; bus master stays off\n",
 					    ret);
 			new &= ~PCI_COMMAND_MASTER;
+			/*
+			 * No room (the lender's window onto this host, its
+			 * budget, the pinned page cap): the VMM is told, as
+			 * by a VFIO DMA map that found none.
+			 */
+			if (ret == -ENOSPC)
+				refused = ret;
 		}
 	}
 	dl_config_put(v, PCI_COMMAND, 2, new);
 	ret = dl_config_write_dev(v, PCI_COMMAND, 2, new);
 	if (bme_off)
 		v->config_ops->dma_disable(v);
-	return ret;
+	return ret ?: refused;
 }
 
 /*
@@ -715,7 +722,8 @@ static int dl_config_write_piece(struct dl_vdev *v, unsigned int off,
  * @pos: offset in config space.
  * @write: write rather than read.
  *
- * Return: bytes done, or -errno.
+ * Return: bytes done, or -errno (-ENOSPC: bus mastering was refused for
+ * want of room to map the guest's memory; the rest of the write took).
  */
 ssize_t dl_config_rw(struct dl_vdev *v, char __user *buf, size_t count,
 		     loff_t pos, bool write)
@@ -738,8 +746,15 @@ ssize_t dl_config_rw(struct dl_vdev *v, char __user *buf, size_t count,
 			le = 0;
 			if (copy_from_user(&le, buf + done, size))
 				return -EFAULT;
-			/* Failures are logged; the guest sees a dropped write. */
-			dl_config_write_piece(v, pos, size, le32_to_cpu(le));
+			/*
+			 * Failures are logged; the guest sees a dropped write.
+			 * But bus mastering refused for want of room (window
+			 * space, pins) fails the VMM's write: it is told, as
+			 * by a VFIO DMA map that found none.
+			 */
+			if (dl_config_write_piece(v, pos, size,
+						  le32_to_cpu(le)) == -ENOSPC)
+				return -ENOSPC;
 		} else {
 			dl_config_read_piece(v, pos, size, &val);
 			le = cpu_to_le32(val);

@@ -19,7 +19,7 @@ static struct dentry *dl_borrower_debugfs;
  */
 static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 {
-	u64 same, moved, dropped, retries;
+	u64 same, moved, dropped, retries, win_refused;
 	struct dl_vdev *v;
 
 	mutex_lock(&b->lock);
@@ -27,18 +27,20 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 	moved = b->kept_moved;
 	dropped = b->kept_dropped;
 	retries = b->intx_unmask_retries;
+	win_refused = b->window_refused;
 	list_for_each_entry(v, &b->vdevs, node) {
 		retries += READ_ONCE(v->irq.intx_unmask_retries);
+		win_refused += READ_ONCE(v->dma.win_refused);
 		same += READ_ONCE(v->dma.kept_same);
 		moved += READ_ONCE(v->dma.kept_moved);
 		dropped += READ_ONCE(v->dma.kept_dropped);
 	}
-	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu intx_unmask_retries=%llu\n",
+	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu intx_unmask_retries=%llu window_refused=%llu\n",
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
 		   b->quarantine_refusals, b->returned_late, b->returned,
-		   b->lost, same, moved, dropped, retries);
+		   b->lost, same, moved, dropped, retries, win_refused);
 	list_for_each_entry(v, &b->vdevs, node)
-		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu\n",
+		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->sess.state),
 			   READ_ONCE(v->dma.npinned), READ_ONCE(v->dma.windows),
 			   READ_ONCE(v->dma.window_ms), READ_ONCE(v->dma.nkept),
@@ -49,7 +51,8 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 			   READ_ONCE(v->dma.fill.msgs),
 			   READ_ONCE(v->dma.fill.bulk_pages),
 			   READ_ONCE(v->dma.fill.bulk_refused),
-			   READ_ONCE(v->irq.intx_unmask_retries));
+			   READ_ONCE(v->irq.intx_unmask_retries),
+			   READ_ONCE(v->dma.nwin), READ_ONCE(v->dma.win_refused));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

@@ -14,7 +14,12 @@
  * pin (not mapped in the container) is skipped page by page. Physically
  * contiguous runs are coalesced and sent to the lender in batches of
  * DL_MSG_DMA_MAP, as many runs as fit a message; it maps each IOVA onto
- * the pinned page through its window onto this host.
+ * the pinned page through its window onto this host. What a run carries
+ * is what the fabric hands out for the pages (dl_fabric_inbound_map()):
+ * their physical address where the lender sees all of this host's RAM,
+ * else an offset of the lender's bounded window onto this host, taken
+ * from a budget (the window, and window_max_pages per mdev) and given
+ * back with the page (dl_dma_win_take()).
  *
  * What is pinned is kept as extents of IOVA, so that clearing BME, a
  * reset, close, or VFIO's dma_unmap() undoes exactly that: first the
@@ -238,6 +243,128 @@ static int dl_dma_record(struct dl_vdev *v, u64 iova, u64 npages)
 }
 
 /*
+ * Window space (where the fabric hands it out: a lender's bounded NTB
+ * window onto this host). Each page the lender is sent has the address
+ * it was mapped at in @v->dma.win; it goes back to the fabric with the
+ * page, only once the lender acknowledged the unmap, or to the lease's
+ * quarantine with the page when it did not. Given back or quarantined a
+ * run at a time: pages of consecutive IOVAs mostly have consecutive
+ * addresses.
+ */
+struct dl_win_run {
+	u64 addr;
+	u64 len;
+	bool acked;
+};
+
+/* Gives @r back to the fabric, or quarantines it; caller holds b->lock. */
+static void dl_dma_win_flush(struct dl_vdev *v, struct dl_win_run *r)
+{
+	lockdep_assert_held(&v->b->lock);
+
+	if (!r->len)
+		return;
+	if (r->acked)
+		dl_fabric_inbound_unmap(v->b->fab, v->dma.win_peer, r->addr,
+					r->len);
+	else if (!WARN_ON_ONCE(!v->sess.lease))
+		dl_lease_quarantine_win(v->b, v->sess.lease, r->addr, r->len);
+	/* (Nobody to hold it: leaked, as its page is.) */
+	r->len = 0;
+}
+
+/* Takes the window space of IOVA page @idx off the mdev, into @r. */
+static void dl_dma_win_take(struct dl_vdev *v, unsigned long idx,
+			    struct dl_win_run *r)
+{
+	void *entry;
+	u64 addr;
+
+	lockdep_assert_held(&v->dma.lock);
+
+	if (!v->dma.nwin)
+		return;
+	entry = xa_erase(&v->dma.win, idx);
+	if (!entry)
+		return;
+	v->dma.nwin--;
+	addr = (u64)xa_to_value(entry) << PAGE_SHIFT;
+	if (r->len && r->addr + r->len == addr) {
+		r->len += PAGE_SIZE;
+		return;
+	}
+	dl_dma_win_flush(v, r);
+	r->addr = addr;
+	r->len = PAGE_SIZE;
+}
+
+/*
+ * Has the fabric let the lender reach @npages pages from @phys (physically
+ * contiguous) for IOVA @iova, and sets *@addr to what the lender is to be
+ * given for them. Window space taken is recorded by IOVA page.
+ * Return: 0, or -errno: -ENOSPC when window space runs out (the lender's
+ * window, or window_max_pages for this mdev), -ERANGE where the window
+ * cannot show the pages.
+ */
+static int dl_dma_win_map(struct dl_vdev *v, u64 iova, phys_addr_t phys,
+			  unsigned long npages, u64 *addr)
+{
+	struct dl_fabric *fab = v->b->fab;
+	unsigned long max = READ_ONCE(dl_window_max_pages);
+	unsigned long idx = iova >> PAGE_SHIFT, i;
+	u32 host = v->sess.host;
+	int ret;
+
+	lockdep_assert_held(&v->dma.lock);
+
+	if (!dl_fabric_inbound_windowed(fab)) {
+		ret = dl_fabric_inbound_map(fab, host, phys,
+					    (u64)npages << PAGE_SHIFT, addr);
+		if (ret)
+			v->dma.win_refused++;
+		return ret;
+	}
+	if (v->dma.nwin && host != v->dma.win_peer) {
+		WARN_ONCE(1, "devlend: window space of host %u held on a borrow from host %u\n",
+			  v->dma.win_peer, host);
+		return -EBUSY;
+	}
+	if (max && v->dma.nwin + npages > max) {
+		v->dma.win_refused++;
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "DMA: no window space left for this device (window_max_pages %lu)\n",
+				    max);
+		return -ENOSPC;
+	}
+	ret = dl_fabric_inbound_map(fab, host, phys, (u64)npages << PAGE_SHIFT,
+				    addr);
+	if (ret) {
+		v->dma.win_refused++;
+		dev_err_ratelimited(dl_vdev_dev(v),
+				    "DMA: host %u's window onto this host has no room for %lu more pages: %d\n",
+				    host, npages, ret);
+		return ret;
+	}
+	v->dma.win_peer = host;
+	for (i = 0; i < npages; i++) {
+		ret = xa_err(xa_store(&v->dma.win, idx + i,
+				      xa_mk_value((*addr >> PAGE_SHIFT) + i),
+				      GFP_KERNEL));
+		if (ret)
+			goto err_erase;
+	}
+	v->dma.nwin += npages;
+	return 0;
+
+err_erase:
+	while (i--)
+		xa_erase(&v->dma.win, idx + i);
+	/* Never sent to the lender: nothing reaches it. */
+	dl_fabric_inbound_unmap(fab, host, *addr, (u64)npages << PAGE_SHIFT);
+	return ret;
+}
+
+/*
  * Whether the lender may map pages of this mdev: it was sent mappings and
  * has not said since that it holds none.
  */
@@ -309,6 +436,7 @@ static unsigned long dl_dma_kept_let_go(struct dl_vdev *v, u64 s, u64 t,
 {
 	struct dl_borrower *b = v->b;
 	unsigned long idx, n = 0;
+	struct dl_win_run r = {};
 	struct page *page;
 
 	lockdep_assert_held(&v->dma.lock);
@@ -319,11 +447,14 @@ static unsigned long dl_dma_kept_let_go(struct dl_vdev *v, u64 s, u64 t,
 	/* The release work may have settled the lease meanwhile. */
 	if (v->sess.lease && v->sess.lease->settled)
 		acked = true;
+	r.acked = acked;
 	xa_for_each_range(&v->dma.kept, idx, page, s >> PAGE_SHIFT,
 			  (t - 1) >> PAGE_SHIFT) {
 		xa_erase(&v->dma.kept, idx);
 		v->dma.nkept--;
 		n++;
+		/* Its window space goes the way the page goes. */
+		dl_dma_win_take(v, idx, &r);
 		if (!acked) {
 			if (WARN_ON_ONCE(!v->sess.lease))
 				continue;	/* nobody to hold it: leak it */
@@ -331,6 +462,7 @@ static unsigned long dl_dma_kept_let_go(struct dl_vdev *v, u64 s, u64 t,
 		}
 		put_page(page);
 	}
+	dl_dma_win_flush(v, &r);
 	mutex_unlock(&b->lock);
 	return n;
 }
@@ -530,8 +662,8 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n,
 	unsigned long idx = iova >> PAGE_SHIFT;
 	bool bulk = false;
 	void *entry;
-	u64 t0;
-	int ret, i;
+	u64 t0, addr;
+	int ret, i, j;
 
 	if (v->dma.npinned + n > DL_B_MAX_PINNED_PAGES)
 		return -ENOSPC;
@@ -565,11 +697,22 @@ static int dl_dma_pin_chunk(struct dl_dma_batch *bt, u64 iova, int n,
 	ret = dl_dma_kept_found(v, iova, n, bt->pages);
 	if (ret)
 		return ret;
-	for (i = 0; i < n; i++) {
-		if (!bt->pages[i])	/* the lender maps it already */
+	/* Physically contiguous pages take one run of window space. */
+	for (i = 0; i < n; i = j) {
+		if (!bt->pages[i]) {	/* the lender maps it already */
+			j = i + 1;
 			continue;
-		ret = dl_dma_add_run(bt, iova + ((u64)i << PAGE_SHIFT),
-				     page_to_phys(bt->pages[i]), PAGE_SIZE);
+		}
+		for (j = i + 1; j < n && bt->pages[j] &&
+		     page_to_phys(bt->pages[j]) ==
+		     page_to_phys(bt->pages[j - 1]) + PAGE_SIZE; j++)
+			;
+		ret = dl_dma_win_map(v, iova + ((u64)i << PAGE_SHIFT),
+				     page_to_phys(bt->pages[i]), j - i, &addr);
+		if (ret)
+			return ret;
+		ret = dl_dma_add_run(bt, iova + ((u64)i << PAGE_SHIFT), addr,
+				     (u64)(j - i) << PAGE_SHIFT);
 		if (ret)
 			return ret;
 	}
@@ -831,6 +974,7 @@ static void dl_dma_vfio_unpin(struct dl_vdev *v, u64 s, u64 t)
 static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
 			 enum dl_unpin_how how)
 {
+	struct dl_win_run freed = { .acked = true }, held = {};
 	struct dl_borrower *b = v->b;
 	unsigned long nbulk = 0;
 	struct page *page;
@@ -846,8 +990,11 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
 	for (n = s; n < t; n += PAGE_SIZE) {
 		entry = xa_load(&v->dma.pin_pages, n >> PAGE_SHIFT);
 		page = xa_untag_pointer(entry);
-		if (how == DL_UNPIN_FREE || !page)
+		if (how == DL_UNPIN_FREE || !page) {
+			dl_dma_win_take(v, n >> PAGE_SHIFT, &freed);
 			goto unpin_ours;
+		}
+		/* A kept page keeps its window space too. */
 		if (how == DL_UNPIN_KEEP &&
 		    !xa_err(xa_store(&v->dma.kept, n >> PAGE_SHIFT, page,
 				     GFP_KERNEL))) {
@@ -860,6 +1007,7 @@ static void dl_dma_unpin(struct dl_vdev *v, u64 s, u64 t,
 		 * The lender still maps it, so the re-pin's map of this IOVA
 		 * is refused (-EEXIST) and everything is mapped anew.
 		 */
+		dl_dma_win_take(v, n >> PAGE_SHIFT, &held);
 		if (WARN_ON_ONCE(!v->sess.lease))
 			get_page(page);	/* nobody to hold it: leak it */
 		else
@@ -870,6 +1018,8 @@ unpin_ours:
 			nbulk++;
 		}
 	}
+	dl_dma_win_flush(v, &freed);
+	dl_dma_win_flush(v, &held);
 	mutex_unlock(&b->lock);
 	/* VFIO's pins: the runs between the bulk-pinned pages. */
 	for (n = s, run = s; n < t; n += PAGE_SIZE) {
@@ -1258,6 +1408,7 @@ void dl_dma_init(struct dl_vdev *v)
 	INIT_LIST_HEAD(&v->dma.pinned);
 	xa_init(&v->dma.pin_pages);
 	xa_init(&v->dma.kept);
+	xa_init(&v->dma.win);
 	INIT_DELAYED_WORK(&v->dma.repin_work, dl_dma_repin_work);
 }
 
@@ -1280,7 +1431,9 @@ void dl_dma_destroy(struct dl_vdev *v)
 {
 	cancel_delayed_work_sync(&v->dma.repin_work);
 	WARN_ON_ONCE(v->dma.nkept);
+	WARN_ON_ONCE(v->dma.nwin);
 	xa_destroy(&v->dma.kept);
+	xa_destroy(&v->dma.win);
 	xa_destroy(&v->dma.pin_pages);
 	mutex_destroy(&v->dma.lock);
 }

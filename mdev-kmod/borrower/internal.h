@@ -205,6 +205,7 @@ struct dl_mtype {
  * @kept_moved: &dl_vdev_dma.kept_moved of the mdevs removed.
  * @kept_dropped: &dl_vdev_dma.kept_dropped of the mdevs removed.
  * @intx_unmask_retries: &dl_vdev_irq.intx_unmask_retries of the mdevs removed.
+ * @window_refused: &dl_vdev_dma.win_refused of the mdevs removed.
  *
  * @leases and the counters are under @lock.
  */
@@ -240,6 +241,7 @@ struct dl_borrower {
 	u64 kept_moved;
 	u64 kept_dropped;
 	u64 intx_unmask_retries;
+	u64 window_refused;
 };
 
 /**
@@ -260,6 +262,8 @@ struct dl_borrower {
  * @quarantine: pages unpinned for VFIO but held by reference, because the
  *	lender never acknowledged their unmap.
  * @nquarantined: pages in @quarantine.
+ * @qwin: the window space (struct dl_qwin) those pages were mapped at,
+ *	where this host hands out window space: given back when it settles.
  *
  * Everything is under &dl_borrower.lock.
  */
@@ -276,6 +280,7 @@ struct dl_lease {
 	unsigned int tries;
 	struct list_head quarantine;
 	unsigned long nquarantined;
+	struct list_head qwin;
 };
 
 /* States of an mdev, as its state attribute shows them. */
@@ -455,6 +460,15 @@ struct dl_vdev_config {
  *	stopped waiting, or by a reset or bus mastering off.
  * @fill: what pinning and mapping guest memory cost over the mdev's life,
  *	for the benchmark.
+ * @win: where the fabric hands out window space (a bounded NTB window):
+ *	the address each pinned or kept page was mapped at for the lender,
+ *	by IOVA page number, as xa_mk_value(address >> PAGE_SHIFT). Given
+ *	back only when the page is (its unmap acknowledged), or quarantined
+ *	with it (the DMA ownership rule).
+ * @nwin: pages in @win: window space this mdev holds.
+ * @win_peer: the lender the addresses in @win were handed out for.
+ * @win_refused: maps refused for want of window space (the lender's
+ *	window onto this host full, or window_max_pages).
  */
 struct dl_vdev_dma {
 	struct mutex lock;		/* see above */
@@ -478,6 +492,10 @@ struct dl_vdev_dma {
 	u64 kept_moved;
 	u64 kept_dropped;
 	struct dl_dma_fill_stats fill;
+	struct xarray win;
+	unsigned long nwin;
+	u32 win_peer;
+	u64 win_refused;
 };
 
 /**
@@ -629,6 +647,8 @@ extern bool dl_bulk_pin;
  * what bounds them: at most one more borrow's pins past it.
  */
 extern unsigned long dl_quarantine_max_pages;
+/* Window space one mdev may hold, in pages (0: what the window has). */
+extern unsigned long dl_window_max_pages;
 
 /*
  * Tests only (module parameter fault_intx_unmask_every): every Nth INTx
@@ -649,6 +669,8 @@ struct dl_lease *dl_lease_new(struct dl_borrower *b, u32 host, u32 dev_id,
 			      u64 incarnation);
 void dl_lease_quarantine(struct dl_borrower *b, struct dl_lease *l,
 			 struct page *page);
+void dl_lease_quarantine_win(struct dl_borrower *b, struct dl_lease *l,
+			     u64 addr, u64 len);
 void dl_lease_settle(struct dl_borrower *b, struct dl_lease *l,
 		     const char *why);
 void dl_lease_return_later(struct dl_borrower *b, struct dl_lease *l);

@@ -99,6 +99,7 @@ struct dl_lease *dl_lease_new(struct dl_borrower *b, u32 host, u32 dev_id,
 	l->dev_id = dev_id;
 	l->incarnation = incarnation;
 	INIT_LIST_HEAD(&l->quarantine);
+	INIT_LIST_HEAD(&l->qwin);
 	list_add_tail(&l->node, &b->leases);
 	mutex_unlock(&b->lock);
 	return l;
@@ -132,6 +133,50 @@ void dl_lease_quarantine(struct dl_borrower *b, struct dl_lease *l,
 	b->quarantined_total++;
 }
 
+/**
+ * struct dl_qwin - window space of quarantined pages: the lender may still
+ *	reach them through it, so it is not handed out again either.
+ * @node: in &dl_lease.qwin.
+ * @addr: the address the lender was given.
+ * @len: bytes.
+ */
+struct dl_qwin {
+	struct list_head node;
+	u64 addr;
+	u64 len;
+};
+
+/**
+ * dl_lease_quarantine_win() - keep window space the lender may still reach.
+ * @b: the borrower; caller holds b->lock.
+ * @l: the lease it was handed out under, not settled.
+ * @addr: its address (dl_fabric_inbound_map()).
+ * @len: bytes.
+ *
+ * Cannot fail: what cannot be recorded is leaked, never handed out again.
+ */
+void dl_lease_quarantine_win(struct dl_borrower *b, struct dl_lease *l,
+			     u64 addr, u64 len)
+{
+	struct dl_qwin *q = NULL;
+
+	lockdep_assert_held(&b->lock);
+
+	if (!list_empty(&l->qwin))
+		q = list_last_entry(&l->qwin, struct dl_qwin, node);
+	if (q && q->addr + q->len == addr) {
+		q->len += len;
+		return;
+	}
+	/* Without memory to note it, it stays handed out for good. */
+	q = kzalloc(sizeof(*q), GFP_KERNEL);
+	if (!q)
+		return;
+	q->addr = addr;
+	q->len = len;
+	list_add_tail(&q->node, &l->qwin);
+}
+
 /* Frees a lease nobody uses; caller holds b->lock. */
 static void dl_lease_free(struct dl_borrower *b, struct dl_lease *l)
 {
@@ -152,10 +197,17 @@ void dl_lease_settle(struct dl_borrower *b, struct dl_lease *l,
 		     const char *why)
 {
 	struct dl_qchunk *c, *tmp;
+	struct dl_qwin *q, *qtmp;
 	unsigned int i;
 
 	lockdep_assert_held(&b->lock);
 
+	/* The window space first: the pages are still ours meanwhile. */
+	list_for_each_entry_safe(q, qtmp, &l->qwin, node) {
+		dl_fabric_inbound_unmap(b->fab, l->host, q->addr, q->len);
+		list_del(&q->node);
+		kfree(q);
+	}
 	if (l->nquarantined)
 		dev_info_ratelimited(b->dev,
 				     "remote device %u:%u: %lu quarantined pages released (%s)\n",

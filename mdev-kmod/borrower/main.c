@@ -31,6 +31,12 @@ module_param_named(quarantine_max_pages, dl_quarantine_max_pages, ulong, 0644);
 MODULE_PARM_DESC(quarantine_max_pages,
 		 "Pages that lenders may still reach in quarantine on a fabric before new borrows through it are refused (0, the default: a quarter of this host's RAM)");
 
+/* See internal.h; read by dma.c at each map of window space. */
+unsigned long dl_window_max_pages;
+module_param_named(window_max_pages, dl_window_max_pages, ulong, 0644);
+MODULE_PARM_DESC(window_max_pages,
+		 "Window space one mdev may hold in a lender's bounded window onto this host, in pages (0, the default: what the window has)");
+
 /* See internal.h; read by irq.c at each unmask. */
 unsigned int dl_fault_intx_unmask_every;
 module_param_named(fault_intx_unmask_every, dl_fault_intx_unmask_every,

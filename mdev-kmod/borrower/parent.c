@@ -275,6 +275,7 @@ static void dl_mdev_unlist(struct dl_vdev *v)
 	b->kept_moved += READ_ONCE(v->dma.kept_moved);
 	b->kept_dropped += READ_ONCE(v->dma.kept_dropped);
 	b->intx_unmask_retries += READ_ONCE(v->irq.intx_unmask_retries);
+	b->window_refused += READ_ONCE(v->dma.win_refused);
 	mutex_unlock(&b->lock);
 }
 

@@ -59,6 +59,19 @@ struct dl_fabric_ident {
  *	Optional: a backend that cannot stop a peer (the emulated fabric's
  *	windows are fixed views of RAM files) leaves it NULL. Process
  *	context, may sleep; called under the fabric's liveness lock.
+ * @window_xlate: where offset @off of @win is, as a CPU physical address
+ *	(*@addr) and how many bytes from there are contiguous (*@run, at
+ *	least a page, at most @len). Optional: a backend whose windows are
+ *	linear ranges (every real adapter: a BAR) leaves it NULL. The
+ *	emulated NTB port needs it, since its peers translate where the
+ *	hardware would. Process context, may sleep.
+ * @inbound_map: with &dl_fabric_config.inbound_size, make offset @off of
+ *	@peer's window onto this host reach @phys, @len bytes (physically
+ *	contiguous, page aligned). Return -ENODEV for a host id the adapter
+ *	has no port for. Optional: without it, the bounded window shows bus
+ *	addresses [0, inbound_size) one to one (no translating IOMMU).
+ *	Process context, may sleep.
+ * @inbound_unmap: undo @inbound_map, for that range or a part of it.
  */
 struct dl_fabric_backend_ops {
 	const char *name;
@@ -68,6 +81,12 @@ struct dl_fabric_backend_ops {
 						const struct dl_fabric_ident *id);
 	void (*window_put)(struct dl_fabric *fab, struct dl_fabric_window *win);
 	void (*peer_inbound)(struct dl_fabric *fab, u32 peer, bool open);
+	int (*window_xlate)(struct dl_fabric *fab, struct dl_fabric_window *win,
+			    u64 off, u64 len, phys_addr_t *addr, u64 *run);
+	int (*inbound_map)(struct dl_fabric *fab, u32 peer, u64 off,
+			   phys_addr_t phys, u64 len);
+	void (*inbound_unmap)(struct dl_fabric *fab, u32 peer, u64 off,
+			      u64 len);
 };
 
 /*
@@ -89,6 +108,11 @@ extern const struct class dl_fabric_class;
  * @ctl_size: bytes mapped at @ctl.
  * @host_id: this host's id on the fabric.
  * @db_vectors: doorbell vectors the adapter receives.
+ * @inbound_size: 0: every peer's window onto this host shows all of its
+ *	RAM, laid out as the core finds it (the emulated fabric). Else the
+ *	bytes of each peer's bounded window onto this host: offsets the core
+ *	hands out and @ops->inbound_map translates, or without that op, bus
+ *	addresses shown one to one. Page aligned.
  */
 struct dl_fabric_config {
 	struct device *dev;
@@ -98,6 +122,7 @@ struct dl_fabric_config {
 	size_t ctl_size;
 	u32 host_id;
 	unsigned int db_vectors;
+	u64 inbound_size;
 };
 
 struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg);

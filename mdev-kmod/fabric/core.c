@@ -42,6 +42,7 @@ struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg)
 	fab->db_vectors = min_t(unsigned int, cfg->db_vectors, DL_DB_VECTORS);
 	fab->ctl = cfg->ctl;
 	fab->host_id = cfg->host_id;
+	fab->inbound_size = cfg->inbound_size;
 
 	ret = dl_ctl_validate(cfg->dev, cfg->ctl, cfg->ctl_size, &fab->geom);
 	if (ret)

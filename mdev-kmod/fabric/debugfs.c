@@ -96,6 +96,7 @@ static int dl_status_show(struct seq_file *s, void *unused)
 	seq_printf(s, "ram_size=%llu\n", fab->layout.ram_size);
 	seq_printf(s, "ram_low_size=%llu\n", fab->layout.ram_low_size);
 	seq_printf(s, "ram_high_base=%#llx\n", fab->layout.ram_high_base);
+	dl_inbound_show(fab, s);
 	seq_printf(s, "peers_up=%u\n", up);
 	seq_printf(s, "requests_pending=%llu\n", pending);
 	return 0;

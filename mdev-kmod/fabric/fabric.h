@@ -10,9 +10,13 @@
  *    and ntb_set_ctx());
  *  - links: a peer is up or down; changes are reported to each client
  *    (like ntb_ctx_ops.link_event);
- *  - memory windows: each up peer has one window onto its whole RAM, with
- *    a translation from the peer's physical addresses to the window's
+ *  - memory windows: each up peer has one window onto its RAM, with a
+ *    translation from the addresses the peer hands out to the window's
  *    (like ntb_peer_mw_get_addr() plus the peer's ntb_mw_set_trans());
+ *  - inbound windows: what this host hands a peer so that the peer
+ *    reaches a page of this host (dl_fabric_inbound_map()): its physical
+ *    address where peers see all of its RAM, else an offset of the
+ *    peer's bounded window onto it, handed out and translated here;
  *  - doorbells: ring a vector of a peer (like ntb_peer_db_set()); vector
  *    %DL_DB_VEC_MSG belongs to the fabric, the others may be claimed;
  *  - host info: what each peer publishes about itself (the scratchpads);
@@ -270,7 +274,14 @@ int dl_fabric_peer_info(struct dl_fabric *fab, u32 peer,
 int dl_fabric_peer_mw(struct dl_fabric *fab, u32 peer,
 		      struct dl_fabric_mw *mw);
 int dl_fabric_peer_mw_xlate(struct dl_fabric *fab, u32 peer, u64 peer_addr,
-			    u64 len, phys_addr_t *mw_addr);
+			    u64 len, phys_addr_t *mw_addr, u64 *run);
+
+/* Inbound windows: how peers reach this host's RAM (window.c). */
+int dl_fabric_inbound_map(struct dl_fabric *fab, u32 peer, phys_addr_t phys,
+			  u64 len, u64 *addr);
+void dl_fabric_inbound_unmap(struct dl_fabric *fab, u32 peer, u64 addr,
+			     u64 len);
+bool dl_fabric_inbound_windowed(struct dl_fabric *fab);
 
 /* Doorbells. */
 int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,

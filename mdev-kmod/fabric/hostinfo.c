@@ -16,10 +16,11 @@
  * own bound[] entry for this host; a host that leaves waits for that
  * before it frees its inbox, and leaks it when a peer never answers.
  *
- * The RAM layout tells peers how this host's physical addresses map onto
- * their window of its RAM: the emulated window is the host's RAM file,
- * where q35 puts RAM below the PCI hole at the same offset and RAM from
- * 4 GiB up right after it.
+ * The RAM layout tells peers how the addresses this host hands out map
+ * onto their window of its RAM: the emulated window is the host's RAM
+ * file, where q35 puts RAM below the PCI hole at the same offset and RAM
+ * from 4 GiB up right after it; a bounded window (window.c) publishes the
+ * identity of its offsets instead.
  */
 #include <linux/ctype.h>
 #include <linux/delay.h>
@@ -77,39 +78,6 @@ static int dl_ram_layout_compute(struct device *dev, struct dl_ram_layout *l)
 	return 0;
 }
 
-/**
- * dl_layout_xlate() - translate a host's physical range to a window offset.
- * @l: the host's RAM layout.
- * @addr: physical address in the host.
- * @len: bytes from @addr, at least one; the range must not cross the split.
- * @offset: the offset of @addr in the window onto the host's RAM.
- *
- * Return: 0, -EINVAL for an empty range, -ERANGE if the range is not RAM
- * of the layout.
- */
-int dl_layout_xlate(const struct dl_ram_layout *l, u64 addr, u64 len,
-		    u64 *offset)
-{
-	u64 off, end;
-
-	if (!len)
-		return -EINVAL;
-	if (addr < l->ram_low_size) {
-		if (check_add_overflow(addr, len, &end) ||
-		    end > l->ram_low_size)
-			return -ERANGE;
-		off = addr;
-	} else if (addr >= l->ram_high_base) {
-		off = addr - l->ram_high_base + l->ram_low_size;
-	} else {
-		return -ERANGE;	/* the hole between low and high RAM */
-	}
-	if (check_add_overflow(off, len, &end) || end > l->ram_size)
-		return -ERANGE;
-	*offset = off;
-	return 0;
-}
-
 static bool dl_layout_valid(const struct dl_ram_layout *l)
 {
 	return l->ram_size && l->ram_low_size <= l->ram_size &&
@@ -124,10 +92,12 @@ static bool dl_layout_valid(const struct dl_ram_layout *l)
  */
 int dl_hostinfo_init(struct dl_fabric *fab)
 {
-	u64 off;
 	int ret;
 
 	ret = dl_ram_layout_compute(fab->dev, &fab->layout);
+	if (ret)
+		return ret;
+	ret = dl_inbound_init(fab);
 	if (ret)
 		return ret;
 
@@ -139,17 +109,10 @@ int dl_hostinfo_init(struct dl_fabric *fab)
 	fab->ident_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
 	if (!fab->ident_page)
 		return -ENOMEM;
-	if (dl_layout_xlate(&fab->layout, page_to_phys(fab->ident_page), 8,
-			    &off)) {
-		dev_err(fab->dev, "ident page %#llx is outside the RAM layout\n",
-			(u64)page_to_phys(fab->ident_page));
-		ret = -ENODEV;
-		goto err_free_page;
-	}
 	WRITE_ONCE(*(__le64 *)page_address(fab->ident_page),
 		   cpu_to_le64(fab->ident_token));
 
-	/* Physically contiguous: peers reach it by one physical address. */
+	/* Physically contiguous: peers reach it by one address. */
 	fab->inbox = alloc_pages_exact(fab->geom.inbox_size,
 				       GFP_KERNEL | __GFP_ZERO);
 	if (!fab->inbox) {
@@ -158,15 +121,11 @@ int dl_hostinfo_init(struct dl_fabric *fab)
 		ret = -ENOMEM;
 		goto err_free_page;
 	}
-	if (dl_layout_xlate(&fab->layout, virt_to_phys(fab->inbox),
-			    fab->geom.inbox_size, &off)) {
-		dev_err(fab->dev, "inbox %#llx is outside the RAM layout\n",
-			(u64)virt_to_phys(fab->inbox));
-		ret = -ENODEV;
+	ret = dl_inbound_reserve(fab, &fab->ident_addr, &fab->inbox_addr);
+	if (ret)
 		goto err_free_inbox;
-	}
 
-	dev_dbg(fab->dev, "RAM %llu bytes, low %llu, high base %#llx\n",
+	dev_dbg(fab->dev, "RAM as peers reach it: %llu bytes, low %llu, high base %#llx\n",
 		fab->layout.ram_size, fab->layout.ram_low_size,
 		fab->layout.ram_high_base);
 	return 0;
@@ -187,6 +146,8 @@ err_free_page:
  */
 void dl_hostinfo_free(struct dl_fabric *fab)
 {
+	if (fab->inbox && fab->ident_page)
+		dl_inbound_release(fab);
 	if (fab->inbox && fab->inbox_leaked)
 		dev_warn(fab->dev,
 			 "inbox of %u bytes leaked: a peer may still write into it\n",
@@ -237,7 +198,8 @@ void dl_hostinfo_publish(struct dl_fabric *fab)
 	struct dl_host_info *hi = fab->self;
 
 	memset(hi->reserved, 0, sizeof(hi->reserved));
-	hi->reserved0 = 0;
+	hi->inbound = cpu_to_le32(dl_fabric_inbound_windowed(fab) ?
+				  DL_INBOUND_WINDOW : DL_INBOUND_RAM);
 	hi->magic = cpu_to_le64(DL_HOST_MAGIC);
 	hi->host_id = cpu_to_le32(fab->host_id);
 	hi->incarnation = cpu_to_le64(fab->incarnation);
@@ -248,9 +210,9 @@ void dl_hostinfo_publish(struct dl_fabric *fab)
 	hi->ram_size = cpu_to_le64(fab->layout.ram_size);
 	hi->ram_low_size = cpu_to_le64(fab->layout.ram_low_size);
 	hi->ram_high_base = cpu_to_le64(fab->layout.ram_high_base);
-	hi->ident_phys = cpu_to_le64(page_to_phys(fab->ident_page));
+	hi->ident_phys = cpu_to_le64(fab->ident_addr);
 	hi->ident_token = cpu_to_le64(fab->ident_token);
-	hi->inbox_phys = cpu_to_le64(virt_to_phys(fab->inbox));
+	hi->inbox_phys = cpu_to_le64(fab->inbox_addr);
 	memset(hi->bound, 0, sizeof(hi->bound));
 	dl_hostinfo_set_name(fab);
 
@@ -425,6 +387,7 @@ int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap)
 	snap->heartbeat = le64_to_cpu(c.heartbeat);
 	snap->proto_min = le16_to_cpu(c.proto_min);
 	snap->proto_max = le16_to_cpu(c.proto_max);
+	snap->inbound = le32_to_cpu(c.inbound);
 	snap->layout.ram_size = le64_to_cpu(c.ram_size);
 	snap->layout.ram_low_size = le64_to_cpu(c.ram_low_size);
 	snap->layout.ram_high_base = le64_to_cpu(c.ram_high_base);
@@ -443,6 +406,12 @@ int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap)
 	    !PAGE_ALIGNED(snap->ident_phys) ||
 	    !PAGE_ALIGNED(snap->inbox_phys) ||
 	    !dl_layout_valid(&snap->layout))
+		return -EINVAL;
+	/* A bounded window's addresses are its offsets: identity layout. */
+	if (snap->inbound > DL_INBOUND_WINDOW ||
+	    (snap->inbound == DL_INBOUND_WINDOW &&
+	     (snap->layout.ram_low_size != snap->layout.ram_size ||
+	      snap->layout.ram_high_base != snap->layout.ram_size)))
 		return -EINVAL;
 	return 0;
 }

@@ -13,6 +13,8 @@
  *  - peer->tx.lock (spinlock): the peer's transmit ring, and every store
  *    into the peer's inbox (the receive side's consumer index too).
  *  - the xarray lock of fab->reqs: requests in flight.
+ *  - fab->inbound_lock (mutex): the inbound windows' allocators; held
+ *    around allocator calls only, never around a backend call.
  * The receive state of a ring (struct dl_rx_ring) is touched only by the
  * receive work, which never runs twice at once.
  */
@@ -34,6 +36,7 @@
 
 struct dentry;
 struct kobject;
+struct seq_file;
 
 /* How long a sender waits for room in a full ring. */
 #define DL_TX_FULL_WAIT_MS	1000
@@ -96,6 +99,25 @@ struct dl_ctl_geom {
 };
 
 /**
+ * struct dl_win - an allocator of one peer's bounded inbound window, by
+ *	pages (window.c).
+ * @map: bit i: page i is handed out or reserved.
+ * @pages: pages in the window.
+ * @reserved: pages at its start never handed out (ident page, inbox).
+ * @used: pages set in @map, @reserved included.
+ * @next: where the next search starts (next fit).
+ * @refused: allocations that found no room.
+ */
+struct dl_win {
+	unsigned long *map;
+	unsigned long pages;
+	unsigned long reserved;
+	unsigned long used;
+	unsigned long next;
+	u64 refused;
+};
+
+/**
  * struct dl_ram_layout - how a host's physical RAM maps onto a window.
  * @ram_size: bytes of RAM, the size of the window onto it.
  * @ram_low_size: RAM at physical 0, at the same window offset.
@@ -117,7 +139,8 @@ struct dl_ram_layout {
  * @layout: its RAM layout.
  * @ident_phys: physical address of its ident page.
  * @ident_token: what the ident page holds.
- * @inbox_phys: physical address of its inbox.
+ * @inbound: %DL_INBOUND_RAM or %DL_INBOUND_WINDOW.
+ * @inbox_phys: address of its inbox (see @inbound).
  * @bound_me: the incarnation of this host it has bound to, or 0.
  * @name: its host name, made printable.
  */
@@ -130,6 +153,7 @@ struct dl_peer_snap {
 	struct dl_ram_layout layout;
 	u64 ident_phys;
 	u64 ident_token;
+	u32 inbound;
 	u64 inbox_phys;
 	u64 bound_me;
 	char name[sizeof_field(struct dl_host_info, name) + 1];
@@ -228,7 +252,8 @@ struct dl_ping_rx {
  * @ident: how to recognize its window (fab->lock).
  * @proto_min: lowest version it speaks (fab->lock).
  * @proto_max: highest version it speaks (fab->lock).
- * @inbox_phys: physical address of its inbox (fab->lock).
+ * @inbox_phys: address of its inbox, as it handed it out (fab->lock).
+ * @inbound: how it hands out addresses, DL_INBOUND_* (fab->lock).
  * @bound: a ring pair is bound to @bound_inc: our bound[] entry for it
  *	says so, and our entry in its inbox may be written (fab->lock).
  * @bound_inc: the incarnation bound to (fab->lock).
@@ -267,6 +292,7 @@ struct dl_peer {
 	u16 proto_min;
 	u16 proto_max;
 	u64 inbox_phys;
+	u32 inbound;
 	bool bound;
 	u64 bound_inc;
 	u32 bind_gen;
@@ -320,7 +346,17 @@ struct dl_db_handler {
  * @ident_page: the page peers look for through their windows.
  * @inbox: this host's inbox, zeroed at allocation, physically contiguous.
  * @inbox_leaked: a peer may still write into @inbox: never free it.
- * @layout: this host's RAM layout.
+ * @layout: this host's RAM layout, as published: with a bounded inbound
+ *	window, the identity of its offsets.
+ * @inbound_size: bytes of each peer's bounded window onto this host, 0
+ *	when peers see all of its RAM (window.c).
+ * @ident_addr: the address of @ident_page peers are given.
+ * @inbox_addr: the address of @inbox peers are given.
+ * @inbound_lock: @inbound's allocators.
+ * @inbound: by host id: the allocator of that peer's window, when this
+ *	host hands out window space.
+ * @inbound_refused: inbound maps refused (window full, or unreachable).
+ * @inbound_high_bytes: bytes of RAM above 4 GiB handed out window space.
  * @heartbeat: this host's heartbeat counter (@beat_timer only).
  * @lock: see the top of this file.
  * @stopping: the fabric is being stopped (@lock).
@@ -364,6 +400,13 @@ struct dl_fabric {
 	void *inbox;
 	bool inbox_leaked;
 	struct dl_ram_layout layout;
+	u64 inbound_size;
+	u64 ident_addr;
+	u64 inbox_addr;
+	struct mutex inbound_lock;	/* the allocators of @inbound */
+	struct dl_win inbound[DL_MAX_HOSTS];
+	atomic64_t inbound_refused;
+	atomic64_t inbound_high_bytes;
 	u64 heartbeat;
 
 	struct mutex lock;	/* liveness, link changes, clients served */
@@ -440,8 +483,19 @@ void dl_hostinfo_refresh(struct dl_fabric *fab);
 void dl_hostinfo_beat_start(struct dl_fabric *fab);
 void dl_hostinfo_beat_stop(struct dl_fabric *fab);
 int dl_hostinfo_read(struct dl_fabric *fab, u32 id, struct dl_peer_snap *snap);
+
+/* window.c */
+int dl_win_init(struct dl_win *w, u64 size, u64 reserved);
+void dl_win_destroy(struct dl_win *w);
+int dl_win_alloc(struct dl_win *w, u64 len, u64 *off);
+int dl_win_free(struct dl_win *w, u64 off, u64 len);
+bool dl_win_check(u64 size, u64 off, u64 len);
 int dl_layout_xlate(const struct dl_ram_layout *l, u64 addr, u64 len,
 		    u64 *offset);
+int dl_inbound_init(struct dl_fabric *fab);
+int dl_inbound_reserve(struct dl_fabric *fab, u64 *ident, u64 *inbox);
+void dl_inbound_release(struct dl_fabric *fab);
+void dl_inbound_show(struct dl_fabric *fab, struct seq_file *s);
 
 /*
  * The files below are layered: each calls only those listed before it
@@ -451,6 +505,8 @@ int dl_layout_xlate(const struct dl_ram_layout *l, u64 addr, u64 len,
 
 /* link.c */
 bool dl_peer_link(struct dl_peer *peer, u16 *proto, u32 *epoch);
+int dl_peer_win_xlate(struct dl_fabric *fab, struct dl_fabric_window *win,
+		      u64 size, u64 off, u64 len, phys_addr_t *at, u64 *run);
 
 /* status.c */
 int dl_status_to_errno(u32 status);

@@ -175,6 +175,7 @@ static void dl_peer_track(struct dl_fabric *fab, struct dl_peer *peer,
 	peer->ident.token = snap->ident_token;
 	peer->ident.min_size = snap->layout.ram_size;
 	peer->inbox_phys = snap->inbox_phys;
+	peer->inbound = snap->inbound;
 
 	spin_lock_irqsave(&peer->link_lock, flags);
 	peer->incarnation = snap->incarnation;
@@ -191,6 +192,7 @@ static bool dl_peer_same_incarnation(struct dl_peer *peer,
 	       snap->proto_max == peer->proto_max &&
 	       snap->ident_token == peer->ident.token &&
 	       snap->inbox_phys == peer->inbox_phys &&
+	       snap->inbound == peer->inbound &&
 	       !memcmp(&snap->layout, &peer->layout, sizeof(snap->layout));
 }
 
@@ -232,14 +234,16 @@ static __printf(3, 4) void dl_peer_warn_once(struct dl_fabric *fab,
 static void *dl_peer_map_out(struct dl_fabric *fab, struct dl_peer *peer)
 {
 	u64 len = fab->geom.ring_stride;
-	u64 phys, off;
+	phys_addr_t at;
+	u64 addr, off;
 
 	if (check_add_overflow(peer->inbox_phys, (u64)fab->host_id * len,
-			       &phys) ||
-	    dl_layout_xlate(&peer->layout, phys, len, &off) ||
-	    off > peer->win->size || len > peer->win->size - off)
+			       &addr) ||
+	    dl_layout_xlate(&peer->layout, addr, len, &off) ||
+	    dl_peer_win_xlate(fab, peer->win, peer->layout.ram_size, off, len,
+			      &at, NULL))
 		return NULL;
-	return memremap(peer->win->phys_addr + off, len, MEMREMAP_WC);
+	return memremap(at, len, MEMREMAP_WC);
 }
 
 static void dl_peer_try_up(struct dl_fabric *fab, struct dl_peer *peer,

@@ -487,6 +487,25 @@ err_free:
 	return ret;
 }
 
+/*
+ * Undo the mappings a batch made of [@iova, @iova + @len): the pieces of
+ * one run, consecutive from @iova. Runs of one batch do not overlap, so
+ * each piece's IOVA names it.
+ */
+static void dl_dma_undo_run(struct dl_lent *lent, u64 iova, u64 len)
+{
+	struct dl_lent_dma *m;
+	u64 p = iova;
+
+	while (p - iova < len) {
+		m = mtree_load(&lent->dma, p);
+		if (!m || m->iova != p)
+			return;
+		p += m->len;
+		dl_dma_remove(lent, m);
+	}
+}
+
 /**
  * dl_lent_dma_map() - map a batch of runs for the holder.
  * @lent: the device; @lent->lock held, the requester checked as holder.
@@ -509,7 +528,7 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 	struct iommu_domain_geometry *geo = &lent->domain->geometry;
 	u64 others = DL_DMA_NOT_COUNTED;
 	struct dl_fabric_peer_info info;
-	u64 budget;
+	u64 budget, piece = 0, run;
 	u32 i, done = 0;
 	int ret = 0;
 
@@ -529,6 +548,8 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		u64 addr = le64_to_cpu(ranges[i].addr);
 		u64 len = le64_to_cpu(ranges[i].len);
 		phys_addr_t phys;
+
+		piece = 0;
 
 		if (!len || !PAGE_ALIGNED(iova) || !PAGE_ALIGNED(addr) ||
 		    !PAGE_ALIGNED(len) || iova + len - 1 < iova ||
@@ -572,15 +593,25 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 			ret = -ENOSPC;
 			goto err_undo;
 		}
-		ret = dl_fabric_peer_mw_xlate(fab, peer, addr, len, &phys);
-		if (ret) {
-			dl_lent_reject(lent, DL_REJ_DMA_WINDOW);
-			goto err_undo;
-		}
-		ret = dl_dma_add(lent, iova, addr, phys, len);
-		if (ret) {
-			dl_lent_reject(lent, DL_REJ_DMA_FAILED);
-			goto err_undo;
+		/*
+		 * A run is one piece where our window onto the borrower is
+		 * linear (a real adapter's BAR, the emulated fabric's RAM
+		 * file), several where its translation is not (the emulated
+		 * NTB port behind the borrower's IOMMU).
+		 */
+		for (piece = 0; piece < len; piece += run) {
+			ret = dl_fabric_peer_mw_xlate(fab, peer, addr + piece,
+						      len - piece, &phys, &run);
+			if (ret) {
+				dl_lent_reject(lent, DL_REJ_DMA_WINDOW);
+				goto err_undo;
+			}
+			ret = dl_dma_add(lent, iova + piece, addr + piece,
+					 phys, run);
+			if (ret) {
+				dl_lent_reject(lent, DL_REJ_DMA_FAILED);
+				goto err_undo;
+			}
 		}
 		done++;
 	}
@@ -591,14 +622,11 @@ err_undo:
 	pci_info_ratelimited(lent->pdev,
 			     "lender: DMA map from host %u refused at run %u of %u: %d\n",
 			     peer, i, count, ret);
-	/* Runs of one batch do not overlap, so each IOVA names its run. */
-	while (done--) {
-		u64 iova = le64_to_cpu(ranges[done].iova);
-		struct dl_lent_dma *m = mtree_load(&lent->dma, iova);
-
-		if (m && m->iova == iova)
-			dl_dma_remove(lent, m);
-	}
+	/* The run that failed, as far as it got, then those before it. */
+	dl_dma_undo_run(lent, le64_to_cpu(ranges[i].iova), piece);
+	while (done--)
+		dl_dma_undo_run(lent, le64_to_cpu(ranges[done].iova),
+				le64_to_cpu(ranges[done].len));
 	return ret;
 }
 

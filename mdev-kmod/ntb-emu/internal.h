@@ -28,12 +28,16 @@
 
 /**
  * struct dl_ntbe_mw - a translation of an inbound memory window.
- * @addr: physical address in the owner's RAM.
+ * @addr: physical address in the owner's RAM, or with @bus, a bus
+ *	address of the owner's adapter (behind a translating IOMMU).
  * @size: bytes; 0 if none.
+ * @bus: @addr is a bus address: where each page lands is asked of the
+ *	owner (DL_MSG_NTB_XLATE, hook.h).
  */
 struct dl_ntbe_mw {
 	u64 addr;
 	u64 size;
+	bool bus;
 };
 
 /**
@@ -79,6 +83,8 @@ struct dl_ntbe_peer {
  * @db_work: sends @db_pending and @hello_owed.
  * @db_rx: doorbell messages received.
  * @rej: messages refused (malformed, out of range, unknown sender).
+ * @xlate_rx: DL_MSG_NTB_XLATE answered.
+ * @xlate_tx: DL_MSG_NTB_XLATE asked.
  * @msgs_dropped: messages that found their register full.
  */
 struct dl_ntbe {
@@ -107,6 +113,8 @@ struct dl_ntbe {
 	u64 db_rx;
 	u64 rej;
 	u64 msgs_dropped;
+	u64 xlate_rx;
+	u64 xlate_tx;
 };
 
 /* The doorbell bits and message registers a port has. */
@@ -143,6 +151,9 @@ void dl_ntbe_db_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
 void dl_ntbe_msg_change(struct dl_ntbe *ne, u64 set, u64 clear, u64 mask_set,
 			u64 mask_clear);
 void dl_ntbe_db_work(struct work_struct *work);
+bool dl_ntbe_translating(struct dl_ntbe *ne);
+int dl_ntbe_bus_walk(struct dl_ntbe *ne, u64 addr, u64 len, phys_addr_t *phys,
+		     u64 *run);
 
 /* ops.c: what Linux's NTB clients call */
 extern const struct ntb_dev_ops dl_ntbe_ops;

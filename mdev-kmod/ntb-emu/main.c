@@ -27,6 +27,7 @@ static_assert(sizeof(struct dl_ntb_hello) == DL_NTB_HELLO_SIZE);
 static_assert(sizeof(struct dl_ntb_db) == DL_NTB_DB_SIZE);
 static_assert(sizeof(struct dl_ntb_reg) == DL_NTB_REG_SIZE);
 static_assert(sizeof(struct dl_ntb_mw) == DL_NTB_MW_SIZE);
+static_assert(sizeof(struct dl_ntb_xlate) == DL_NTB_XLATE_SIZE);
 /* The state file prints both windows of each peer. */
 static_assert(DL_NTB_MWS == 2);
 
@@ -207,15 +208,17 @@ static void dl_ntbe_rx_mw(struct dl_fabric *fab,
 	struct dl_ntbe *ne = priv;
 	unsigned long flags;
 	u64 addr, size;
-	u32 idx;
+	u32 idx, mflags;
 
 	if (!dl_ntbe_msg_ok(ne, msg, sizeof(*m)))
 		return;
 	idx = le32_to_cpu(m->index);
+	mflags = le32_to_cpu(m->flags);
 	addr = le64_to_cpu(m->addr);
 	size = le64_to_cpu(m->size);
 	/* Where in the peer's RAM is checked when it is used (xlate). */
-	if (idx >= DL_NTB_MWS || !IS_ALIGNED(addr, PAGE_SIZE) ||
+	if (idx >= DL_NTB_MWS || (mflags & ~DL_NTB_MW_F_BUS) ||
+	    !IS_ALIGNED(addr, PAGE_SIZE) ||
 	    !IS_ALIGNED(size, PAGE_SIZE) || addr + size < addr) {
 		dl_ntbe_reject(ne, msg);
 		return;
@@ -223,7 +226,58 @@ static void dl_ntbe_rx_mw(struct dl_fabric *fab,
 	spin_lock_irqsave(&ne->lock, flags);
 	ne->peers[msg->peer].out[idx].addr = size ? addr : 0;
 	ne->peers[msg->peer].out[idx].size = size;
+	ne->peers[msg->peer].out[idx].bus = size && (mflags & DL_NTB_MW_F_BUS);
 	spin_unlock_irqrestore(&ne->lock, flags);
+}
+
+/*
+ * DL_MSG_NTB_XLATE: where the asking peer's stores at an offset of our
+ * inbound window for it land, through our adapter's IOMMU (hook.h).
+ * Only what the window translates is answered: an offset not mapped,
+ * outside the window, or of a window not translated by bus address is
+ * refused, as the IOMMU would fault the store.
+ */
+static void dl_ntbe_rx_xlate(struct dl_fabric *fab,
+			     const struct dl_fabric_msg *msg, void *priv)
+{
+	const struct dl_ntb_xlate *x = msg->data;
+	struct dl_ntbe *ne = priv;
+	struct dl_ntb_xlate resp;
+	struct dl_ntbe_mw mw;
+	unsigned long flags;
+	u64 off, len, end, run;
+	phys_addr_t phys;
+	u32 idx;
+
+	if (!dl_ntbe_msg_ok(ne, msg, sizeof(*x)) || !msg->req_id) {
+		if (msg->req_id)
+			dl_fabric_respond(fab, msg, -EINVAL, NULL, 0);
+		return;
+	}
+	idx = le32_to_cpu(x->index);
+	off = le64_to_cpu(x->off);
+	len = le64_to_cpu(x->len);
+	if (idx >= ne->mws || !len || !IS_ALIGNED(off, PAGE_SIZE) ||
+	    !IS_ALIGNED(len, PAGE_SIZE) || check_add_overflow(off, len, &end))
+		goto err_reject;
+	spin_lock_irqsave(&ne->lock, flags);
+	mw = ne->peers[msg->peer].in[idx];
+	spin_unlock_irqrestore(&ne->lock, flags);
+	if (!mw.bus || end > mw.size ||
+	    dl_ntbe_bus_walk(ne, mw.addr + off, len, &phys, &run))
+		goto err_reject;
+	resp = *x;
+	resp.len = cpu_to_le64(run);
+	resp.addr = cpu_to_le64(phys);
+	spin_lock_irqsave(&ne->lock, flags);
+	ne->xlate_rx++;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	dl_fabric_respond(fab, msg, 0, &resp, sizeof(resp));
+	return;
+
+err_reject:
+	dl_ntbe_reject(ne, msg);
+	dl_fabric_respond(fab, msg, -EINVAL, NULL, 0);
 }
 
 static const struct {
@@ -236,6 +290,7 @@ static const struct {
 	{ DL_MSG_NTB_SPAD_READ, dl_ntbe_rx_spad_read },
 	{ DL_MSG_NTB_MSG, dl_ntbe_rx_msg },
 	{ DL_MSG_NTB_MW, dl_ntbe_rx_mw },
+	{ DL_MSG_NTB_XLATE, dl_ntbe_rx_xlate },
 };
 
 static void dl_ntbe_unregister_handlers(struct dl_ntbe *ne, unsigned int n)
@@ -355,11 +410,12 @@ static int dl_ntbe_show_one(struct dl_fabric *fab, void *ctx, void *arg)
 	u32 host;
 
 	spin_lock_irqsave(&ne->lock, flags);
-	seq_printf(s, "ntb=%s port=%u ports=%u mws=%u mw_size_max=%llu link_on=%d linked=%#llx db=%#llx db_mask=%#llx msg_sts=%#llx db_rx=%llu rej=%llu msgs_dropped=%llu\n",
+	seq_printf(s, "ntb=%s port=%u ports=%u mws=%u mw_size_max=%llu link_on=%d linked=%#llx db=%#llx db_mask=%#llx msg_sts=%#llx db_rx=%llu rej=%llu msgs_dropped=%llu xlate_rx=%llu xlate_tx=%llu translating=%d\n",
 		   dev_name(&ne->ntb.dev), ne->self, ne->hosts, ne->mws,
 		   ne->mw_size_max, ne->link_on,
 		   ne->linked, ne->db, ne->db_mask, ne->msg_sts, ne->db_rx,
-		   ne->rej, ne->msgs_dropped);
+		   ne->rej, ne->msgs_dropped, ne->xlate_rx, ne->xlate_tx,
+		   dl_ntbe_translating(ne));
 	/* Each peer's window translations: ours for it, and its for us. */
 	for (host = 0; host < ne->hosts; host++) {
 		const struct dl_ntbe_peer *p = &ne->peers[host];

@@ -12,6 +12,7 @@
 #include <linux/iommu.h>
 #include <linux/pci.h>
 
+#include "hook.h"
 #include "internal.h"
 
 static int dl_ntbe_port_number(struct ntb_dev *ntb)
@@ -119,49 +120,30 @@ static int dl_ntbe_mw_get_align(struct ntb_dev *ntb, int pidx, int widx,
 }
 
 /*
- * Where an inbound write at bus address @addr lands in this host's RAM.
- * A real adapter's inbound writes go through the IOMMU as the adapter's
- * DMA; the emulated peer writes RAM directly, so the translation is done
- * here, once, and it must give one physically contiguous run.
+ * Where an inbound write at bus address @addr lands in this host's RAM,
+ * without a translating IOMMU: the same address.
  */
-static int dl_ntbe_bus_to_phys(struct dl_ntbe *ne, dma_addr_t addr, u64 size,
-			       phys_addr_t *phys)
+static phys_addr_t dl_ntbe_bus_to_phys(struct dl_ntbe *ne, dma_addr_t addr)
 {
-	struct device *dev = &ne->ntb.pdev->dev;
-	struct iommu_domain *dom = iommu_get_domain_for_dev(dev);
-	phys_addr_t first, p;
-	u64 off;
-
-	if (!dom || dom->type == IOMMU_DOMAIN_IDENTITY) {
-		*phys = dma_to_phys(dev, addr);
-		return 0;
-	}
-	first = iommu_iova_to_phys(dom, addr);
-	if (!first)
-		return -EINVAL;
-	for (off = PAGE_SIZE; off < size; off += PAGE_SIZE) {
-		p = iommu_iova_to_phys(dom, addr + off);
-		if (p != first + off)
-			return -EINVAL;
-	}
-	*phys = first;
-	return 0;
+	return dma_to_phys(&ne->ntb.pdev->dev, addr);
 }
 
 static int dl_ntbe_mw_trans(struct dl_ntbe *ne, int pidx, int widx,
-			    u64 phys, u64 size)
+			    u64 addr, u64 size, bool bus)
 {
 	struct dl_ntb_mw m = {
 		.index = cpu_to_le32(widx),
-		.addr = cpu_to_le64(phys),
+		.flags = cpu_to_le32(bus ? DL_NTB_MW_F_BUS : 0),
+		.addr = cpu_to_le64(addr),
 		.size = cpu_to_le64(size),
 	};
 	u32 host = dl_ntbe_host(ne, pidx);
 	unsigned long flags;
 
 	spin_lock_irqsave(&ne->lock, flags);
-	ne->peers[host].in[widx].addr = phys;
+	ne->peers[host].in[widx].addr = addr;
 	ne->peers[host].in[widx].size = size;
+	ne->peers[host].in[widx].bus = bus;
 	spin_unlock_irqrestore(&ne->lock, flags);
 	/* A peer not up now learns it when it says hello. */
 	if (!dl_fabric_link_is_up(ne->fab, host))
@@ -169,12 +151,18 @@ static int dl_ntbe_mw_trans(struct dl_ntbe *ne, int pidx, int widx,
 	return dl_fabric_send(ne->fab, host, DL_MSG_NTB_MW, &m, sizeof(m));
 }
 
+/*
+ * A real adapter's inbound writes go through the IOMMU as the adapter's
+ * DMA, store by store. The emulated peer writes RAM directly: without a
+ * translating IOMMU the window is one physical range, told to the peer;
+ * behind one, the peer is told the bus address and asks where each
+ * offset lands when it maps the window (DL_MSG_NTB_XLATE, hook.h), so
+ * the run need not be mapped, nor contiguous, now.
+ */
 static int dl_ntbe_mw_set_trans(struct ntb_dev *ntb, int pidx, int widx,
 				dma_addr_t addr, resource_size_t size)
 {
 	struct dl_ntbe *ne = dl_ntbe_of(ntb);
-	phys_addr_t phys;
-	int ret;
 
 	if (!dl_ntbe_pidx_ok(ne, pidx) || !dl_ntbe_widx_ok(ne, widx))
 		return -EINVAL;
@@ -182,14 +170,10 @@ static int dl_ntbe_mw_set_trans(struct ntb_dev *ntb, int pidx, int widx,
 	if (!size || !IS_ALIGNED(addr, PAGE_SIZE) ||
 	    !IS_ALIGNED(size, PAGE_SIZE) || size > ne->mw_size_max)
 		return -EINVAL;
-	ret = dl_ntbe_bus_to_phys(ne, addr, size, &phys);
-	if (ret) {
-		dev_warn(&ntb->dev,
-			 "inbound window %d: %pad is not one physically contiguous run here\n",
-			 widx, &addr);
-		return ret;
-	}
-	return dl_ntbe_mw_trans(ne, pidx, widx, phys, size);
+	if (dl_ntbe_translating(ne))
+		return dl_ntbe_mw_trans(ne, pidx, widx, addr, size, true);
+	return dl_ntbe_mw_trans(ne, pidx, widx, dl_ntbe_bus_to_phys(ne, addr),
+				size, false);
 }
 
 static int dl_ntbe_mw_clear_trans(struct ntb_dev *ntb, int pidx, int widx)
@@ -198,7 +182,7 @@ static int dl_ntbe_mw_clear_trans(struct ntb_dev *ntb, int pidx, int widx)
 
 	if (!dl_ntbe_pidx_ok(ne, pidx) || !dl_ntbe_widx_ok(ne, widx))
 		return -EINVAL;
-	return dl_ntbe_mw_trans(ne, pidx, widx, 0, 0);
+	return dl_ntbe_mw_trans(ne, pidx, widx, 0, 0, false);
 }
 
 static int dl_ntbe_peer_mw_count(struct ntb_dev *ntb)
@@ -230,9 +214,11 @@ static int dl_ntbe_peer_mw_get_addr(struct ntb_dev *ntb, int widx,
 	spin_lock_irqsave(&ne->lock, flags);
 	mw = ne->peers[host].out[widx % ne->mws];
 	spin_unlock_irqrestore(&ne->lock, flags);
-	if (!mw.size)
+	/* Translated page by page by the peer: no linear range (hook.h). */
+	if (!mw.size || mw.bus)
 		return -ENXIO;
-	ret = dl_fabric_peer_mw_xlate(ne->fab, host, mw.addr, mw.size, &at);
+	ret = dl_fabric_peer_mw_xlate(ne->fab, host, mw.addr, mw.size, &at,
+				      NULL);
 	if (ret)
 		return ret;
 	if (base)
@@ -241,6 +227,90 @@ static int dl_ntbe_peer_mw_get_addr(struct ntb_dev *ntb, int widx,
 		*size = mw.size;
 	return 0;
 }
+
+/**
+ * dl_ntbe_peer_mw_resolve() - emulation hook (hook.h): where stores through
+ *	outbound window @widx at @off land, as a CPU physical address in the
+ *	fabric's window onto the peer.
+ * @ntb: an NTB device.
+ * @widx: the outbound window.
+ * @off: offset in it.
+ * @len: bytes; 0 to learn @size only.
+ * @phys: set to where @off lands.
+ * @run: set to the bytes from @phys that are contiguous (at most @len).
+ * @size: set to the window's size.
+ *
+ * Asks the peer (DL_MSG_NTB_XLATE) where its window is translated by its
+ * adapter's IOMMU; process context, sleeps then.
+ *
+ * Return: 0; -ENODEV if @ntb is not an emulated port; -ENXIO if the peer
+ * set no translation; -EINVAL, -ERANGE (outside the window or the peer's
+ * RAM), -EPROTO (a malformed answer), or the request's error.
+ */
+int dl_ntbe_peer_mw_resolve(struct ntb_dev *ntb, int widx, u64 off, u64 len,
+			    phys_addr_t *phys, u64 *run, u64 *size)
+{
+	struct dl_ntbe *ne;
+	struct dl_ntb_xlate req = {}, resp;
+	struct dl_ntbe_mw mw;
+	unsigned long flags;
+	size_t resp_len;
+	u64 got, addr, end, head;
+	int pidx, ret;
+	u32 host;
+
+	if (ntb->ops != &dl_ntbe_ops)
+		return -ENODEV;
+	ne = dl_ntbe_of(ntb);
+	pidx = widx / ne->mws;
+	if (widx < 0 || !dl_ntbe_pidx_ok(ne, pidx))
+		return -EINVAL;
+	host = dl_ntbe_host(ne, pidx);
+	spin_lock_irqsave(&ne->lock, flags);
+	mw = ne->peers[host].out[widx % ne->mws];
+	spin_unlock_irqrestore(&ne->lock, flags);
+	if (!mw.size)
+		return -ENXIO;
+	*size = mw.size;
+	if (!len)
+		return 0;
+	if (check_add_overflow(off, len, &end) || end > mw.size)
+		return -ERANGE;
+	if (!mw.bus) {
+		*run = len;
+		return dl_fabric_peer_mw_xlate(ne->fab, host, mw.addr + off,
+					       len, phys, NULL);
+	}
+	/* The peer translates whole pages; @off need not start one. */
+	head = offset_in_page(off);
+	req.index = cpu_to_le32(widx % ne->mws);
+	req.off = cpu_to_le64(off - head);
+	req.len = cpu_to_le64(PAGE_ALIGN(head + len));
+	spin_lock_irqsave(&ne->lock, flags);
+	ne->xlate_tx++;
+	spin_unlock_irqrestore(&ne->lock, flags);
+	ret = dl_fabric_request(ne->fab, host, DL_MSG_NTB_XLATE, &req,
+				sizeof(req), &resp, sizeof(resp), &resp_len,
+				DL_FABRIC_REQ_TIMEOUT_MS);
+	if (ret)
+		return ret;
+	got = le64_to_cpu(resp.len);
+	addr = le64_to_cpu(resp.addr);
+	/* The peer's answer is checked like anything it sends. */
+	if (resp_len != sizeof(resp) || resp.index != req.index ||
+	    resp.off != req.off || got <= head ||
+	    got > le64_to_cpu(req.len) ||
+	    !IS_ALIGNED(got, PAGE_SIZE) || !IS_ALIGNED(addr, PAGE_SIZE))
+		return -EPROTO;
+	/* And where it lands must be its RAM, inside our window onto it. */
+	ret = dl_fabric_peer_mw_xlate(ne->fab, host, addr, got, phys, NULL);
+	if (ret)
+		return ret;
+	*phys += head;
+	*run = min(got - head, len);
+	return 0;
+}
+EXPORT_SYMBOL_GPL(dl_ntbe_peer_mw_resolve);
 
 static u64 dl_ntbe_db_valid_mask(struct ntb_dev *ntb)
 {

@@ -9,7 +9,9 @@
  * them), the latched doorbell and message registers that raise the NTB
  * core's events, and the work that sends what found a ring full.
  */
+#include <linux/iommu.h>
 #include <linux/jiffies.h>
+#include <linux/pci.h>
 #include <linux/workqueue.h>
 
 #include "internal.h"
@@ -80,6 +82,7 @@ static int dl_ntbe_send_trans(struct dl_ntbe *ne, u32 host)
 	for (w = 0; w < DL_NTB_MWS; w++) {
 		struct dl_ntb_mw m = {
 			.index = cpu_to_le32(w),
+			.flags = cpu_to_le32(in[w].bus ? DL_NTB_MW_F_BUS : 0),
 			.addr = cpu_to_le64(in[w].addr),
 			.size = cpu_to_le64(in[w].size),
 		};
@@ -243,4 +246,53 @@ void dl_ntbe_db_work(struct work_struct *work)
 		queue_delayed_work(system_wq, &ne->db_work,
 				   msecs_to_jiffies(10));
 	}
+}
+
+/**
+ * dl_ntbe_translating() - whether the adapter sits behind a translating
+ *	IOMMU domain (its DMA API's, or one its NTB client attached).
+ * @ne: the port.
+ *
+ * Return: true if bus addresses of the adapter are IOVAs.
+ */
+bool dl_ntbe_translating(struct dl_ntbe *ne)
+{
+	struct iommu_domain *dom = iommu_get_domain_for_dev(&ne->ntb.pdev->dev);
+
+	return dom && dom->type != IOMMU_DOMAIN_IDENTITY &&
+	       (dom->type & __IOMMU_DOMAIN_PAGING);
+}
+
+/**
+ * dl_ntbe_bus_walk() - where an inbound store at bus address @addr lands,
+ *	as the adapter's IOMMU would translate it.
+ * @ne: the port, its adapter behind a translating domain.
+ * @addr: the bus address, page aligned.
+ * @len: bytes wanted, page aligned, nonzero.
+ * @phys: set to the physical address @addr translates to.
+ * @run: set to the bytes from there that are physically contiguous (at
+ *	most @len).
+ *
+ * Return: 0, or -EINVAL if @addr is not mapped (a store there would fault).
+ */
+int dl_ntbe_bus_walk(struct dl_ntbe *ne, u64 addr, u64 len, phys_addr_t *phys,
+		     u64 *run)
+{
+	struct iommu_domain *dom = iommu_get_domain_for_dev(&ne->ntb.pdev->dev);
+	phys_addr_t first;
+	u64 off;
+
+	if (!dom || !(dom->type & __IOMMU_DOMAIN_PAGING))
+		return -EINVAL;
+	first = iommu_iova_to_phys(dom, addr);
+	if (!first)
+		return -EINVAL;
+	for (off = PAGE_SIZE; off < len; off += PAGE_SIZE) {
+		if (iommu_iova_to_phys(dom, addr + off) != first + off)
+			break;
+		cond_resched();
+	}
+	*phys = first;
+	*run = min(off, len);
+	return 0;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
 /*
- * devlend fabric wire format: control area layout 2, message protocol 1.
+ * devlend fabric wire format: control area layout 3, message protocol 1.
  *
  * This header is the one definition of everything that crosses the fabric
  * or lives in fabric-shared memory. The kernel module includes it directly;
@@ -54,8 +54,11 @@
 /* "DLHOSTIN" as little-endian bytes. */
 #define DL_HOST_MAGIC		0x4e4954534f484c44ULL
 
-/* Layout of the control area; bumped on any incompatible layout change. */
-#define DL_CTL_LAYOUT_VERSION	2
+/*
+ * Layout of the control area; bumped on any incompatible layout change
+ * (3: a host info slot says how peers address the host's RAM, @inbound).
+ */
+#define DL_CTL_LAYOUT_VERSION	3
 
 /* Message protocol versions a host may speak. Peers use the highest common. */
 #define DL_PROTO_V1		1
@@ -124,6 +127,26 @@ enum dl_host_state {
 	DL_HOST_UP = 2,		/* fields valid, heartbeat running */
 };
 
+/*
+ * struct dl_host_info.inbound: how a peer reaches the host's RAM, and so
+ * what the addresses the host hands out (@ident_phys, @inbox_phys, the
+ * @addr of its DMA runs) are. Either way a peer turns such an address
+ * into an offset of its window onto the host with the RAM layout
+ * (@ram_size, @ram_low_size, @ram_high_base) and checks it against it.
+ */
+/*
+ * Each peer's window shows all of the host's RAM, laid out as its layout
+ * says (the emulated fabric's RAM files): addresses are physical.
+ */
+#define DL_INBOUND_RAM		0
+/*
+ * Each peer's window onto the host has @ram_size bytes (an NTB memory
+ * window), whose offsets the host hands out and translates itself (its
+ * adapter's IOMMU or LUTs): addresses are window offsets, and the layout
+ * says so: @ram_low_size and @ram_high_base equal @ram_size.
+ */
+#define DL_INBOUND_WINDOW	1
+
 /**
  * struct dl_host_info - what a host tells its peers about itself; the
  * scratchpad of the emulated fabric. Written only by its owner.
@@ -135,18 +158,20 @@ enum dl_host_state {
  * @heartbeat: bumped by the owner every %DL_HEARTBEAT_MS.
  * @proto_min: lowest message protocol version the owner speaks.
  * @proto_max: highest message protocol version the owner speaks.
- * @ram_size: bytes of RAM, which is the size of the peers' window onto it.
+ * @inbound: %DL_INBOUND_RAM or %DL_INBOUND_WINDOW (layout 3; was zero).
+ * @ram_size: bytes of RAM, which is the size of the peers' window onto it;
+ *	with %DL_INBOUND_WINDOW, the window's size.
  * @ram_low_size: RAM mapped at physical 0; the rest starts at
  *	@ram_high_base. Window offset of physical address p is p below
  *	@ram_low_size, and p - @ram_high_base + @ram_low_size above.
  * @ram_high_base: physical base of RAM above the PCI hole (4 GiB on q35).
- * @ident_phys: physical address of a page of the owner's RAM that holds
- *	@ident_token in its first 8 bytes; a peer finds which of its windows
- *	shows this host by looking for the token there.
+ * @ident_phys: address (see @inbound) of a page of the owner's RAM that
+ *	holds @ident_token in its first 8 bytes; a peer finds which of its
+ *	windows shows this host by looking for the token there.
  * @ident_token: random, new each incarnation.
  * @name: the owner's host name, NUL-padded, for humans only.
- * @inbox_phys: physical address of the owner's inbox, page aligned, in
- *	the RAM layout above.
+ * @inbox_phys: address (see @inbound) of the owner's inbox, page
+ *	aligned, in the RAM layout above.
  * @bound: entry p is the incarnation of host p that the owner has bound
  *	a ring pair to, 0 if none: its inbox entry p is ready for that
  *	incarnation, and the owner may write into host p's inbox.
@@ -159,7 +184,7 @@ struct dl_host_info {
 	__le64 heartbeat;
 	__le16 proto_min;
 	__le16 proto_max;
-	__le32 reserved0;
+	__le32 inbound;
 	__le64 ram_size;
 	__le64 ram_low_size;
 	__le64 ram_high_base;
@@ -216,6 +241,7 @@ enum dl_msg_type {
 	DL_MSG_NTB_SPAD_READ = 43,	/* dl_ntb_reg (index) -> dl_ntb_reg */
 	DL_MSG_NTB_MSG = 44,	/* post: dl_ntb_reg, a message register */
 	DL_MSG_NTB_MW = 45,	/* post: dl_ntb_mw, an inbound translation */
+	DL_MSG_NTB_XLATE = 46,	/* dl_ntb_xlate -> dl_ntb_xlate: an emulation hook */
 };
 
 /* struct dl_msg_hdr.flags */
@@ -481,7 +507,9 @@ struct dl_bar_access {
 /**
  * struct dl_dma_range - one contiguous run of a DMA mapping.
  * @iova: the device-visible address (the guest-physical address).
- * @addr: the borrower-physical address of the pinned memory behind it.
+ * @addr: where the lender reaches the pinned memory behind it, as the
+ *	borrower's host info says (@inbound): its physical address, or the
+ *	offset in the borrower's window for the lender that it mapped it at.
  * @len: bytes; @iova, @addr and @len are page aligned.
  */
 struct dl_dma_range {
@@ -643,20 +671,52 @@ struct dl_ntb_reg {
 	__le32 value;
 } __attribute__((packed));
 
+/*
+ * struct dl_ntb_mw.flags: @addr is a bus address of the sender's adapter,
+ * which sits behind a translating IOMMU: where each page lands is asked
+ * with %DL_MSG_NTB_XLATE (the window is then no linear range).
+ */
+#define DL_NTB_MW_F_BUS		0x1
+
 /**
  * struct dl_ntb_mw - %DL_MSG_NTB_MW: the sender's inbound memory window
  * @index (below %DL_NTB_MWS) for the receiver now translates to the
  * sender's physical @addr, @size bytes; @size 0: no translation.
  * @index: the window.
- * @reserved: zero.
- * @addr: a physical address in the sender's RAM.
+ * @flags: DL_NTB_MW_F_* (was reserved, zero).
+ * @addr: a physical address in the sender's RAM (or, with
+ *	%DL_NTB_MW_F_BUS, a bus address of its adapter).
  * @size: bytes.
  */
 struct dl_ntb_mw {
 	__le32 index;
-	__le32 reserved;
+	__le32 flags;
 	__le64 addr;
 	__le64 size;
+} __attribute__((packed));
+
+/**
+ * struct dl_ntb_xlate - %DL_MSG_NTB_XLATE and its answer, an emulation
+ * hook: where stores at offset @off of the receiver's inbound window
+ * @index for the sender land. A real adapter's IOMMU translates each
+ * store as it arrives; the emulated peer stores into RAM directly, so the
+ * sender asks before it maps the window (the lender's IOMMU mapping of a
+ * borrower's pages), and the receiver translates through its adapter's
+ * IOMMU domain as the hardware would.
+ * @index: the window (below %DL_NTB_MWS), translated by bus address.
+ * @reserved: zero.
+ * @off: offset in the window, page aligned; the answer repeats it.
+ * @len: bytes wanted, page aligned, nonzero; in the answer, the bytes
+ *	from @addr that are physically contiguous (at least a page, at most
+ *	as asked).
+ * @addr: zero; in the answer, the physical address in the receiver's RAM.
+ */
+struct dl_ntb_xlate {
+	__le32 index;
+	__le32 reserved;
+	__le64 off;
+	__le64 len;
+	__le64 addr;
 } __attribute__((packed));
 
 #define DL_CTL_HEADER_SIZE	128
@@ -685,5 +745,6 @@ struct dl_ntb_mw {
 #define DL_NTB_DB_SIZE		8
 #define DL_NTB_REG_SIZE		8
 #define DL_NTB_MW_SIZE		24
+#define DL_NTB_XLATE_SIZE	32
 
 #endif /* DEVLEND_WIRE_H */

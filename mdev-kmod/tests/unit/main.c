@@ -33,6 +33,7 @@ static const struct unit_suite *const suites[] = {
 	&borrower_config_suite,
 	&lender_msg_suite,
 	&cfg_model_suite,
+	&window_suite,
 };
 
 int main(void)

@@ -42,6 +42,7 @@
 #define NPFN		8192
 
 bool dl_bulk_pin = true;
+unsigned long dl_window_max_pages;
 static struct dl_borrower b;
 static struct dl_vdev v;
 static struct dl_lease lease;
@@ -364,6 +365,62 @@ void dl_lease_quarantine(struct dl_borrower *bb, struct dl_lease *l,
 		nquarantined++;
 }
 
+/*
+ * The fabric's inbound windows: without @win_mode, addresses are physical
+ * (the emulated fabric); with it, a bounded window of @win_cap pages from
+ * which offsets are handed out in order from WIN_BASE.
+ */
+#define WIN_BASE	0x41000ULL
+static bool win_mode;
+static unsigned long win_cap, win_held, win_quarantined, win_calls;
+static u64 win_next;
+
+bool dl_fabric_inbound_windowed(struct dl_fabric *fab)
+{
+	(void)fab;
+	return win_mode;
+}
+
+int dl_fabric_inbound_map(struct dl_fabric *fab, u32 peer, phys_addr_t phys,
+			  u64 len, u64 *addr)
+{
+	(void)fab;
+	(void)peer;
+	win_calls++;
+	if (!win_mode) {
+		*addr = phys;
+		return 0;
+	}
+	if (win_held + (len >> PAGE_SHIFT) > win_cap)
+		return -ENOSPC;
+	*addr = win_next;
+	win_next += len;
+	win_held += len >> PAGE_SHIFT;
+	return 0;
+}
+
+void dl_fabric_inbound_unmap(struct dl_fabric *fab, u32 peer, u64 addr,
+			     u64 len)
+{
+	(void)fab;
+	(void)peer;
+	if (addr < WIN_BASE || addr + len > win_next ||
+	    win_held < (len >> PAGE_SHIFT))
+		unit_fail(__FILE__, __LINE__, "unmap of 0x%llx+0x%llx: not handed out",
+			  addr, len);
+	else
+		win_held -= len >> PAGE_SHIFT;
+}
+
+void dl_lease_quarantine_win(struct dl_borrower *bb, struct dl_lease *l,
+			     u64 addr, u64 len)
+{
+	(void)bb;
+	(void)addr;
+	if (l == &lease)
+		win_quarantined += len >> PAGE_SHIFT;
+}
+
 void dl_session_lost(struct dl_vdev *vd, const char *why)
 {
 	(void)why;
@@ -429,6 +486,13 @@ static void reset_all(void)
 	map_ret = 0;
 	unmap_ret = 0;
 	max_payload = 256;
+	win_mode = false;
+	win_cap = 0;
+	win_held = 0;
+	win_quarantined = 0;
+	win_calls = 0;
+	win_next = WIN_BASE;
+	dl_window_max_pages = 0;
 	v.b = &b;
 	v.sess.dev_id = 7;
 	v.sess.state = DL_VDEV_BORROWED;
@@ -817,6 +881,95 @@ static void test_unmap_unacked(void)
 	CHECK_EQ(nunmaps, 0);
 	CHECK_EQ(nquarantined, 0);
 	CHECK_EQ(v.dma.npinned, 0);
+	xa_destroy(&v.dma.pin_pages);
+}
+
+/*
+ * A bounded window (real NTB): runs carry window offsets, given back
+ * only once the lender acknowledged their unmap, quarantined with their
+ * pages when it did not; a map beyond the budget fails the whole fill.
+ */
+static void test_window(void)
+{
+	unsigned int i;
+	u64 sum = 0;
+
+	setup_guest();
+	win_mode = true;
+	win_cap = 4096;
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	CHECK_EQ(v.dma.npinned, 1183);
+	CHECK_EQ(v.dma.nwin, 1183);
+	CHECK_EQ(win_held, 1183);
+	/* Offsets handed out in order coalesce where the IOVAs do. */
+	CHECK_EQ(nruns, 3);
+	check_run(0, 0, WIN_BASE, 640 * KiB);
+	check_run(1, 1 * MiB, WIN_BASE + 640 * KiB, 3 * MiB);
+	check_run(2, 4 * MiB + 4 * KiB, WIN_BASE + 640 * KiB + 3 * MiB,
+		  1 * MiB - 4 * KiB);
+	for (i = 0; i < nruns; i++)
+		sum += runs[i].len;
+	CHECK_EQ(sum, 1183 * PAGE_SIZE);
+
+	/* QEMU unmaps under bus mastering: kept, window space too. */
+	dl_dma_unmap_range(&v, 0, 16 * KiB);
+	CHECK_EQ(v.dma.nkept, 4);
+	CHECK_EQ(v.dma.nwin, 1183);
+	CHECK_EQ(win_held, 1183);
+
+	/* Acknowledged unmap: every offset back to the fabric. */
+	dl_dma_disable(&v);
+	CHECK_EQ(v.dma.nwin, 0);
+	CHECK_EQ(win_held, 0);
+	CHECK_EQ(win_quarantined, 0);
+	check_no_refs();
+	xa_destroy(&v.dma.pin_pages);
+
+	/* Unacknowledged: the offsets stay out, with the lease. */
+	setup_guest();
+	win_mode = true;
+	win_cap = 4096;
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	unmap_ret = -ETIMEDOUT;
+	dl_dma_disable(&v);
+	CHECK_EQ(nquarantined, 1183);
+	CHECK_EQ(win_quarantined, 1183);
+	CHECK_EQ(win_held, 1183);
+	CHECK_EQ(v.dma.nwin, 0);
+	xa_destroy(&v.dma.pin_pages);
+
+	/* This mdev's budget: refused, counted, nothing left behind. */
+	setup_guest();
+	win_mode = true;
+	win_cap = 4096;
+	dl_window_max_pages = 500;
+	CHECK_EQ(dl_dma_enable(&v), -ENOSPC);
+	CHECK_EQ(v.dma.win_refused, 1);
+	CHECK_EQ(v.dma.npinned, 0);
+	CHECK_EQ(v.dma.nwin, 0);
+	CHECK_EQ(win_held, 0);
+	CHECK(!v.dma.on);
+	check_pins(0, 32 * MiB, 0);
+	xa_destroy(&v.dma.pin_pages);
+
+	/* The lender's window full: the same. */
+	setup_guest();
+	win_mode = true;
+	win_cap = 1000;
+	CHECK_EQ(dl_dma_enable(&v), -ENOSPC);
+	CHECK_EQ(v.dma.win_refused, 1);
+	CHECK_EQ(v.dma.nwin, 0);
+	CHECK_EQ(win_held, 0);
+	check_pins(0, 32 * MiB, 0);
+	xa_destroy(&v.dma.pin_pages);
+
+	/* Physical addresses (the emulated fabric): nothing recorded. */
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	CHECK(win_calls > 0);
+	CHECK_EQ(v.dma.nwin, 0);
+	check_run(0, 0, 0x100000000ULL, 640 * KiB);
+	dl_dma_disable(&v);
 	xa_destroy(&v.dma.pin_pages);
 }
 
@@ -1231,6 +1384,8 @@ static const struct unit_test dma_tests[] = {
 	  test_unmap_unacked },
 	{ "enable: failures leave nothing pinned; the pinned page cap",
 	  test_enable_failures },
+	{ "window: offsets sent, given back when acknowledged, quarantined when not; budget refusals",
+	  test_window },
 	{ "re-pin: a failed map leaves no page pinned but unsent; retried",
 	  test_repin_failure },
 	{ "re-pin: waits for what QEMU has not mapped again (not read-only), then gives up",
@@ -1528,6 +1683,43 @@ static void test_config_command(void)
 	xa_destroy(&v.dma.pin_pages);
 }
 
+/*
+ * Bus master on with no window space for the guest's memory: the bit
+ * stays off, the rest of the command goes to the device, and the VMM's
+ * config write fails with ENOSPC; with room, it takes.
+ */
+static void test_config_bme_no_window(void)
+{
+	__le32 le = cpu_to_le32(0x0407);
+
+	setup_config();
+	add_slot(0, 1 * MiB, 0);
+	add_gmap(0, 1 * MiB, 0x100000000ULL);
+	CHECK_EQ(dl_config_init(&v), 0);
+	win_mode = true;
+	win_cap = 4096;
+	dl_window_max_pages = 8;
+	CHECK_EQ(dl_config_rw(&v, (char *)&le, 2, PCI_COMMAND, true), -ENOSPC);
+	CHECK_EQ(cfg_read(PCI_COMMAND, 2), 0x0403);
+	CHECK_EQ(ncwrites, 1);
+	check_cwrite(0, PCI_COMMAND, 2, 0x0403);
+	CHECK(!v.dma.on);
+	CHECK_EQ(v.dma.npinned, 0);
+	CHECK_EQ(v.dma.win_refused, 1);
+	CHECK_EQ(win_held, 0);
+
+	dl_window_max_pages = 0;
+	cfg_write(PCI_COMMAND, 2, 0x0407);
+	CHECK_EQ(cfg_read(PCI_COMMAND, 2), 0x0407);
+	CHECK(v.dma.on);
+	CHECK_EQ(v.dma.nwin, 256);
+	cfg_write(PCI_COMMAND, 2, 0x0403);
+	CHECK_EQ(v.dma.nwin, 0);
+	CHECK_EQ(win_held, 0);
+	dl_config_free(&v);
+	xa_destroy(&v.dma.pin_pages);
+}
+
 static void test_config_flr(void)
 {
 	static const u8 zero8[8];
@@ -1597,6 +1789,8 @@ static const struct unit_test config_tests[] = {
 	  test_config_msi },
 	{ "command: split from status; bus master maps before, unmaps after",
 	  test_config_command },
+	{ "command: bus master with no window space stays off, the VMM told ENOSPC",
+	  test_config_bme_no_window },
 	{ "PCIe FLR is a reset; writes split at region ends",
 	  test_config_flr },
 	{ "INTx pin offered only where the lender masks INTx",

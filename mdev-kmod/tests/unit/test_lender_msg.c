@@ -28,7 +28,6 @@
 #define BUILD_BUG_ON(c)		((void)sizeof(char[1 - 2 * !!(c)]))
 #define get_unaligned(p) \
 	({ typeof(*(p)) _v; memcpy(&_v, (p), sizeof(_v)); _v; })
-#define dev_dbg_ratelimited(d, ...)	((void)(d), kshim_log("info", __VA_ARGS__))
 #define pci_info_ratelimited(p, ...)	((void)(p), kshim_log("info", __VA_ARGS__))
 #define pci_dev_put(p)		((void)(p))
 #define pci_set_dev_assigned(p)	((void)(p))

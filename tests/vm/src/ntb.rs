@@ -53,19 +53,34 @@ pub fn load_linux_module(agent: &AgentClient, name: &str, params: &str) -> anyho
 /// while no driver holds its devices, so an adapter an earlier check bound
 /// (devlend's fabric on it) is unbound for the change and probed again.
 pub fn load_emulated_port(agent: &AgentClient, params: &str) -> anyhow::Result<()> {
+    load_emulated_port_in(agent, params, "identity")
+}
+
+/// [`load_emulated_port`], but on a host with an IOMMU the emulated
+/// adapter's devices are left in (or put back into) translating DMA
+/// domains: the port translates its peers' stores through the adapter's
+/// IOMMU, as a real adapter's are (docs/ntb.md), and devlend's NTB backend
+/// places what it shows in a domain of its own.
+pub fn load_emulated_port_translating(agent: &AgentClient, params: &str) -> anyhow::Result<()> {
+    load_emulated_port_in(agent, params, "DMA")
+}
+
+fn load_emulated_port_in(agent: &AgentClient, params: &str, domain: &str) -> anyhow::Result<()> {
     sh(
         agent,
-        "set -e; for d in /sys/bus/pci/devices/*; do \
-           [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
-           [ -e $d/iommu_group/type ] || continue; \
-           [ \"$(cat $d/iommu_group/type)\" = identity ] && continue; \
-           a=${d##*/}; bound=; \
-           if [ -e $d/driver ]; then echo $a > $d/driver/unbind; bound=1; fi; \
-           echo identity > $d/iommu_group/type; \
-           if [ -n \"$bound\" ]; then echo $a > /sys/bus/pci/drivers_probe; fi; \
-         done",
+        &format!(
+            "set -e; for d in /sys/bus/pci/devices/*; do \
+               [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
+               [ -e $d/iommu_group/type ] || continue; \
+               case \"$(cat $d/iommu_group/type)\" in {domain}*) continue;; esac; \
+               a=${{d##*/}}; bound=; \
+               if [ -e $d/driver ]; then echo $a > $d/driver/unbind; bound=1; fi; \
+               echo {domain} > $d/iommu_group/type; \
+               if [ -n \"$bound\" ]; then echo $a > /sys/bus/pci/drivers_probe; fi; \
+             done"
+        ),
     )
-    .context("identity IOMMU domains for the emulated adapter")?;
+    .with_context(|| format!("{domain} IOMMU domains for the emulated adapter"))?;
     load_linux_module(agent, "ntb", "")?;
     fabric::ensure_module(agent)?;
     let ko = devlend_cluster::host_view(&fabric::module_dir().join("devlend_ntb_emu.ko"));

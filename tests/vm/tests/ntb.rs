@@ -428,9 +428,10 @@ fn ntb_backend_lends_nvme(c: &mut Cluster) -> anyhow::Result<()> {
 }
 
 /// The ports refuse what an adapter with smaller windows would: loaded with
-/// 64 MiB windows (the hosts have 1 GiB of RAM), devlend's NTB backend says
-/// why and makes no fabric; loaded again with the topology's limits, the
-/// ports take them.
+/// 64 MiB windows (the hosts have 1 GiB of RAM, and their adapters bypass
+/// the IOMMU here, so a window shows bus addresses one to one), devlend's
+/// NTB backend says why and makes no fabric; loaded again with the
+/// topology's limits, the ports take them.
 fn ntb_window_limits_refused(c: &mut Cluster) -> anyhow::Result<()> {
     let (da, db) = ports_up(c)?;
     let (a, b) = (c.agent(A)?, c.agent(B)?);
@@ -453,7 +454,7 @@ fn ntb_window_limits_refused(c: &mut Cluster) -> anyhow::Result<()> {
         let ko = devlend_cluster::host_view(&fabric::module_dir().join("devlend_ntb.ko"));
         sh(x, &format!("insmod {}", ko.display()))?;
     }
-    let want = format!("window 1 translates at most {small} bytes; this host's RAM needs");
+    let want = format!("inbound window of {small} bytes shows bus addresses one to one");
     wait_until(
         "the backend's refusal in the owner's log",
         WAIT,

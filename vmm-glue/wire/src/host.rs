@@ -625,7 +625,7 @@ mod tests {
             "bo??????-1"
         );
         // Reserved bytes are ignored.
-        assert!(patched(offset_of!(H, reserved0), &[1, 2, 3, 4]).is_ok());
+        assert!(patched(offset_of!(H, inbound), &[1, 2, 3, 4]).is_ok());
         assert!(patched(offset_of!(H, reserved) + 71, &[9]).is_ok());
         // Bound incarnations are any value.
         assert_eq!(

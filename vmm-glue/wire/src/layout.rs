@@ -607,7 +607,7 @@ mod tests {
         // Only the header is written.
         assert!(area[DL_CTL_HEADER_SIZE..].iter().all(|&b| b == 0xaa));
         assert_eq!(&area[..8], b"DLFABRIC");
-        assert_eq!(&area[8..12], &2u32.to_le_bytes());
+        assert_eq!(&area[8..12], &3u32.to_le_bytes());
         // inbox_size at 32, ring_stride at 36.
         assert_eq!(&area[32..36], &(8u32 * 32896).to_le_bytes());
         assert_eq!(&area[36..40], &32896u32.to_le_bytes());
@@ -665,13 +665,14 @@ mod tests {
             parse_patched(offset_of!(H, magic), &DL_CTL_MAGIC.to_be_bytes()),
             Err(WireError::BadMagic { .. })
         ));
-        // Layout 1 (rings in the control area) is not spoken any more.
-        for v in [0u32, 1, 3, u32::MAX] {
+        // Layouts 1 (rings in the control area) and 2 (no `inbound` in a
+        // host's slot) are not spoken any more.
+        for v in [0u32, 1, 2, 4, u32::MAX] {
             assert_eq!(
                 parse_patched(offset_of!(H, layout_version), &v.to_le_bytes()),
                 Err(WireError::UnsupportedLayoutVersion {
                     found: v,
-                    supported: 2
+                    supported: 3
                 })
             );
         }

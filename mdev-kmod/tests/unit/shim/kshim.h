@@ -102,6 +102,9 @@ typedef struct { s64 counter; } atomic64_t;
 #define PAGE_SHIFT	12
 #define PAGE_SIZE	BIT(PAGE_SHIFT)
 #define PAGE_ALIGNED(addr)	IS_ALIGNED((unsigned long)(addr), PAGE_SIZE)
+#define PAGE_ALIGN(addr)	ALIGN(addr, PAGE_SIZE)
+#define check_add_overflow(a, b, d)	__builtin_add_overflow(a, b, d)
+#define EXPORT_SYMBOL_GPL(sym)	extern int kshim_exported_##sym
 
 /*
  * Memory ordering: the tests are single-threaded, but the accesses are the
@@ -130,6 +133,9 @@ struct lockdep_map;
 #define might_sleep()			do { } while (0)
 #define cond_resched()			do { } while (0)
 static inline void mutex_lock(struct mutex *m) { (void)m; }
+#ifndef mutex_init
+#define mutex_init(m)			((void)(m))
+#endif
 static inline void mutex_unlock(struct mutex *m) { (void)m; }
 static inline void spin_lock(spinlock_t *l) { (void)l; }
 static inline void spin_unlock(spinlock_t *l) { (void)l; }
@@ -154,6 +160,7 @@ static inline void srcu_read_unlock(struct srcu_struct *s, int i)
 #define atomic_read(a)		((a)->counter)
 #define atomic64_read(a)	((a)->counter)
 #define atomic64_inc(a)		((void)((a)->counter++))
+#define atomic64_add(n, a)	((void)((a)->counter += (n)))
 #define atomic_inc(a)		((void)((a)->counter++))
 #define atomic_dec(a)		((void)((a)->counter--))
 
@@ -349,6 +356,68 @@ static inline unsigned int xa_pointer_tag(void *entry)
 	return (unsigned long)entry & 3UL;
 }
 
+static inline void *xa_mk_value(unsigned long v)
+{
+	return (void *)((v << 1) | 1);
+}
+
+static inline unsigned long xa_to_value(const void *entry)
+{
+	return (unsigned long)entry >> 1;
+}
+
+/* Bitmaps, bit by bit: the tests' windows are small. */
+#define BITS_PER_LONG		64
+#define BITS_TO_LONGS(n)	(((n) + BITS_PER_LONG - 1) / BITS_PER_LONG)
+
+static inline bool kshim_test_bit(const unsigned long *map, unsigned long i)
+{
+	return map[i / BITS_PER_LONG] & (1UL << (i % BITS_PER_LONG));
+}
+
+static inline void bitmap_set(unsigned long *map, unsigned long start,
+			      unsigned long n)
+{
+	for (; n; n--, start++)
+		map[start / BITS_PER_LONG] |= 1UL << (start % BITS_PER_LONG);
+}
+
+static inline void bitmap_clear(unsigned long *map, unsigned long start,
+				unsigned long n)
+{
+	for (; n; n--, start++)
+		map[start / BITS_PER_LONG] &= ~(1UL << (start % BITS_PER_LONG));
+}
+
+static inline unsigned long find_next_zero_bit(const unsigned long *map,
+					       unsigned long size,
+					       unsigned long start)
+{
+	for (; start < size; start++)
+		if (!kshim_test_bit(map, start))
+			return start;
+	return size;
+}
+
+/* Like the kernel's: > size - nr (no room) is returned as is. */
+static inline unsigned long
+bitmap_find_next_zero_area(unsigned long *map, unsigned long size,
+			   unsigned long start, unsigned int nr,
+			   unsigned long align_mask)
+{
+	unsigned long i, j;
+
+	(void)align_mask;
+	for (i = start; i + nr <= size; i++) {
+		for (j = 0; j < nr && !kshim_test_bit(map, i + j); j++)
+			;
+		if (j == nr)
+			return i;
+		i += j;
+	}
+	return size + 1;
+}
+
 /* Devices and logging: messages are counted, printed with UNIT_VERBOSE. */
 struct device { const char *name; };
 struct va_format {
@@ -362,13 +431,18 @@ void kshim_log(const char *level, const char *fmt, ...) __printf(2, 3);
 #define dev_warn_ratelimited(d, ...)	((void)(d), kshim_log("warn", __VA_ARGS__))
 #define dev_info_ratelimited(d, ...)	((void)(d), kshim_log("info", __VA_ARGS__))
 #define dev_warn(d, ...)		((void)(d), kshim_log("warn", __VA_ARGS__))
+#define dev_err(d, ...)			((void)(d), kshim_log("err", __VA_ARGS__))
+#define dev_dbg_ratelimited(d, ...)	((void)(d), kshim_log("dbg", __VA_ARGS__))
 #define dev_info(d, ...)		((void)(d), kshim_log("info", __VA_ARGS__))
+#define WARN_ONCE(c, ...) \
+	({ bool _c = (c); if (_c) kshim_log("WARN", __VA_ARGS__); _c; })
 #define WARN_ON_ONCE(c) \
 	({ bool _c = (c); if (_c) kshim_log("WARN", "%s:%d\n", __FILE__, __LINE__); _c; })
 
 /* Memory: a page is its physical address and a count of extra refs. */
 struct page { u64 phys; int refs; };
 #define page_to_phys(p)		((phys_addr_t)(p)->phys)
+#define virt_to_phys(p)		((phys_addr_t)(unsigned long)(p))
 static inline void get_page(struct page *p) { p->refs++; }
 static inline void put_page(struct page *p) { p->refs--; }
 
@@ -484,6 +558,7 @@ struct vfio_irq_info;
 struct vfio_irq_set;
 struct eventfd_ctx;
 struct seq_file;
+void seq_printf(struct seq_file *s, const char *fmt, ...) __printf(2, 3);
 struct mdev_type { const char *sysfs_name; };
 struct mdev_parent { struct device *dev; };
 int vfio_pin_pages(struct vfio_device *device, dma_addr_t iova, int npage,

@@ -119,6 +119,15 @@ fn drive_args(id: &str, file: &Path) -> Vec<String> {
 pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles) -> Vec<OsString> {
     let host: &HostSpec = &topo.hosts[id];
     let mem = host.memory.mib();
+    // RAM partly above 4 GiB, as a server's: the RAM file is still the
+    // whole RAM, low part first (the layout the fabric publishes).
+    let machine = match host.ram_below_4g {
+        Some(low) => format!(
+            "q35,accel=tcg,memory-backend=ram,max-ram-below-4g={}M",
+            low.mib()
+        ),
+        None => "q35,accel=tcg,memory-backend=ram".to_owned(),
+    };
     let mut a: Vec<OsString> = Vec::new();
     push(
         &mut a,
@@ -131,7 +140,7 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
                 topo.name, host.name, host.name
             ),
             "-machine",
-            "q35,accel=tcg,memory-backend=ram",
+            &machine,
             "-cpu",
             "max",
             "-smp",
@@ -381,6 +390,31 @@ mod tests {
             ["memory-backend-file,id=ram,size=1024M,mem-path=/dev/shm/devlend-t-1/lender.ram,share=on"]
         );
         assert!(value_after(&a, "-machine", "memory-backend=ram").len() == 1);
+    }
+
+    #[test]
+    fn ram_above_4g_only_when_asked() {
+        let a = args(0);
+        assert_eq!(
+            value_after(&a, "-machine", "q35"),
+            ["q35,accel=tcg,memory-backend=ram"]
+        );
+        let mut t = topo();
+        t.hosts[1].ram_below_4g = Some(crate::topology::Size(256 << 20));
+        t.validate().unwrap();
+        let b: Vec<String> = host_args(&t, 1, &paths(), &boot())
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            value_after(&b, "-machine", "q35"),
+            ["q35,accel=tcg,memory-backend=ram,max-ram-below-4g=256M"]
+        );
+        // The RAM file is the whole RAM still.
+        assert_eq!(
+            value_after(&b, "-object", "id=ram,"),
+            ["memory-backend-file,id=ram,size=512M,mem-path=/dev/shm/devlend-t-1/borrower.ram,share=on"]
+        );
     }
 
     #[test]

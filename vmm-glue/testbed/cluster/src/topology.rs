@@ -129,9 +129,16 @@ pub struct HostSpec {
     #[serde(default = "one")]
     pub cpus: u32,
     /// Put an emulated Intel IOMMU in front of the host's devices: a lender
-    /// needs one to isolate what it lends.
+    /// needs one to isolate what it lends, and an NTB port translates its
+    /// peers' stores through it (docs/ntb.md).
     #[serde(default)]
     pub iommu: bool,
+    /// Most RAM below 4 GiB (QEMU's q35 `max-ram-below-4g`): the rest of
+    /// `memory` lies from 4 GiB up, as on any server with more than about
+    /// 3 GiB. A multiple of 256M, below `memory`; none: all of a small
+    /// host's RAM is below 4 GiB.
+    #[serde(default)]
+    pub ram_below_4g: Option<Size>,
     /// NVMe drives this host carries.
     #[serde(default)]
     pub nvme: Vec<NvmeSpec>,
@@ -324,6 +331,14 @@ impl Topology {
                     h.name
                 ));
             }
+            if let Some(Size(low)) = h.ram_below_4g {
+                if low == 0 || low % (256 << 20) != 0 || low >= mem {
+                    return bad(format!(
+                        "host {}: ram_below_4g must be a multiple of 256M below memory, not {low}",
+                        h.name
+                    ));
+                }
+            }
             if h.cpus == 0 || h.cpus > 8 {
                 return bad(format!("host {}: cpus must be 1 to 8", h.name));
             }
@@ -447,6 +462,34 @@ mod tests {
         assert_eq!(t.ntb.windows, 2);
         assert_eq!(t.ntb.window_size, Some(Size(1 << 30)));
         assert_eq!(t.ntb.module_params(), "mw_count=2 mw_size_max=1073741824");
+    }
+
+    #[test]
+    fn ram_below_4g() {
+        let base = "name='a'\n[[host]]\nname='h'\nmemory='1G'\n";
+        assert_eq!(parse(base).unwrap().hosts[0].ram_below_4g, None);
+        let t = parse(&format!("{base}ram_below_4g='512M'\n")).unwrap();
+        assert_eq!(t.hosts[0].ram_below_4g, Some(Size(512 << 20)));
+        for bad in ["'1G'", "'2G'", "'100M'", "'0'"] {
+            let err = parse(&format!("{base}ram_below_4g={bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("ram_below_4g"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn window_topology_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../qemu-scripts/topologies/window.toml");
+        let t = Topology::load(&path).unwrap();
+        assert_eq!(t.hosts.len(), 2);
+        assert!(t.hosts.iter().all(|h| h.iommu));
+        assert!(t
+            .hosts
+            .iter()
+            .all(|h| h.ram_below_4g == Some(Size(512 << 20))));
+        assert_eq!(t.ntb.window_size, Some(Size(256 << 20)));
     }
 
     #[test]
