@@ -59,6 +59,12 @@ struct dl_fabric_ident {
  *	Optional: a backend that cannot stop a peer (the emulated fabric's
  *	windows are fixed views of RAM files) leaves it NULL. Process
  *	context, may sleep; called under the fabric's liveness lock.
+ * @peer_db_msg: the memory write that rings doorbell @vector of @peer when
+ *	a device of this host makes it (an MSI-X message): a 32-bit write
+ *	of *@data to bus address *@addr, whose page holds nothing else a
+ *	device's writes could harm. Optional: NULL when the adapter has no
+ *	such register (on NTB, ntb_peer_db_addr() gives it). Process
+ *	context.
  */
 struct dl_fabric_backend_ops {
 	const char *name;
@@ -68,6 +74,8 @@ struct dl_fabric_backend_ops {
 						const struct dl_fabric_ident *id);
 	void (*window_put)(struct dl_fabric *fab, struct dl_fabric_window *win);
 	void (*peer_inbound)(struct dl_fabric *fab, u32 peer, bool open);
+	int (*peer_db_msg)(struct dl_fabric *fab, u32 peer, unsigned int vector,
+			   phys_addr_t *addr, u32 *data);
 };
 
 /*
