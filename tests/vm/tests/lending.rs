@@ -247,6 +247,102 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The borrower's module parameter that asks for direct MSI-X vectors.
+const DIRECT_IRQ_PARAM: &str = "/sys/module/devlend_borrower/parameters/direct_irq";
+
+/// The borrower's debugfs counters of direct interrupts, summed over its
+/// fabrics: (`irq_direct_fires`, `irq_direct_fallbacks`).
+fn borrower_direct(b: &devlend_agent::AgentClient) -> anyhow::Result<(u64, u64)> {
+    let text = sh(b, "cat /sys/kernel/debug/devlend/borrower")?;
+    let (mut fires, mut fallbacks) = (0, 0);
+    for line in text.lines().filter(|l| l.starts_with("borrower ")) {
+        let kv = fabric::parse_kv(line);
+        fires += fabric::counter(&kv, "irq_direct_fires")?;
+        fallbacks += fabric::counter(&kv, "irq_direct_fallbacks")?;
+    }
+    Ok((fires, fallbacks))
+}
+
+/// Guest script body: the nvme interrupts the guest has taken so far, all
+/// CPUs and queues, printed as `irqs_<tag> <n>`.
+fn guest_nvme_irqs(tag: &str) -> String {
+    format!(
+        "echo \"irqs_{tag} $(awk '/nvme/ {{ for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i }} END {{ print s + 0 }}' /proc/interrupts)\""
+    )
+}
+
+/// MSI-X straight through the fabric: with the borrower's `direct_irq` on,
+/// a guest's nvme driver does verified I/O while each interrupt is the
+/// device's own write onto the borrower's doorbell. The guest's interrupts
+/// grew, the lender relayed none (no lender CPU per interrupt), the
+/// borrower's doorbells for the direct vectors took at least as many, and
+/// the lender's IOMMU blocked none of the device's writes.
+fn guest_irqs_direct_through_fabric(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    sh(b, &format!("echo 1 > {DIRECT_IRQ_PARAM}"))?;
+    let relayed_before = twohost::lender_counter(l, &nvme, "irq_fires")?;
+    let sets_before = twohost::lender_counter(l, &nvme, "irq_direct_sets")?;
+    let (fires_before, fallbacks_before) = borrower_direct(b)?;
+    let faults_before = dmar_faults(l)?;
+    let script = format!(
+        "{}\n{}\n{}",
+        guest_nvme_irqs("before"),
+        lending::nvme_write_and_read(),
+        guest_nvme_irqs("after")
+    );
+    let run = guest_with_mdev(c, Some(&remote_name(&nvme)), &script);
+    let off = sh(b, &format!("echo 0 > {DIRECT_IRQ_PARAM}"));
+    let run = run?;
+    off?;
+    ensure!(run.rc == 0, "guest failed:\n{}", run.console);
+    let written = lending::output_field(&run.output, "written")?.to_owned();
+    ensure!(
+        lending::output_field(&run.output, "read")? == written,
+        "read back differs:\n{}",
+        run.output
+    );
+    ensure!(
+        lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == written,
+        "lender's backing file does not hold the guest's bytes"
+    );
+    let num = |key: &str| -> anyhow::Result<u64> {
+        Ok(lending::output_field(&run.output, key)?.parse()?)
+    };
+    let guest_io_irqs = num("irqs_after")? - num("irqs_before")?;
+    let guest_irqs = num("irqs_after")?;
+    let relayed = twohost::lender_counter(l, &nvme, "irq_fires")? - relayed_before;
+    let sets = twohost::lender_counter(l, &nvme, "irq_direct_sets")? - sets_before;
+    let (fires, fallbacks) = borrower_direct(b)?;
+    let (fires, fallbacks) = (fires - fires_before, fallbacks - fallbacks_before);
+    let faults = dmar_faults(l)? - faults_before;
+    println!(
+        "  guest nvme interrupts: {guest_irqs} in all, {guest_io_irqs} during the I/O; \
+         lender: {relayed} relayed, {sets} vectors made direct; \
+         borrower: {fires} direct doorbells, {fallbacks} vectors left relayed; \
+         DMAR faults: {faults}"
+    );
+    ensure!(
+        guest_io_irqs > 0,
+        "the guest took no nvme interrupt during its I/O"
+    );
+    ensure!(sets > 0, "the lender made no vector direct");
+    ensure!(fallbacks == 0, "{fallbacks} vectors stayed relayed");
+    ensure!(
+        relayed == 0,
+        "the lender's CPU relayed {relayed} interrupts of a guest with direct MSI-X"
+    );
+    ensure!(
+        fires >= guest_irqs,
+        "{fires} doorbells on the direct vectors, fewer than the guest's {guest_irqs} interrupts"
+    );
+    ensure!(
+        faults == 0,
+        "the lender's IOMMU blocked {faults} device writes"
+    );
+    Ok(())
+}
+
 /// After the guest powered off the device is back in the pool.
 fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
@@ -1495,6 +1591,10 @@ fn main() {
         Check {
             name: "device_back_in_pool",
             run: device_back_in_pool,
+        },
+        Check {
+            name: "guest_irqs_direct_through_fabric",
+            run: guest_irqs_direct_through_fabric,
         },
         Check {
             name: "second_guest_reads_same_bytes",
