@@ -2,7 +2,7 @@
 # Sets everything up and benchmarks devlend against local vfio-pci on the
 # emulated cluster, side by side in one run (docs/performance.md). Not part
 # of the test command: tests do not time things.
-# Usage: ./bench.sh [--rounds N] [--quick] [--out FILE]   (as root)
+# Usage: ./bench.sh [--rounds N] [--quick] [--backing-only] [--relay-irq] [--out FILE]   (as root)
 # The last line printed is the path of the JSON result.
 set -euo pipefail
 top=$(cd "$(dirname "$0")" && pwd)

@@ -66,7 +66,9 @@ struct dl_ivs_adapter {
 	void __iomem *regs;
 	struct dl_fabric *fab;
 	unsigned int nvec;
-	struct dl_ivs_vector vecs[DL_DB_VECTORS];
+	struct dl_ivs_vector vecs[DL_DB_VECTORS_MAX];
+	phys_addr_t db_phys;
+	bool db_page_alone;
 };
 
 struct dl_ivs_window {
@@ -89,6 +91,60 @@ static void dl_ivs_peer_db_set(struct dl_fabric *fab, u32 peer,
 
 	/* writel orders this after the ring writes that precede it. */
 	writel(peer << 16 | vector, a->regs + DL_IVS_DOORBELL);
+}
+
+/*
+ * A device's MSI-X write of (peer << 16) | vector to the Doorbell register
+ * rings that peer's vector as the CPU's write does. Only when no other
+ * device's registers share the register's page: the page is what an IOMMU
+ * maps for the device, and whatever the device's holder makes it write
+ * lands anywhere in it.
+ */
+static int dl_ivs_peer_db_msg(struct dl_fabric *fab, u32 peer,
+			      unsigned int vector, phys_addr_t *addr, u32 *data)
+{
+	struct dl_ivs_adapter *a = dl_fabric_backend_priv(fab);
+
+	if (!a->db_page_alone || peer > U16_MAX || vector > 0xff)
+		return -EOPNOTSUPP;
+	*addr = a->db_phys;
+	*data = peer << 16 | vector;
+	return 0;
+}
+
+/*
+ * Whether the page of @phys holds no memory BAR of another device (this
+ * adapter's own are its registers: IntrMask and IntrStatus only touch
+ * INTx, which the adapter does not use). The other BARs of ivshmem
+ * devices are their registers too, which do nothing without a doorbell
+ * chardev, but they could be another driver's: refused as well.
+ */
+static bool dl_ivs_page_alone(struct pci_dev *self, phys_addr_t phys)
+{
+	resource_size_t start = round_down(phys, PAGE_SIZE);
+	resource_size_t end = start + PAGE_SIZE - 1;
+	struct pci_dev *pdev = NULL;
+	int bar;
+
+	for_each_pci_dev(pdev) {
+		/* BARs, ROM and VF BARs; not a bridge's windows. */
+		for (bar = 0; bar < PCI_BRIDGE_RESOURCES; bar++) {
+			struct resource *r = &pdev->resource[bar];
+
+			if (!(resource_type(r) & IORESOURCE_MEM) ||
+			    r->flags & (IORESOURCE_UNSET | IORESOURCE_DISABLED) ||
+			    !resource_size(r) || r->end < start ||
+			    r->start > end)
+				continue;
+			if (pdev == self && bar == DL_IVS_BAR_REGS)
+				continue;
+			pci_info(self, "doorbell page shared with %s BAR %d: interrupts are relayed\n",
+				 pci_name(pdev), bar);
+			pci_dev_put(pdev);
+			return false;
+		}
+	}
+	return true;
 }
 
 /* Whether the window shows @id: the token at its offset. */
@@ -146,6 +202,7 @@ static const struct dl_fabric_backend_ops dl_ivs_ops = {
 	.peer_db_set = dl_ivs_peer_db_set,
 	.window_find = dl_ivs_window_find,
 	.window_put = dl_ivs_window_put,
+	.peer_db_msg = dl_ivs_peer_db_msg,
 };
 
 static irqreturn_t dl_ivs_irq(int irq, void *data)
@@ -168,7 +225,8 @@ static int dl_ivs_alloc_vectors(struct dl_ivs_adapter *a)
 {
 	int ret;
 
-	ret = pci_alloc_irq_vectors(a->pdev, 1, DL_DB_VECTORS, PCI_IRQ_MSIX);
+	ret = pci_alloc_irq_vectors(a->pdev, 1, DL_DB_VECTORS_MAX,
+				    PCI_IRQ_MSIX);
 	if (ret < 0) {
 		dev_err(&a->pdev->dev, "cannot enable MSI-X for doorbells: %d\n",
 			ret);
@@ -231,6 +289,8 @@ static int dl_ivs_adapter_map(struct dl_ivs_adapter *a,
 		return PTR_ERR(cfg->ctl);
 	cfg->ctl_size = len;
 	cfg->host_id = readl(a->regs + DL_IVS_IV_POSITION);
+	a->db_phys = pci_resource_start(pdev, DL_IVS_BAR_REGS) + DL_IVS_DOORBELL;
+	a->db_page_alone = dl_ivs_page_alone(pdev, a->db_phys);
 
 	/* MSI-X messages are memory writes by the device. */
 	pci_set_master(pdev);

@@ -19,7 +19,8 @@ static struct dentry *dl_borrower_debugfs;
  */
 static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 {
-	u64 same, moved, dropped, retries, win_refused;
+	u64 same, moved, dropped, retries, win_refused, dfires, dfallbacks;
+	u32 ndirect = 0;
 	struct dl_vdev *v;
 
 	mutex_lock(&b->lock);
@@ -28,19 +29,25 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 	dropped = b->kept_dropped;
 	retries = b->intx_unmask_retries;
 	win_refused = b->window_refused;
+	dfires = b->direct_fires;
+	dfallbacks = b->direct_fallbacks;
 	list_for_each_entry(v, &b->vdevs, node) {
 		retries += READ_ONCE(v->irq.intx_unmask_retries);
 		win_refused += READ_ONCE(v->dma.win_refused);
+		dfires += atomic64_read(&v->irq.direct_fires);
+		dfallbacks += READ_ONCE(v->irq.direct_fallbacks);
+		ndirect += READ_ONCE(v->irq.irqs[VFIO_PCI_MSIX_IRQ_INDEX].ndirect);
 		same += READ_ONCE(v->dma.kept_same);
 		moved += READ_ONCE(v->dma.kept_moved);
 		dropped += READ_ONCE(v->dma.kept_dropped);
 	}
-	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu intx_unmask_retries=%llu window_refused=%llu\n",
+	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu intx_unmask_retries=%llu window_refused=%llu irq_direct=%u irq_direct_fires=%llu irq_direct_fallbacks=%llu\n",
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
 		   b->quarantine_refusals, b->returned_late, b->returned,
-		   b->lost, same, moved, dropped, retries, win_refused);
+		   b->lost, same, moved, dropped, retries, win_refused, ndirect,
+		   dfires, dfallbacks);
 	list_for_each_entry(v, &b->vdevs, node)
-		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu\n",
+		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu irq_direct=%u irq_direct_fires=%llu\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->sess.state),
 			   READ_ONCE(v->dma.npinned), READ_ONCE(v->dma.windows),
 			   READ_ONCE(v->dma.window_ms), READ_ONCE(v->dma.nkept),
@@ -52,7 +59,9 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 			   READ_ONCE(v->dma.fill.bulk_pages),
 			   READ_ONCE(v->dma.fill.bulk_refused),
 			   READ_ONCE(v->irq.intx_unmask_retries),
-			   READ_ONCE(v->dma.nwin), READ_ONCE(v->dma.win_refused));
+			   READ_ONCE(v->dma.nwin), READ_ONCE(v->dma.win_refused),
+			   READ_ONCE(v->irq.irqs[VFIO_PCI_MSIX_IRQ_INDEX].ndirect),
+			   atomic64_read(&v->irq.direct_fires));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

@@ -206,6 +206,8 @@ struct dl_mtype {
  * @kept_dropped: &dl_vdev_dma.kept_dropped of the mdevs removed.
  * @intx_unmask_retries: &dl_vdev_irq.intx_unmask_retries of the mdevs removed.
  * @window_refused: &dl_vdev_dma.win_refused of the mdevs removed.
+ * @direct_fires: &dl_vdev_irq.direct_fires of the mdevs removed.
+ * @direct_fallbacks: &dl_vdev_irq.direct_fallbacks of the mdevs removed.
  *
  * @leases and the counters are under @lock.
  */
@@ -242,6 +244,8 @@ struct dl_borrower {
 	u64 kept_dropped;
 	u64 intx_unmask_retries;
 	u64 window_refused;
+	u64 direct_fires;
+	u64 direct_fallbacks;
 };
 
 /**
@@ -333,15 +337,33 @@ struct dl_vcap {
 };
 
 /**
+ * struct dl_irq_direct_vec - an MSI-X vector the device rings straight
+ *	through the fabric: one doorbell vector of this host claimed for it.
+ * @v: the mdev.
+ * @index: the vector.
+ * @db_vector: the doorbell vector, or -1 while it is relayed.
+ */
+struct dl_irq_direct_vec {
+	struct dl_vdev *v;
+	u32 index;
+	int db_vector;
+};
+
+/**
  * struct dl_irq_ctx - the eventfds of one interrupt index.
  * @trig: one per vector (may be NULL), @count of them.
  * @count: vectors enabled by the user.
  * @lender_count: vectors the lender was asked to take.
+ * @direct: MSI-X only: @lender_count entries once any vector went direct,
+ *	else NULL (&dl_vdev.lock).
+ * @ndirect: vectors of them with a doorbell vector (&dl_vdev.lock).
  */
 struct dl_irq_ctx {
 	struct eventfd_ctx **trig;
 	u32 count;
 	u32 lender_count;
+	struct dl_irq_direct_vec *direct;
+	u32 ndirect;
 };
 
 /* Ranges of guest memory the re-pin waits for, before they are merged. */
@@ -520,6 +542,10 @@ struct dl_vdev_dma {
  * @intx_fault: the virqfd's thread is to find the ring full (tests).
  * @err_trigger: the ERR eventfd.
  * @req_trigger: the REQ eventfd.
+ * @direct_fires: doorbells taken on direct MSI-X vectors.
+ * @direct_fallbacks: MSI-X vectors that stayed relayed although
+ *	direct_irq asked for them direct (no doorbell vector free, or the
+ *	lender said no) (&dl_vdev.lock).
  */
 struct dl_vdev_irq {
 	spinlock_t lock;		/* the eventfds */
@@ -534,6 +560,8 @@ struct dl_vdev_irq {
 	bool intx_fault;
 	struct eventfd_ctx *err_trigger;
 	struct eventfd_ctx *req_trigger;
+	atomic64_t direct_fires;
+	u64 direct_fallbacks;
 };
 
 /**
@@ -656,6 +684,13 @@ extern unsigned long dl_window_max_pages;
  * lender had stalled for %DL_TX_FULL_WAIT_MS; 0 never.
  */
 extern unsigned int dl_fault_intx_unmask_every;
+
+/*
+ * Module parameter direct_irq: ask lenders to have each MSI-X vector ring
+ * a doorbell of this host itself, through the fabric, instead of relaying
+ * it (irq.c); read at each MSI-X enable. Off by default for now.
+ */
+extern bool dl_direct_irq;
 int dl_dma_enable(struct dl_vdev *v);
 void dl_dma_disable(struct dl_vdev *v);
 void dl_dma_lease_gone(struct dl_vdev *v);

@@ -24,6 +24,19 @@
  * ERR (count 1) is signalled when the mdev loses its remote device, REQ
  * (count 1) from VFIO's request op.
  *
+ * Direct MSI-X (module parameter direct_irq): once the lender has taken
+ * the vectors, each gets a doorbell vector of this host's adapter
+ * (dl_fabric_db_claim(), shared by every mdev on the fabric) and a
+ * DL_MSG_IRQ_DIRECT asks the lender to have the device's own message
+ * write ring it; the doorbell's callback signals the vector's eventfd
+ * from the doorbell interrupt. A vector stays relayed when no doorbell
+ * vector is free or the lender says no (its backend or IOMMU cannot, or
+ * it does not know the message); both paths signal the same eventfd. The
+ * doorbell vectors are given back after the lender released the device's
+ * vectors, so a late doorbell finds none or a spurious one at worst. A
+ * doorbell does not say who rang it: any peer can ring it, which is a
+ * spurious interrupt for the guest (docs/threat-model.md).
+ *
  * An eventfd is only signalled under irq.lock, and a replaced or released
  * eventfd is put only after it has left the table under that lock, so a
  * fire racing with SET_IRQS never touches a freed eventfd
@@ -129,6 +142,102 @@ static void dl_intx_forget_unmask(struct dl_vdev *v)
 	cancel_delayed_work_sync(&v->irq.intx_retry);
 }
 
+/*
+ * A doorbell of a direct vector (hard interrupt, under the fabric's
+ * doorbell lock): signal the vector's eventfd, as a relayed fire does.
+ */
+static void dl_irq_direct_db(struct dl_fabric *fab, unsigned int vector,
+			     void *priv)
+{
+	struct dl_irq_direct_vec *dv = priv;
+	struct dl_vdev *v = dv->v;
+	struct dl_irq_ctx *ctx = &v->irq.irqs[VFIO_PCI_MSIX_IRQ_INDEX];
+
+	spin_lock(&v->irq.lock);
+	if (dv->index < ctx->count && ctx->trig[dv->index])
+		eventfd_signal(ctx->trig[dv->index]);
+	spin_unlock(&v->irq.lock);
+	atomic64_inc(&v->irq.direct_fires);
+}
+
+/* Asks the lender to make MSI-X vector @dv->index ring @dv->db_vector. */
+static int dl_irq_direct_ask(struct dl_vdev *v, struct dl_irq_direct_vec *dv)
+{
+	struct dl_irq_direct d = {
+		.dev_id = cpu_to_le32(v->sess.dev_id),
+		.type = cpu_to_le16(DL_IRQ_MSIX),
+		.vector = cpu_to_le16(dv->index),
+		.db_vector = cpu_to_le16(dv->db_vector),
+	};
+
+	return dl_session_request(v, DL_MSG_IRQ_DIRECT, &d, sizeof(d), NULL,
+				  0);
+}
+
+/*
+ * MSI-X was enabled with @nvec vectors, all relayed: make as many direct
+ * as doorbell vectors and the lender allow. Whatever fails stays relayed.
+ */
+static void dl_irq_direct_setup(struct dl_vdev *v, struct dl_irq_ctx *ctx,
+				u32 nvec)
+{
+	struct dl_fabric *fab = v->b->fab;
+	struct dl_irq_direct_vec *dv;
+	u32 i;
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	dv = kcalloc(nvec, sizeof(*dv), GFP_KERNEL_ACCOUNT);
+	if (!dv)
+		return;
+	ctx->direct = dv;
+	for (i = 0; i < nvec; i++) {
+		dv[i].v = v;
+		dv[i].index = i;
+		dv[i].db_vector = -1;
+	}
+	for (i = 0; i < nvec; i++) {
+		ret = dl_fabric_db_claim(fab, dl_irq_direct_db, &dv[i]);
+		if (ret < 0)
+			break;
+		dv[i].db_vector = ret;
+		ret = dl_irq_direct_ask(v, &dv[i]);
+		if (ret) {
+			dl_fabric_db_unregister(fab, dv[i].db_vector);
+			dv[i].db_vector = -1;
+			dev_dbg_ratelimited(dl_vdev_dev(v),
+					    "MSI-X vector %u stays relayed: the lender said %d\n",
+					    i, ret);
+			break;
+		}
+		WRITE_ONCE(ctx->ndirect, ctx->ndirect + 1);
+	}
+	WRITE_ONCE(v->irq.direct_fallbacks,
+		   v->irq.direct_fallbacks + nvec - ctx->ndirect);
+}
+
+/*
+ * The lender let the vectors go (or is gone): give the doorbell vectors
+ * back. Their callbacks are not running once this returns.
+ */
+static void dl_irq_direct_release(struct dl_vdev *v, struct dl_irq_ctx *ctx)
+{
+	struct dl_irq_direct_vec *dv = ctx->direct;
+	u32 i;
+
+	lockdep_assert_held(&v->lock);
+
+	if (!dv)
+		return;
+	for (i = 0; i < ctx->count; i++)
+		if (dv[i].db_vector >= 0)
+			dl_fabric_db_unregister(v->b->fab, dv[i].db_vector);
+	ctx->direct = NULL;
+	WRITE_ONCE(ctx->ndirect, 0);
+	kfree(dv);
+}
+
 /* Disables an index: the lender lets its vectors go, the eventfds go. */
 static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
 {
@@ -148,6 +257,7 @@ static void dl_irq_disable(struct dl_vdev *v, unsigned int index)
 		dl_irq_lender_set(v, index, 0);
 		ctx->lender_count = 0;
 	}
+	dl_irq_direct_release(v, ctx);
 	spin_lock_irq(&v->irq.lock);
 	trig = ctx->trig;
 	count = ctx->count;
@@ -182,6 +292,8 @@ static int dl_irq_enable(struct dl_vdev *v, unsigned int index, u32 nvec)
 	ctx->count = nvec;
 	spin_unlock_irq(&v->irq.lock);
 	ctx->lender_count = nvec;
+	if (index == VFIO_PCI_MSIX_IRQ_INDEX && READ_ONCE(dl_direct_irq))
+		dl_irq_direct_setup(v, ctx, nvec);
 	return 0;
 }
 

@@ -44,6 +44,12 @@ module_param_named(fault_intx_unmask_every, dl_fault_intx_unmask_every,
 MODULE_PARM_DESC(fault_intx_unmask_every,
 		 "Tests only: every Nth INTx unmask finds the lender's ring full (0: never)");
 
+/* See internal.h; read by irq.c when MSI-X is enabled. */
+bool dl_direct_irq;
+module_param_named(direct_irq, dl_direct_irq, bool, 0644);
+MODULE_PARM_DESC(direct_irq,
+		 "Have lent devices' MSI-X vectors ring this host's doorbells themselves, with no lender CPU per interrupt, where the lender and the fabric can (default off: relayed by the lender)");
+
 static const u16 dl_borrower_msgs[] = {
 	DL_MSG_DEV_CHANGED,
 	DL_MSG_IRQ_FIRE,

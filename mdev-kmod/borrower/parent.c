@@ -276,6 +276,8 @@ static void dl_mdev_unlist(struct dl_vdev *v)
 	b->kept_dropped += READ_ONCE(v->dma.kept_dropped);
 	b->intx_unmask_retries += READ_ONCE(v->irq.intx_unmask_retries);
 	b->window_refused += READ_ONCE(v->dma.win_refused);
+	b->direct_fires += atomic64_read(&v->irq.direct_fires);
+	b->direct_fallbacks += READ_ONCE(v->irq.direct_fallbacks);
 	mutex_unlock(&b->lock);
 }
 

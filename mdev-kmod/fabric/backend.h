@@ -72,6 +72,12 @@ struct dl_fabric_ident {
  *	addresses [0, inbound_size) one to one (no translating IOMMU).
  *	Process context, may sleep.
  * @inbound_unmap: undo @inbound_map, for that range or a part of it.
+ * @peer_db_msg: the memory write that rings doorbell @vector of @peer when
+ *	a device of this host makes it (an MSI-X message): a 32-bit write
+ *	of *@data to bus address *@addr, whose page holds nothing else a
+ *	device's writes could harm. Optional: NULL when the adapter has no
+ *	such register (on NTB, ntb_peer_db_addr() gives it). Process
+ *	context.
  */
 struct dl_fabric_backend_ops {
 	const char *name;
@@ -87,6 +93,8 @@ struct dl_fabric_backend_ops {
 			   phys_addr_t phys, u64 len);
 	void (*inbound_unmap)(struct dl_fabric *fab, u32 peer, u64 off,
 			      u64 len);
+	int (*peer_db_msg)(struct dl_fabric *fab, u32 peer, unsigned int vector,
+			   phys_addr_t *addr, u32 *data);
 };
 
 /*

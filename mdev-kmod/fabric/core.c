@@ -39,7 +39,7 @@ struct dl_fabric *dl_fabric_create(const struct dl_fabric_config *cfg)
 	fab->dev = cfg->dev;
 	fab->ops = cfg->ops;
 	fab->backend_priv = cfg->priv;
-	fab->db_vectors = min_t(unsigned int, cfg->db_vectors, DL_DB_VECTORS);
+	fab->db_vectors = min_t(unsigned int, cfg->db_vectors, DL_DB_VECTORS_MAX);
 	fab->ctl = cfg->ctl;
 	fab->host_id = cfg->host_id;
 	fab->inbound_size = cfg->inbound_size;
@@ -293,12 +293,73 @@ EXPORT_SYMBOL_GPL(dl_fabric_db_unregister);
 int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,
 			  unsigned int vector)
 {
-	if (!dl_fabric_is_peer(fab, peer) || vector >= DL_DB_VECTORS)
+	if (!dl_fabric_is_peer(fab, peer) || vector >= DL_DB_VECTORS_MAX)
 		return -EINVAL;
 	fab->ops->peer_db_set(fab, peer, vector);
 	return 0;
 }
 EXPORT_SYMBOL_GPL(dl_fabric_peer_db_set);
+
+/**
+ * dl_fabric_db_claim() - claim any free doorbell vector of this host, and
+ *	be called when it is rung (as dl_fabric_db_register()).
+ * @fab: the fabric.
+ * @fn: called in hard interrupt context.
+ * @priv: passed to @fn.
+ *
+ * The vectors are shared by every client of the fabric; give one back with
+ * dl_fabric_db_unregister().
+ *
+ * Return: the vector, or -ENOSPC if every vector is taken.
+ */
+int dl_fabric_db_claim(struct dl_fabric *fab, dl_fabric_db_fn fn, void *priv)
+{
+	unsigned long flags;
+	unsigned int v;
+	int ret = -ENOSPC;
+
+	if (!fn)
+		return -EINVAL;
+	spin_lock_irqsave(&fab->db_lock, flags);
+	for (v = 0; v < fab->db_vectors; v++) {
+		if (v == DL_DB_VEC_MSG || fab->db_handlers[v].fn)
+			continue;
+		fab->db_handlers[v].fn = fn;
+		fab->db_handlers[v].priv = priv;
+		ret = v;
+		break;
+	}
+	spin_unlock_irqrestore(&fab->db_lock, flags);
+	return ret;
+}
+EXPORT_SYMBOL_GPL(dl_fabric_db_claim);
+
+/**
+ * dl_fabric_peer_db_msg() - the memory write by which a device of this host
+ *	rings doorbell @vector of @peer itself, as an MSI-X message would.
+ * @fab: the fabric.
+ * @peer: the peer's host id.
+ * @vector: the vector.
+ * @addr: set to the bus address to write; its page may be mapped for the
+ *	device to write to, and holds nothing else a device could harm.
+ * @data: set to the 32-bit value to write there.
+ *
+ * Process context.
+ *
+ * Return: 0, -EINVAL for no such peer or vector, or -EOPNOTSUPP when the
+ * backend has no such address (then doorbells take the CPU's
+ * dl_fabric_peer_db_set()).
+ */
+int dl_fabric_peer_db_msg(struct dl_fabric *fab, u32 peer, unsigned int vector,
+			  phys_addr_t *addr, u32 *data)
+{
+	if (!dl_fabric_is_peer(fab, peer) || vector >= DL_DB_VECTORS_MAX)
+		return -EINVAL;
+	if (!fab->ops->peer_db_msg)
+		return -EOPNOTSUPP;
+	return fab->ops->peer_db_msg(fab, peer, vector, addr, data);
+}
+EXPORT_SYMBOL_GPL(dl_fabric_peer_db_msg);
 
 /**
  * dl_fabric_device() - the fabric adapter.

@@ -289,6 +289,9 @@ int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,
 int dl_fabric_db_register(struct dl_fabric *fab, unsigned int vector,
 			  dl_fabric_db_fn fn, void *priv);
 void dl_fabric_db_unregister(struct dl_fabric *fab, unsigned int vector);
+int dl_fabric_db_claim(struct dl_fabric *fab, dl_fabric_db_fn fn, void *priv);
+int dl_fabric_peer_db_msg(struct dl_fabric *fab, u32 peer, unsigned int vector,
+			  phys_addr_t *addr, u32 *data);
 
 /* Messages. */
 int dl_fabric_register_handler(struct dl_fabric *fab, u16 type,

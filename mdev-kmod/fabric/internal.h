@@ -433,7 +433,7 @@ struct dl_fabric {
 	struct dl_handler handlers[DL_FABRIC_MAX_TYPES];
 
 	spinlock_t db_lock;	/* db_handlers */
-	struct dl_db_handler db_handlers[DL_DB_VECTORS];
+	struct dl_db_handler db_handlers[DL_DB_VECTORS_MAX];
 
 	struct kobject *sysfs_fabric;
 	struct kobject *sysfs_peers;

@@ -287,7 +287,8 @@ int dl_lent_cfg_read(struct dl_lent *lent, unsigned int pos,
  * device being reset; what the lender caches of config space is read
  * back afterwards. With MSI-X on, the restore writes the vectors back into
  * the table: memory decode is on for it (dl_lent_memory_enable()), and
- * the holder's setting of it comes back afterwards.
+ * the holder's setting of it comes back afterwards. Direct vectors'
+ * entries are the lender's, not Linux's: written again after it.
  *
  * Return: 0 or the -errno of pci_reset_function_locked().
  */
@@ -308,6 +309,7 @@ int dl_lent_reset(struct dl_lent *lent)
 	/* Saved with decode on, so restored with it: see above. */
 	mem = pdev->msix_enabled && dl_lent_memory_enable(lent);
 	ret = pci_reset_function_locked(pdev);
+	dl_lent_irq_direct_restore(lent);
 	dl_lent_memory_restore(lent, mem);
 	pci_read_config_word(pdev, PCI_COMMAND, &lent->cmd);
 	dl_lent_intx_eoi(lent);

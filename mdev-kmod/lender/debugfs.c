@@ -53,6 +53,7 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_IRQ_FIRE_ERRORS] = "irq_fire_errors",
 	[DL_LCNT_INTX_MASKS] = "intx_masks",
 	[DL_LCNT_INTX_UNMASKS] = "intx_unmasks",
+	[DL_LCNT_IRQ_DIRECTS] = "irq_direct_sets",
 	[DL_LCNT_ACQUIRES] = "acquires",
 	[DL_LCNT_RELEASES] = "releases",
 	[DL_LCNT_RECLAIMS] = "reclaims",
@@ -111,8 +112,9 @@ static int dl_lender_show(struct seq_file *s, void *unused)
 		seq_printf(s, " dma_pt_leaf=%llu dma_pt_mid=%llu",
 			   READ_ONCE(lent->dma_nleaves),
 			   READ_ONCE(lent->dma_nmids));
-		seq_printf(s, " irq_vectors=%u irq_type=%s",
-			   READ_ONCE(lent->nvecs), dl_lent_irq_type_name(lent));
+		seq_printf(s, " irq_vectors=%u irq_type=%s irq_direct=%u",
+			   READ_ONCE(lent->nvecs), dl_lent_irq_type_name(lent),
+			   READ_ONCE(lent->ndirect));
 		for (i = 0; i < DL_LCNT_NR; i++)
 			seq_printf(s, " %s=%lld", dl_lender_counter_names[i],
 				   atomic64_read(&lent->cnt[i]));

@@ -324,6 +324,12 @@ static int dl_dma_fresh_domain(struct dl_lent *lent)
 	if (IS_ERR(fresh))
 		return PTR_ERR(fresh);
 	iommu_set_fault_handler(fresh, dl_lent_fault_handler, lent);
+	/* Direct interrupts must not miss their doorbell page (irq.c). */
+	ret = dl_lent_irq_direct_map(lent, fresh);
+	if (ret) {
+		iommu_domain_free(fresh);
+		return ret;
+	}
 	if (!lent->dma_detached)
 		iommu_detach_device(lent->domain, dev);
 	ret = iommu_attach_device(fresh, dev);

@@ -334,6 +334,16 @@ static int dl_lent_isolation_check(struct pci_dev *pdev)
 	return 0;
 }
 
+static void dl_lent_free_resv(struct dl_lent *lent)
+{
+	struct iommu_resv_region *r, *next;
+
+	list_for_each_entry_safe(r, next, &lent->resv, list) {
+		list_del(&r->list);
+		kfree(r);
+	}
+}
+
 static int dl_lent_setup_domain(struct dl_lent *lent)
 {
 	struct pci_dev *pdev = lent->pdev;
@@ -365,8 +375,13 @@ static int dl_lent_setup_domain(struct dl_lent *lent)
 	iommu_group_put(group);
 	if (ret)
 		goto err_detach;
+	ret = dl_lent_irq_direct_reserve(lent);
+	if (ret)
+		goto err_free_resv;
 	return 0;
 
+err_free_resv:
+	dl_lent_free_resv(lent);
 err_detach:
 	iommu_detach_device(lent->domain, &pdev->dev);
 err_free_domain:
@@ -374,16 +389,6 @@ err_free_domain:
 err_release_owner:
 	iommu_device_release_dma_owner(&pdev->dev);
 	return ret;
-}
-
-static void dl_lent_free_resv(struct dl_lent *lent)
-{
-	struct iommu_resv_region *r, *next;
-
-	list_for_each_entry_safe(r, next, &lent->resv, list) {
-		list_del(&r->list);
-		kfree(r);
-	}
 }
 
 static void dl_lent_teardown_domain(struct dl_lent *lent)

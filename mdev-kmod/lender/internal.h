@@ -86,6 +86,7 @@ enum dl_lender_counter {
 	DL_LCNT_IRQ_FIRE_ERRORS,
 	DL_LCNT_INTX_MASKS,	/* masks asked by the holder */
 	DL_LCNT_INTX_UNMASKS,	/* unmasks (ends of INTx) asked by the holder */
+	DL_LCNT_IRQ_DIRECTS,	/* vectors made direct (DL_MSG_IRQ_DIRECT) */
 	DL_LCNT_ACQUIRES,
 	DL_LCNT_RELEASES,
 	DL_LCNT_RECLAIMS,	/* taken back without a release */
@@ -118,6 +119,10 @@ struct dl_lent_bar {
  * @type: an &enum dl_irq_type.
  * @index: the vector's index.
  * @irq: its Linux interrupt number.
+ * @direct: an MSI-X vector that rings the borrower's doorbell itself: its
+ *	handler is freed and the table entry is the lender's (irq.c).
+ * @db_data: then the entry's data (the doorbell write).
+ * @db_off: and the doorbell register's offset in its page.
  * @name: for /proc/interrupts.
  */
 struct dl_lent_vec {
@@ -128,6 +133,9 @@ struct dl_lent_vec {
 	u16 type;
 	u16 index;
 	int irq;
+	bool direct;
+	u32 db_data;
+	u32 db_off;
 	char name[40];
 };
 
@@ -206,6 +214,10 @@ struct dl_lent_dma {
  * @intx_unmask_msg: the holder ends each INTx with a %DL_MSG_IRQ_MASK
  *	(%DL_IRQ_SET_F_UNMASK_MSG), not by a BAR access (@lock).
  * @intx_vdis: the borrower's INTx disable bit, virtual (@lock).
+ * @direct_iova: the IOVA kept out of the holder's reach (in @resv) where
+ *	direct MSI-X vectors write, or 0 if there is none (@lock).
+ * @direct_page: the doorbell page mapped at @direct_iova, or 0 (@lock).
+ * @ndirect: direct vectors (@lock; read without it by debugfs).
  * @slow_work: does what may block off the fabric's receive and liveness
  *	works: a request (DEV_RESET, DEV_RELEASE), which it then answers, and
  *	the take-back from a holder that went down.
@@ -288,6 +300,9 @@ struct dl_lent {
 	bool intx_masked;
 	bool intx_unmask_msg;
 	bool intx_vdis;
+	u64 direct_iova;
+	phys_addr_t direct_page;
+	u32 ndirect;
 
 	struct work_struct slow_work;
 	unsigned long slow_busy;
@@ -487,6 +502,11 @@ void dl_lent_fault_work(struct work_struct *work);
 int dl_lent_irq_set(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    u16 type, u32 count, u16 set_flags);
 void dl_lent_irq_release(struct dl_lent *lent);
+int dl_lent_irq_direct(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		       u16 type, u16 index, u16 db_vector);
+int dl_lent_irq_direct_reserve(struct dl_lent *lent);
+int dl_lent_irq_direct_map(struct dl_lent *lent, struct iommu_domain *domain);
+void dl_lent_irq_direct_restore(struct dl_lent *lent);
 void dl_lent_intx_mask(struct dl_lent *lent);
 void dl_lent_intx_eoi(struct dl_lent *lent);
 void dl_lent_intx_bar_access(struct dl_lent *lent);

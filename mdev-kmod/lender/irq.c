@@ -24,8 +24,36 @@
  * A device asserting INTx on a shared line with no handler to claim it
  * would get the line disabled for every device on it ("nobody cared").
  * @lent->intx_lock orders these changes against the hard handler.
+ *
+ * Direct MSI-X vectors (DL_MSG_IRQ_DIRECT): the device's own message write
+ * rings the holder's doorbell through the fabric, and no CPU of this host
+ * runs per interrupt. The backend names the write that rings a peer's
+ * doorbell vector (dl_fabric_peer_db_msg(): on the emulated fabric the
+ * adapter's Doorbell register, (peer << 16) | vector). The device's
+ * writes go through its IOMMU domain, so the register's page is mapped
+ * there, write-only, at an IOVA kept from the holder (@lent->direct_iova,
+ * the aperture's top page, listed in @lent->resv so that dma.c refuses
+ * the holder's maps there; not in 0xfeexxxxx, which VT-d takes as an
+ * interrupt request), and the entry gets that IOVA as address and the
+ * doorbell value as data. The vectors stay allocated by the PCI core
+ * (pci_alloc_irq_vectors()), so its state stays whole for relayed ones
+ * and for freeing; a direct vector's handler is freed first, which masks
+ * and deactivates the entry, and the entry is then written with the
+ * vector masked (an interrupt meanwhile is left pending by the device and
+ * sent when it is unmasked). Linux does not write the entry of an
+ * interrupt no one requested: affinity changes of a deactivated vector
+ * touch no entry, and with interrupt remapping they change only the
+ * remapping table. Nor is it in /proc/irq for irqbalance: no action. A
+ * function reset restores Linux's (cleared) entry: the reset writes the
+ * direct ones again (dl_lent_irq_direct_restore()); a fresh domain maps
+ * the page again before it is attached (dl_lent_irq_direct_map()).
+ *
+ * The guest's masking of its MSI-X vectors never reaches the lender,
+ * direct or relayed: the holder's VMM emulates the table and keeps the
+ * guest's masked vectors pending itself, as with vfio-pci.
  */
 #include <linux/interrupt.h>
+#include <linux/iommu.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
 
@@ -219,6 +247,198 @@ static int dl_lent_intx_set(struct dl_lent *lent, struct dl_fabric *fab,
 	return 0;
 }
 
+/* Map the doorbell page at the reserved IOVA of @domain. */
+static int dl_lent_direct_map_page(struct dl_lent *lent,
+				   struct iommu_domain *domain)
+{
+	/*
+	 * Write-only MMIO: the device's reads have nothing to find there,
+	 * and IOMMU_MMIO keeps the IOMMU from snooping a register page.
+	 */
+	return iommu_map(domain, lent->direct_iova, lent->direct_page,
+			 PAGE_SIZE, IOMMU_WRITE | IOMMU_MMIO, GFP_KERNEL);
+}
+
+/**
+ * dl_lent_irq_direct_reserve() - keep the IOVA of direct vectors' writes
+ *	from the holder.
+ * @lent: the device, its domain set up and @lent->resv read.
+ *
+ * The top page of the domain's aperture, unless the group reserves it
+ * already (then no vector of this device can be direct). Added to
+ * @lent->resv, which dma.c checks every map against and which is freed
+ * with it.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int dl_lent_irq_direct_reserve(struct dl_lent *lent)
+{
+	struct iommu_domain_geometry *geo = &lent->domain->geometry;
+	struct iommu_resv_region *r;
+	u64 iova;
+
+	iova = round_down(geo->aperture_end, PAGE_SIZE);
+	if (!iova || iova < geo->aperture_start ||
+	    iova + PAGE_SIZE - 1 > geo->aperture_end)
+		return 0;
+	list_for_each_entry(r, &lent->resv, list)
+		if (r->length && iova <= r->start + r->length - 1 &&
+		    iova + PAGE_SIZE - 1 >= r->start)
+			return 0;
+	r = iommu_alloc_resv_region(iova, PAGE_SIZE, 0, IOMMU_RESV_RESERVED,
+				    GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	list_add_tail(&r->list, &lent->resv);
+	lent->direct_iova = iova;
+	return 0;
+}
+
+/**
+ * dl_lent_irq_direct_map() - map the doorbell page of direct vectors, if
+ *	any, in a fresh domain of the device, before it is attached.
+ * @lent: the device; @lent->lock held.
+ * @domain: the fresh domain.
+ *
+ * Return: 0 or the error of iommu_map() (then the caller keeps the old
+ * domain).
+ */
+int dl_lent_irq_direct_map(struct dl_lent *lent, struct iommu_domain *domain)
+{
+	lockdep_assert_held(&lent->lock);
+
+	if (!lent->direct_page)
+		return 0;
+	return dl_lent_direct_map_page(lent, domain);
+}
+
+/* The last direct vector went (all are freed at once): unmap the page. */
+static void dl_lent_irq_direct_unmap(struct dl_lent *lent)
+{
+	if (!lent->direct_page)
+		return;
+	if (!lent->dma_detached &&
+	    iommu_unmap(lent->domain, lent->direct_iova, PAGE_SIZE) != PAGE_SIZE)
+		dev_warn_ratelimited(&lent->pdev->dev,
+				     "lender: the doorbell page stays mapped at IOVA %#llx\n",
+				     lent->direct_iova);
+	lent->direct_page = 0;
+	WRITE_ONCE(lent->ndirect, 0);
+}
+
+/*
+ * Write a direct vector's entry: masked while address and data change
+ * (PCIe's rule for the table), then unmasked. Memory decode is on.
+ */
+static void dl_lent_direct_write(struct dl_lent *lent,
+				 const struct dl_lent_vec *vec)
+{
+	void __iomem *e = lent->pdev->msix_base +
+			  vec->index * PCI_MSIX_ENTRY_SIZE;
+	u64 addr = lent->direct_iova + vec->db_off;
+	u32 ctrl;
+
+	ctrl = readl(e + PCI_MSIX_ENTRY_VECTOR_CTRL);
+	writel(ctrl | PCI_MSIX_ENTRY_CTRL_MASKBIT,
+	       e + PCI_MSIX_ENTRY_VECTOR_CTRL);
+	writel(lower_32_bits(addr), e + PCI_MSIX_ENTRY_LOWER_ADDR);
+	writel(upper_32_bits(addr), e + PCI_MSIX_ENTRY_UPPER_ADDR);
+	writel(vec->db_data, e + PCI_MSIX_ENTRY_DATA);
+	writel(ctrl & ~PCI_MSIX_ENTRY_CTRL_MASKBIT,
+	       e + PCI_MSIX_ENTRY_VECTOR_CTRL);
+	/* Flushed: the holder is told it is direct once it is. */
+	readl(e + PCI_MSIX_ENTRY_VECTOR_CTRL);
+}
+
+/**
+ * dl_lent_irq_direct_restore() - a function reset restored Linux's view
+ *	of the MSI-X table: write the direct vectors' entries again.
+ * @lent: the device; its device lock and @lent->lock held, memory decode
+ *	on.
+ */
+void dl_lent_irq_direct_restore(struct dl_lent *lent)
+{
+	u32 i;
+
+	lockdep_assert_held(&lent->lock);
+
+	if (!lent->ndirect || !lent->pdev->msix_enabled)
+		return;
+	for (i = 0; i < lent->nvecs; i++)
+		if (lent->vecs[i].direct)
+			dl_lent_direct_write(lent, &lent->vecs[i]);
+}
+
+/**
+ * dl_lent_irq_direct() - have an MSI-X vector taken for the holder ring
+ *	the holder's doorbell itself (%DL_MSG_IRQ_DIRECT).
+ * @lent: the device; @lent->lock held, the requester checked as holder.
+ * @fab: the holder's fabric.
+ * @peer: the holder.
+ * @type: from the peer: %DL_IRQ_MSIX.
+ * @index: from the peer: the vector, below those taken.
+ * @db_vector: from the peer: its doorbell vector.
+ *
+ * Return: 0 (also for a vector direct already, which is written anew
+ * with @db_vector); -EINVAL for a vector not taken or a bad doorbell
+ * vector; -EOPNOTSUPP when the backend has no doorbell address for
+ * devices or the domain no room for it (the vector stays relayed); or the
+ * error of mapping the doorbell page.
+ */
+int dl_lent_irq_direct(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		       u16 type, u16 index, u16 db_vector)
+{
+	struct dl_lent_vec *vec;
+	phys_addr_t addr;
+	bool mem, mapped = false;
+	u32 data;
+	int ret;
+
+	lockdep_assert_held(&lent->lock);
+
+	if (type != DL_IRQ_MSIX || !lent->vecs ||
+	    lent->vec_type != DL_IRQ_MSIX || index >= lent->nvecs ||
+	    db_vector == DL_DB_VEC_MSG || db_vector >= DL_DB_VECTORS_MAX)
+		return -EINVAL;
+	vec = &lent->vecs[index];
+	if (fab != vec->fab || peer != vec->peer)
+		return -EINVAL;
+	if (!lent->direct_iova || !lent->pdev->msix_base)
+		return -EOPNOTSUPP;
+	ret = dl_fabric_peer_db_msg(fab, peer, db_vector, &addr, &data);
+	if (ret)
+		return ret;
+	if (!lent->direct_page) {
+		lent->direct_page = round_down(addr, PAGE_SIZE);
+		ret = dl_lent_direct_map_page(lent, lent->domain);
+		if (ret) {
+			lent->direct_page = 0;
+			return ret;
+		}
+		mapped = true;
+	} else if (round_down(addr, PAGE_SIZE) != lent->direct_page) {
+		/* One page per device: the backend's is always the same. */
+		return -EOPNOTSUPP;
+	}
+
+	mem = dl_lent_memory_enable(lent);
+	if (!vec->direct)
+		/* Masks and deactivates the entry; no handler runs after. */
+		free_irq(vec->irq, vec);
+	vec->db_data = data;
+	vec->db_off = offset_in_page(addr);
+	dl_lent_direct_write(lent, vec);
+	dl_lent_memory_restore(lent, mem);
+	if (!vec->direct) {
+		vec->direct = true;
+		WRITE_ONCE(lent->ndirect, lent->ndirect + 1);
+	}
+	dl_lent_count(lent, DL_LCNT_IRQ_DIRECTS);
+	pci_dbg(lent->pdev, "lender: MSI-X vector %u rings doorbell %u of host %u%s\n",
+		index, db_vector, peer, mapped ? " (page mapped)" : "");
+	return 0;
+}
+
 /**
  * dl_lent_irq_release() - free the vectors taken for the holder, if any.
  * @lent: the device; @lent->lock held.
@@ -241,13 +461,16 @@ void dl_lent_irq_release(struct dl_lent *lent)
 	/* free_irq() masks each vector in the table, disabling MSI-X all. */
 	mem = lent->vec_type == DL_IRQ_MSIX && dl_lent_memory_enable(lent);
 	for (i = 0; i < lent->nvecs; i++)
-		free_irq(lent->vecs[i].irq, &lent->vecs[i]);
+		if (!lent->vecs[i].direct)
+			free_irq(lent->vecs[i].irq, &lent->vecs[i]);
 	if (lent->vec_type != DL_IRQ_INTX) {
+		/* Masks every entry, direct ones too, and disables MSI-X. */
 		pci_free_irq_vectors(pdev);
 		/* Which lets INTx on again (pci_intx_for_msi()). */
 		dl_lent_intx_mask(lent);
 	}
 	dl_lent_memory_restore(lent, mem);
+	dl_lent_irq_direct_unmap(lent);
 	kfree(lent->vecs);
 	lent->vecs = NULL;
 	lent->intx_unmask_msg = false;

@@ -294,6 +294,7 @@ union dl_lender_req {
 	struct dl_dma_unmap unmap;
 	struct dl_irq_set irq;
 	struct dl_irq_mask irq_mask;
+	struct dl_irq_direct irq_direct;
 };
 
 union dl_lender_resp {
@@ -645,6 +646,27 @@ static int dl_serve_irq_mask(struct dl_lender_call *c)
 	return err;
 }
 
+static bool dl_irq_direct_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_irq_direct *d = msg->data;
+
+	return !memchr_inv(d->reserved, 0, sizeof(d->reserved));
+}
+
+static int dl_serve_irq_direct(struct dl_lender_call *c)
+{
+	const struct dl_irq_direct *d = &c->req.irq_direct;
+	int err;
+
+	err = dl_lent_irq_direct(c->lent, c->fab, c->msg->peer,
+				 le16_to_cpu(d->type), le16_to_cpu(d->vector),
+				 le16_to_cpu(d->db_vector));
+	/* Not for the backend's or the domain's inability: that is a no. */
+	if (err && err != -EOPNOTSUPP)
+		dl_lent_reject(c->lent, DL_REJ_IRQ);
+	return err;
+}
+
 static const struct dl_lender_op dl_lender_ops[] = {
 	{ DL_MSG_DEV_INFO, sizeof(struct dl_dev_ref), DL_ACC_ANY, false,
 	  dl_info_ref_ok, dl_serve_dev_info },
@@ -673,6 +695,8 @@ static const struct dl_lender_op dl_lender_ops[] = {
 	  dl_irq_set_ok, dl_serve_irq_set },
 	{ DL_MSG_IRQ_MASK, sizeof(struct dl_irq_mask), DL_ACC_HOLDER, true,
 	  dl_irq_mask_ok, dl_serve_irq_mask },
+	{ DL_MSG_IRQ_DIRECT, sizeof(struct dl_irq_direct), DL_ACC_HOLDER,
+	  false, dl_irq_direct_ok, dl_serve_irq_direct },
 };
 
 static const struct dl_lender_op *dl_lender_op_find(u16 type)
@@ -701,7 +725,8 @@ static void dl_lender_on_dev_msg(struct dl_fabric *fab,
 		     offsetof(struct dl_dma_map, dev_id) ||
 		     offsetof(struct dl_dma_unmap, dev_id) ||
 		     offsetof(struct dl_irq_set, dev_id) ||
-		     offsetof(struct dl_irq_mask, dev_id));
+		     offsetof(struct dl_irq_mask, dev_id) ||
+		     offsetof(struct dl_irq_direct, dev_id));
 
 	if (WARN_ON_ONCE(!op))
 		goto out_respond;

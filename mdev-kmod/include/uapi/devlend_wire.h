@@ -88,6 +88,13 @@
 /* Doorbell vectors of the fabric adapter. */
 #define DL_DB_VEC_MSG		0	/* messages waiting in a ring to you */
 #define DL_DB_VECTORS		4
+/*
+ * Vectors an adapter may have beyond those: the emulated fabric's adapter
+ * has this many, and vectors above DL_DB_VEC_MSG are claimed by borrowers
+ * for the devices' interrupts straight through the fabric
+ * (%DL_MSG_IRQ_DIRECT). Every host must handle at least %DL_DB_VECTORS.
+ */
+#define DL_DB_VECTORS_MAX	16
 
 /**
  * struct dl_ctl_header - describes the control area; written once by the
@@ -234,6 +241,7 @@ enum dl_msg_type {
 	DL_MSG_DEV_FAULT = 30,	/* post, lender: dl_dev_fault */
 	DL_MSG_CFG_READ_BLOCK = 31,	/* dl_cfg_block_req -> dl_cfg_block */
 	DL_MSG_IRQ_MASK = 32,	/* post, borrower: dl_irq_mask */
+	DL_MSG_IRQ_DIRECT = 33,	/* dl_irq_direct -> empty */
 	/* The emulated NTB hardware (devlend_ntb_emu), port to port. */
 	DL_MSG_NTB_HELLO = 40,	/* post: dl_ntb_hello, the sender's port */
 	DL_MSG_NTB_DB = 41,	/* post: dl_ntb_db, doorbell bits to set */
@@ -601,6 +609,30 @@ struct dl_irq_mask {
 } __attribute__((packed));
 
 /**
+ * struct dl_irq_direct - %DL_MSG_IRQ_DIRECT, borrower to lender: have MSI-X
+ * vector @vector of the device, which the holder has taken with
+ * %DL_MSG_IRQ_SET, ring the holder's doorbell vector @db_vector itself,
+ * through the fabric, instead of being relayed as %DL_MSG_IRQ_FIRE by the
+ * lender's CPU. It stays so until the holder releases its vectors (or
+ * takes vectors anew). The lender refuses (and the vector stays relayed)
+ * when its backend cannot (ENOTSUPP, also from a lender that does not
+ * know the message), or for a vector not taken (EINVAL).
+ * @dev_id: the device.
+ * @type: %DL_IRQ_MSIX (MSI's 16-bit data cannot carry a doorbell).
+ * @vector: the device's vector, below the count the holder took.
+ * @db_vector: the holder's doorbell vector, above %DL_DB_VEC_MSG and below
+ *	%DL_DB_VECTORS_MAX.
+ * @reserved: zero.
+ */
+struct dl_irq_direct {
+	__le32 dev_id;
+	__le16 type;
+	__le16 vector;
+	__le16 db_vector;
+	__u8 reserved[6];
+} __attribute__((packed));
+
+/**
  * struct dl_irq_fire - %DL_MSG_IRQ_FIRE, lender to borrower, posted.
  * @dev_id: the device.
  * @type: an &enum dl_irq_type.
@@ -740,6 +772,7 @@ struct dl_ntb_xlate {
 #define DL_IRQ_SET_SIZE		12
 #define DL_IRQ_FIRE_SIZE	8
 #define DL_IRQ_MASK_SIZE	12
+#define DL_IRQ_DIRECT_SIZE	16
 #define DL_DEV_FAULT_SIZE	16
 #define DL_NTB_HELLO_SIZE	8
 #define DL_NTB_DB_SIZE		8

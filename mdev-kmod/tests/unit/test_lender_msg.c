@@ -118,6 +118,7 @@ static inline void *memchr_inv(const void *p, int c, size_t n)
 #define dl_lent_cfg_write		msgt_cfg_write
 #define dl_lent_irq_set			msgt_irq_set
 #define dl_lent_intx_set_masked		msgt_intx_set_masked
+#define dl_lent_irq_direct		msgt_irq_direct
 #define dl_lent_dma_map			msgt_dma_map
 #define dl_lent_dma_unmap		msgt_dma_unmap
 #define dl_lent_dma_unmap_all		msgt_dma_unmap_all
@@ -173,12 +174,12 @@ static struct {
 static struct {
 	unsigned int slow_queue, bar_read, bar_write, intx_access, cfg_read,
 		     cfg_write, irq_set, intx_masked, dma_map, dma_unmap,
-		     dma_unmap_all, fast_update;
+		     dma_unmap_all, fast_update, irq_direct;
 	u32 dma_count;
 } calls;
 
 /* What the fakes answer. */
-static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret;
+static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret, direct_ret;
 static enum dl_lender_reject bar_why;
 
 struct device *dl_fabric_device(struct dl_fabric *f)
@@ -324,6 +325,13 @@ int dl_lent_irq_set(struct dl_lent *l, struct dl_fabric *f, u32 peer,
 	return irq_ret;
 }
 
+int dl_lent_irq_direct(struct dl_lent *l, struct dl_fabric *f, u32 peer,
+		       u16 type, u16 index, u16 db_vector)
+{
+	calls.irq_direct++;
+	return direct_ret;
+}
+
 int dl_lent_intx_set_masked(struct dl_lent *l, bool mask)
 {
 	calls.intx_masked++;
@@ -372,6 +380,7 @@ static void setup(void)
 	cfg_write_ret = 0;
 	irq_ret = 0;
 	mask_ret = 0;
+	direct_ret = 0;
 	dma_ret = 0;
 	dev_locked = false;
 	kref_init(&lent.ref);
@@ -446,7 +455,8 @@ static bool nothing_done(void)
 {
 	return !calls.slow_queue && !calls.bar_read && !calls.bar_write &&
 	       !calls.cfg_read && !calls.cfg_write && !calls.irq_set &&
-	       !calls.intx_masked && !calls.dma_map && !calls.dma_unmap &&
+	       !calls.intx_masked && !calls.irq_direct && !calls.dma_map &&
+	       !calls.dma_unmap &&
 	       !calls.dma_unmap_all && !lent.slow_busy;
 }
 
@@ -459,6 +469,7 @@ union payload {
 	struct dl_dma_unmap unmap;
 	struct dl_irq_set irq;
 	struct dl_irq_mask mask;
+	struct dl_irq_direct direct;
 	struct {
 		struct dl_dma_map map;
 		struct dl_dma_range range[2];
@@ -503,6 +514,10 @@ static size_t good(u16 type, union payload *p)
 		p->mask.type = cpu_to_le16(DL_IRQ_INTX);
 		p->mask.mask = 1;
 		return sizeof(p->mask);
+	case DL_MSG_IRQ_DIRECT:
+		p->direct.type = cpu_to_le16(DL_IRQ_MSIX);
+		p->direct.db_vector = cpu_to_le16(1);
+		return sizeof(p->direct);
 	}
 	return 0;
 }
@@ -525,6 +540,7 @@ static const struct {
 	{ DL_MSG_DMA_UNMAP, true },
 	{ DL_MSG_IRQ_SET, true },
 	{ DL_MSG_IRQ_MASK, true },
+	{ DL_MSG_IRQ_DIRECT, true },
 };
 
 /*
@@ -668,6 +684,12 @@ static void test_reserved_fields(void)
 	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_MASK, &p, len), -EINVAL);
 	malformed += 4;
 
+	/* IRQ_DIRECT: reserved bytes zero. */
+	len = good(DL_MSG_IRQ_DIRECT, &p);
+	p.direct.reserved[5] = 1;
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_DIRECT, &p, len), -EINVAL);
+	malformed++;
+
 	/* IRQ_SET: flags only with INTx, and only the known one. */
 	len = good(DL_MSG_IRQ_SET, &p);
 	p.irq.flags = cpu_to_le16(DL_IRQ_SET_F_UNMASK_MSG);
@@ -687,6 +709,9 @@ static void test_reserved_fields(void)
 	len = good(DL_MSG_IRQ_MASK, &p);
 	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_MASK, &p, len), 0);
 	CHECK_EQ(calls.intx_masked, 1);
+	len = good(DL_MSG_IRQ_DIRECT, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_DIRECT, &p, len), 0);
+	CHECK_EQ(calls.irq_direct, 1);
 	len = good(DL_MSG_DEV_INFO, &p);
 	p.ref.flags = cpu_to_le32(DL_DEV_REF_F_INFO_EXT);
 	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), 0);
@@ -1099,7 +1124,10 @@ static void test_dma_unmap(void)
 	CHECK_EQ(cnt(DL_LCNT_DMA_UNMAPS), 2);
 }
 
-/* IRQ_SET and IRQ_MASK refused by irq.c: its status, counted as irq. */
+/*
+ * IRQ_SET, IRQ_MASK and IRQ_DIRECT refused by irq.c: its status, counted
+ * as irq.
+ */
 static void test_irq_refusals(void)
 {
 	union payload p;
@@ -1117,6 +1145,14 @@ static void test_irq_refusals(void)
 	CHECK_EQ(send_as(HOLDER, DL_MSG_IRQ_MASK, &p, len, true), NO_ANSWER);
 	CHECK_EQ(rej(DL_REJ_IRQ), 3);
 	CHECK_EQ(cnt(DL_LCNT_IRQ_SETS), 0);
+	/* A direct vector the backend cannot make is a no, not a refusal. */
+	len = good(DL_MSG_IRQ_DIRECT, &p);
+	direct_ret = -EOPNOTSUPP;
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_DIRECT, &p, len), -EOPNOTSUPP);
+	CHECK_EQ(rej(DL_REJ_IRQ), 3);
+	direct_ret = -EINVAL;
+	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_DIRECT, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_IRQ), 4);
 }
 
 /* DEV_LIST: from a start id, at most DL_DEV_LIST_MAX, total of all. */

@@ -176,6 +176,24 @@ pub fn lender_counters(l: &AgentClient, nvme: &PciDev) -> anyhow::Result<BTreeMa
         .collect())
 }
 
+/// The doorbells the borrower took on direct MSI-X vectors, all fabrics:
+/// the sum of `irq_direct_fires` on the `borrower` lines of its debugfs.
+pub fn parse_direct_fires(text: &str) -> anyhow::Result<u64> {
+    let mut n = 0;
+    for line in text.lines().filter(|l| l.starts_with("borrower ")) {
+        n += crate::fabric::counter(&crate::fabric::parse_kv(line), "irq_direct_fires")?;
+    }
+    Ok(n)
+}
+
+/// [`parse_direct_fires`] of the borrower host's debugfs.
+pub fn borrower_direct_fires(b: &AgentClient) -> anyhow::Result<u64> {
+    parse_direct_fires(&crate::fabric::sh(
+        b,
+        "cat /sys/kernel/debug/devlend/borrower",
+    )?)
+}
+
 /// Message counts between two snapshots, per I/O.
 pub fn per_io(
     before: &BTreeMap<String, u64>,
@@ -730,6 +748,15 @@ mod tests {
         assert_eq!(p["bar_writes"], 2.0);
         assert_eq!(p["irq_fires"], 1.0);
         assert!(!p.contains_key("bar_reads"));
+    }
+
+    #[test]
+    fn direct_fires_are_summed_over_fabrics() {
+        let text = "borrower adapter=a lost=0 irq_direct=2 irq_direct_fires=7 irq_direct_fallbacks=0\n\
+                    mdev x state=2 irq_direct=2 irq_direct_fires=3\n\
+                    borrower adapter=b lost=0 irq_direct=0 irq_direct_fires=5 irq_direct_fallbacks=1\n";
+        assert_eq!(parse_direct_fires(text).unwrap(), 12);
+        assert!(parse_direct_fires("borrower adapter=a lost=0\n").is_err());
     }
 
     #[test]

@@ -241,6 +241,171 @@ fn guest_io_lands_in_lender_file(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The borrower's module parameter that asks for direct MSI-X vectors.
+const DIRECT_IRQ_PARAM: &str = "/sys/module/devlend_borrower/parameters/direct_irq";
+
+/// The borrower's debugfs counters of direct interrupts, summed over its
+/// fabrics: (`irq_direct_fires`, `irq_direct_fallbacks`).
+fn borrower_direct(b: &devlend_agent::AgentClient) -> anyhow::Result<(u64, u64)> {
+    let text = sh(b, "cat /sys/kernel/debug/devlend/borrower")?;
+    let (mut fires, mut fallbacks) = (0, 0);
+    for line in text.lines().filter(|l| l.starts_with("borrower ")) {
+        let kv = fabric::parse_kv(line);
+        fires += fabric::counter(&kv, "irq_direct_fires")?;
+        fallbacks += fabric::counter(&kv, "irq_direct_fallbacks")?;
+    }
+    Ok((fires, fallbacks))
+}
+
+/// Guest script body: the nvme interrupts the guest has taken so far, all
+/// CPUs and queues, printed as `irqs_<tag> <n>`.
+fn guest_nvme_irqs(tag: &str) -> String {
+    format!(
+        "echo \"irqs_{tag} $(awk '/nvme/ {{ for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i }} END {{ print s + 0 }}' /proc/interrupts)\""
+    )
+}
+
+/// What the counters of direct interrupts say at one moment: the lender's
+/// relayed interrupts of the device, the borrower's direct doorbells and
+/// vectors left relayed.
+#[derive(Debug, Clone, Copy)]
+struct IrqCounters {
+    relayed: u64,
+    direct: u64,
+    fallbacks: u64,
+}
+
+fn irq_counters(c: &Cluster, nvme: &PciDev) -> anyhow::Result<IrqCounters> {
+    let (direct, fallbacks) = borrower_direct(c.agent(BORROWER)?)?;
+    Ok(IrqCounters {
+        relayed: twohost::lender_counter(c.agent(LENDER)?, nvme, "irq_fires")?,
+        direct,
+        fallbacks,
+    })
+}
+
+/// MSI-X straight through the fabric: with the borrower's `direct_irq` on,
+/// a guest's nvme driver does verified I/O while each interrupt is the
+/// device's own write onto the borrower's doorbell. The counters are read
+/// when the guest's driver is set up (it prints `DIRECT-IO-READY` and
+/// waits) and after its I/O: during the I/O the guest's interrupts grew,
+/// the lender relayed none (no lender CPU per interrupt), the borrower's
+/// doorbells for the direct vectors took at least as many, and the
+/// lender's IOMMU blocked none of the device's writes. What the lender
+/// relayed while QEMU enabled MSI-X (an interrupt the device held pending
+/// while its vectors were masked, sent when the relay unmasked them) is
+/// printed, not counted against it.
+fn guest_irqs_direct_through_fabric(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let b = c.agent(BORROWER)?;
+    sh(b, &format!("echo 1 > {DIRECT_IRQ_PARAM}"))?;
+    let result = direct_io_run(c, &nvme);
+    let off = sh(c.agent(BORROWER)?, &format!("echo 0 > {DIRECT_IRQ_PARAM}"));
+    let ((start, faults_before), ready, end, run) = result?;
+    off?;
+    ensure!(run.rc == 0, "guest failed:\n{}", run.console);
+    let written = lending::output_field(&run.output, "written")?.to_owned();
+    ensure!(
+        lending::output_field(&run.output, "read")? == written,
+        "read back differs:\n{}",
+        run.output
+    );
+    ensure!(
+        lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == written,
+        "lender's backing file does not hold the guest's bytes"
+    );
+    let num = |key: &str| -> anyhow::Result<u64> {
+        Ok(lending::output_field(&run.output, key)?.parse()?)
+    };
+    let guest_io_irqs = num("irqs_after")? - num("irqs_before")?;
+    let faults = dmar_faults(c.agent(LENDER)?)? - faults_before;
+    let io_relayed = end.relayed - ready.relayed;
+    let io_direct = end.direct - ready.direct;
+    println!(
+        "  guest nvme interrupts: {} at setup, {guest_io_irqs} during the I/O; \
+         during the I/O: lender relayed {io_relayed}, borrower took {io_direct} direct doorbells; \
+         at setup: lender relayed {}, borrower took {} direct doorbells; \
+         vectors left relayed: {}; DMAR faults: {faults}",
+        num("irqs_before")?,
+        ready.relayed - start.relayed,
+        ready.direct - start.direct,
+        end.fallbacks - start.fallbacks
+    );
+    ensure!(
+        guest_io_irqs > 0,
+        "the guest took no nvme interrupt during its I/O"
+    );
+    ensure!(
+        end.fallbacks == start.fallbacks,
+        "{} vectors stayed relayed",
+        end.fallbacks - start.fallbacks
+    );
+    ensure!(
+        io_relayed == 0,
+        "the lender's CPU relayed {io_relayed} interrupts during the guest's I/O with direct MSI-X"
+    );
+    ensure!(
+        io_direct >= guest_io_irqs,
+        "{io_direct} doorbells on the direct vectors, fewer than the guest's {guest_io_irqs} interrupts"
+    );
+    ensure!(
+        faults == 0,
+        "the lender's IOMMU blocked {faults} device writes"
+    );
+    Ok(())
+}
+
+/// The counters (and the lender's DMAR faults) before the guest, when its
+/// driver is ready, and after it, and the guest's run.
+type DirectRun = (
+    (IrqCounters, usize),
+    IrqCounters,
+    IrqCounters,
+    guest::GuestRun,
+);
+
+/// [`guest_irqs_direct_through_fabric`]'s guest, with `direct_irq` on.
+fn direct_io_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectRun> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let start = (irq_counters(c, nvme)?, dmar_faults(l)?);
+    let script = lending::nvme_guest_script(&format!(
+        "{}\necho DIRECT-IO-READY\nsleep 10\n{}\n{}",
+        guest_nvme_irqs("before"),
+        lending::nvme_write_and_read(),
+        guest_nvme_irqs("after")
+    ));
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
+    let extra = lending::vfio_arg(&uuid);
+    let opts = GuestOpts {
+        mem_mib: GUEST_MIB,
+        extra_qemu_args: &extra,
+        qmp: None,
+    };
+    let run = (|| {
+        let g = guest::spawn(
+            b,
+            &tools::guest_images_dir()?,
+            &script,
+            &opts,
+            "/tmp/devlend-direct-guest.log",
+        )?;
+        let r = (|| {
+            g.wait_for(b, "DIRECT-IO-READY", Duration::from_secs(300))?;
+            let ready = irq_counters(c, nvme)?;
+            let run = g.wait(b, Duration::from_secs(600))?;
+            Ok::<_, anyhow::Error>((ready, run))
+        })();
+        if r.is_err() {
+            let _ = g.kill(b);
+        }
+        r
+    })();
+    let removed = lending::remove_mdev(b, &uuid);
+    let (ready, run) = run?;
+    removed?;
+    Ok((start, ready, irq_counters(c, nvme)?, run))
+}
+
 /// After the guest powered off the device is back in the pool.
 fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
@@ -1489,6 +1654,10 @@ fn main() {
         Check {
             name: "device_back_in_pool",
             run: device_back_in_pool,
+        },
+        Check {
+            name: "guest_irqs_direct_through_fabric",
+            run: guest_irqs_direct_through_fabric,
         },
         Check {
             name: "second_guest_reads_same_bytes",

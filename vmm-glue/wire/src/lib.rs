@@ -87,11 +87,11 @@ pub use host::{HostInfo, HostState, RamLayout, BOUND_LEN, HOST_NAME_LEN};
 pub use layout::{CtlLayout, RingCtrl, HOSTS_OFF, HOST_STRIDE, INBOX_ALIGN, RING_ALIGN};
 pub use msg::{MsgHdr, MsgStatus, MsgType, Ping};
 pub use sys::{
-    DL_CTL_HEADER_SIZE, DL_CTL_LAYOUT_VERSION, DL_CTL_MAGIC, DL_DB_VECTORS, DL_DB_VEC_MSG,
-    DL_DEFAULT_CTL_SIZE, DL_DEFAULT_RING_SLOTS, DL_DEFAULT_SLOT_SIZE, DL_HEARTBEAT_MS,
-    DL_HOST_INFO_SIZE, DL_HOST_MAGIC, DL_MAX_HOSTS, DL_MAX_RING_SLOTS, DL_MAX_SLOT_SIZE,
-    DL_MIN_SLOT_SIZE, DL_MSG_F_RESPONSE, DL_MSG_HDR_SIZE, DL_PEER_TIMEOUT_MS, DL_PING_SIZE,
-    DL_PROTO_MAX, DL_PROTO_MIN, DL_PROTO_V1, DL_RING_CTRL_SIZE,
+    DL_CTL_HEADER_SIZE, DL_CTL_LAYOUT_VERSION, DL_CTL_MAGIC, DL_DB_VECTORS, DL_DB_VECTORS_MAX,
+    DL_DB_VEC_MSG, DL_DEFAULT_CTL_SIZE, DL_DEFAULT_RING_SLOTS, DL_DEFAULT_SLOT_SIZE,
+    DL_HEARTBEAT_MS, DL_HOST_INFO_SIZE, DL_HOST_MAGIC, DL_MAX_HOSTS, DL_MAX_RING_SLOTS,
+    DL_MAX_SLOT_SIZE, DL_MIN_SLOT_SIZE, DL_MSG_F_RESPONSE, DL_MSG_HDR_SIZE, DL_PEER_TIMEOUT_MS,
+    DL_PING_SIZE, DL_PROTO_MAX, DL_PROTO_MIN, DL_PROTO_V1, DL_RING_CTRL_SIZE,
 };
 
 // The header's size constants, the generated structs and the C compiler must
@@ -121,6 +121,7 @@ const _: () = {
     assert!(size_of::<sys::dl_irq_set>() == sys::DL_IRQ_SET_SIZE);
     assert!(size_of::<sys::dl_irq_fire>() == sys::DL_IRQ_FIRE_SIZE);
     assert!(size_of::<sys::dl_irq_mask>() == sys::DL_IRQ_MASK_SIZE);
+    assert!(size_of::<sys::dl_irq_direct>() == sys::DL_IRQ_DIRECT_SIZE);
     assert!(size_of::<sys::dl_dev_fault>() == sys::DL_DEV_FAULT_SIZE);
     assert!(size_of::<sys::dl_ntb_hello>() == sys::DL_NTB_HELLO_SIZE);
     assert!(size_of::<sys::dl_ntb_db>() == sys::DL_NTB_DB_SIZE);
@@ -153,4 +154,8 @@ const _: () = {
     assert!(DL_MIN_SLOT_SIZE % RING_ALIGN == 0 && DL_MAX_SLOT_SIZE % RING_ALIGN == 0);
     assert!(DL_MAX_RING_SLOTS.is_power_of_two());
     assert!(DL_DB_VEC_MSG < DL_DB_VECTORS);
+    assert!(DL_DB_VECTORS <= DL_DB_VECTORS_MAX);
+    // A doorbell vector travels in dl_irq_direct's 16-bit field, and
+    // ivshmem's Doorbell register takes 8 bits of it.
+    assert!(DL_DB_VECTORS_MAX <= 256);
 };

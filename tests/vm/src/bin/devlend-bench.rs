@@ -36,6 +36,9 @@ struct Opts {
     quick: bool,
     /// Only the memory-backing guest starts (and shadow doorbells).
     backing_only: bool,
+    /// The devlend side's MSI-X relayed by the lender's CPU, as before
+    /// direct interrupts, instead of straight through the fabric.
+    relay_irq: bool,
     out: PathBuf,
 }
 
@@ -47,6 +50,7 @@ fn parse() -> anyhow::Result<Opts> {
         rounds: 2,
         quick: false,
         backing_only: false,
+        relay_irq: false,
         out: tools::repo_root().join(format!("target/bench/bench-{stamp}.json")),
     };
     let mut args = std::env::args().skip(1);
@@ -62,13 +66,14 @@ fn parse() -> anyhow::Result<Opts> {
             }
             "--quick" => o.quick = true,
             "--backing-only" => o.backing_only = true,
+            "--relay-irq" => o.relay_irq = true,
             "--out" => o.out = PathBuf::from(args.next().context("--out needs a path")?),
             "-h" | "--help" => {
-                println!("usage: devlend-bench [--rounds N] [--quick] [--backing-only] [--out FILE]");
+                println!("usage: devlend-bench [--rounds N] [--quick] [--backing-only] [--relay-irq] [--out FILE]");
                 std::process::exit(0);
             }
             _ => bail!(
-                "unknown argument {a:?}; usage: devlend-bench [--rounds N] [--quick] [--backing-only] [--out FILE]"
+                "unknown argument {a:?}; usage: devlend-bench [--rounds N] [--quick] [--backing-only] [--relay-irq] [--out FILE]"
             ),
         }
     }
@@ -109,6 +114,9 @@ struct Runs {
     open_by_type: Vec<BTreeMap<String, f64>>,
     backing: BTreeMap<&'static str, BackingRuns>,
     shadow_doorbells: BTreeMap<&'static str, (u64, u64)>,
+    /// Per devlend fio guest: interrupts the lender's CPU handled (relayed)
+    /// and doorbells the borrower took on direct vectors, per guest I/O.
+    guest_irqs: Vec<(f64, f64)>,
 }
 
 /// One memory backing's guest starts.
@@ -131,6 +139,9 @@ struct BackingRuns {
 /// The borrower module's switch between bulk pinning and VFIO's page by
 /// page pinning.
 const BULK_PIN_PARAM: &str = "/sys/module/devlend_borrower/parameters/bulk_pin";
+
+/// The borrower module's switch between direct and relayed MSI-X.
+const DIRECT_IRQ_PARAM: &str = "/sys/module/devlend_borrower/parameters/direct_irq";
 
 fn idx(side: Side) -> usize {
     match side {
@@ -356,15 +367,21 @@ fn guest_side(
             &opts,
             "/tmp/devlend-bench-guest.log",
         )?;
+        let b = c.agent(BORROWER)?;
         let run = (|| {
             g.wait_for(agent, "FIO ", Duration::from_secs(300))?;
             let before = bench::lender_counters(l, nvme).ok();
-            Ok::<_, anyhow::Error>((before, g.wait(agent, Duration::from_secs(600))?))
+            let direct_before = bench::borrower_direct_fires(b).ok();
+            Ok::<_, anyhow::Error>((
+                before,
+                direct_before,
+                g.wait(agent, Duration::from_secs(600))?,
+            ))
         })();
         if run.is_err() {
             let _ = g.kill(agent);
         }
-        let (before, run) = run?;
+        let (before, direct_before, run) = run?;
         ensure!(
             run.rc == 0,
             "fio guest on the {host} failed:\n{}",
@@ -374,6 +391,14 @@ fn guest_side(
         let total: u64 = figs.values().map(|f| f.ios).sum();
         if let (Some(before), Side::Devlend) = (before, side) {
             let after = bench::lender_counters(l, nvme)?;
+            let fires = after.get("irq_fires").copied().unwrap_or(0)
+                - before.get("irq_fires").copied().unwrap_or(0);
+            let direct = match direct_before {
+                Some(d) => bench::borrower_direct_fires(b)?.saturating_sub(d),
+                None => 0,
+            };
+            let n = total.max(1) as f64;
+            runs.guest_irqs.push((fires as f64 / n, direct as f64 / n));
             runs.messages
                 .insert("guest-all".into(), bench::per_io(&before, &after, total));
         }
@@ -584,6 +609,14 @@ fn mean(v: &[f64]) -> f64 {
 fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
     let nvme = twohost::lent_nvme(c)?;
     let mut runs = Runs::default();
+    // Every devlend run's MSI-X: straight through the fabric, or relayed.
+    fabric::sh(
+        c.agent(BORROWER)?,
+        &format!(
+            "echo {} > {DIRECT_IRQ_PARAM}",
+            if o.relay_irq { "N" } else { "Y" }
+        ),
+    )?;
     for round in 1..=o.rounds {
         step(&format!(
             "round {round} of {}: devlend (the borrower's mdev of the lender's NVMe)",
@@ -750,6 +783,16 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
                 .join(", ")
         );
     }
+    let irq_path = if o.relay_irq { "relayed" } else { "direct" };
+    let n = runs.guest_irqs.len().max(1) as f64;
+    let lender_irqs = runs.guest_irqs.iter().map(|g| g.0).sum::<f64>() / n;
+    let direct_dbs = runs.guest_irqs.iter().map(|g| g.1).sum::<f64>() / n;
+    if !runs.guest_irqs.is_empty() {
+        println!(
+            "lender interrupts handled per guest I/O: {lender_irqs:.3} (MSI-X {irq_path}); \
+             direct doorbells per guest I/O on the borrower: {direct_dbs:.3}"
+        );
+    }
     let backing = backing_table(&runs);
     let shadow: BTreeMap<_, _> = runs
         .shadow_doorbells
@@ -789,6 +832,12 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             "by_type": open_by_type,
         },
         "messages_per_io": runs.messages,
+        "guest_interrupts": {
+            "msix_path": irq_path,
+            "lender_irqs_per_io": lender_irqs,
+            "direct_doorbells_per_io": direct_dbs,
+            "runs": runs.guest_irqs.len(),
+        },
         "memory_backing": backing,
         "shadow_doorbells": shadow,
     }))

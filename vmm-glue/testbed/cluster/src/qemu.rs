@@ -87,8 +87,10 @@ pub struct BootFiles {
     pub append: String,
 }
 
-/// Doorbell vectors of the fabric adapter.
-pub const DOORBELL_VECTORS: u32 = devlend_wire::DL_DB_VECTORS;
+/// Doorbell vectors of the fabric adapter: all a host may have, since the
+/// ones above the fabric's own carry lent devices' interrupts straight
+/// through the fabric.
+pub const DOORBELL_VECTORS: u32 = devlend_wire::DL_DB_VECTORS_MAX;
 
 fn push(args: &mut Vec<OsString>, items: &[&str]) {
     args.extend(items.iter().map(OsString::from));

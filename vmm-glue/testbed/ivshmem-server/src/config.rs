@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 
 use devlend_wire::{
-    DL_DB_VECTORS, DL_DEFAULT_CTL_SIZE, DL_DEFAULT_RING_SLOTS, DL_DEFAULT_SLOT_SIZE,
+    DL_DB_VECTORS_MAX, DL_DEFAULT_CTL_SIZE, DL_DEFAULT_RING_SLOTS, DL_DEFAULT_SLOT_SIZE,
 };
 
 /// Most interrupt vectors per host the server hands out. Every connect
 /// sends `hosts * vectors` descriptors, so keep it modest; devlend uses
-/// [`DL_DB_VECTORS`].
+/// [`DL_DB_VECTORS_MAX`].
 pub const MAX_VECTORS: u32 = 64;
 
 /// What the server serves.
@@ -55,7 +55,7 @@ impl Config {
             hosts,
             ctl_path: ctl_path.into(),
             ctl_size: DL_DEFAULT_CTL_SIZE,
-            vectors: DL_DB_VECTORS,
+            vectors: DL_DB_VECTORS_MAX,
             ring_slots: DL_DEFAULT_RING_SLOTS,
             slot_size: DL_DEFAULT_SLOT_SIZE,
             reuse: false,

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use devlend_ivshmem_server::{parse_size, Config, PidFile, Server};
-use devlend_wire::{DL_DB_VECTORS, DL_DEFAULT_RING_SLOTS, DL_DEFAULT_SLOT_SIZE};
+use devlend_wire::{DL_DB_VECTORS_MAX, DL_DEFAULT_RING_SLOTS, DL_DEFAULT_SLOT_SIZE};
 use vmm_sys_util::signal::{self, block_signal, create_sigset};
 
 /// ivshmem server for the devlend fabric: host i connects to
@@ -31,7 +31,7 @@ struct Args {
     #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = parse_size)]
     ctl_size: u64,
     /// Interrupt vectors per host.
-    #[arg(long, value_name = "N", default_value_t = DL_DB_VECTORS)]
+    #[arg(long, value_name = "N", default_value_t = DL_DB_VECTORS_MAX)]
     vectors: u32,
     /// Slots per message ring.
     #[arg(long, value_name = "N", default_value_t = DL_DEFAULT_RING_SLOTS)]
