@@ -283,6 +283,32 @@ void dl_fabric_inbound_unmap(struct dl_fabric *fab, u32 peer, u64 addr,
 			     u64 len);
 bool dl_fabric_inbound_windowed(struct dl_fabric *fab);
 
+/*
+ * BAR windows: a device BAR of this host shown to a peer, and where a
+ * peer's shown BAR is in this host's address space (window.c).
+ */
+struct pci_dev;
+
+/**
+ * struct dl_fabric_span - a byte range [@start, @end).
+ * @start: first byte.
+ * @end: one past the last.
+ */
+struct dl_fabric_span {
+	u64 start;
+	u64 end;
+};
+
+int dl_fabric_bar_expose(struct dl_fabric *fab, u32 peer,
+			 struct pci_dev *pdev, int bar,
+			 const struct dl_fabric_span *skip, unsigned int nskip,
+			 u64 *token, u64 *len);
+void dl_fabric_bar_revoke(struct dl_fabric *fab, u32 peer, u64 token,
+			  u64 len);
+int dl_fabric_peer_bar(struct dl_fabric *fab, u32 peer, u64 token, u64 len,
+		       phys_addr_t *phys);
+bool dl_fabric_peer_bar_capable(struct dl_fabric *fab, u32 peer);
+
 /* Doorbells. */
 int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,
 			  unsigned int vector);
