@@ -406,6 +406,302 @@ fn direct_io_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectRun> {
     Ok((start, ready, irq_counters(c, nvme)?, run))
 }
 
+/// The NVMe's persistent memory region in two-host.toml: a BAR backed by
+/// a file, which the borrower host also has an `ivshmem-plain` onto.
+const PMR_BYTES: u64 = 8 << 20;
+const BAR_WINDOWS_PARAM: &str = "/sys/module/devlend_ivshmem/parameters/bar_windows";
+/// The tag both hosts give the PMR's window in `bar_windows`.
+const PMR_TAG: u32 = 1;
+/// The lender's host id in two-host.toml (its first host).
+const LENDER_HOST_ID: u32 = 0;
+/// Where in the PMR the outer test writes the word that lets the guest go.
+const PMR_GO_OFFSET: u64 = 0x1000;
+const PMR_GO: u32 = 0x600d_f00d;
+/// The words the guest writes at the start of the PMR.
+const PMR_WORDS: u32 = 16;
+const PMR_PATTERN: u32 = 0xd1e5_0000;
+
+/// The index of the BAR of `size` bytes of a host's PCI function.
+fn bar_of_size(agent: &devlend_agent::AgentClient, addr: &str, size: u64) -> anyhow::Result<u32> {
+    let text = sh(agent, &format!("cat /sys/bus/pci/devices/{addr}/resource"))?;
+    for (i, line) in text.lines().take(6).enumerate() {
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16))
+            .collect::<Result<_, _>>()?;
+        if v.len() >= 2 && v[1] > v[0] && v[1] - v[0] + 1 == size {
+            return Ok(i as u32);
+        }
+    }
+    anyhow::bail!("{addr} has no BAR of {size} bytes:\n{text}")
+}
+
+/// The borrower host's `ivshmem-plain` (no MSI-X) whose BAR2 has `size`
+/// bytes: its window onto the lender's PMR file.
+fn ivshmem_window_of_size(agent: &devlend_agent::AgentClient, size: u64) -> anyhow::Result<String> {
+    let out = sh(
+        agent,
+        "for d in /sys/bus/pci/devices/*; do \
+           [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] && echo ${d##*/}; \
+         done",
+    )?;
+    for addr in out.split_whitespace() {
+        if bar_of_size(agent, addr, size).ok() == Some(2) {
+            return Ok(addr.to_owned());
+        }
+    }
+    anyhow::bail!("no ivshmem-plain of {size} bytes on the borrower:\n{out}")
+}
+
+/// The mdev's line of the borrower's debugfs, by key.
+fn borrower_mdev(
+    b: &devlend_agent::AgentClient,
+    uuid: &str,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let text = sh(b, "cat /sys/kernel/debug/devlend/borrower")?;
+    text.lines()
+        .find(|l| l.starts_with(&format!("mdev {uuid} ")))
+        .map(fabric::parse_kv)
+        .with_context(|| format!("mdev {uuid} not in the borrower's debugfs:\n{text}"))
+}
+
+/// Reads or writes little-endian words of the PMR's backing file.
+fn pmr_words(file: &std::path::Path, off: u64, n: usize) -> anyhow::Result<Vec<u32>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(file)?;
+    f.seek(SeekFrom::Start(off))?;
+    let mut buf = vec![0u8; n * 4];
+    f.read_exact(&mut buf)?;
+    Ok(buf
+        .chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+fn pmr_write(file: &std::path::Path, off: u64, words: &[u32]) -> anyhow::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(file)?;
+    f.seek(SeekFrom::Start(off))?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    f.write_all(&bytes)?;
+    f.sync_data()?;
+    Ok(())
+}
+
+/// The guest of [`direct_bar_through_window`]: takes the NVMe from its
+/// driver, turns memory decode on, finds the PMR BAR, waits until the
+/// outer test's word appears in it, writes and reads the pattern through
+/// the mapping, then clears memory decode and reads once more.
+fn direct_bar_guest_script() -> String {
+    let words: String = (0..PMR_WORDS).map(|i| format!("{i} ")).collect();
+    lending::nvme_guest_script(&format!(
+        "[ -e $p/driver ] && echo ${{p##*/}} > $p/driver/unbind
+echo 1 > $p/enable
+i=0; base=
+while read -r s e f; do
+  if [ $((e)) -gt $((s)) ] && [ $((e - s + 1)) -eq {PMR_BYTES} ]; then base=$((s)); echo \"pmr_bar $i\"; break; fi
+  i=$((i + 1))
+done < $p/resource
+[ -n \"$base\" ] || {{ echo no-pmr-bar; exit 4; }}
+echo \"pmr_cmd_on $(od -An -tu2 -j4 -N2 $p/config | tr -d ' ')\"
+echo BAR-READY
+n=0
+until [ $(($(devmem $((base + {PMR_GO_OFFSET})) 32))) -eq {PMR_GO} ]; do
+  n=$((n + 1)); [ $n -lt 1200 ] || {{ echo no-go-word; exit 5; }}; sleep 0.1
+done
+for i in {words}; do devmem $((base + 4 * i)) 32 $(({PMR_PATTERN} + i)); done
+out=
+for i in {words}; do out=\"$out $(($(devmem $((base + 4 * i)) 32)))\"; done
+echo \"pmr_readback$out\"
+echo \"pmr_go $(($(devmem $((base + {PMR_GO_OFFSET})) 32)))\"
+echo BAR-DONE
+sleep 3
+cmd=$(od -An -tu2 -j4 -N2 $p/config | tr -d ' ')
+new=$((cmd & ~2 & 255))
+if [ $new -eq 0 ]; then dd if=/dev/zero of=$p/config bs=1 seek=4 count=1 conv=notrunc 2>/dev/null
+else printf \"\\\\$(printf %o $new)\" | dd of=$p/config bs=1 seek=4 count=1 conv=notrunc 2>/dev/null; fi
+echo \"pmr_cmd_off $(od -An -tu2 -j4 -N2 $p/config | tr -d ' ')\"
+echo \"pmr_after_off $(($(devmem $base 32)))\"
+echo BAR-OFF
+sleep 3"
+    ))
+}
+
+/// What [`direct_bar_run`] saw: lender counters at BAR-READY and BAR-DONE,
+/// the borrower's mdev line at BAR-DONE and at BAR-OFF, the file's words
+/// at BAR-DONE, and the guest's run.
+struct DirectBarRun {
+    ready: (u64, u64),
+    done: (u64, u64),
+    windows: (u64, u64),
+    mdev_done: std::collections::HashMap<String, String>,
+    mdev_off: std::collections::HashMap<String, String>,
+    file_words: Vec<u32>,
+    run: guest::GuestRun,
+}
+
+fn direct_bar_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectBarRun> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let file = c.paths().pmr_file(LENDER, "nvme0");
+    // Whatever an earlier run left: no go word, no pattern.
+    pmr_write(&file, 0, &[0; PMR_WORDS as usize])?;
+    pmr_write(&file, PMR_GO_OFFSET, &[0])?;
+    let bar_msgs = || -> anyhow::Result<(u64, u64)> {
+        Ok((
+            twohost::lender_counter(l, nvme, "bar_reads")?,
+            twohost::lender_counter(l, nvme, "bar_writes")?,
+        ))
+    };
+    let windows_before = twohost::lender_counter(l, nvme, "bar_windows")?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
+    let extra = lending::vfio_arg(&uuid);
+    let opts = GuestOpts {
+        mem_mib: GUEST_MIB,
+        extra_qemu_args: &extra,
+        qmp: None,
+    };
+    let r = (|| {
+        let g = guest::spawn(
+            b,
+            &tools::guest_images_dir()?,
+            &direct_bar_guest_script(),
+            &opts,
+            "/tmp/devlend-direct-bar-guest.log",
+        )?;
+        let r = (|| {
+            g.wait_for(b, "BAR-READY", Duration::from_secs(300))?;
+            let ready = bar_msgs()?;
+            // The outer machine's bytes, which the guest must read.
+            pmr_write(&file, PMR_GO_OFFSET, &[PMR_GO])?;
+            g.wait_for(b, "BAR-DONE", Duration::from_secs(300))?;
+            let done = bar_msgs()?;
+            let mdev_done = borrower_mdev(b, &uuid)?;
+            let file_words = pmr_words(&file, 0, PMR_WORDS as usize)?;
+            let windows_after = twohost::lender_counter(l, nvme, "bar_windows")?;
+            g.wait_for(b, "BAR-OFF", Duration::from_secs(120))?;
+            let mdev_off = borrower_mdev(b, &uuid)?;
+            let run = g.wait(b, Duration::from_secs(300))?;
+            Ok::<_, anyhow::Error>(DirectBarRun {
+                ready,
+                done,
+                windows: (windows_before, windows_after),
+                mdev_done,
+                mdev_off,
+                file_words,
+                run,
+            })
+        })();
+        if r.is_err() {
+            let _ = g.kill(b);
+        }
+        r
+    })();
+    let removed = lending::remove_mdev(b, &uuid);
+    let r = r?;
+    removed?;
+    Ok(r)
+}
+
+/// A RAM-backed BAR used by a guest straight through a window of the
+/// fabric (`./test.sh direct`): the lender's NVMe has a persistent memory
+/// region from a file, the borrower host a window onto that file; the
+/// lender shows the BAR to the holder (`DL_MSG_BAR_WINDOW`), the borrower
+/// offers it as a sparse mmap region, and the guest's loads and stores
+/// reach it with no BAR message (the lender's counters stand still), the
+/// bytes landing in the file on the outer machine and the outer machine's
+/// bytes read by the guest. Memory decode off zaps the mapping.
+fn direct_bar_through_window(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let bar = bar_of_size(l, &nvme.addr, PMR_BYTES).context("the NVMe's PMR BAR")?;
+    let win = ivshmem_window_of_size(b, PMR_BYTES)?;
+    sh(
+        l,
+        &format!(
+            "echo lend:{}/{bar}={PMR_TAG} > {BAR_WINDOWS_PARAM}",
+            nvme.addr
+        ),
+    )?;
+    sh(
+        b,
+        &format!("echo show:{win}={LENDER_HOST_ID}/{PMR_TAG} > {BAR_WINDOWS_PARAM}"),
+    )?;
+    let result = direct_bar_run(c, &nvme);
+    let off_l = sh(c.agent(LENDER)?, &format!("echo > {BAR_WINDOWS_PARAM}"));
+    let off_b = sh(c.agent(BORROWER)?, &format!("echo > {BAR_WINDOWS_PARAM}"));
+    let r = result?;
+    off_l?;
+    off_b?;
+    ensure!(r.run.rc == 0, "guest failed:\n{}", r.run.console);
+    let num = |key: &str| -> anyhow::Result<u64> {
+        Ok(lending::output_field(&r.run.output, key)?.parse()?)
+    };
+    let want: Vec<u32> = (0..PMR_WORDS).map(|i| PMR_PATTERN + i).collect();
+    let read: Vec<u32> = lending::output_field(&r.run.output, "pmr_readback")?
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    let count = |kv: &std::collections::HashMap<String, String>, k: &str| fabric::counter(kv, k);
+    println!(
+        "  PMR BAR{bar} of {}: {} words written and read by the guest; lender BAR messages \
+         during the guest's accesses: {} reads, {} writes; windows shown {}; borrower: \
+         bar_windows={} bar_faults={} bar_zaps {} -> {} at decode off; guest read {:#x} after",
+        nvme.addr,
+        PMR_WORDS,
+        r.done.0 - r.ready.0,
+        r.done.1 - r.ready.1,
+        r.windows.1 - r.windows.0,
+        count(&r.mdev_done, "bar_windows")?,
+        count(&r.mdev_done, "bar_faults")?,
+        count(&r.mdev_done, "bar_zaps")?,
+        count(&r.mdev_off, "bar_zaps")?,
+        num("pmr_after_off")?,
+    );
+    ensure!(
+        r.windows.1 > r.windows.0,
+        "the lender showed no BAR window to the borrower"
+    );
+    ensure!(
+        count(&r.mdev_done, "bar_windows")? >= 1 && count(&r.mdev_done, "bar_faults")? >= 1,
+        "the borrower mapped nothing through the window: {:?}",
+        r.mdev_done
+    );
+    ensure!(
+        read == want,
+        "the guest read back {read:x?}, wrote {want:x?}"
+    );
+    ensure!(
+        r.file_words == want,
+        "the PMR's backing file holds {:x?}, the guest wrote {want:x?}",
+        r.file_words
+    );
+    ensure!(
+        num("pmr_go")? == u64::from(PMR_GO),
+        "the guest did not read the outer machine's word"
+    );
+    ensure!(
+        r.done == r.ready,
+        "the lender relayed BAR accesses during the guest's: reads {} -> {}, writes {} -> {}",
+        r.ready.0,
+        r.done.0,
+        r.ready.1,
+        r.done.1
+    );
+    ensure!(
+        num("pmr_cmd_off")? & 2 == 0 && num("pmr_cmd_on")? & 2 != 0,
+        "memory decode was not on and then off in the guest"
+    );
+    ensure!(
+        count(&r.mdev_off, "bar_zaps")? > count(&r.mdev_done, "bar_zaps")?,
+        "memory decode off zapped no mapping"
+    );
+    ensure!(
+        num("pmr_after_off")? != u64::from(PMR_PATTERN),
+        "with memory decode off the guest still read the BAR"
+    );
+    Ok(())
+}
+
 /// After the guest powered off the device is back in the pool.
 fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
@@ -1658,6 +1954,10 @@ fn main() {
         Check {
             name: "guest_irqs_direct_through_fabric",
             run: guest_irqs_direct_through_fabric,
+        },
+        Check {
+            name: "direct_bar_through_window",
+            run: direct_bar_through_window,
         },
         Check {
             name: "second_guest_reads_same_bytes",
