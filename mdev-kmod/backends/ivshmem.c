@@ -98,9 +98,10 @@ struct dl_ivs_window {
 };
 
 /* See above: which BARs are files shown to peers, and which window shows one. */
-static char dl_ivs_bar_windows[256];
-module_param_string(bar_windows, dl_ivs_bar_windows,
-		    sizeof(dl_ivs_bar_windows), 0644);
+#define DL_IVS_BAR_WINDOWS_LEN	256
+static char dl_ivs_bar_windows[DL_IVS_BAR_WINDOWS_LEN];
+module_param_string(bar_windows, dl_ivs_bar_windows, DL_IVS_BAR_WINDOWS_LEN,
+		    0644);
 MODULE_PARM_DESC(bar_windows,
 		 "RAM-backed BARs shown to peers and the windows onto them: lend:<pci>/<bar>=<tag>,show:<pci>=<host>/<tag>");
 
