@@ -626,10 +626,10 @@ fn direct_bar_through_window(c: &mut Cluster) -> anyhow::Result<()> {
         b,
         &format!("echo show:{win}={LENDER_HOST_ID}/{PMR_TAG} > {BAR_WINDOWS_PARAM}"),
     )?;
-    let result = direct_bar_run(c, &nvme);
+    let result = direct_bar_run(c, &nvme).and_then(|r| Ok((r, direct_bar_probe(c, &nvme, bar)?)));
     let off_l = sh(c.agent(LENDER)?, &format!("echo > {BAR_WINDOWS_PARAM}"));
     let off_b = sh(c.agent(BORROWER)?, &format!("echo > {BAR_WINDOWS_PARAM}"));
-    let r = result?;
+    let (r, probe) = result?;
     off_l?;
     off_b?;
     ensure!(r.run.rc == 0, "guest failed:\n{}", r.run.console);
@@ -699,8 +699,106 @@ fn direct_bar_through_window(c: &mut Cluster) -> anyhow::Result<()> {
         num("pmr_after_off")? != u64::from(PMR_PATTERN),
         "with memory decode off the guest still read the BAR"
     );
+    // The VMM's side: a mapping touched with decode off faults.
+    let field = |k: &str| lending::output_field(&probe.out, k);
+    println!(
+        "  VFIO probe on the borrower host: areas {}; wrote and read {}; with decode off: {}; \
+         on again: {}; lender BAR messages meanwhile: {} reads, {} writes",
+        field("probe_areas")?,
+        field("probe_read")?,
+        field("probe_after_off")?,
+        field("probe_after_on")?,
+        probe.after.0 - probe.before.0,
+        probe.after.1 - probe.before.1
+    );
+    let value = PROBE_VALUE.to_string();
+    ensure!(
+        field("probe_mmap")? == "1",
+        "the BAR region is not mmap-able:\n{}",
+        probe.out
+    );
+    ensure!(
+        field("probe_read")? == value,
+        "the probe read back other bytes:\n{}",
+        probe.out
+    );
+    ensure!(
+        probe.file_word == PROBE_VALUE,
+        "the PMR file holds {:#x} at {PROBE_OFFSET:#x}, the probe wrote {PROBE_VALUE:#x}",
+        probe.file_word
+    );
+    ensure!(
+        field("probe_after_off")? == "sigbus",
+        "with memory decode off the mapping did not fault:\n{}",
+        probe.out
+    );
+    ensure!(
+        field("probe_after_on")? == value,
+        "with memory decode on again the mapping did not work:\n{}",
+        probe.out
+    );
+    ensure!(
+        probe.after == probe.before,
+        "the lender relayed BAR accesses during the probe's"
+    );
     Ok(())
 }
+
+/// [`vfio_bar_probe.py`]'s word, and where in the PMR it writes it.
+const PROBE_OFFSET: u64 = 0x2000;
+const PROBE_VALUE: u32 = 0x5eed_1234;
+
+/// What the VFIO probe printed, the word the file holds where it wrote,
+/// and the lender's BAR messages (reads, writes) before and after it.
+struct BarProbe {
+    out: String,
+    file_word: u32,
+    before: (u64, u64),
+    after: (u64, u64),
+}
+
+/// Runs `tests/vm/scripts/vfio_bar_probe.py` on the borrower host against
+/// a fresh mdev of the lent NVMe: a VMM's view of the BAR window, with no
+/// guest.
+fn direct_bar_probe(c: &Cluster, nvme: &PciDev, bar: u32) -> anyhow::Result<BarProbe> {
+    const SCRIPT: &str = include_str!("../scripts/vfio_bar_probe.py");
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let file = c.paths().pmr_file(LENDER, "nvme0");
+    pmr_write(&file, PROBE_OFFSET, &[0])?;
+    let bar_msgs = || -> anyhow::Result<(u64, u64)> {
+        Ok((
+            twohost::lender_counter(l, nvme, "bar_reads")?,
+            twohost::lender_counter(l, nvme, "bar_writes")?,
+        ))
+    };
+    wait_available(l, nvme)?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
+    let r = (|| {
+        let before = bar_msgs()?;
+        let out = sh(
+            b,
+            &format!(
+                "python3 - {uuid} {} {PROBE_OFFSET:#x} {PROBE_VALUE:#x} <<'DEVLEND_EOF'\n{SCRIPT}\nDEVLEND_EOF",
+                bar + VFIO_PCI_BAR0_REGION_INDEX
+            ),
+        )?;
+        let after = bar_msgs()?;
+        let file_word = pmr_words(&file, PROBE_OFFSET, 1)?[0];
+        Ok::<_, anyhow::Error>(BarProbe {
+            out,
+            file_word,
+            before,
+            after,
+        })
+    })();
+    let removed = lending::remove_mdev(b, &uuid);
+    let r = r?;
+    removed?;
+    Ok(r)
+}
+
+/// VFIO's region index of BAR 0.
+const VFIO_PCI_BAR0_REGION_INDEX: u32 = 0;
 
 /// After the guest powered off the device is back in the pool.
 fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
