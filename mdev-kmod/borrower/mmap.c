@@ -164,6 +164,15 @@ void dl_mmap_fetch(struct dl_vdev *v)
 			continue;
 		}
 		down_write(&m->lock);
+		/*
+		 * A loss sets the state before it drops the windows
+		 * (dl_session_lost()): either it is seen here, or the drop
+		 * comes after and clears what is set here.
+		 */
+		if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED) {
+			up_write(&m->lock);
+			break;
+		}
 		m->win[bar].phys = phys;
 		m->win[bar].len = len;
 		m->win[bar].ok = true;
