@@ -442,7 +442,8 @@ fn ivshmem_window_of_size(agent: &devlend_agent::AgentClient, size: u64) -> anyh
     let out = sh(
         agent,
         "for d in /sys/bus/pci/devices/*; do \
-           [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] && echo ${d##*/}; \
+           [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
+           echo ${d##*/}; \
          done",
     )?;
     for addr in out.split_whitespace() {
