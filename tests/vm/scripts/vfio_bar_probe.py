@@ -9,6 +9,7 @@ mapping must work again. Prints `key value` lines.
 
 usage: python3 vfio_bar_probe.py <mdev uuid> <bar> <offset> <value>
 """
+import ctypes
 import fcntl
 import mmap
 import os
@@ -63,15 +64,31 @@ def set_decode(dev, cfg_off, on):
     return cmd
 
 
-def touch_in_child(m, at):
+def map_region(dev, size, offset):
+    """mmap(2) of the device fd, uncached by the kernel: the address."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE,
+                     mmap.MAP_SHARED, dev, offset)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap of the BAR region")
+    return addr
+
+
+def word(addr):
+    return ctypes.c_uint32.from_address(addr)
+
+
+def touch_in_child(addr):
     """Read a word in a child: its value, or 'sigbus' if it died so."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         signal.signal(signal.SIGBUS, signal.SIG_DFL)
-        (v,) = struct.unpack("I", m[at:at + 4])
-        os.write(w, b"%d" % v)
+        os.write(w, b"%d" % word(addr).value)
         os._exit(0)
     os.close(w)
     _, status = os.waitpid(pid, 0)
@@ -103,15 +120,15 @@ def main():
     fcntl.ioctl(dev, VFIO_DEVICE_RESET)
     print(f"probe_cmd_on {set_decode(dev, cfg_off, True)}")
     a_off, a_size = areas[0]
-    m = mmap.mmap(dev, a_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
-                  offset=off + a_off)
-    m[at - a_off:at - a_off + 4] = struct.pack("I", value)
-    print("probe_read %d" % struct.unpack("I", m[at - a_off:at - a_off + 4])[0])
+    base = map_region(dev, a_size, off + a_off)
+    word(base + at - a_off).value = value
+    print(f"probe_read {word(base + at - a_off).value}")
     print(f"probe_cmd_off {set_decode(dev, cfg_off, False)}")
-    print(f"probe_after_off {touch_in_child(m, at - a_off)}")
+    sys.stdout.flush()
+    print(f"probe_after_off {touch_in_child(base + at - a_off)}")
     set_decode(dev, cfg_off, True)
-    print(f"probe_after_on {touch_in_child(m, at - a_off)}")
-    m.close()
+    sys.stdout.flush()
+    print(f"probe_after_on {touch_in_child(base + at - a_off)}")
     os.close(dev)
     return 0
 
