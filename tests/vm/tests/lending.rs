@@ -314,6 +314,8 @@ fn guest_irqs_direct_through_fabric(c: &mut Cluster) -> anyhow::Result<()> {
         lending::file_sha256(&c.paths().nvme_file(LENDER, "nvme0"))? == written,
         "lender's backing file does not hold the guest's bytes"
     );
+    // The range now holds these bytes: what later guests must read.
+    *written_sha() = Some(written);
     let num = |key: &str| -> anyhow::Result<u64> {
         Ok(lending::output_field(&run.output, key)?.parse()?)
     };
