@@ -280,6 +280,38 @@ int dl_mmap_region_info(struct dl_vdev *v, unsigned int bar,
 	return ret;
 }
 
+/* Whether the page at @off of @bar may be mapped now; @m->lock held. */
+static bool dl_mmap_may_map(const struct dl_vdev_mmap *m, unsigned int bar,
+			    u64 off)
+{
+	return m->live && m->mem_on && m->win[bar].ok &&
+	       off < m->win[bar].len && !dl_mmap_skipped(m, bar, off);
+}
+
+/*
+ * Maps the rest of @vma after its faulting page, so that one fault maps
+ * it all (as vfio-pci did before huge pfnmaps): a KVM guest's first pass
+ * over the BAR otherwise exits and faults once per page. Pages that may
+ * not be mapped (the MSI-X table and PBA) are left to fault; the first
+ * error ends it quietly, the faulting page being mapped already.
+ */
+static void dl_mmap_prefault(struct vm_area_struct *vma,
+			     const struct dl_vdev_mmap *m, unsigned int bar,
+			     u64 start, unsigned long fault_addr)
+{
+	unsigned long addr;
+	u64 off;
+
+	for (addr = vma->vm_start; addr < vma->vm_end; addr += PAGE_SIZE) {
+		off = start + (addr - vma->vm_start);
+		if (addr == fault_addr || !dl_mmap_may_map(m, bar, off))
+			continue;
+		if (vmf_insert_pfn(vma, addr, PHYS_PFN(m->win[bar].phys + off)) &
+		    VM_FAULT_ERROR)
+			break;
+	}
+}
+
 static vm_fault_t dl_mmap_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
@@ -295,10 +327,11 @@ static vm_fault_t dl_mmap_fault(struct vm_fault *vmf)
 	off = start + (vmf->address - vma->vm_start);
 
 	down_read(&m->lock);
-	if (m->live && m->mem_on && m->win[bar].ok &&
-	    off < m->win[bar].len && !dl_mmap_skipped(m, bar, off)) {
+	if (dl_mmap_may_map(m, bar, off)) {
 		ret = vmf_insert_pfn(vma, vmf->address,
 				     PHYS_PFN(m->win[bar].phys + off));
+		if (!(ret & VM_FAULT_ERROR))
+			dl_mmap_prefault(vma, m, bar, start, vmf->address);
 		/* Only ever set under the read lock; cleared under write. */
 		WRITE_ONCE(m->mapped, true);
 		atomic64_inc(&m->faults);
