@@ -34,8 +34,8 @@
  * borrower's mdev types on the adapter are named after it
  * ("devlend-<type>"), and tools find the adapter by it.
  *
- * Lock order: dl_ivs_adapter_lock, then the fabric's lock, then
- * dl_ivs_windows_lock.
+ * Lock order: dl_ivs_adapter_lock, then the fabric's locks (its clients'
+ * and its liveness lock), then dl_ivs_windows_lock.
  */
 #include <linux/device.h>
 #include <linux/interrupt.h>
@@ -596,6 +596,13 @@ static void dl_ivs_window_remove(struct dl_ivs_window *w)
 	/* Off the list nobody can claim it; take it from who has it. */
 	if (claimed && dl_ivs_adapter)
 		dl_fabric_window_lost(dl_ivs_adapter->fab, &w->fw);
+	/*
+	 * Any window may have been a BAR's (bar_windows can change at any
+	 * time): no mapping may reach its addresses once it is gone.
+	 */
+	if (dl_ivs_adapter)
+		dl_fabric_peer_bar_lost(dl_ivs_adapter->fab, w->fw.phys_addr,
+					w->fw.size);
 
 	mutex_unlock(&dl_ivs_adapter_lock);
 }

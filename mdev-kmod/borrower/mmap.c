@@ -223,6 +223,40 @@ void dl_mmap_drop(struct dl_vdev *v)
 }
 
 /**
+ * dl_mmap_window_lost() - a window of this host onto peers' BARs is going
+ *	away: if one of the mdev's BARs is mapped through it, zap every
+ *	mapping and forget the windows, as dl_mmap_drop() does; faults get
+ *	SIGBUS until the next borrow.
+ * @v: the mdev; any of its locks but @v->mm.lock may be held.
+ * @phys: where the window is.
+ * @len: its bytes.
+ *
+ * Return: whether the mdev had a BAR in it.
+ */
+bool dl_mmap_window_lost(struct dl_vdev *v, phys_addr_t phys, u64 len)
+{
+	struct dl_vdev_mmap *m = &v->mm;
+	bool hit = false;
+	unsigned int bar;
+
+	down_write(&m->lock);
+	for (bar = 0; bar < DL_NUM_BARS; bar++)
+		if (m->win[bar].ok && m->win[bar].phys < phys + len &&
+		    phys < m->win[bar].phys + m->win[bar].len)
+			hit = true;
+	if (hit) {
+		m->live = false;
+		memset(m->win, 0, sizeof(m->win));
+		dl_mmap_zap_locked(v);
+	}
+	up_write(&m->lock);
+	if (hit)
+		dev_warn(dl_vdev_dev(v),
+			 "the window its BARs were mapped through is gone: mappings zapped, accesses fault\n");
+	return hit;
+}
+
+/**
  * dl_mmap_region_info() - add a BAR's mmap-able areas to its region info.
  * @v: the mdev.
  * @bar: the BAR.

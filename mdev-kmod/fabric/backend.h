@@ -168,5 +168,6 @@ void dl_fabric_destroy(struct dl_fabric *fab);
 void *dl_fabric_backend_priv(struct dl_fabric *fab);
 void dl_fabric_db_event(struct dl_fabric *fab, unsigned int vector);
 void dl_fabric_window_lost(struct dl_fabric *fab, struct dl_fabric_window *win);
+void dl_fabric_peer_bar_lost(struct dl_fabric *fab, phys_addr_t phys, u64 len);
 
 #endif /* DL_FABRIC_BACKEND_H */

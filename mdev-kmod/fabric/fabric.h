@@ -108,6 +108,11 @@ enum dl_fabric_event_type {
  *	Drop every reference to @fab before returning. Process context.
  * @peer_event: a peer went up or down. Called with the fabric's liveness
  *	lock held (see the lock order above): mark, queue, do not block.
+ * @bar_window_lost: optional. A window of this host onto peers' BARs
+ *	(what dl_fabric_peer_bar() finds) is going away: stop every mapping
+ *	of an address in [@phys, @phys + @len) before returning, for those
+ *	addresses may soon belong to something else. Process context, may
+ *	sleep; the fabric's liveness lock is not held.
  * @slot: private to the core.
  * @node: private to the core.
  */
@@ -117,6 +122,8 @@ struct dl_fabric_client {
 	void (*remove)(struct dl_fabric *fab, void *ctx);
 	void (*peer_event)(struct dl_fabric *fab, void *ctx,
 			   enum dl_fabric_event_type type, u32 peer, u16 proto);
+	void (*bar_window_lost)(struct dl_fabric *fab, void *ctx,
+				phys_addr_t phys, u64 len);
 	int slot;
 	struct list_head node;
 };

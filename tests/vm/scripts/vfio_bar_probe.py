@@ -5,9 +5,13 @@ with VFIO (type1 container), reads the BAR's region info and its sparse
 mmap areas, resets the device, turns memory decode on, maps the BAR,
 writes and reads a word, then turns decode off and touches the mapping
 from a child process, which must die of SIGBUS, and on again, when the
-mapping must work again. Prints `key value` lines.
+mapping must work again. Given the PCI address of the window the BAR is
+seen through on this host, it then removes that device (as a hot-unplug
+does) and touches the mapping once more: with the window gone it must die
+of SIGBUS too, not reach what the window's addresses are now. Prints
+`key value` lines.
 
-usage: python3 vfio_bar_probe.py <mdev uuid> <bar> <offset> <value>
+usage: python3 vfio_bar_probe.py <mdev uuid> <bar> <offset> <value> [<window pci>]
 """
 import ctypes
 import fcntl
@@ -129,6 +133,11 @@ def main():
     set_decode(dev, cfg_off, True)
     sys.stdout.flush()
     print(f"probe_after_on {touch_in_child(base + at - a_off)}")
+    if len(sys.argv) > 5:
+        with open(f"/sys/bus/pci/devices/{sys.argv[5]}/remove", "w") as f:
+            f.write("1")
+        sys.stdout.flush()
+        print(f"probe_after_window_gone {touch_in_child(base + at - a_off)}")
     os.close(dev)
     return 0
 

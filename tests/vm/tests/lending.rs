@@ -600,7 +600,8 @@ fn direct_bar_through_window(c: &mut Cluster) -> anyhow::Result<()> {
         b,
         &format!("echo show:{win}={LENDER_HOST_ID}/{PMR_TAG} > {BAR_WINDOWS_PARAM}"),
     )?;
-    let result = direct_bar_run(c, &nvme).and_then(|r| Ok((r, direct_bar_probe(c, &nvme, bar)?)));
+    let result =
+        direct_bar_run(c, &nvme).and_then(|r| Ok((r, direct_bar_probe(c, &nvme, bar, &win)?)));
     let off_l = sh(c.agent(LENDER)?, &format!("echo > {BAR_WINDOWS_PARAM}"));
     let off_b = sh(c.agent(BORROWER)?, &format!("echo > {BAR_WINDOWS_PARAM}"));
     let (r, probe) = result?;
@@ -640,6 +641,13 @@ fn direct_bar_through_window(c: &mut Cluster) -> anyhow::Result<()> {
         "the borrower mapped nothing through the window: {:?}",
         r.mdev_done
     );
+    // A fault maps the whole mapping: a guest's pass over the BAR takes
+    // a fault per mapping and zap, not one per page.
+    ensure!(
+        count(&r.mdev_done, "bar_faults")? < PMR_BYTES / 4096,
+        "the borrower took a fault per page of the {PMR_BYTES}-byte BAR: {:?}",
+        r.mdev_done
+    );
     ensure!(
         read == want,
         "the guest read back {read:x?}, wrote {want:x?}"
@@ -677,11 +685,12 @@ fn direct_bar_through_window(c: &mut Cluster) -> anyhow::Result<()> {
     let field = |k: &str| lending::output_field(&probe.out, k);
     println!(
         "  VFIO probe on the borrower host: areas {}; wrote and read {}; with decode off: {}; \
-         on again: {}; lender BAR messages meanwhile: {} reads, {} writes",
+         on again: {}; window device removed: {}; lender BAR messages meanwhile: {} reads, {} writes",
         field("probe_areas")?,
         field("probe_read")?,
         field("probe_after_off")?,
         field("probe_after_on")?,
+        field("probe_after_window_gone")?,
         probe.after.0 - probe.before.0,
         probe.after.1 - probe.before.1
     );
@@ -712,6 +721,11 @@ fn direct_bar_through_window(c: &mut Cluster) -> anyhow::Result<()> {
         probe.out
     );
     ensure!(
+        field("probe_after_window_gone")? == "sigbus",
+        "with the window device removed the mapping did not fault:\n{}",
+        probe.out
+    );
+    ensure!(
         probe.after == probe.before,
         "the lender relayed BAR accesses during the probe's"
     );
@@ -734,7 +748,7 @@ struct BarProbe {
 /// Runs `tests/vm/scripts/vfio_bar_probe.py` on the borrower host against
 /// a fresh mdev of the lent NVMe: a VMM's view of the BAR window, with no
 /// guest.
-fn direct_bar_probe(c: &Cluster, nvme: &PciDev, bar: u32) -> anyhow::Result<BarProbe> {
+fn direct_bar_probe(c: &Cluster, nvme: &PciDev, bar: u32, win: &str) -> anyhow::Result<BarProbe> {
     const SCRIPT: &str = include_str!("../scripts/vfio_bar_probe.py");
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let file = c.paths().pmr_file(LENDER, "nvme0");
@@ -752,10 +766,15 @@ fn direct_bar_probe(c: &Cluster, nvme: &PciDev, bar: u32) -> anyhow::Result<BarP
         let out = sh(
             b,
             &format!(
-                "python3 - {uuid} {} {PROBE_OFFSET:#x} {PROBE_VALUE:#x} <<'DEVLEND_EOF'\n{SCRIPT}\nDEVLEND_EOF",
+                "python3 - {uuid} {} {PROBE_OFFSET:#x} {PROBE_VALUE:#x} {win} <<'DEVLEND_EOF'\n{SCRIPT}\nDEVLEND_EOF",
                 bar + VFIO_PCI_BAR0_REGION_INDEX
             ),
-        )?;
+        );
+        // The probe removed the window device; it comes back on a
+        // rescan, bound to devlend again, whatever the probe did.
+        let back = window_back(b, win);
+        let out = out?;
+        back?;
         let after = bar_msgs()?;
         let file_word = pmr_words(&file, PROBE_OFFSET, 1)?[0];
         Ok::<_, anyhow::Error>(BarProbe {
@@ -769,6 +788,21 @@ fn direct_bar_probe(c: &Cluster, nvme: &PciDev, bar: u32) -> anyhow::Result<BarP
     let r = r?;
     removed?;
     Ok(r)
+}
+
+/// Brings the borrower host's window device `win` back after the probe
+/// removed it (a rescan of the PCI bus) and waits until devlend's driver
+/// has it again.
+fn window_back(b: &devlend_agent::AgentClient, win: &str) -> anyhow::Result<()> {
+    sh(
+        b,
+        &format!(
+            "echo 1 > /sys/bus/pci/rescan; for i in $(seq 50); do \
+             [ \"$(basename \"$(readlink /sys/bus/pci/devices/{win}/driver)\")\" = devlend ] && exit 0; \
+             sleep 0.2; done; echo 'window {win} not bound to devlend after a rescan' >&2; exit 1"
+        ),
+    )
+    .map(drop)
 }
 
 /// VFIO's region index of BAR 0.
