@@ -347,6 +347,27 @@ fn direct_io_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectRun> {
         lending::nvme_write_and_read(),
         guest_nvme_irqs("after")
     ));
+    let (ready, run) =
+        with_background_guest(b, nvme, &script, "/tmp/devlend-direct-guest.log", |g, _| {
+            g.wait_for(b, "DIRECT-IO-READY", Duration::from_secs(300))?;
+            let ready = irq_counters(c, nvme)?;
+            let run = g.wait(b, Duration::from_secs(600))?;
+            Ok((ready, run))
+        })?;
+    Ok((start, ready, irq_counters(c, nvme)?, run))
+}
+
+/// Runs `script` in a guest on the borrower host in the background, given
+/// a fresh mdev of `nvme`, and `f` with the guest and the mdev's UUID
+/// meanwhile; the guest is killed if `f` fails, and the mdev removed
+/// either way.
+fn with_background_guest<T>(
+    b: &devlend_agent::AgentClient,
+    nvme: &PciDev,
+    script: &str,
+    console: &str,
+    f: impl FnOnce(&guest::BackgroundGuest, &str) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
     let extra = lending::vfio_arg(&uuid);
     let opts = GuestOpts {
@@ -354,29 +375,18 @@ fn direct_io_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectRun> {
         extra_qemu_args: &extra,
         qmp: None,
     };
-    let run = (|| {
-        let g = guest::spawn(
-            b,
-            &tools::guest_images_dir()?,
-            &script,
-            &opts,
-            "/tmp/devlend-direct-guest.log",
-        )?;
-        let r = (|| {
-            g.wait_for(b, "DIRECT-IO-READY", Duration::from_secs(300))?;
-            let ready = irq_counters(c, nvme)?;
-            let run = g.wait(b, Duration::from_secs(600))?;
-            Ok::<_, anyhow::Error>((ready, run))
-        })();
+    let r = (|| {
+        let g = guest::spawn(b, &tools::guest_images_dir()?, script, &opts, console)?;
+        let r = f(&g, &uuid);
         if r.is_err() {
             let _ = g.kill(b);
         }
         r
     })();
     let removed = lending::remove_mdev(b, &uuid);
-    let (ready, run) = run?;
+    let r = r?;
     removed?;
-    Ok((start, ready, irq_counters(c, nvme)?, run))
+    Ok(r)
 }
 
 /// The NVMe's persistent memory region in two-host.toml: a BAR backed by
@@ -527,35 +537,25 @@ fn direct_bar_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectBarRun> {
         ))
     };
     let windows_before = twohost::lender_counter(l, nvme, "bar_windows")?;
-    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
-    let extra = lending::vfio_arg(&uuid);
-    let opts = GuestOpts {
-        mem_mib: GUEST_MIB,
-        extra_qemu_args: &extra,
-        qmp: None,
-    };
-    let r = (|| {
-        let g = guest::spawn(
-            b,
-            &tools::guest_images_dir()?,
-            &direct_bar_guest_script(),
-            &opts,
-            "/tmp/devlend-direct-bar-guest.log",
-        )?;
-        let r = (|| {
+    with_background_guest(
+        b,
+        nvme,
+        &direct_bar_guest_script(),
+        "/tmp/devlend-direct-bar-guest.log",
+        |g, uuid| {
             g.wait_for(b, "BAR-READY", Duration::from_secs(300))?;
             let ready = bar_msgs()?;
             // The outer machine's bytes, which the guest must read.
             pmr_write(&file, PMR_GO_OFFSET, &[PMR_GO])?;
             g.wait_for(b, "BAR-DONE", Duration::from_secs(300))?;
             let done = bar_msgs()?;
-            let mdev_done = borrower_mdev(b, &uuid)?;
+            let mdev_done = borrower_mdev(b, uuid)?;
             let file_words = pmr_words(&file, 0, PMR_WORDS as usize)?;
             let windows_after = twohost::lender_counter(l, nvme, "bar_windows")?;
             g.wait_for(b, "BAR-OFF", Duration::from_secs(120))?;
-            let mdev_off = borrower_mdev(b, &uuid)?;
+            let mdev_off = borrower_mdev(b, uuid)?;
             let run = g.wait(b, Duration::from_secs(300))?;
-            Ok::<_, anyhow::Error>(DirectBarRun {
+            Ok(DirectBarRun {
                 ready,
                 done,
                 windows: (windows_before, windows_after),
@@ -564,16 +564,8 @@ fn direct_bar_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectBarRun> {
                 file_words,
                 run,
             })
-        })();
-        if r.is_err() {
-            let _ = g.kill(b);
-        }
-        r
-    })();
-    let removed = lending::remove_mdev(b, &uuid);
-    let r = r?;
-    removed?;
-    Ok(r)
+        },
+    )
 }
 
 /// A RAM-backed BAR used by a guest straight through a window of the
