@@ -13,6 +13,7 @@ use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::libvirt;
 use devlend_vmtests::ownership;
+use devlend_vmtests::pool;
 use devlend_vmtests::rwroot;
 use devlend_vmtests::twohost;
 use devlend_vmtests::{Check, Suite};
@@ -824,31 +825,24 @@ fn second_guest_reads_same_bytes(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One mdev per remote device on a host: while a guest holds the NVMe
-/// through an mdev, a second mdev for it is refused with a clear error,
-/// by `devlend mdev create` and by a raw write to the type's `create` (as
-/// mdevctl and libvirt do); `available_instances` says 0 meanwhile, the holder is unaffected, and
-/// once the first mdev is gone a new one is created.
+/// One mdev per remote device on a host: while a VFIO user (the userspace
+/// driver, opening the mdev as QEMU does) holds the NVMe through an mdev,
+/// a second mdev for it is refused with a clear error, by `devlend mdev
+/// create` and by a raw write to the type's `create` (as mdevctl and
+/// libvirt do); `available_instances` says 0 meanwhile, the holder is
+/// unaffected (its write and read back verify), and once the first mdev
+/// is gone a new one is created.
 fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let images = tools::guest_images_dir()?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let res = (|| {
-        let holder = guest::spawn(
-            b,
-            &images,
-            &lending::nvme_guest_script("echo holding; sleep 600"),
-            &GuestOpts {
-                mem_mib: 256,
-                extra_qemu_args: &lending::vfio_arg(&first),
-                qmp: None,
-            },
-            "/tmp/holder.console",
-        )?;
+        // The holder opens the mdev through VFIO as a VMM does; the
+        // userspace driver is that without a guest's boot.
+        let holder = pool::Holder::hold(c, BORROWER, first.clone(), &drv)?;
         let res = (|| {
-            holder.wait_for(b, "holding", Duration::from_secs(240))?;
             ensure!(lending::lent_state(l, &nvme.addr)? == "borrowed");
             ensure!(lending::available_instances(b, MDEV_TYPE)? == 0);
             // The CLI names the mdev that has the device.
@@ -876,11 +870,17 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
                 out.stdout.contains("rc=1") && out.stdout.contains("no available instance of nvme"),
                 "create not refused clearly: {out:?}"
             );
-            ensure!(holder.running(b)?, "the holder died");
+            ensure!(holder.holding(c)?, "the holder ended");
             Ok(())
         })();
-        holder.kill(b)?;
-        res
+        match res {
+            // Its write and read back verified, the mdev removed.
+            Ok(()) => holder.release(c),
+            Err(e) => {
+                holder.drop_on(c);
+                Err(e)
+            }
+        }
     })();
     let _ = lending::remove_mdev(b, &first);
     res?;
