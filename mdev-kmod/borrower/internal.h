@@ -785,7 +785,7 @@ void dl_mmap_init(struct dl_vdev *v);
 void dl_mmap_fetch(struct dl_vdev *v);
 void dl_mmap_decode(struct dl_vdev *v, bool on);
 void dl_mmap_drop(struct dl_vdev *v);
-bool dl_mmap_window_lost(struct dl_vdev *v, phys_addr_t phys, u64 len);
+void dl_mmap_window_lost(struct dl_vdev *v, phys_addr_t phys, u64 len);
 int dl_mmap_region_info(struct dl_vdev *v, unsigned int bar,
 			struct vfio_region_info *info, struct vfio_info_cap *caps);
 int dl_mmap_mmap(struct dl_vdev *v, struct vm_area_struct *vma);

@@ -203,6 +203,14 @@ void dl_mmap_decode(struct dl_vdev *v, bool on)
 	up_write(&v->mm.lock);
 }
 
+/* The windows are no longer this mdev's: zapped, and faults get SIGBUS. */
+static void dl_mmap_forget_locked(struct dl_vdev *v)
+{
+	v->mm.live = false;
+	memset(v->mm.win, 0, sizeof(v->mm.win));
+	dl_mmap_zap_locked(v);
+}
+
 /**
  * dl_mmap_drop() - the windows are no longer this mdev's: the device was
  *	lost, released or the mdev closed. Zaps every mapping; faults get
@@ -214,9 +222,7 @@ void dl_mmap_drop(struct dl_vdev *v)
 	struct dl_vdev_mmap *m = &v->mm;
 
 	down_write(&m->lock);
-	m->live = false;
-	memset(m->win, 0, sizeof(m->win));
-	dl_mmap_zap_locked(v);
+	dl_mmap_forget_locked(v);
 	up_write(&m->lock);
 	/* Asked again only by the next borrow's region info (&dl_vdev.lock). */
 	WRITE_ONCE(m->asked, false);
@@ -230,10 +236,8 @@ void dl_mmap_drop(struct dl_vdev *v)
  * @v: the mdev; any of its locks but @v->mm.lock may be held.
  * @phys: where the window is.
  * @len: its bytes.
- *
- * Return: whether the mdev had a BAR in it.
  */
-bool dl_mmap_window_lost(struct dl_vdev *v, phys_addr_t phys, u64 len)
+void dl_mmap_window_lost(struct dl_vdev *v, phys_addr_t phys, u64 len)
 {
 	struct dl_vdev_mmap *m = &v->mm;
 	bool hit = false;
@@ -244,16 +248,12 @@ bool dl_mmap_window_lost(struct dl_vdev *v, phys_addr_t phys, u64 len)
 		if (m->win[bar].ok && m->win[bar].phys < phys + len &&
 		    phys < m->win[bar].phys + m->win[bar].len)
 			hit = true;
-	if (hit) {
-		m->live = false;
-		memset(m->win, 0, sizeof(m->win));
-		dl_mmap_zap_locked(v);
-	}
+	if (hit)
+		dl_mmap_forget_locked(v);
 	up_write(&m->lock);
 	if (hit)
 		dev_warn(dl_vdev_dev(v),
 			 "the window its BARs were mapped through is gone: mappings zapped, accesses fault\n");
-	return hit;
 }
 
 /**
