@@ -549,6 +549,8 @@ struct dl_vdev_dma {
  * @skip: page spans of the MSI-X table and PBA, never mapped (@lock).
  * @skip_bar: their BARs (@lock).
  * @windows: BARs mapped through a window, ever.
+ * @window_races: BARs left relayed because a window of this host went
+ *	while their window was looked up (dl_fabric_peer_bar_gen()).
  * @zaps: times the mappings were zapped.
  * @faults: pages mapped at fault time.
  * @sigbus: faults refused (decode off, no window, not the holder).
@@ -568,6 +570,7 @@ struct dl_vdev_mmap {
 	struct dl_fabric_span skip[2];
 	unsigned int skip_bar[2];
 	u64 windows;
+	u64 window_races;
 	u64 zaps;
 	atomic64_t faults;
 	atomic64_t sigbus;

@@ -119,6 +119,7 @@ void dl_mmap_fetch(struct dl_vdev *v)
 	struct dl_vdev_mmap *m = &v->mm;
 	phys_addr_t phys;
 	unsigned int bar;
+	u32 gen;
 	u64 len;
 	int ret;
 
@@ -155,6 +156,7 @@ void dl_mmap_fetch(struct dl_vdev *v)
 					     bar, len, le64_to_cpu(resp.offset));
 			continue;
 		}
+		gen = dl_fabric_peer_bar_gen(fab);
 		ret = dl_fabric_peer_bar(fab, v->sess.host,
 					 le64_to_cpu(resp.token), len, &phys);
 		if (ret || !PAGE_ALIGNED(phys)) {
@@ -172,6 +174,20 @@ void dl_mmap_fetch(struct dl_vdev *v)
 		if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED) {
 			up_write(&m->lock);
 			break;
+		}
+		/*
+		 * A window of this host went since the lookup: its notice
+		 * (dl_mmap_window_lost()) may have found nothing here yet,
+		 * and @phys may be in it. Under @m->lock, which that notice
+		 * takes: a window going from now on finds @phys recorded.
+		 */
+		if (dl_fabric_peer_bar_gen(fab) != gen) {
+			up_write(&m->lock);
+			m->window_races++;
+			dev_info_ratelimited(dl_vdev_dev(v),
+					     "BAR%u: a window onto lenders' BARs went while it was looked up; relayed\n",
+					     bar);
+			continue;
 		}
 		m->win[bar].phys = phys;
 		m->win[bar].len = len;

@@ -267,6 +267,13 @@ void dl_fabric_peer_bar_lost(struct dl_fabric *fab, phys_addr_t phys, u64 len)
 	unsigned long slot;
 	bool taken;
 
+	atomic_inc(&fab->peer_bar_gen);
+	/*
+	 * The count moves before any client looks: a lookup that found this
+	 * window before it went and records it after its client looked sees
+	 * the count moved (dl_fabric_peer_bar_gen()).
+	 */
+	smp_mb__after_atomic();
 	taken = dl_clients_get();
 	for_each_set_bit(slot, &fab->clients, DL_FABRIC_MAX_CLIENTS)
 		if (dl_client_slots[slot]->bar_window_lost)

@@ -315,6 +315,7 @@ void dl_fabric_bar_revoke(struct dl_fabric *fab, u32 peer, u64 token,
 int dl_fabric_peer_bar(struct dl_fabric *fab, u32 peer, u64 token, u64 len,
 		       phys_addr_t *phys);
 bool dl_fabric_peer_bar_capable(struct dl_fabric *fab, u32 peer);
+u32 dl_fabric_peer_bar_gen(struct dl_fabric *fab);
 
 /* Doorbells. */
 int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,

@@ -407,6 +407,7 @@ struct dl_fabric {
 	struct dl_win inbound[DL_MAX_HOSTS];
 	atomic64_t inbound_refused;
 	atomic64_t inbound_high_bytes;
+	atomic_t peer_bar_gen;	/* windows onto peers' BARs gone */
 	u64 heartbeat;
 
 	struct mutex lock;	/* liveness, link changes, clients served */

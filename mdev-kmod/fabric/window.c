@@ -529,6 +529,25 @@ int dl_fabric_peer_bar(struct dl_fabric *fab, u32 peer, u64 token, u64 len,
 EXPORT_SYMBOL_GPL(dl_fabric_peer_bar);
 
 /**
+ * dl_fabric_peer_bar_gen() - how many windows onto peers' BARs have gone
+ *	(dl_fabric_peer_bar_lost()), a count that only grows.
+ * @fab: the fabric.
+ *
+ * A client reads it before dl_fabric_peer_bar() and again, under the lock
+ * its &dl_fabric_client.bar_window_lost takes, before it records what the
+ * lookup found. If the count moved, the window may have gone in between,
+ * its notice passing the client by before the address was recorded: the
+ * address must not be used.
+ *
+ * Return: the count.
+ */
+u32 dl_fabric_peer_bar_gen(struct dl_fabric *fab)
+{
+	return atomic_read_acquire(&fab->peer_bar_gen);
+}
+EXPORT_SYMBOL_GPL(dl_fabric_peer_bar_gen);
+
+/**
  * dl_fabric_peer_bar_capable() - whether BARs @peer shows could be found.
  * @fab: the fabric.
  * @peer: the peer.

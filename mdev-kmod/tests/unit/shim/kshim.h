@@ -158,6 +158,7 @@ static inline void srcu_read_unlock(struct srcu_struct *s, int i)
 
 /* Atomics. */
 #define atomic_read(a)		((a)->counter)
+#define atomic_read_acquire(a)	__atomic_load_n(&(a)->counter, __ATOMIC_ACQUIRE)
 #define atomic64_read(a)	((a)->counter)
 #define atomic64_inc(a)		((void)((a)->counter++))
 #define atomic64_add(n, a)	((void)((a)->counter += (n)))
