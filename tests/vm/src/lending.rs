@@ -299,7 +299,7 @@ echo \"pci $(cat $p/vendor) $(cat $p/device) driver=$(basename $(readlink $p/dri
 /// [`IO_OFFSET_MIB`] MiB of the namespace.
 pub const IO_OFFSET_MIB: u64 = 16;
 /// See [`IO_OFFSET_MIB`].
-pub const IO_SIZE_MIB: u64 = 64;
+pub const IO_SIZE_MIB: u64 = 16;
 
 /// Guest script body: `mib` MiB of random data written with O_DIRECT to
 /// block device `dev` at [`IO_OFFSET_MIB`] MiB and read back; prints
@@ -320,10 +320,14 @@ pub fn nvme_write_and_read() -> String {
     write_and_read("/dev/nvme0n1", IO_SIZE_MIB)
 }
 
-/// Guest script body: the same range read back; prints `read <sha256>`.
-pub const READ_ONLY: &str =
-    "dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip=16 count=64 iflag=direct 2>/dev/null
-echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\"";
+/// Guest script body: the range [`write_and_read`] writes, read back from
+/// the guest's NVMe; prints `<key> <sha256>`.
+pub fn read_back(key: &str) -> String {
+    format!(
+        "dd if=/dev/nvme0n1 of=/tmp/back bs=1M skip={IO_OFFSET_MIB} count={IO_SIZE_MIB} iflag=direct 2>/dev/null
+echo \"{key} $(sha256sum /tmp/back | cut -d' ' -f1)\""
+    )
+}
 
 /// The value after `key` on the first output line that starts with it.
 pub fn output_field<'a>(out: &'a str, key: &str) -> anyhow::Result<&'a str> {

@@ -2,8 +2,8 @@
 //! writable root ([`RwRoot`]) so that its configuration, state and logs
 //! live in a tmpfs that goes away with it.
 
-use std::path::Path;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use devlend_agent::AgentClient;
@@ -26,22 +26,54 @@ namespaces = [ ]
 stdio_handler = \"file\"
 ";
 
+/// Where libvirt keeps what it probed of each QEMU binary.
+const CAPS_DIR: &str = "/var/cache/libvirt/qemu/capabilities";
+
+/// libvirt's QEMU capability cache as the last run left it, on the outer
+/// machine: `${DEVLEND_CACHE:-/var/cache/devlend}/libvirt-qemu-caps`. A
+/// fresh daemon with no cache probes qemu-system-x86_64 and -i386, each
+/// with KVM and with TCG, by starting QEMU under the host's TCG: minutes
+/// of every run. libvirt checks each cached entry itself (the binary's and
+/// the daemon's times, the kernel, KVM, the CPU) and probes again when one
+/// is stale, so a stale or missing cache costs time, never a wrong answer.
+fn caps_cache() -> PathBuf {
+    std::env::var_os("DEVLEND_CACHE")
+        .map_or_else(|| PathBuf::from("/var/cache/devlend"), PathBuf::from)
+        .join("libvirt-qemu-caps")
+}
+
 /// A running `libvirtd` (with `systemd-udevd`, whose events tell libvirt's
 /// node device driver about mdevs that mdevctl creates).
 #[derive(Debug)]
 pub struct Libvirt {
     /// The writable root the daemons run in.
     pub rw: RwRoot,
+    /// The cluster's writable share (the same path on the outer machine
+    /// and in the host): how the capability cache comes back out.
+    share: PathBuf,
 }
 
 impl Libvirt {
-    /// Mounts a writable root and starts udevd and libvirtd in it; returns
-    /// once `virsh` gets an answer.
-    pub fn start(agent: &AgentClient) -> anyhow::Result<Self> {
+    /// Mounts a writable root and starts udevd and libvirtd in it, given the
+    /// QEMU capability cache of earlier runs ([`caps_cache`]); returns once
+    /// `virsh` gets an answer. `share` is the cluster's writable share.
+    pub fn start(agent: &AgentClient, share: &Path) -> anyhow::Result<Self> {
         let rw = RwRoot::mount(agent)?;
-        let lv = Libvirt { rw };
+        let lv = Libvirt {
+            rw,
+            share: share.to_owned(),
+        };
+        let started = Instant::now();
+        // The writable root's lower layer is the outer root: the outer
+        // cache directory is read there as it is, and whatever the outer
+        // machine's own libvirtd left in CAPS_DIR is hidden first, so the
+        // count printed is of the cache's files.
         let setup = format!(
             "set -e
+mkdir -p {CAPS_DIR}
+rm -f {CAPS_DIR}/*.xml
+cp {cache}/*.xml {CAPS_DIR}/ 2>/dev/null || true
+given=$(ls {CAPS_DIR} | grep -c '[.]xml$' || true)
 grep -q '^libvirt-qemu:' /etc/passwd ||
     echo 'libvirt-qemu:x:64055:64055:libvirt qemu:/var/lib/libvirt:/usr/sbin/nologin' >>/etc/passwd
 grep -q '^libvirt-qemu:' /etc/group || echo 'libvirt-qemu:x:64055:' >>/etc/group
@@ -52,15 +84,24 @@ cat >/etc/libvirt/qemu.conf <<'EOF'
 udevadm settle -t 60
 /usr/sbin/libvirtd --daemon
 for i in $(seq 300); do [ -S /run/libvirt/libvirt-sock ] && break; sleep 0.2; done
-virsh -c qemu:///system version"
+virsh -c qemu:///system version >/dev/null
+echo $given",
+            cache = caps_cache().display()
         );
-        if let Err(e) = lv.rw.sh_timeout(agent, &setup, Duration::from_secs(180)) {
-            let log = lv
-                .rw
-                .sh(agent, "tail -n 20 /var/log/libvirt/libvirtd.log")
-                .unwrap_or_default();
-            let _ = lv.stop(agent);
-            return Err(e.context(format!("starting libvirtd; its log ends:\n{log}")));
+        match lv.rw.sh_timeout(agent, &setup, Duration::from_secs(180)) {
+            Ok(given) => println!(
+                "  libvirtd answered in {:.1} s ({} cached QEMU capability files given)",
+                started.elapsed().as_secs_f64(),
+                given.trim()
+            ),
+            Err(e) => {
+                let log = lv
+                    .rw
+                    .sh(agent, "tail -n 20 /var/log/libvirt/libvirtd.log")
+                    .unwrap_or_default();
+                let _ = lv.stop(agent);
+                return Err(e.context(format!("starting libvirtd; its log ends:\n{log}")));
+            }
         }
         Ok(lv)
     }
@@ -76,8 +117,9 @@ virsh -c qemu:///system version"
             .with_context(|| format!("virsh {args}"))
     }
 
-    /// Destroys every running domain, stops the daemons and takes the
-    /// writable root down.
+    /// Destroys every running domain, stops the daemons, keeps libvirt's
+    /// QEMU capability cache for the next run ([`caps_cache`]) and takes
+    /// the writable root down.
     pub fn stop(&self, agent: &AgentClient) -> anyhow::Result<()> {
         let _ = self.rw.sh(
             agent,
@@ -89,7 +131,42 @@ virsh -c qemu:///system version"
              fi
              udevadm control --exit 2>/dev/null; true",
         );
+        if let Err(e) = self.keep_caps(agent) {
+            // Only time is lost: the next run probes QEMU again.
+            eprintln!("  libvirt's QEMU capability cache not kept: {e:#}");
+        }
         self.rw.take_down(agent)
+    }
+
+    /// Copies the capability cache out of the writable root through the
+    /// share into [`caps_cache`] on the outer machine, each file written
+    /// aside and renamed so that a run reading it never sees half a file.
+    fn keep_caps(&self, agent: &AgentClient) -> anyhow::Result<()> {
+        let out = self.share.join("libvirt-qemu-caps");
+        crate::fabric::sh(
+            agent,
+            &format!(
+                "rm -rf {o} && mkdir -p {o} && cp {caps}/*.xml {o}/",
+                o = out.display(),
+                caps = self.rw.path(CAPS_DIR)
+            ),
+        )?;
+        let cache = caps_cache();
+        std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+        for entry in
+            std::fs::read_dir(&out).with_context(|| format!("reading {}", out.display()))?
+        {
+            let from = entry?.path();
+            let Some(name) = from.file_name() else {
+                continue;
+            };
+            let to = cache.join(name);
+            let aside = cache.join(format!(".{}.new", name.to_string_lossy()));
+            std::fs::copy(&from, &aside)
+                .and_then(|_| std::fs::rename(&aside, &to))
+                .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        }
+        std::fs::remove_dir_all(&out).with_context(|| format!("removing {}", out.display()))
     }
 }
 
