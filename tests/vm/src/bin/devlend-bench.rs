@@ -346,7 +346,7 @@ fn userspace_pairs(
     d: &Drives,
     path: IrqPath,
     o: &Opts,
-) -> anyhow::Result<Vec<Paired>> {
+) -> anyhow::Result<(Vec<Paired>, [f64; 2])> {
     let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     set_irq_path(c, path)?;
@@ -393,11 +393,12 @@ fn userspace_pairs(
                 pairs[k].push(pair);
             }
         }
-        Ok(loads
+        let rows = loads
             .iter()
             .zip(pairs)
             .map(|(load, p)| Paired::new(load, path, p))
-            .collect())
+            .collect();
+        Ok((rows, idle))
     })
 }
 
@@ -983,8 +984,9 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
                 path.name(),
                 o.pairs
             ));
-            let rows = userspace_pairs(c, &d, path, o)?;
+            let (rows, idle) = userspace_pairs(c, &d, path, o)?;
             runs.paired.extend(rows);
+            runs.idle.push(("userspace", path, idle));
         }
         for &path in &o.paths {
             step(&format!(
