@@ -250,14 +250,23 @@ pub fn parse_proc_stat(text: &str) -> anyhow::Result<CpuTicks> {
 
 /// A host's CPU microseconds per I/O over a run: the busy time that
 /// passed (`delta`) less what the host is busy with when idle
-/// (`idle_fraction` of the run's time, the agent and the other side's
-/// waiting guest), over the run's `ios`; never below 0.
-pub fn cpu_us_per_io(delta: CpuTicks, idle_fraction: f64, ios: u64) -> f64 {
+/// (`idle_fraction` of the run's time: the agent, the other side's
+/// waiting guest) and less the run's `fixed` part where it was measured
+/// on its own (the userspace driver's open and verification, run with no
+/// timed I/Os, idle load taken off it the same way), over the run's
+/// `ios`; never below 0.
+pub fn cpu_us_per_io(
+    delta: CpuTicks,
+    fixed: Option<CpuTicks>,
+    idle_fraction: f64,
+    ios: u64,
+) -> f64 {
     if ios == 0 {
         return 0.0;
     }
-    let net = (delta.busy as f64 - idle_fraction * delta.total as f64).max(0.0);
-    net * 1e6 / USER_HZ as f64 / ios as f64
+    let net = |d: CpuTicks| d.busy as f64 - idle_fraction * d.total as f64;
+    let work = (net(delta) - fixed.map_or(0.0, |f| net(f).max(0.0))).max(0.0);
+    work * 1e6 / USER_HZ as f64 / ios as f64
 }
 
 /// The median of some values and their range.
@@ -1247,11 +1256,30 @@ mod tests {
             busy: 120,
             total: 200,
         };
-        assert!((cpu_us_per_io(d, 0.1, 1000) - 1000.0).abs() < 1e-6);
-        assert!((cpu_us_per_io(d, 0.0, 1000) - 1200.0).abs() < 1e-6);
+        assert!((cpu_us_per_io(d, None, 0.1, 1000) - 1000.0).abs() < 1e-6);
+        assert!((cpu_us_per_io(d, None, 0.0, 1000) - 1200.0).abs() < 1e-6);
         // Less busy than idle: nothing, not a negative share.
-        assert_eq!(cpu_us_per_io(d, 0.9, 1000), 0.0);
-        assert_eq!(cpu_us_per_io(d, 0.1, 0), 0.0);
+        assert_eq!(cpu_us_per_io(d, None, 0.9, 1000), 0.0);
+        assert_eq!(cpu_us_per_io(d, None, 0.1, 0), 0.0);
+        // The fixed part, measured on its own over 1 s (100 ticks, 50
+        // busy, 10 of them idle load), leaves 60 ticks for the I/Os.
+        let fixed = CpuTicks {
+            busy: 50,
+            total: 100,
+        };
+        assert!((cpu_us_per_io(d, Some(fixed), 0.1, 1000) - 600.0).abs() < 1e-6);
+        // A fixed part costlier than the run: nothing, not negative; one
+        // below the idle load takes nothing off.
+        let big = CpuTicks {
+            busy: 190,
+            total: 200,
+        };
+        assert_eq!(cpu_us_per_io(d, Some(big), 0.1, 1000), 0.0);
+        let quiet = CpuTicks {
+            busy: 1,
+            total: 100,
+        };
+        assert!((cpu_us_per_io(d, Some(quiet), 0.1, 1000) - 1000.0).abs() < 1e-6);
     }
 
     fn run(iops: f64, mb: f64, lender: f64, borrower: f64, irqs: f64) -> Run {

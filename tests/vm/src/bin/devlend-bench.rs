@@ -217,12 +217,16 @@ fn show(side: Side, load: &str, f: &Figures) {
 }
 
 /// A run's CPU line as it comes.
-fn show_cpu(run: &Run) {
+fn show_cpu(side: Side, run: &Run) {
     println!(
         "  {:<8} {:<28} CPU us per I/O: lender {:.0}, borrower {:.0}",
-        "", "", run.cpu_us_per_io.lender, run.cpu_us_per_io.borrower
+        format!("{side:?}").to_lowercase(),
+        "",
+        run.cpu_us_per_io.lender,
+        run.cpu_us_per_io.borrower
     );
 }
+
 /// The devlend side's device: a new mdev of the lent drive (removed by the
 /// caller); the local side has none.
 fn side_mdev(c: &Cluster, d: &Drives, side: Side) -> anyhow::Result<Option<String>> {
@@ -275,6 +279,18 @@ fn idle_load(c: &Cluster, secs: u64) -> anyhow::Result<[f64; 2]> {
     ])
 }
 
+/// Runs `f` with both hosts' CPU time read just before and after it: what
+/// passed on [lender, borrower].
+fn cpu_around<T>(
+    c: &Cluster,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<(T, [CpuTicks; 2])> {
+    let t0 = cpu_now(c)?;
+    let out = f()?;
+    let t1 = cpu_now(c)?;
+    Ok((out, [t1[0].since(&t0[0]), t1[1].since(&t0[1])]))
+}
+
 /// What was read around one run of a load, before its I/O count is known.
 struct Raw {
     /// CPU time that passed on [lender, borrower].
@@ -283,6 +299,9 @@ struct Raw {
     counters: Option<(BTreeMap<String, u64>, BTreeMap<String, u64>)>,
     /// Doorbells the borrower took on direct vectors (devlend).
     direct: Option<u64>,
+    /// CPU time of the run's fixed part measured on its own, on [lender,
+    /// borrower] (the userspace driver's open and verification).
+    fixed: Option<[CpuTicks; 2]>,
 }
 
 /// Runs `f`, one run of a load on `side`, with both hosts' CPU time read
@@ -304,13 +323,12 @@ fn around<T>(
     } else {
         None
     };
-    let t0 = cpu_now(c)?;
-    let out = f()?;
-    let t1 = cpu_now(c)?;
+    let (out, cpu) = cpu_around(c, f)?;
     let mut raw = Raw {
-        cpu: [t1[0].since(&t0[0]), t1[1].since(&t0[1])],
+        cpu,
         counters: None,
         direct: None,
+        fixed: None,
     };
     if let Some((cnt0, direct0)) = before {
         raw.counters = Some((cnt0, bench::lender_counters(l, &d.lent)?));
@@ -327,8 +345,8 @@ fn finish(raw: Raw, figures: Figures, idle: [f64; 2]) -> Run {
     let ios = figures.ios;
     Run {
         cpu_us_per_io: HostCpu {
-            lender: bench::cpu_us_per_io(raw.cpu[0], idle[0], ios),
-            borrower: bench::cpu_us_per_io(raw.cpu[1], idle[1], ios),
+            lender: bench::cpu_us_per_io(raw.cpu[0], raw.fixed.map(|f| f[0]), idle[0], ios),
+            borrower: bench::cpu_us_per_io(raw.cpu[1], raw.fixed.map(|f| f[1]), idle[1], ios),
         },
         messages_per_io: raw
             .counters
@@ -363,8 +381,11 @@ fn userspace_pairs(
         for p in 1..=o.pairs {
             for (k, load) in loads.iter().enumerate() {
                 let args = bench::driver_args(load, driver_ios(load, o.quick));
-                let one = |side: Side| -> anyhow::Result<Run> {
-                    let (out, raw) = around(c, d, side, || match side {
+                // The same run with no timed I/Os: its open, reset and
+                // verification, whose CPU time is taken off the run's.
+                let fixed_args = bench::driver_args(load, 0);
+                let drive = |side: Side, args: &str| -> anyhow::Result<String> {
+                    match side {
                         Side::Devlend => sh_timeout(
                             b,
                             &format!("{drv} --mdev {uuid} {args}"),
@@ -378,16 +399,25 @@ fn userspace_pairs(
                             ),
                             Duration::from_secs(600),
                         ),
-                    })?;
+                    }
+                };
+                let one = |side: Side| -> anyhow::Result<(Figures, Raw)> {
+                    let (out, raw) = around(c, d, side, || drive(side, &args))?;
                     let f = bench::parse_driver(&out)
                         .with_context(|| format!("{} ({side:?}, pair {p})", load.name))?;
                     show(side, &load.name, &f);
-                    let run = finish(raw, f, idle);
-                    show_cpu(&run);
-                    Ok(run)
+                    Ok((f, raw))
                 };
-                let dev = one(Side::Devlend)?;
-                let loc = one(Side::Local)?;
+                let (fd, mut rd) = one(Side::Devlend)?;
+                let (fl, mut rl) = one(Side::Local)?;
+                // The fixed parts after the pair, so that its two runs
+                // stay next to each other.
+                rd.fixed = Some(cpu_around(c, || drive(Side::Devlend, &fixed_args))?.1);
+                rl.fixed = Some(cpu_around(c, || drive(Side::Local, &fixed_args))?.1);
+                let dev = finish(rd, fd, idle);
+                let loc = finish(rl, fl, idle);
+                show_cpu(Side::Devlend, &dev);
+                show_cpu(Side::Local, &loc);
                 let pair = Pair::new(load, dev, loc);
                 println!("  pair {p}: ratio {:.2}", pair.ratio);
                 pairs[k].push(pair);
@@ -587,10 +617,10 @@ fn guest_pairs(
                     let fl = bench::parse_fio_step(&outs[1], n, load)?;
                     show(Side::Devlend, &load.name, &fd);
                     let rd = finish(rd, fd, idle);
-                    show_cpu(&rd);
+                    show_cpu(Side::Devlend, &rd);
                     show(Side::Local, &load.name, &fl);
                     let rl = finish(rl, fl, idle);
-                    show_cpu(&rl);
+                    show_cpu(Side::Local, &rl);
                     let pair = Pair::new(load, rd, rl);
                     println!("  pair {p}: ratio {:.2}", pair.ratio);
                     pairs.push(pair);
