@@ -269,6 +269,32 @@ pub fn cpu_us_per_io(
     work * 1e6 / USER_HZ as f64 / ios as f64
 }
 
+/// Both hosts' CPU microseconds per I/O over one run on `side`, from the
+/// CPU time that passed on [lender, borrower] (`cpu`), the run's fixed
+/// part measured on its own (`fixed`, if it was) and the hosts' idle
+/// load (`idle`, busy shares with both sides waiting). The host that runs
+/// the load (the borrower for devlend, the lender for local) counts all
+/// its busy time: its waiting guest, which makes most of its idle load,
+/// is running the load instead. The other host is still waiting as it
+/// was when the idle load was measured, and counts only its busy time
+/// above that.
+pub fn host_cpu(
+    side: Side,
+    cpu: [CpuTicks; 2],
+    fixed: Option<[CpuTicks; 2]>,
+    idle: [f64; 2],
+    ios: u64,
+) -> HostCpu {
+    let idle = match side {
+        Side::Devlend => [idle[0], 0.0],
+        Side::Local | Side::Trapped => [0.0, idle[1]],
+    };
+    HostCpu {
+        lender: cpu_us_per_io(cpu[0], fixed.map(|f| f[0]), idle[0], ios),
+        borrower: cpu_us_per_io(cpu[1], fixed.map(|f| f[1]), idle[1], ios),
+    }
+}
+
 /// The median of some values and their range.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Spread {
@@ -523,6 +549,12 @@ pub fn paired_table(rows: &[Paired]) -> String {
     s
 }
 
+/// Seconds between a waiting paired guest's looks for its next step's
+/// file: each look forks `sleep` and walks 9p in a nested guest, which
+/// costs its host much (at 0.3 s, a waiting guest kept its host more than
+/// half busy).
+pub const STEP_POLL_SECS: u32 = 2;
+
 /// What a paired guest prints once it waits for its first step.
 pub const PAIRED_READY: &str = "PAIRED-GUEST-READY";
 
@@ -562,13 +594,37 @@ for p in $(seq {pairs}); do
     );
     for l in loads {
         s.push_str(&format!(
-            "i=$((i+1)); while [ ! -e /{GO_TAG}/$i ]; do sleep 0.3; done; echo \"STEP $i\"; \
+            "i=$((i+1)); while [ ! -e /{GO_TAG}/$i ]; do sleep {STEP_POLL_SECS}; done; echo \"STEP $i\"; \
              chroot /outer fio {} | tr -d '\\n'; echo; echo \"DONE $i.\"\n",
             fio_args(l, secs)
         ));
     }
     s.push_str("done\n");
     s
+}
+
+/// The one command, run in the host of a paired guest (QEMU `pid`,
+/// console file `console`), that runs its step `step`: creates the step's
+/// file in `dir`, sleeps through fio's `secs`, then looks for the step's
+/// end in the console once a second (a `grep`; `kill -0` is the shell's
+/// own), all within `timeout` seconds. Exit status 0 when the step is
+/// done, 3 when the guest is gone, 124 on timeout. One command, not a
+/// look per agent call: each agent call costs the host a process and
+/// more, and the host's CPU time is being counted (and its one CPU runs
+/// the guest).
+pub fn step_command(
+    dir: &str,
+    step: u32,
+    secs: u32,
+    console: &str,
+    pid: u32,
+    timeout: u32,
+) -> String {
+    format!(
+        "timeout {timeout} sh -c 'touch {dir}/{step}; sleep {secs}; \
+         until grep -qF \"{}\" {console}; do kill -0 {pid} || exit 3; sleep 1; done'",
+        step_done_marker(step)
+    )
 }
 
 /// What a paired guest prints when step `step` is done.
@@ -1282,6 +1338,29 @@ mod tests {
         assert!((cpu_us_per_io(d, Some(quiet), 0.1, 1000) - 1000.0).abs() < 1e-6);
     }
 
+    #[test]
+    fn only_the_host_not_running_the_load_has_its_idle_load_taken_off() {
+        // 1 s passed on both (100 ticks), each busy 60; idle loads 0.5.
+        let cpu = [CpuTicks {
+            busy: 60,
+            total: 100,
+        }; 2];
+        let d = host_cpu(Side::Devlend, cpu, None, [0.5, 0.5], 100);
+        assert_eq!((d.lender, d.borrower), (1000.0, 6000.0));
+        let l = host_cpu(Side::Local, cpu, None, [0.5, 0.5], 100);
+        assert_eq!((l.lender, l.borrower), (6000.0, 1000.0));
+        // A fixed part (40 busy ticks, each) comes off both.
+        let f = Some(
+            [CpuTicks {
+                busy: 40,
+                total: 100,
+            }; 2],
+        );
+        let d = host_cpu(Side::Devlend, cpu, f, [0.1, 0.1], 100);
+        assert!((d.lender - 2000.0).abs() < 1e-6, "{d:?}");
+        assert!((d.borrower - 2000.0).abs() < 1e-6, "{d:?}");
+    }
+
     fn run(iops: f64, mb: f64, lender: f64, borrower: f64, irqs: f64) -> Run {
         Run {
             figures: Figures {
@@ -1432,6 +1511,16 @@ mod tests {
     }
 
     #[test]
+    fn a_step_is_one_command_in_the_host() {
+        let c = step_command("/tmp/go", 7, 3, "/tmp/con.log", 42, 250);
+        assert_eq!(
+            c,
+            "timeout 250 sh -c 'touch /tmp/go/7; sleep 3; \
+             until grep -qF \"DONE 7.\" /tmp/con.log; do kill -0 42 || exit 3; sleep 1; done'"
+        );
+    }
+
+    #[test]
     fn paired_guest_steps_are_numbered_and_read() {
         let loads = Load::standard("guest");
         assert_eq!(step_number(1, 0, 4), 1);
@@ -1439,6 +1528,7 @@ mod tests {
         let script = paired_fio_script(&loads, 3, 2);
         assert!(script.contains("seq 2"), "{script}");
         assert!(script.contains("ro go /go"), "{script}");
+        assert!(script.contains("do sleep 2; done"), "{script}");
         assert!(
             script.contains(&format!("echo {PAIRED_READY}\n")),
             "{script}"

@@ -28,8 +28,7 @@ use anyhow::{bail, ensure, Context};
 use devlend_agent::AgentClient;
 use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::bench::{
-    self, Backing, Compared, CpuTicks, Figures, FillStats, HostCpu, IrqPath, Load, Pair, Paired,
-    Run, Side,
+    self, Backing, Compared, CpuTicks, Figures, FillStats, IrqPath, Load, Pair, Paired, Run, Side,
 };
 use devlend_vmtests::fabric::{self, sh_timeout};
 use devlend_vmtests::guest::{self, BackgroundGuest, GuestOpts};
@@ -48,7 +47,7 @@ const USAGE: &str = "usage: devlend-bench [--pairs N] [--rounds N] [--quick] [--
                      [--relay-irq | --direct-irq] [--out FILE]";
 
 struct Opts {
-    /// Pairs per load and MSI-X path.
+    /// Pairs per load and MSI-X path (0 until parsed: the default).
     pairs: u32,
     /// Times the unpaired measurements run.
     rounds: u32,
@@ -66,7 +65,7 @@ fn parse() -> anyhow::Result<Opts> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let mut o = Opts {
-        pairs: 3,
+        pairs: 0,
         rounds: 1,
         quick: false,
         backing_only: false,
@@ -99,7 +98,21 @@ fn parse() -> anyhow::Result<Opts> {
             _ => bail!("unknown argument {a:?}; {USAGE}"),
         }
     }
+    if o.pairs == 0 {
+        o.pairs = default_pairs(o.quick);
+    }
     Ok(o)
+}
+
+/// Pairs per load and MSI-X path unless `--pairs` says: 3, the fewest
+/// whose median is not the mean of two; 2 with `--quick`, to keep it
+/// short.
+fn default_pairs(quick: bool) -> u32 {
+    if quick {
+        2
+    } else {
+        3
+    }
 }
 
 fn step(what: &str) {
@@ -340,14 +353,11 @@ fn around<T>(
     Ok((out, raw))
 }
 
-/// A run from what was read around it and its figures.
-fn finish(raw: Raw, figures: Figures, idle: [f64; 2]) -> Run {
+/// A run on `side` from what was read around it and its figures.
+fn finish(side: Side, raw: Raw, figures: Figures, idle: [f64; 2]) -> Run {
     let ios = figures.ios;
     Run {
-        cpu_us_per_io: HostCpu {
-            lender: bench::cpu_us_per_io(raw.cpu[0], raw.fixed.map(|f| f[0]), idle[0], ios),
-            borrower: bench::cpu_us_per_io(raw.cpu[1], raw.fixed.map(|f| f[1]), idle[1], ios),
-        },
+        cpu_us_per_io: bench::host_cpu(side, raw.cpu, raw.fixed, idle, ios),
         messages_per_io: raw
             .counters
             .map(|(a, b)| bench::per_io(&a, &b, ios))
@@ -414,8 +424,8 @@ fn userspace_pairs(
                 // stay next to each other.
                 rd.fixed = Some(cpu_around(c, || drive(Side::Devlend, &fixed_args))?.1);
                 rl.fixed = Some(cpu_around(c, || drive(Side::Local, &fixed_args))?.1);
-                let dev = finish(rd, fd, idle);
-                let loc = finish(rl, fl, idle);
+                let dev = finish(Side::Devlend, rd, fd, idle);
+                let loc = finish(Side::Local, rl, fl, idle);
                 show_cpu(Side::Devlend, &dev);
                 show_cpu(Side::Local, &loc);
                 let pair = Pair::new(load, dev, loc);
@@ -462,32 +472,6 @@ fn guest_host<'c>(c: &'c Cluster, d: &Drives, side: Side) -> anyhow::Result<Gues
     })
 }
 
-/// Waits until a paired guest's console holds `marker`: a `grep` (no
-/// shell) every 400 ms, the least the host can be asked to do while its
-/// CPU time is being counted.
-fn wait_marker(
-    agent: &AgentClient,
-    g: &BackgroundGuest,
-    marker: &str,
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    let t0 = Instant::now();
-    loop {
-        let out = agent.exec(
-            &["grep", "-qF", marker, g.console.as_str()],
-            Duration::from_secs(30),
-        )?;
-        if out.exit_code == Some(0) {
-            return Ok(());
-        }
-        if t0.elapsed() > timeout || !g.running(agent)? {
-            let tail = fabric::sh(agent, &format!("tail -c 3000 {}", g.console))?;
-            bail!("guest did not print {marker:?} within {timeout:?}; its console ends:\n{tail}");
-        }
-        std::thread::sleep(Duration::from_millis(400));
-    }
-}
-
 /// Where a paired guest's host keeps the files that start its steps.
 fn go_dir(side: Side) -> String {
     format!(
@@ -505,17 +489,36 @@ struct PairedGuest<'c> {
 }
 
 impl PairedGuest<'_> {
-    /// Runs step `step` (fio for `secs` seconds): creates its file, waits
-    /// out fio's run, then for the guest to say it is done.
+    /// Runs step `step` (fio for `secs` seconds) and waits for its end:
+    /// one agent call ([`bench::step_command`]).
     fn step(&self, step: u32, secs: u32) -> anyhow::Result<()> {
-        fabric::sh(self.agent, &format!("touch {}/{step}", self.dir))?;
-        std::thread::sleep(Duration::from_secs(secs.into()));
-        wait_marker(
-            self.agent,
-            &self.guest,
-            &bench::step_done_marker(step),
-            Duration::from_secs(u64::from(secs) + 240),
-        )
+        let timeout = secs + 240;
+        let cmd = bench::step_command(
+            &self.dir,
+            step,
+            secs,
+            &self.guest.console,
+            self.guest.pid,
+            timeout,
+        );
+        let out = self
+            .agent
+            .sh(&cmd, Duration::from_secs(u64::from(timeout) + 30))?;
+        if out.exit_code != Some(0) {
+            let tail = fabric::sh(self.agent, &format!("tail -c 3000 {}", self.guest.console))?;
+            bail!(
+                "the {:?} guest did not finish step {step} (exit {:?}: 3 is the guest gone, 124 {timeout} s passed); its console ends:\n{tail}",
+                self.side,
+                out.exit_code
+            );
+        }
+        Ok(())
+    }
+
+    /// The figures of its step `step`, a run of `load`.
+    fn figures(&self, step: u32, load: &Load) -> anyhow::Result<Figures> {
+        bench::parse_fio_step(&self.guest.console(self.agent)?, step, load)
+            .with_context(|| format!("the {:?} guest", self.side))
     }
 }
 
@@ -587,17 +590,27 @@ fn guest_pairs(
                 "  both guests up; idle load (busy share): lender {:.3}, borrower {:.3}",
                 idle[0], idle[1]
             );
-            let mut raws: Vec<Vec<(Raw, Raw)>> = (0..loads.len()).map(|_| Vec::new()).collect();
+            let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); loads.len()];
             for p in 1..=o.pairs {
                 for (k, load) in loads.iter().enumerate() {
                     let n = bench::step_number(p, k, loads.len());
                     let ((), rd) = around(c, d, Side::Devlend, || gd.step(n, secs))?;
                     let ((), rl) = around(c, d, Side::Local, || gl.step(n, secs))?;
-                    println!("  pair {p}: {} run on both sides (step {n})", load.name);
-                    raws[k].push((rd, rl));
+                    // Read after both runs, so that the pair's two runs
+                    // stay next to each other.
+                    let fd = gd.figures(n, load)?;
+                    let fl = gl.figures(n, load)?;
+                    show(Side::Devlend, &load.name, &fd);
+                    let rd = finish(Side::Devlend, rd, fd, idle);
+                    show_cpu(Side::Devlend, &rd);
+                    show(Side::Local, &load.name, &fl);
+                    let rl = finish(Side::Local, rl, fl, idle);
+                    show_cpu(Side::Local, &rl);
+                    let pair = Pair::new(load, rd, rl);
+                    println!("  pair {p}: ratio {:.2}", pair.ratio);
+                    pairs[k].push(pair);
                 }
             }
-            let mut outs = Vec::new();
             for g in [&gd, &gl] {
                 let run = g.guest.wait(g.agent, Duration::from_secs(300))?;
                 ensure!(
@@ -606,27 +619,12 @@ fn guest_pairs(
                     g.side,
                     run.output
                 );
-                outs.push(run.output);
             }
-            let mut rows = Vec::new();
-            for (k, (load, raws)) in loads.iter().zip(raws).enumerate() {
-                let mut pairs = Vec::new();
-                for (p, (rd, rl)) in (1..).zip(raws) {
-                    let n = bench::step_number(p, k, loads.len());
-                    let fd = bench::parse_fio_step(&outs[0], n, load)?;
-                    let fl = bench::parse_fio_step(&outs[1], n, load)?;
-                    show(Side::Devlend, &load.name, &fd);
-                    let rd = finish(rd, fd, idle);
-                    show_cpu(Side::Devlend, &rd);
-                    show(Side::Local, &load.name, &fl);
-                    let rl = finish(rl, fl, idle);
-                    show_cpu(Side::Local, &rl);
-                    let pair = Pair::new(load, rd, rl);
-                    println!("  pair {p}: ratio {:.2}", pair.ratio);
-                    pairs.push(pair);
-                }
-                rows.push(Paired::new(load, path, pairs));
-            }
+            let rows: Vec<Paired> = loads
+                .iter()
+                .zip(pairs)
+                .map(|(load, p)| Paired::new(load, path, p))
+                .collect();
             Ok((rows, idle))
         })();
         if res.is_err() {
@@ -1015,6 +1013,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
                 o.pairs
             ));
             let (rows, idle) = userspace_pairs(c, &d, path, o)?;
+            print!("{}", bench::paired_table(&rows));
             runs.paired.extend(rows);
             runs.idle.push(("userspace", path, idle));
         }
@@ -1025,6 +1024,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
                 o.pairs
             ));
             let (rows, idle) = guest_pairs(c, &d, path, o)?;
+            print!("{}", bench::paired_table(&rows));
             runs.paired.extend(rows);
             runs.idle.push(("guest", path, idle));
         }
