@@ -19,5 +19,5 @@ if ! command -v fio >/dev/null 2>&1; then
 fi
 fio --version
 
-step "benchmark: devlend vs local vfio-pci in pairs (boots the cluster once; about 45 minutes under TCG, --quick about 25)"
+step "benchmark: devlend vs local vfio-pci in pairs (boots the cluster once; under TCG most of an hour, --quick less: docs/performance.md)"
 cargo run --quiet -p devlend-vmtests --bin devlend-bench -- "$@"
