@@ -143,12 +143,14 @@ fn fio_secs(quick: bool) -> u32 {
     }
 }
 
-/// Seconds over which a pair set's idle load is measured.
+/// Seconds over which a pair set's idle load is measured: several of a
+/// waiting guest's looks for its next step (one per
+/// [`bench::STEP_POLL_SECS`]).
 fn idle_secs(quick: bool) -> u64 {
     if quick {
-        4
+        6
     } else {
-        8
+        10
     }
 }
 
