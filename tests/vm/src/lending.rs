@@ -307,6 +307,35 @@ pub fn output_field<'a>(out: &'a str, key: &str) -> anyhow::Result<&'a str> {
         .with_context(|| format!("guest printed no {key:?} line:\n{out}"))
 }
 
+/// What a guest that ran [`nvme_guest_script`] around [`write_and_read`]
+/// of `mib` MiB proved: it exited 0, saw `nvme` (its ids, Linux's nvme
+/// driver bound), read back what it wrote, and `backing` (the NVMe's
+/// backing file on the outer machine) holds those bytes. Their sha256.
+pub fn guest_wrote_to_backing(
+    run: &crate::guest::GuestRun,
+    nvme: &PciDev,
+    backing: &std::path::Path,
+    mib: u64,
+) -> anyhow::Result<String> {
+    anyhow::ensure!(run.rc == 0, "guest failed:\n{}", run.console);
+    let ids = output_field(&run.output, "pci")?;
+    anyhow::ensure!(
+        ids == format!("{} {} driver=nvme", nvme.vendor, nvme.device),
+        "guest sees {ids:?}, lender has {nvme:?}"
+    );
+    let written = output_field(&run.output, "written")?.to_owned();
+    anyhow::ensure!(
+        output_field(&run.output, "read")? == written,
+        "read back differs:\n{}",
+        run.output
+    );
+    anyhow::ensure!(
+        file_sha256_mib(backing, mib)? == written,
+        "the lender's backing file does not hold the guest's bytes"
+    );
+    Ok(written)
+}
+
 /// sha256 of the range of a file (an NVMe backing file on the outer
 /// machine, outside every VM) that the guest scripts use.
 pub fn file_sha256(file: &std::path::Path) -> anyhow::Result<String> {

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
-use devlend_cluster::Cluster;
+use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, wait_until};
 use devlend_vmtests::ntb;
 use devlend_vmtests::twohost;
@@ -25,6 +26,11 @@ const B: &str = "borrower";
 const WAIT: Duration = Duration::from_secs(60);
 /// The topology's window size.
 const WINDOW: u64 = 256 << 20;
+/// The KVM guest's RAM: all of it is mapped through the window for its
+/// device, so it must fit 256 MiB with room for the inbox and ident page.
+const GUEST_MIB: u32 = 160;
+/// What the guest writes and reads back, in MiB (in its tmpfs first).
+const GUEST_IO_MIB: u64 = 16;
 
 fn boot() -> anyhow::Result<Cluster> {
     devlend_vmtests::boot_topology("window")
@@ -177,41 +183,37 @@ fn window_ports_translate_high_ram(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The borrower's userspace driver does verified I/O on the lender's NVMe
-/// over the NTB fabric: its buffers (pages of a host with RAM above 4
-/// GiB) are mapped into the lender's 256 MiB window onto the borrower,
-/// the lender's IOMMU maps them through it where the borrower's port says
-/// they land, and the bytes reach the lender's backing file. Afterwards
-/// the window space is given back.
-fn window_lending_high_ram(c: &mut Cluster) -> anyhow::Result<()> {
-    let (_da, db) = ntb_fabric_up(c)?;
+/// The NTB fabric's `status` and the borrower port's translations
+/// answered (`xlate_rx`), before I/O through the window.
+fn window_before(b: &AgentClient) -> anyhow::Result<(HashMap<String, String>, u64)> {
+    Ok((
+        ntb_status(b)?,
+        fabric::counter(&ntb::port_state(b)?, "xlate_rx")?,
+    ))
+}
+
+/// What I/O through the borrower's window left, against
+/// [`window_before`]: pages above 4 GiB mapped, none refused, the lender
+/// asked the borrower's port where they land; then the NVMe available
+/// again and the window's space all given back. The bytes above 4 GiB
+/// mapped, and the translations answered.
+fn window_used_and_given_back(
+    c: &Cluster,
+    nvme: &lending::PciDev,
+    before: &HashMap<String, String>,
+    before_x: u64,
+) -> anyhow::Result<(u64, u64)> {
     let (a, b) = (c.agent(A)?, c.agent(B)?);
     let ia = fabric::host_id(a)?;
-    lending::ensure_module(b)?;
-    let nvme = lending::find_by_class(a, lending::NVME_CLASS)?;
-    if lending::driver_of(a, &nvme.addr)?.as_deref() != Some("devlend-lender") {
-        lending::lend(a, &nvme.addr)?;
-    }
-    ntb::wait_listed_on_ntb_fabric(b, &db, &nvme.addr, WAIT)?;
-    let img = c.paths().nvme_file(A, "nvme0");
-    let before_file = ntb::backing_range_sha256(&img, 16384, 64)?;
-    let before = ntb_status(b)?;
-    let before_x = fabric::counter(&ntb::port_state(b)?, "xlate_rx")?;
-    let r = ntb::nvme_writes_over_ntb_fabric(b, &db, "--lba 16384 --range-blocks 64 --ios 300")?;
-    let verified = r["verified_ios"].as_u64().unwrap_or(0);
-    ensure!(
-        ntb::backing_range_sha256(&img, 16384, 64)? != before_file,
-        "the written range of the lender's backing file is unchanged: {r}"
-    );
     let after = ntb_status(b)?;
     let high = fabric::counter(&after, "inbound_high_bytes")?
-        - fabric::counter(&before, "inbound_high_bytes")?;
+        - fabric::counter(before, "inbound_high_bytes")?;
     ensure!(
         high > 0,
         "no page above 4 GiB was mapped through the window: {after:?}"
     );
     ensure!(
-        fabric::counter(&after, "inbound_refused")? == fabric::counter(&before, "inbound_refused")?,
+        fabric::counter(&after, "inbound_refused")? == fabric::counter(before, "inbound_refused")?,
         "window maps refused: {after:?}"
     );
     let xlates = fabric::counter(&ntb::port_state(b)?, "xlate_rx")? - before_x;
@@ -231,6 +233,32 @@ fn window_lending_high_ram(c: &mut Cluster) -> anyhow::Result<()> {
         || Ok(window_use(b, ia)?.0.to_string()),
         "0",
     )?;
+    Ok((high, xlates))
+}
+
+/// The borrower's userspace driver does verified I/O on the lender's NVMe
+/// over the NTB fabric: its buffers (pages of a host with RAM above 4
+/// GiB) are mapped into the lender's 256 MiB window onto the borrower,
+/// the lender's IOMMU maps them through it where the borrower's port says
+/// they land, and the bytes reach the lender's backing file. Afterwards
+/// the window space is given back.
+fn window_lending_high_ram(c: &mut Cluster) -> anyhow::Result<()> {
+    let (_da, db) = ntb_fabric_up(c)?;
+    let (a, b) = (c.agent(A)?, c.agent(B)?);
+    lending::ensure_module(b)?;
+    let nvme = lending::find_by_class(a, lending::NVME_CLASS)?;
+    lending::ensure_lent(a, &nvme.addr)?;
+    ntb::wait_listed_on_ntb_fabric(b, &db, &nvme.addr, WAIT)?;
+    let img = c.paths().nvme_file(A, "nvme0");
+    let before_file = ntb::backing_range_sha256(&img, 16384, 64)?;
+    let (before, before_x) = window_before(b)?;
+    let r = ntb::nvme_writes_over_ntb_fabric(b, &db, "--lba 16384 --range-blocks 64 --ios 300")?;
+    let verified = r["verified_ios"].as_u64().unwrap_or(0);
+    ensure!(
+        ntb::backing_range_sha256(&img, 16384, 64)? != before_file,
+        "the written range of the lender's backing file is unchanged: {r}"
+    );
+    let (high, xlates) = window_used_and_given_back(c, &nvme, &before, before_x)?;
     for host in [A, B] {
         let port = ntb::port_state(c.agent(host)?)?;
         ensure!(
@@ -245,6 +273,47 @@ fn window_lending_high_ram(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An unmodified guest's nvme driver, in a KVM guest on the borrower
+/// (RAM above 4 GiB), uses the lender's NVMe over the NTB fabric: its
+/// whole RAM is mapped into the 256 MiB window onto the borrower, the
+/// lender's IOMMU maps it where the borrower's port says it lands, and
+/// the guest's bytes reach the lender's backing file. Afterwards the
+/// window space is given back.
+fn window_guest_high_ram(c: &mut Cluster) -> anyhow::Result<()> {
+    let (_da, db) = ntb_fabric_up(c)?;
+    let (a, b) = (c.agent(A)?, c.agent(B)?);
+    lending::ensure_module(b)?;
+    sh(b, "modprobe kvm_amd").context("KVM for the borrower's guest")?;
+    let nvme = lending::find_by_class(a, lending::NVME_CLASS)?;
+    lending::ensure_lent(a, &nvme.addr)?;
+    ntb::wait_listed_on_ntb_fabric(b, &db, &nvme.addr, WAIT)?;
+    let (before, before_x) = window_before(b)?;
+    let types = format!("/sys/class/devlend/ntb-{db}/mdev_supported_types/devlend-nvme");
+    let uuid = sh(b, "cat /proc/sys/kernel/random/uuid")?.trim().to_owned();
+    sh(b, &format!("echo {uuid} > {types}/create"))?;
+    let run = guest::run_with(
+        b,
+        &tools::guest_images_dir()?,
+        &lending::nvme_guest_script(&lending::write_and_read("/dev/nvme0n1", GUEST_IO_MIB)),
+        &GuestOpts {
+            mem_mib: GUEST_MIB,
+            extra_qemu_args: &lending::vfio_arg(&uuid),
+            qmp: None,
+        },
+    );
+    let removed = lending::remove_mdev(b, &uuid);
+    let run = run?;
+    removed?;
+    lending::guest_wrote_to_backing(&run, &nvme, &c.paths().nvme_file(A, "nvme0"), GUEST_IO_MIB)?;
+    let (high, xlates) = window_used_and_given_back(c, &nvme, &before, before_x)?;
+    println!(
+        "  a {GUEST_MIB} MiB guest wrote and read {GUEST_IO_MIB} MiB in {:.1} s through a 256 MiB window ({} MiB from above 4 GiB mapped, {xlates} translations); the lender's file holds its bytes, the window empty again",
+        run.elapsed.as_secs_f64(),
+        high >> 20
+    );
+    Ok(())
+}
+
 /// A device that wants more window space than its budget is refused:
 /// with `window_max_pages` at 8, the userspace driver's bus master enable
 /// fails with ENOSPC (nothing is mapped), the refusal is counted and
@@ -255,9 +324,7 @@ fn window_budget_refused(c: &mut Cluster) -> anyhow::Result<()> {
     let ia = fabric::host_id(a)?;
     lending::ensure_module(b)?;
     let nvme = lending::find_by_class(a, lending::NVME_CLASS)?;
-    if lending::driver_of(a, &nvme.addr)?.as_deref() != Some("devlend-lender") {
-        lending::lend(a, &nvme.addr)?;
-    }
+    lending::ensure_lent(a, &nvme.addr)?;
     ntb::wait_listed_on_ntb_fabric(b, &db, &nvme.addr, WAIT)?;
     let refused = |x: &AgentClient| -> anyhow::Result<u64> {
         let text = sh(x, "cat /sys/kernel/debug/devlend/borrower")?;
@@ -337,6 +404,10 @@ fn main() {
         Check {
             name: "window_lending_high_ram",
             run: window_lending_high_ram,
+        },
+        Check {
+            name: "window_guest_high_ram",
+            run: window_guest_high_ram,
         },
         Check {
             name: "window_budget_refused",
