@@ -62,8 +62,8 @@ use super::{
     attach, connect_doorbell, le16, le32, le64, next_seq_after, rings, Expected, Gen, Model,
     Options, Pending, Rings, Want, RESP, S_EINVAL, S_EIO, S_ENODEV, S_ENOTSUPP, S_OK, T_ACQUIRE,
     T_BAR_READ, T_CFG_READ, T_CFG_READ_BLOCK, T_CFG_WRITE, T_DEV_CHANGED, T_DEV_FAULT, T_DEV_INFO,
-    T_DEV_LIST, T_DMA_MAP, T_DMA_UNMAP, T_IRQ_FIRE, T_IRQ_MASK, T_IRQ_SET, T_PING, T_RELEASE,
-    T_RESET,
+    T_DEV_LIST, T_DMA_MAP, T_DMA_UNMAP, T_IRQ_DIRECT, T_IRQ_FIRE, T_IRQ_MASK, T_IRQ_SET,
+    T_LAST_KNOWN, T_PING, T_RELEASE, T_RESET,
 };
 
 /// Remote devices a borrower lists of one lender at most
@@ -481,7 +481,8 @@ pub struct Listing {
 fn lender_handles(t: u16) -> bool {
     matches!(
         t,
-        T_DEV_LIST | T_DEV_INFO | T_ACQUIRE..=T_IRQ_SET | T_CFG_READ_BLOCK | T_IRQ_MASK
+        T_DEV_LIST | T_DEV_INFO | T_ACQUIRE
+            ..=T_IRQ_SET | T_CFG_READ_BLOCK | T_IRQ_MASK | T_IRQ_DIRECT
     )
 }
 
@@ -1621,12 +1622,12 @@ impl Hostile<'_> {
                     let t = match self.gen.rng.random_range(0..4) {
                         0 => 0,
                         1 => self.gen.rng.random_range(2..16),
-                        2 => self.gen.rng.random_range(T_IRQ_MASK + 1..64),
+                        2 => self.gen.rng.random_range(T_LAST_KNOWN + 1..64),
                         _ => self.gen.rng.random_range(64..=u16::MAX),
                     };
                     // The emulated NTB port's types, in case its module
                     // is loaded.
-                    if !(40..=45).contains(&t) {
+                    if !(sys::DL_MSG_NTB_HELLO as u16..=sys::DL_MSG_NTB_XLATE as u16).contains(&t) {
                         break t;
                     }
                 };

@@ -251,6 +251,31 @@ pub fn remove_mdev(agent: &AgentClient, uuid: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs `script` (inside [`nvme_guest_script`]) in a KVM guest of
+/// `mem_mib` MiB given mdev `uuid`, and removes the mdev afterwards,
+/// whatever happened to the guest.
+pub fn nvme_guest_on_mdev(
+    agent: &AgentClient,
+    uuid: &str,
+    script: &str,
+    mem_mib: u32,
+) -> anyhow::Result<crate::guest::GuestRun> {
+    let run = crate::guest::run_with(
+        agent,
+        &devlend_cluster::tools::guest_images_dir()?,
+        &nvme_guest_script(script),
+        &crate::guest::GuestOpts {
+            mem_mib,
+            extra_qemu_args: &vfio_arg(uuid),
+            qmp: None,
+        },
+    );
+    let removed = remove_mdev(agent, uuid);
+    let run = run?;
+    removed?;
+    Ok(run)
+}
+
 /// The QEMU argument that gives a guest an mdev.
 pub fn vfio_arg(uuid: &str) -> String {
     format!("-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/{uuid}")

@@ -573,8 +573,9 @@ const T_IRQ_FIRE: u16 = sys::DL_MSG_IRQ_FIRE as u16;
 const T_DEV_FAULT: u16 = sys::DL_MSG_DEV_FAULT as u16;
 const T_CFG_READ_BLOCK: u16 = sys::DL_MSG_CFG_READ_BLOCK as u16;
 const T_IRQ_MASK: u16 = sys::DL_MSG_IRQ_MASK as u16;
+const T_IRQ_DIRECT: u16 = sys::DL_MSG_IRQ_DIRECT as u16;
 /// The last lending type a lender knows.
-const T_LAST_KNOWN: u16 = T_IRQ_MASK;
+const T_LAST_KNOWN: u16 = T_IRQ_DIRECT;
 /// The emulated NTB port's hello (`ntb-emu/main.c`), used by the flood.
 const T_NTB_HELLO: u16 = sys::DL_MSG_NTB_HELLO as u16;
 
@@ -607,6 +608,7 @@ fn fixed_size(t: u16) -> Option<usize> {
         T_DMA_UNMAP => sys::DL_DMA_UNMAP_SIZE,
         T_IRQ_SET => sys::DL_IRQ_SET_SIZE,
         T_IRQ_MASK => sys::DL_IRQ_MASK_SIZE,
+        T_IRQ_DIRECT => sys::DL_IRQ_DIRECT_SIZE,
         _ => return None,
     })
 }
@@ -709,7 +711,7 @@ impl Model {
             }
             // The borrower's handlers: they never answer.
             T_DEV_CHANGED | T_IRQ_FIRE | T_DEV_FAULT => None,
-            T_DEV_LIST..=T_IRQ_SET | T_CFG_READ_BLOCK | T_IRQ_MASK => {
+            T_DEV_LIST..=T_IRQ_SET | T_CFG_READ_BLOCK | T_IRQ_MASK | T_IRQ_DIRECT => {
                 self.lending(msg_type, payload, req_id)
             }
             _ if req_id != 0 => {
@@ -763,6 +765,7 @@ impl Model {
                         || p[8] > 1
                         || p[9..12] != [0, 0, 0]
                 }
+                T_IRQ_DIRECT => p[10..16] != [0; 6],
                 _ => false,
             };
         if malformed || reserved {
@@ -1074,6 +1077,30 @@ impl Gen {
                 p.push(u8::from(r.random_ratio(1, 2)));
                 p.extend_from_slice(&[0; 3]);
             }
+            T_IRQ_DIRECT => {
+                // Mostly an MSI-X vector the holder may have taken and a
+                // doorbell vector it may have; now and then anything.
+                let ty: u16 = if r.random_ratio(1, 6) {
+                    r.random()
+                } else {
+                    sys::DL_IRQ_MSIX as u16
+                };
+                let vector: u16 = if r.random_ratio(1, 6) {
+                    r.random()
+                } else {
+                    r.random_range(0..4)
+                };
+                let db: u16 = if r.random_ratio(1, 6) {
+                    r.random()
+                } else {
+                    r.random_range(0..sys::DL_DB_VECTORS_MAX as u16 + 1)
+                };
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&ty.to_le_bytes());
+                p.extend_from_slice(&vector.to_le_bytes());
+                p.extend_from_slice(&db.to_le_bytes());
+                p.extend_from_slice(&[0; 6]);
+            }
             _ => {}
         }
     }
@@ -1087,7 +1114,8 @@ impl Gen {
             0..2500 => T_CFG_READ,
             2500..3000 => T_CFG_READ_BLOCK,
             3000..3950 => T_CFG_WRITE,
-            3950..4000 => T_IRQ_MASK,
+            3950..3975 => T_IRQ_MASK,
+            3975..4000 => T_IRQ_DIRECT,
             4000..6500 => T_BAR_READ,
             6500..8000 => T_BAR_WRITE,
             8000..8900 => T_DMA_MAP,
@@ -1225,10 +1253,11 @@ impl Gen {
                 }
             }
             "lending_malformed" => {
-                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 2) {
+                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 3) {
                     T_DEV_CHANGED => T_DEV_LIST,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
-                    t if t > T_IRQ_SET => T_IRQ_MASK,
+                    t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
+                    t if t > T_IRQ_SET => T_IRQ_DIRECT,
                     t => t,
                 };
                 let dev = if self.rng.random_ratio(1, 2) {
@@ -1254,6 +1283,9 @@ impl Gen {
                 } else if t == T_IRQ_MASK && self.rng.random_ratio(1, 2) {
                     let at = self.rng.random_range(4..sys::DL_IRQ_MASK_SIZE);
                     p[at] = self.rng.random_range(1..=255);
+                } else if t == T_IRQ_DIRECT && self.rng.random_ratio(1, 2) {
+                    let at = self.rng.random_range(10..sys::DL_IRQ_DIRECT_SIZE);
+                    p[at] = self.rng.random_range(1..=255);
                 } else if t == T_DMA_MAP && self.rng.random_ratio(1, 2) {
                     // A count that disagrees with the length.
                     let count = match self.rng.random_range(0..3) {
@@ -1277,10 +1309,11 @@ impl Gen {
                 slot[32..32 + len].copy_from_slice(&p[..len]);
             }
             "lending_nodev" => {
-                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 2) {
+                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 3) {
                     T_DEV_CHANGED => T_CFG_READ,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
-                    t if t > T_IRQ_SET => T_IRQ_MASK,
+                    t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
+                    t if t > T_IRQ_SET => T_IRQ_DIRECT,
                     t => t,
                 };
                 let dev = self.dev_id_bogus();

@@ -80,20 +80,7 @@ fn guest_with_mdev(
 ) -> anyhow::Result<guest::GuestRun> {
     let b = c.agent(BORROWER)?;
     let uuid = lending::create_mdev(b, MDEV_TYPE, remote)?;
-    let run = guest::run_with(
-        b,
-        &tools::guest_images_dir()?,
-        &lending::nvme_guest_script(script),
-        &GuestOpts {
-            mem_mib: GUEST_MIB,
-            extra_qemu_args: &lending::vfio_arg(&uuid),
-            qmp: None,
-        },
-    );
-    let removed = lending::remove_mdev(b, &uuid);
-    let run = run?;
-    removed?;
-    Ok(run)
+    lending::nvme_guest_on_mdev(b, &uuid, script, GUEST_MIB)
 }
 
 /// `<lender name>/<pci address>`: how an mdev names the remote NVMe.

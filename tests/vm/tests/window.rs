@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
-use devlend_cluster::{tools, Cluster};
+use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
-use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, wait_until};
 use devlend_vmtests::ntb;
 use devlend_vmtests::twohost;
@@ -291,19 +290,12 @@ fn window_guest_high_ram(c: &mut Cluster) -> anyhow::Result<()> {
     let types = format!("/sys/class/devlend/ntb-{db}/mdev_supported_types/devlend-nvme");
     let uuid = sh(b, "cat /proc/sys/kernel/random/uuid")?.trim().to_owned();
     sh(b, &format!("echo {uuid} > {types}/create"))?;
-    let run = guest::run_with(
+    let run = lending::nvme_guest_on_mdev(
         b,
-        &tools::guest_images_dir()?,
-        &lending::nvme_guest_script(&lending::write_and_read("/dev/nvme0n1", GUEST_IO_MIB)),
-        &GuestOpts {
-            mem_mib: GUEST_MIB,
-            extra_qemu_args: &lending::vfio_arg(&uuid),
-            qmp: None,
-        },
-    );
-    let removed = lending::remove_mdev(b, &uuid);
-    let run = run?;
-    removed?;
+        &uuid,
+        &lending::write_and_read("/dev/nvme0n1", GUEST_IO_MIB),
+        GUEST_MIB,
+    )?;
     lending::guest_wrote_to_backing(&run, &nvme, &c.paths().nvme_file(A, "nvme0"), GUEST_IO_MIB)?;
     let (high, xlates) = window_used_and_given_back(c, &nvme, &before, before_x)?;
     println!(
