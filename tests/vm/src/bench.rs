@@ -627,6 +627,31 @@ pub fn step_command(
     )
 }
 
+/// The one command, run in a paired guest's host, that stops
+/// (`run == false`) or continues its vCPUs through its QMP socket `sock`
+/// and then asks QEMU whether they run. While one guest of a pair runs its
+/// load the other is stopped: a waiting guest's timer ticks cost its
+/// host's emulated CPU, and both hosts share this machine's cores. QMP's
+/// `stop`, unlike SIGSTOP, tells the guest's kvmclock it was paused, so
+/// the guest does not see a lockup when it continues. The output is
+/// checked by [`vm_running`].
+pub fn qmp_run_command(sock: &str, run: bool) -> String {
+    let cmd = if run { "cont" } else { "stop" };
+    format!(
+        "printf '%s\\n' '{{\"execute\":\"qmp_capabilities\"}}' '{{\"execute\":\"{cmd}\"}}' \
+         '{{\"execute\":\"query-status\"}}' | socat -t 2 - UNIX-CONNECT:{sock}"
+    )
+}
+
+/// Whether QEMU's answer to [`qmp_run_command`] says the vCPUs run:
+/// `None` when it holds no `query-status` answer (the command failed).
+pub fn vm_running(qmp_output: &str) -> Option<bool> {
+    qmp_output.lines().find_map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l.trim()).ok()?;
+        v.get("return")?.get("running")?.as_bool()
+    })
+}
+
 /// What a paired guest prints when step `step` is done.
 pub fn step_done_marker(step: u32) -> String {
     format!("DONE {step}.")
@@ -1518,6 +1543,23 @@ mod tests {
             "timeout 250 sh -c 'touch /tmp/go/7; sleep 3; \
              until grep -qF \"DONE 7.\" /tmp/con.log; do kill -0 42 || exit 3; sleep 1; done'"
         );
+    }
+
+    #[test]
+    fn a_paired_guest_is_stopped_and_continued_through_qmp() {
+        let c = qmp_run_command("/tmp/q.sock", false);
+        assert!(c.contains(r#"{"execute":"stop"}"#), "{c}");
+        assert!(c.contains(r#"{"execute":"query-status"}"#), "{c}");
+        assert!(c.ends_with("UNIX-CONNECT:/tmp/q.sock"), "{c}");
+        assert!(qmp_run_command("/tmp/q.sock", true).contains(r#"{"execute":"cont"}"#));
+        let answer = r#"{"QMP": {"version": {}, "capabilities": []}}
+{"return": {}}
+{"timestamp": {"seconds": 1, "microseconds": 2}, "event": "STOP"}
+{"return": {}}
+{"return": {"status": "paused", "singlestep": false, "running": false}}"#;
+        assert_eq!(vm_running(answer), Some(false));
+        assert_eq!(vm_running(&answer.replace("false}", "true}")), Some(true));
+        assert_eq!(vm_running(r#"{"error": {"class": "GenericError"}}"#), None);
     }
 
     #[test]

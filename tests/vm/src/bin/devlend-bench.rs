@@ -13,7 +13,8 @@
 //! devlend and at once on the local drive, `--pairs` times, for each MSI-X
 //! path of the devlend side (direct and relayed; one with `--direct-irq` or
 //! `--relay-irq`): the userspace driver, then two KVM guests, one per side,
-//! booted together and stepped through the loads in lockstep. Per load and
+//! booted together and stepped through the loads in turn (the guest whose
+//! turn it is not stopped through QMP). Per load and
 //! path: the median of the pairs' devlend/local ratios and their range, and
 //! each host's CPU time per I/O. Then, `--rounds` times, what is not paired:
 //! opening the device, guest starts, the trapped-BAR guest, memory backings.
@@ -143,9 +144,8 @@ fn fio_secs(quick: bool) -> u32 {
     }
 }
 
-/// Seconds over which a pair set's idle load is measured: several of a
-/// waiting guest's looks for its next step (one per
-/// [`bench::STEP_POLL_SECS`]).
+/// Seconds over which a pair set's idle load is measured (the paired
+/// guests stopped, so what the hosts spend besides a running load).
 fn idle_secs(quick: bool) -> u64 {
     if quick {
         6
@@ -488,9 +488,23 @@ struct PairedGuest<'c> {
     agent: &'c AgentClient,
     guest: BackgroundGuest,
     dir: String,
+    qmp: String,
 }
 
 impl PairedGuest<'_> {
+    /// Stops (`run == false`) or continues the guest's vCPUs, and checks
+    /// that QEMU says they are so.
+    fn set_running(&self, run: bool) -> anyhow::Result<()> {
+        let out = fabric::sh(self.agent, &bench::qmp_run_command(&self.qmp, run))?;
+        ensure!(
+            bench::vm_running(&out) == Some(run),
+            "the {:?} guest's QEMU did not {} its vCPUs; QMP answered:\n{out}",
+            self.side,
+            if run { "continue" } else { "stop" }
+        );
+        Ok(())
+    }
+
     /// Runs step `step` (fio for `secs` seconds) and waits for its end:
     /// one agent call ([`bench::step_command`]).
     fn step(&self, step: u32, secs: u32) -> anyhow::Result<()> {
@@ -539,21 +553,21 @@ fn spawn_paired<'c>(
         bench::outer_virtfs_arg(),
         bench::go_virtfs_arg(&dir)
     );
+    let name = format!("{side:?}").to_lowercase();
+    let qmp = format!("/tmp/devlend-bench-{name}.qmp");
     let opts = GuestOpts {
         mem_mib: GUEST_MIB,
         extra_qemu_args: &extra,
-        qmp: None,
+        qmp: Some(&qmp),
     };
-    let console = format!(
-        "/tmp/devlend-bench-{}.log",
-        format!("{side:?}").to_lowercase()
-    );
+    let console = format!("/tmp/devlend-bench-{name}.log");
     let guest = guest::spawn(gh.agent, &images, script, &opts, &console)?;
     Ok(PairedGuest {
         side,
         agent: gh.agent,
         guest,
         dir,
+        qmp,
     })
 }
 
@@ -587,17 +601,26 @@ fn guest_pairs(
                     .wait_for(g.agent, bench::PAIRED_READY, Duration::from_secs(300))
                     .with_context(|| format!("the {:?} guest", g.side))?;
             }
+            // Only the guest whose turn it is runs; the other is stopped.
+            // The idle load is measured with both stopped: what the hosts
+            // spend besides the running guest.
+            gd.set_running(false)?;
+            gl.set_running(false)?;
             let idle = idle_load(c, idle_secs(o.quick))?;
             println!(
-                "  both guests up; idle load (busy share): lender {:.3}, borrower {:.3}",
+                "  both guests up, then stopped; idle load (busy share): lender {:.3}, borrower {:.3}",
                 idle[0], idle[1]
             );
             let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); loads.len()];
             for p in 1..=o.pairs {
                 for (k, load) in loads.iter().enumerate() {
                     let n = bench::step_number(p, k, loads.len());
+                    gd.set_running(true)?;
                     let ((), rd) = around(c, d, Side::Devlend, || gd.step(n, secs))?;
+                    gd.set_running(false)?;
+                    gl.set_running(true)?;
                     let ((), rl) = around(c, d, Side::Local, || gl.step(n, secs))?;
+                    gl.set_running(false)?;
                     // Read after both runs, so that the pair's two runs
                     // stay next to each other.
                     let fd = gd.figures(n, load)?;
@@ -614,6 +637,7 @@ fn guest_pairs(
                 }
             }
             for g in [&gd, &gl] {
+                g.set_running(true)?;
                 let run = g.guest.wait(g.agent, Duration::from_secs(300))?;
                 ensure!(
                     run.rc == 0,
@@ -1021,7 +1045,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         }
         for &path in &o.paths {
             step(&format!(
-                "guests in pairs, MSI-X {} ({} pairs per load): a guest on the borrower with the lent drive and one on the lender with the local drive, in lockstep",
+                "guests in pairs, MSI-X {} ({} pairs per load): a guest on the borrower with the lent drive and one on the lender with the local drive, in turn, the other stopped",
                 path.name(),
                 o.pairs
             ));
