@@ -14,21 +14,39 @@
  * The devices may probe in any order: windows wait in a list until the
  * core claims them. Only one adapter is supported.
  *
+ * BAR windows (docs/lending.md, "BARs straight through a window"): the
+ * emulated fabric's windows reach files only, so a device BAR can be shown
+ * to peers only where the BAR itself is such a file: QEMU's NVMe
+ * persistent memory region from a memory-backend-file, which the cluster
+ * also gives each other host as one more ivshmem-plain. ivshmem-plain
+ * carries no identity, so the parameter bar_windows says which is which,
+ * on both sides, by a tag the topology chose (a comma-separated list):
+ *   lend:<domain:bus:dev.fn>/<bar>=<tag>   this host's device BAR is
+ *                                          RAM-backed, shown as <tag>
+ *   show:<domain:bus:dev.fn>=<host>/<tag>  this ivshmem-plain shows
+ *                                          host <host>'s <tag>
+ * The lender answers a BAR window request with the tag as its token; the
+ * borrower finds the ivshmem-plain that shows that host's tag. Nothing
+ * can be revoked: the file stays shared, so the borrower's mappings are
+ * all that keeps a guest from it (its zaps), as docs/lending.md says.
+ *
  * This is devlend_ivshmem.ko. Its PCI driver is called "devlend": the
  * borrower's mdev types on the adapter are named after it
  * ("devlend-<type>"), and tools find the adapter by it.
  *
- * Lock order: dl_ivs_adapter_lock, then the fabric's lock, then
- * dl_ivs_windows_lock.
+ * Lock order: dl_ivs_adapter_lock, then the fabric's locks (its clients'
+ * and its liveness lock), then dl_ivs_windows_lock.
  */
 #include <linux/device.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/list.h>
 #include <linux/module.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 
 #include "devlend_wire.h"
 #include "../fabric/backend.h"
@@ -78,6 +96,158 @@ struct dl_ivs_window {
 	struct list_head node;
 	bool claimed;
 };
+
+/* See above: which BARs are files shown to peers, and which window shows one. */
+#define DL_IVS_BAR_WINDOWS_LEN	256
+static char dl_ivs_bar_windows[DL_IVS_BAR_WINDOWS_LEN];
+module_param_string(bar_windows, dl_ivs_bar_windows, DL_IVS_BAR_WINDOWS_LEN,
+		    0644);
+MODULE_PARM_DESC(bar_windows,
+		 "RAM-backed BARs shown to peers and the windows onto them: lend:<pci>/<bar>=<tag>,show:<pci>=<host>/<tag>");
+
+/* One entry of bar_windows. */
+struct dl_ivs_barwin {
+	bool lend;
+	unsigned int domain, bus, dev, fn;
+	unsigned int bar_or_host;
+	u64 tag;
+};
+
+/*
+ * Find the first entry of bar_windows for which @match returns true.
+ * The parameter may be rewritten at any time: it is copied under the
+ * parameter lock and parsed from the copy; malformed entries are skipped.
+ */
+static bool dl_ivs_barwin_find(bool (*match)(const struct dl_ivs_barwin *e,
+					     const void *arg),
+			       const void *arg, struct dl_ivs_barwin *found)
+{
+	char *buf, *cur, *tok;
+	struct dl_ivs_barwin e;
+	bool ret = false;
+
+	kernel_param_lock(THIS_MODULE);
+	buf = kstrdup(dl_ivs_bar_windows, GFP_KERNEL);
+	kernel_param_unlock(THIS_MODULE);
+	if (!buf)
+		return false;
+	cur = strim(buf);
+	while ((tok = strsep(&cur, ",")) != NULL) {
+		memset(&e, 0, sizeof(e));
+		if (sscanf(tok, "lend:%x:%x:%x.%x/%u=%llu", &e.domain, &e.bus,
+			   &e.dev, &e.fn, &e.bar_or_host, &e.tag) == 6)
+			e.lend = true;
+		else if (sscanf(tok, "show:%x:%x:%x.%x=%u/%llu", &e.domain,
+				&e.bus, &e.dev, &e.fn, &e.bar_or_host,
+				&e.tag) != 6)
+			continue;
+		if (match(&e, arg)) {
+			*found = e;
+			ret = true;
+			break;
+		}
+	}
+	kfree(buf);
+	return ret;
+}
+
+static bool dl_ivs_barwin_is_dev(const struct dl_ivs_barwin *e,
+				 struct pci_dev *pdev)
+{
+	return e->domain == pci_domain_nr(pdev->bus) &&
+	       e->bus == pdev->bus->number && e->dev == PCI_SLOT(pdev->devfn) &&
+	       e->fn == PCI_FUNC(pdev->devfn);
+}
+
+struct dl_ivs_lend_key {
+	struct pci_dev *pdev;
+	int bar;
+};
+
+static bool dl_ivs_match_lend(const struct dl_ivs_barwin *e, const void *arg)
+{
+	const struct dl_ivs_lend_key *k = arg;
+
+	return e->lend && e->bar_or_host == k->bar &&
+	       dl_ivs_barwin_is_dev(e, k->pdev);
+}
+
+struct dl_ivs_show_key {
+	u32 host;
+	u64 tag;	/* with @any_tag false */
+	bool any_tag;
+};
+
+static bool dl_ivs_match_show(const struct dl_ivs_barwin *e, const void *arg)
+{
+	const struct dl_ivs_show_key *k = arg;
+
+	return !e->lend && e->bar_or_host == k->host &&
+	       (k->any_tag || e->tag == k->tag);
+}
+
+static bool dl_ivs_match_show_dev(const struct dl_ivs_barwin *e,
+				  const void *arg)
+{
+	return !e->lend && dl_ivs_barwin_is_dev(e, (struct pci_dev *)arg);
+}
+
+/*
+ * The lender's side: a BAR named by a lend: entry is a file the peers
+ * have a window onto, all of it. The file cannot hide pages, so a BAR
+ * with pages to skip (an MSI-X table) is refused.
+ */
+static int dl_ivs_bar_expose(struct dl_fabric *fab, u32 peer,
+			     struct pci_dev *pdev, int bar,
+			     const struct dl_fabric_span *skip,
+			     unsigned int nskip, u64 *token, u64 *len)
+{
+	struct dl_ivs_lend_key k = { .pdev = pdev, .bar = bar };
+	struct dl_ivs_barwin e;
+
+	if (nskip || !dl_ivs_barwin_find(dl_ivs_match_lend, &k, &e))
+		return -EOPNOTSUPP;
+	*len = pci_resource_len(pdev, bar);
+	if (!*len || !PAGE_ALIGNED(*len))
+		return -EOPNOTSUPP;
+	*token = e.tag;
+	return 0;
+}
+
+/* The borrower's side: the ivshmem-plain a show: entry names. */
+static int dl_ivs_peer_bar(struct dl_fabric *fab, u32 peer, u64 token,
+			   u64 len, phys_addr_t *phys)
+{
+	struct dl_ivs_show_key k = { .host = peer, .tag = token };
+	struct dl_ivs_barwin e;
+	struct pci_dev *pdev;
+	int ret = -ENOENT;
+
+	if (!dl_ivs_barwin_find(dl_ivs_match_show, &k, &e))
+		return -ENOENT;
+	pdev = pci_get_domain_bus_and_slot(e.domain, e.bus,
+					   PCI_DEVFN(e.dev, e.fn));
+	if (!pdev)
+		return -ENOENT;
+	/* Only an ivshmem-plain of ours: its BAR2 is claimed and decodes. */
+	if (pdev->vendor == DL_IVS_VENDOR && pdev->device == DL_IVS_DEVICE &&
+	    pdev->dev.driver && !strcmp(pdev->dev.driver->name, DL_IVS_DRIVER) &&
+	    !pci_find_capability(pdev, PCI_CAP_ID_MSIX) &&
+	    pci_resource_len(pdev, DL_IVS_BAR_SHMEM) >= len) {
+		*phys = pci_resource_start(pdev, DL_IVS_BAR_SHMEM);
+		ret = 0;
+	}
+	pci_dev_put(pdev);
+	return ret;
+}
+
+static bool dl_ivs_peer_bar_capable(struct dl_fabric *fab, u32 peer)
+{
+	struct dl_ivs_show_key k = { .host = peer, .any_tag = true };
+	struct dl_ivs_barwin e;
+
+	return dl_ivs_barwin_find(dl_ivs_match_show, &k, &e);
+}
 
 static DEFINE_MUTEX(dl_ivs_adapter_lock);	/* the adapter; window removal */
 static struct dl_ivs_adapter *dl_ivs_adapter;
@@ -173,11 +343,14 @@ static struct dl_fabric_window *
 dl_ivs_window_find(struct dl_fabric *fab, const struct dl_fabric_ident *id)
 {
 	struct dl_fabric_window *found = NULL;
+	struct dl_ivs_barwin e;
 	struct dl_ivs_window *w;
 
 	mutex_lock(&dl_ivs_windows_lock);
 	list_for_each_entry(w, &dl_ivs_windows, node) {
-		if (w->claimed || !dl_ivs_window_shows(w, id))
+		/* A window onto a peer's BAR shows no peer's RAM. */
+		if (w->claimed || !dl_ivs_window_shows(w, id) ||
+		    dl_ivs_barwin_find(dl_ivs_match_show_dev, w->pdev, &e))
 			continue;
 		w->claimed = true;
 		found = &w->fw;
@@ -203,6 +376,9 @@ static const struct dl_fabric_backend_ops dl_ivs_ops = {
 	.window_find = dl_ivs_window_find,
 	.window_put = dl_ivs_window_put,
 	.peer_db_msg = dl_ivs_peer_db_msg,
+	.bar_expose = dl_ivs_bar_expose,
+	.peer_bar = dl_ivs_peer_bar,
+	.peer_bar_capable = dl_ivs_peer_bar_capable,
 };
 
 static irqreturn_t dl_ivs_irq(int irq, void *data)
@@ -420,6 +596,13 @@ static void dl_ivs_window_remove(struct dl_ivs_window *w)
 	/* Off the list nobody can claim it; take it from who has it. */
 	if (claimed && dl_ivs_adapter)
 		dl_fabric_window_lost(dl_ivs_adapter->fab, &w->fw);
+	/*
+	 * Any window may have been a BAR's (bar_windows can change at any
+	 * time): no mapping may reach its addresses once it is gone.
+	 */
+	if (dl_ivs_adapter)
+		dl_fabric_peer_bar_lost(dl_ivs_adapter->fab, w->fw.phys_addr,
+					w->fw.size);
 
 	mutex_unlock(&dl_ivs_adapter_lock);
 }

@@ -524,10 +524,17 @@ static int dl_config_write_command(struct dl_vdev *v, u16 new)
 				refused = ret;
 		}
 	}
+	/* Mappings go before the device stops decoding (CVE-2020-12888). */
+	if ((old & PCI_COMMAND_MEMORY) && !(new & PCI_COMMAND_MEMORY) &&
+	    v->config_ops->mem_decode)
+		v->config_ops->mem_decode(v, false);
 	dl_config_put(v, PCI_COMMAND, 2, new);
 	ret = dl_config_write_dev(v, PCI_COMMAND, 2, new);
 	if (bme_off)
 		v->config_ops->dma_disable(v);
+	if (!ret && !(old & PCI_COMMAND_MEMORY) && (new & PCI_COMMAND_MEMORY) &&
+	    v->config_ops->mem_decode)
+		v->config_ops->mem_decode(v, true);
 	return ret ?: refused;
 }
 

@@ -47,7 +47,7 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		   b->lost, same, moved, dropped, retries, win_refused, ndirect,
 		   dfires, dfallbacks);
 	list_for_each_entry(v, &b->vdevs, node)
-		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu irq_direct=%u irq_direct_fires=%llu\n",
+		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu irq_direct=%u irq_direct_fires=%llu bar_windows=%llu bar_zaps=%llu bar_faults=%lld bar_sigbus=%lld\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->sess.state),
 			   READ_ONCE(v->dma.npinned), READ_ONCE(v->dma.windows),
 			   READ_ONCE(v->dma.window_ms), READ_ONCE(v->dma.nkept),
@@ -61,7 +61,10 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 			   READ_ONCE(v->irq.intx_unmask_retries),
 			   READ_ONCE(v->dma.nwin), READ_ONCE(v->dma.win_refused),
 			   READ_ONCE(v->irq.irqs[VFIO_PCI_MSIX_IRQ_INDEX].ndirect),
-			   atomic64_read(&v->irq.direct_fires));
+			   atomic64_read(&v->irq.direct_fires),
+			   READ_ONCE(v->mm.windows), READ_ONCE(v->mm.zaps),
+			   atomic64_read(&v->mm.faults),
+			   atomic64_read(&v->mm.sigbus));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

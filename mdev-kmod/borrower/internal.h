@@ -30,6 +30,10 @@
  *  - b->lock (mutex): the remote table and the list of mdevs.
  *  - b->fire_lock (spinlock): the list of mdevs, for the interrupt relay.
  *  - vdev->irq.lock (spinlock): the eventfds of the mdev.
+ *  - vdev->mm.lock (rwsem): the BAR windows and whether their mappings
+ *    may be faulted in (mmap.c); read by the fault handler under the
+ *    process's mmap lock, written (and the mappings zapped) under any of
+ *    the locks above. Nothing is taken inside it but the mm's own locks.
  *  - vdev->irq.intx_mask_lock (mutex), inside vdev->lock only: held
  *    while an INTx mask or unmask waits for ring room; its virqfd thread
  *    and retry work take it alone.
@@ -49,6 +53,7 @@
 #include <linux/list.h>
 #include <linux/mdev.h>
 #include <linux/mutex.h>
+#include <linux/rwsem.h>
 #include <linux/seq_file.h>
 #include <linux/spinlock.h>
 #include <linux/vfio.h>
@@ -314,11 +319,13 @@ struct dl_session_ops {
  *	and then bus mastering stays off.
  * @dma_disable: bus mastering went off: unmap and unpin.
  * @reset: a PCIe FLR was written: reset the device.
+ * @mem_decode: memory decode went on or off (the BARs' mappings). Optional.
  */
 struct dl_config_ops {
 	int (*dma_enable)(struct dl_vdev *v);
 	void (*dma_disable)(struct dl_vdev *v);
 	int (*reset)(struct dl_vdev *v);
+	void (*mem_decode)(struct dl_vdev *v, bool on);
 };
 
 /* Virtual capabilities an mdev serves at most: MSI and MSI-X. */
@@ -520,6 +527,52 @@ struct dl_vdev_dma {
 	u64 win_refused;
 };
 
+/* Where vfio-pci places each region in the device fd, as vdev.c does. */
+#define DL_VFIO_OFFSET_SHIFT	40
+#define DL_VFIO_OFFSET_MASK	((1ULL << DL_VFIO_OFFSET_SHIFT) - 1)
+#define DL_VFIO_INDEX(off)	((off) >> DL_VFIO_OFFSET_SHIFT)
+#define DL_VFIO_OFFSET(index)	((u64)(index) << DL_VFIO_OFFSET_SHIFT)
+
+/**
+ * struct dl_vdev_mmap - the BARs an mdev maps straight through windows of
+ *	the fabric. Written by mmap.c only.
+ * @lock: see the top of this file.
+ * @asked: the lender was asked for this borrow's windows (&dl_vdev.lock).
+ * @live: the windows are this mdev's: it holds the device (@lock).
+ * @mem_on: memory decode is on in the virtual command register (@lock).
+ * @mapped: a page may be mapped since the last zap (@lock, set under it
+ *	held for reading).
+ * @win: per BAR, where its window is on this host (@phys), the bytes from
+ *	the BAR's start it shows (@len), and whether it is known (@ok)
+ *	(@lock).
+ * @nskip: entries of @skip and @skip_bar (@lock).
+ * @skip: page spans of the MSI-X table and PBA, never mapped (@lock).
+ * @skip_bar: their BARs (@lock).
+ * @windows: BARs mapped through a window, ever.
+ * @zaps: times the mappings were zapped.
+ * @faults: pages mapped at fault time.
+ * @sigbus: faults refused (decode off, no window, not the holder).
+ */
+struct dl_vdev_mmap {
+	struct rw_semaphore lock;
+	bool asked;
+	bool live;
+	bool mem_on;
+	bool mapped;
+	struct {
+		phys_addr_t phys;
+		u64 len;
+		bool ok;
+	} win[DL_NUM_BARS];
+	unsigned int nskip;
+	struct dl_fabric_span skip[2];
+	unsigned int skip_bar[2];
+	u64 windows;
+	u64 zaps;
+	atomic64_t faults;
+	atomic64_t sigbus;
+};
+
 /**
  * struct dl_vdev_irq - an mdev's interrupts: the eventfds, and INTx's
  *	mask and unmask. Written by irq.c only.
@@ -599,6 +652,7 @@ struct dl_vdev {
 	struct dl_vdev_config cfg;
 	struct dl_vdev_dma dma;
 	struct dl_vdev_irq irq;
+	struct dl_vdev_mmap mm;
 };
 
 static inline struct dl_vdev *to_dl_vdev(struct vfio_device *vdev)
@@ -722,6 +776,19 @@ extern struct dl_fabric_client dl_borrower_client;
 /* debugfs.c */
 void dl_borrower_debugfs_add(void);
 void dl_borrower_debugfs_remove(void);
+
+/* mmap.c */
+struct vfio_info_cap;
+struct vfio_region_info;
+struct vm_area_struct;
+void dl_mmap_init(struct dl_vdev *v);
+void dl_mmap_fetch(struct dl_vdev *v);
+void dl_mmap_decode(struct dl_vdev *v, bool on);
+void dl_mmap_drop(struct dl_vdev *v);
+bool dl_mmap_window_lost(struct dl_vdev *v, phys_addr_t phys, u64 len);
+int dl_mmap_region_info(struct dl_vdev *v, unsigned int bar,
+			struct vfio_region_info *info, struct vfio_info_cap *caps);
+int dl_mmap_mmap(struct dl_vdev *v, struct vm_area_struct *vma);
 
 /* irq.c */
 int dl_irq_info(struct dl_vdev *v, struct vfio_irq_info *info);

@@ -155,11 +155,25 @@ static void dl_borrower_peer_event(struct dl_fabric *fab, void *ctx,
 	}
 }
 
+/* A window onto lenders' BARs is going away: no mdev may map into it. */
+static void dl_borrower_bar_window_lost(struct dl_fabric *fab, void *ctx,
+					phys_addr_t phys, u64 len)
+{
+	struct dl_borrower *b = ctx;
+	struct dl_vdev *v;
+
+	mutex_lock(&b->lock);
+	list_for_each_entry(v, &b->vdevs, node)
+		dl_mmap_window_lost(v, phys, len);
+	mutex_unlock(&b->lock);
+}
+
 struct dl_fabric_client dl_borrower_client = {
 	.name = "borrower",
 	.add = dl_borrower_add,
 	.remove = dl_borrower_remove,
 	.peer_event = dl_borrower_peer_event,
+	.bar_window_lost = dl_borrower_bar_window_lost,
 };
 
 static int __init dl_borrower_init(void)

@@ -7,8 +7,9 @@
  *   config   the virtual config space (config.c)
  *   BAR0-5   relayed: reads are DL_MSG_BAR_READ requests, writes posted
  *            DL_MSG_BAR_WRITEs, split into naturally aligned 1, 2, 4 or 8
- *            byte accesses; no mmap (the emulated fabric cannot map
- *            remote MMIO); refused while the BAR's decode is off
+ *            byte accesses; refused while the BAR's decode is off. A
+ *            memory BAR the lender shows through a window of the fabric
+ *            is also mmap-able, but for its MSI-X pages (mmap.c)
  *   ROM, VGA size 0
  * Interrupts: INTx, MSI, MSI-X relayed from the lender, ERR and REQ
  * (irq.c). DMA: pinned and mapped on Bus Master Enable (dma.c).
@@ -38,11 +39,6 @@
 
 #include "internal.h"
 
-#define DL_VFIO_OFFSET_SHIFT	40
-#define DL_VFIO_OFFSET_MASK	((1ULL << DL_VFIO_OFFSET_SHIFT) - 1)
-#define DL_VFIO_INDEX(off)	((off) >> DL_VFIO_OFFSET_SHIFT)
-#define DL_VFIO_OFFSET(index)	((u64)(index) << DL_VFIO_OFFSET_SHIFT)
-
 /*
  * Function reset of the remote device, for VFIO_DEVICE_RESET and a PCIe
  * FLR written to the config space (&dl_config_ops.reset); caller holds
@@ -68,8 +64,18 @@ static int dl_vdev_reset(struct dl_vdev *v)
 				    v->sess.host, v->sess.dev_id, ret);
 	/* Whatever the result, the guest sees a device after reset. */
 	dl_config_after_reset(v);
+	/* Decode is off after a reset: no mapping may reach the device. */
+	dl_mmap_decode(v, false);
 	dl_dma_disable(v);
 	return ret;
+}
+
+/* Whether memory decode is on in the virtual command register. */
+static bool dl_vdev_mem_decodes(struct dl_vdev *v)
+{
+	u16 cmd = le16_to_cpu(READ_ONCE(*(__le16 *)&v->cfg.vconfig[PCI_COMMAND]));
+
+	return cmd & PCI_COMMAND_MEMORY;
 }
 
 /* Chooses a free remote device of the mdev's type, unless it has one. */
@@ -157,6 +163,7 @@ static int dl_vdev_open(struct vfio_device *vdev)
 			v->sess.host, v->sess.dev_id, ret);
 		goto err_disown;
 	}
+	dl_mmap_decode(v, dl_vdev_mem_decodes(v));
 	v->open = true;
 	mutex_unlock(&v->lock);
 	return 0;
@@ -179,6 +186,8 @@ static void dl_vdev_close(struct vfio_device *vdev)
 	dl_dma_cancel_repin(v);
 	mutex_lock(&v->lock);
 	dl_irq_release_all(v);
+	/* The VMM's mappings stay until it unmaps them: they fault now. */
+	dl_mmap_drop(v);
 	dl_dma_disable(v);
 	dl_session_release(v);
 	/* What the lender may still map is the lease's business now. */
@@ -354,8 +363,10 @@ static long dl_vdev_get_info(struct dl_vdev *v, void __user *arg)
 static long dl_vdev_get_region_info(struct dl_vdev *v, void __user *arg)
 {
 	unsigned long minsz = offsetofend(struct vfio_region_info, offset);
+	struct vfio_info_cap caps = { .buf = NULL, .size = 0 };
 	struct vfio_region_info info;
 	unsigned int bar;
+	int ret = 0;
 
 	if (copy_from_user(&info, arg, minsz))
 		return -EFAULT;
@@ -383,6 +394,33 @@ static long dl_vdev_get_region_info(struct dl_vdev *v, void __user *arg)
 		info.flags = VFIO_REGION_INFO_FLAG_READ |
 			     VFIO_REGION_INFO_FLAG_WRITE;
 	info.offset = DL_VFIO_OFFSET(info.index);
+	if (info.size && info.index <= VFIO_PCI_BAR5_REGION_INDEX) {
+		/* Where the lender shows the BAR through the fabric. */
+		mutex_lock(&v->lock);
+		if (v->open)
+			dl_mmap_fetch(v);
+		mutex_unlock(&v->lock);
+		ret = dl_mmap_region_info(v, info.index - VFIO_PCI_BAR0_REGION_INDEX,
+					  &info, &caps);
+		if (ret)
+			return ret;
+	}
+	if (caps.size) {
+		if (info.argsz < sizeof(info) + caps.size) {
+			/* The VMM asks again with room for the capability. */
+			info.argsz = sizeof(info) + caps.size;
+			info.cap_offset = 0;
+		} else {
+			vfio_info_cap_shift(&caps, sizeof(info));
+			if (copy_to_user(arg + sizeof(info), caps.buf,
+					 caps.size))
+				ret = -EFAULT;
+			info.cap_offset = sizeof(info);
+		}
+		kfree(caps.buf);
+		if (ret)
+			return ret;
+	}
 	return copy_to_user(arg, &info, minsz) ? -EFAULT : 0;
 }
 
@@ -461,6 +499,11 @@ static long dl_vdev_ioctl(struct vfio_device *vdev, unsigned int cmd,
 	return -ENOTTY;
 }
 
+static int dl_vdev_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
+{
+	return dl_mmap_mmap(to_dl_vdev(vdev), vma);
+}
+
 static void dl_vdev_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 {
 	dl_dma_unmap_range(to_dl_vdev(vdev), iova, length);
@@ -498,9 +541,19 @@ void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 			     le64_to_cpu(f->iova));
 }
 
+/*
+ * The session lost the device: the BARs' mappings go first, then the
+ * user is told.
+ */
+static void dl_vdev_lost(struct dl_vdev *v)
+{
+	dl_mmap_drop(v);
+	dl_irq_signal_lost(v);
+}
+
 /* How the session tells the mdev it lost its device. */
 static const struct dl_session_ops dl_vdev_session_ops = {
-	.lost = dl_irq_signal_lost,
+	.lost = dl_vdev_lost,
 };
 
 /* What the virtual config space asks of DMA and of the device. */
@@ -508,6 +561,7 @@ static const struct dl_config_ops dl_vdev_config_ops = {
 	.dma_enable = dl_dma_enable,
 	.dma_disable = dl_dma_disable,
 	.reset = dl_vdev_reset,
+	.mem_decode = dl_mmap_decode,
 };
 
 static int dl_vdev_init(struct vfio_device *vdev)
@@ -521,6 +575,7 @@ static int dl_vdev_init(struct vfio_device *vdev)
 	mutex_init(&v->lock);
 	dl_dma_init(v);
 	dl_irq_init(v);
+	dl_mmap_init(v);
 	v->session_ops = &dl_vdev_session_ops;
 	v->config_ops = &dl_vdev_config_ops;
 	dl_session_init(v);
@@ -545,6 +600,7 @@ const struct vfio_device_ops dl_vdev_ops = {
 	.read = dl_vdev_read,
 	.write = dl_vdev_write,
 	.ioctl = dl_vdev_ioctl,
+	.mmap = dl_vdev_mmap,
 	.request = dl_vdev_request_op,
 	.dma_unmap = dl_vdev_dma_unmap,
 	.bind_iommufd = vfio_iommufd_emulated_bind,

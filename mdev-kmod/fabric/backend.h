@@ -18,6 +18,8 @@
 
 struct device;
 struct dl_fabric;
+struct dl_fabric_span;
+struct pci_dev;
 
 /**
  * struct dl_fabric_window - a memory window a backend offers, onto the RAM
@@ -72,6 +74,24 @@ struct dl_fabric_ident {
  *	addresses [0, inbound_size) one to one (no translating IOMMU).
  *	Process context, may sleep.
  * @inbound_unmap: undo @inbound_map, for that range or a part of it.
+ * @bar_expose: show memory BAR @bar of @pdev, a device of this host, to
+ *	@peer: *@token names the window for the peer's @peer_bar, and *@len
+ *	bytes from the BAR's start are shown (page aligned). The pages of
+ *	@skip (@nskip spans, page aligned: the MSI-X table and PBA) must not
+ *	be reached through it; a backend that cannot keep them out refuses.
+ *	-EOPNOTSUPP when the backend cannot show this BAR (NTB: no window
+ *	room either, -ENOSPC). Optional. Process context, may sleep.
+ * @bar_revoke: stop showing what @bar_expose showed: afterwards the peer's
+ *	accesses through it reach nothing of this host. Optional, also
+ *	with @bar_expose (the emulated fabric's windows are files that it
+ *	cannot take back). Process context, may sleep.
+ * @peer_bar: where the window @token that @peer showed (its @bar_expose)
+ *	is in this host's physical address space, for at least @len bytes:
+ *	*@phys, uncached MMIO of this host's adapter. Optional. Process
+ *	context, may sleep.
+ * @peer_bar_capable: whether @peer_bar may find anything of @peer, so a
+ *	borrower asks the lender only then. Optional with @peer_bar (then
+ *	it may). Process context, may sleep.
  * @peer_db_msg: the memory write that rings doorbell @vector of @peer when
  *	a device of this host makes it (an MSI-X message): a 32-bit write
  *	of *@data to bus address *@addr, whose page holds nothing else a
@@ -95,6 +115,14 @@ struct dl_fabric_backend_ops {
 			      u64 len);
 	int (*peer_db_msg)(struct dl_fabric *fab, u32 peer, unsigned int vector,
 			   phys_addr_t *addr, u32 *data);
+	int (*bar_expose)(struct dl_fabric *fab, u32 peer, struct pci_dev *pdev,
+			  int bar, const struct dl_fabric_span *skip,
+			  unsigned int nskip, u64 *token, u64 *len);
+	void (*bar_revoke)(struct dl_fabric *fab, u32 peer, u64 token,
+			   u64 len);
+	int (*peer_bar)(struct dl_fabric *fab, u32 peer, u64 token, u64 len,
+			phys_addr_t *phys);
+	bool (*peer_bar_capable)(struct dl_fabric *fab, u32 peer);
 };
 
 /*
@@ -140,5 +168,6 @@ void dl_fabric_destroy(struct dl_fabric *fab);
 void *dl_fabric_backend_priv(struct dl_fabric *fab);
 void dl_fabric_db_event(struct dl_fabric *fab, unsigned int vector);
 void dl_fabric_window_lost(struct dl_fabric *fab, struct dl_fabric_window *win);
+void dl_fabric_peer_bar_lost(struct dl_fabric *fab, phys_addr_t phys, u64 len);
 
 #endif /* DL_FABRIC_BACKEND_H */

@@ -250,6 +250,34 @@ void dl_clients_fabric_removing(struct dl_fabric *fab)
 }
 
 /**
+ * dl_fabric_peer_bar_lost() - a backend's window onto peers' BARs is
+ *	going away.
+ * @fab: the fabric; its liveness lock is not held.
+ * @phys: where the window is (what &dl_fabric_backend_ops.peer_bar found
+ *	in it lies inside).
+ * @len: its bytes.
+ *
+ * Returns once every client that maps such windows has stopped every
+ * mapping into it (&dl_fabric_client.bar_window_lost), so the backend may
+ * then give its addresses up. Whatever the backend's tables now say: a
+ * window is found by where it is, not by what it was said to show.
+ */
+void dl_fabric_peer_bar_lost(struct dl_fabric *fab, phys_addr_t phys, u64 len)
+{
+	unsigned long slot;
+	bool taken;
+
+	taken = dl_clients_get();
+	for_each_set_bit(slot, &fab->clients, DL_FABRIC_MAX_CLIENTS)
+		if (dl_client_slots[slot]->bar_window_lost)
+			dl_client_slots[slot]->bar_window_lost(fab,
+							       fab->client_ctx[slot],
+							       phys, len);
+	dl_clients_put(taken);
+}
+EXPORT_SYMBOL_GPL(dl_fabric_peer_bar_lost);
+
+/**
  * dl_fabric_notify() - tell every client a fabric serves about a peer.
  * @fab: the fabric; caller holds fab->lock.
  * @type: the event.

@@ -108,6 +108,11 @@ enum dl_fabric_event_type {
  *	Drop every reference to @fab before returning. Process context.
  * @peer_event: a peer went up or down. Called with the fabric's liveness
  *	lock held (see the lock order above): mark, queue, do not block.
+ * @bar_window_lost: optional. A window of this host onto peers' BARs
+ *	(what dl_fabric_peer_bar() finds) is going away: stop every mapping
+ *	of an address in [@phys, @phys + @len) before returning, for those
+ *	addresses may soon belong to something else. Process context, may
+ *	sleep; the fabric's liveness lock is not held.
  * @slot: private to the core.
  * @node: private to the core.
  */
@@ -117,6 +122,8 @@ struct dl_fabric_client {
 	void (*remove)(struct dl_fabric *fab, void *ctx);
 	void (*peer_event)(struct dl_fabric *fab, void *ctx,
 			   enum dl_fabric_event_type type, u32 peer, u16 proto);
+	void (*bar_window_lost)(struct dl_fabric *fab, void *ctx,
+				phys_addr_t phys, u64 len);
 	int slot;
 	struct list_head node;
 };
@@ -282,6 +289,32 @@ int dl_fabric_inbound_map(struct dl_fabric *fab, u32 peer, phys_addr_t phys,
 void dl_fabric_inbound_unmap(struct dl_fabric *fab, u32 peer, u64 addr,
 			     u64 len);
 bool dl_fabric_inbound_windowed(struct dl_fabric *fab);
+
+/*
+ * BAR windows: a device BAR of this host shown to a peer, and where a
+ * peer's shown BAR is in this host's address space (window.c).
+ */
+struct pci_dev;
+
+/**
+ * struct dl_fabric_span - a byte range [@start, @end).
+ * @start: first byte.
+ * @end: one past the last.
+ */
+struct dl_fabric_span {
+	u64 start;
+	u64 end;
+};
+
+int dl_fabric_bar_expose(struct dl_fabric *fab, u32 peer,
+			 struct pci_dev *pdev, int bar,
+			 const struct dl_fabric_span *skip, unsigned int nskip,
+			 u64 *token, u64 *len);
+void dl_fabric_bar_revoke(struct dl_fabric *fab, u32 peer, u64 token,
+			  u64 len);
+int dl_fabric_peer_bar(struct dl_fabric *fab, u32 peer, u64 token, u64 len,
+		       phys_addr_t *phys);
+bool dl_fabric_peer_bar_capable(struct dl_fabric *fab, u32 peer);
 
 /* Doorbells. */
 int dl_fabric_peer_db_set(struct dl_fabric *fab, u32 peer,

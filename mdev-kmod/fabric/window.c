@@ -442,6 +442,112 @@ bool dl_fabric_inbound_windowed(struct dl_fabric *fab)
 EXPORT_SYMBOL_GPL(dl_fabric_inbound_windowed);
 
 /**
+ * dl_fabric_bar_expose() - show a memory BAR of a device of this host to
+ *	@peer, so that the peer maps it instead of relaying each access.
+ * @fab: the fabric.
+ * @peer: the peer that will reach it.
+ * @pdev: the device, its BAR mapped and claimed by the caller.
+ * @bar: the BAR, a memory BAR.
+ * @skip: page-aligned spans of the BAR that must not be reachable (the
+ *	MSI-X table and PBA), or NULL.
+ * @nskip: entries of @skip.
+ * @token: set to what names the window for the peer (the answer to its
+ *	%DL_MSG_BAR_WINDOW).
+ * @len: set to the bytes of the BAR, from its start, the window shows.
+ *
+ * Every success is matched by one dl_fabric_bar_revoke() before the
+ * device goes to anyone else. Process context, may sleep.
+ *
+ * Return: 0; -EINVAL (peer); -EOPNOTSUPP (the backend cannot show this
+ * BAR: no such window, or it cannot keep @skip out); -ENOSPC (no window
+ * room); or what the backend said.
+ */
+int dl_fabric_bar_expose(struct dl_fabric *fab, u32 peer,
+			 struct pci_dev *pdev, int bar,
+			 const struct dl_fabric_span *skip, unsigned int nskip,
+			 u64 *token, u64 *len)
+{
+	int ret;
+
+	if (!dl_fabric_is_peer(fab, peer))
+		return -EINVAL;
+	if (!fab->ops->bar_expose)
+		return -EOPNOTSUPP;
+	ret = fab->ops->bar_expose(fab, peer, pdev, bar, skip, nskip, token,
+				   len);
+	if (!ret && (!*len || !PAGE_ALIGNED(*len))) {
+		/* A backend bug: never hand the peer a partial page. */
+		if (fab->ops->bar_revoke)
+			fab->ops->bar_revoke(fab, peer, *token, *len);
+		return -EIO;
+	}
+	return ret;
+}
+EXPORT_SYMBOL_GPL(dl_fabric_bar_expose);
+
+/**
+ * dl_fabric_bar_revoke() - undo dl_fabric_bar_expose().
+ * @fab: the fabric.
+ * @peer: the peer it was shown to.
+ * @token: the window it was given.
+ * @len: the bytes shown.
+ *
+ * Afterwards the peer's accesses reach nothing of this host where the
+ * backend can stop them (NTB); the emulated fabric's windows are files
+ * that stay shared (docs/lending.md). Process context, may sleep.
+ */
+void dl_fabric_bar_revoke(struct dl_fabric *fab, u32 peer, u64 token,
+			  u64 len)
+{
+	if (dl_fabric_is_peer(fab, peer) && fab->ops->bar_revoke)
+		fab->ops->bar_revoke(fab, peer, token, len);
+}
+EXPORT_SYMBOL_GPL(dl_fabric_bar_revoke);
+
+/**
+ * dl_fabric_peer_bar() - where a BAR @peer showed this host is.
+ * @fab: the fabric.
+ * @peer: the peer that showed it.
+ * @token: the window it named (from the peer: anything).
+ * @len: bytes wanted from its start, at least one.
+ * @phys: set to the physical address on this host of its first byte:
+ *	MMIO, to be mapped uncached.
+ *
+ * Return: 0, -EINVAL (peer, length), -EOPNOTSUPP (the backend cannot),
+ * -ENOENT (no such window, or smaller than @len), or what the backend
+ * said.
+ */
+int dl_fabric_peer_bar(struct dl_fabric *fab, u32 peer, u64 token, u64 len,
+		       phys_addr_t *phys)
+{
+	if (!len || !dl_fabric_is_peer(fab, peer))
+		return -EINVAL;
+	if (!fab->ops->peer_bar)
+		return -EOPNOTSUPP;
+	return fab->ops->peer_bar(fab, peer, token, len, phys);
+}
+EXPORT_SYMBOL_GPL(dl_fabric_peer_bar);
+
+/**
+ * dl_fabric_peer_bar_capable() - whether BARs @peer shows could be found.
+ * @fab: the fabric.
+ * @peer: the peer.
+ *
+ * So that a borrower asks a lender for BAR windows only where it could
+ * use the answer. Process context, may sleep.
+ *
+ * Return: true if dl_fabric_peer_bar() may succeed.
+ */
+bool dl_fabric_peer_bar_capable(struct dl_fabric *fab, u32 peer)
+{
+	if (!dl_fabric_is_peer(fab, peer) || !fab->ops->peer_bar)
+		return false;
+	return !fab->ops->peer_bar_capable ||
+	       fab->ops->peer_bar_capable(fab, peer);
+}
+EXPORT_SYMBOL_GPL(dl_fabric_peer_bar_capable);
+
+/**
  * dl_inbound_show() - the windows' use, for debugfs.
  * @fab: the fabric.
  * @s: where to.

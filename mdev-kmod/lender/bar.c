@@ -146,6 +146,98 @@ void dl_lent_bar_write(struct dl_lent *lent, const struct dl_bar_access *a)
 	}
 }
 
+/* The page-rounded span of [@start, @end) of a BAR, for a window to skip. */
+static void dl_lent_bar_skip(struct dl_fabric_span *sp, u64 start, u64 end)
+{
+	sp->start = round_down(start, PAGE_SIZE);
+	sp->end = round_up(end, PAGE_SIZE);
+}
+
+/**
+ * dl_lent_bar_window() - show a memory BAR to the holder through a window
+ *	of the fabric (%DL_MSG_BAR_WINDOW), so that its accesses need no
+ *	message; or tell it again where the window is.
+ * @lent: the device; @lent->lock held; @peer is its holder on @fab.
+ * @fab: the holder's fabric.
+ * @peer: the holder.
+ * @bar: the BAR, from the holder: anything.
+ * @token: set to the window's name for the holder.
+ * @len: set to the bytes of the BAR it shows, from the BAR's start.
+ *
+ * The MSI-X table and PBA pages are kept out of the window (the backend
+ * refuses if it cannot): the lender alone writes the table, so the
+ * holder's writes to it stay relayed and checked. The window is the
+ * holder's until dl_lent_bar_windows_revoke().
+ *
+ * Return: 0; -EINVAL (not a BAR of the device); -EOPNOTSUPP (an I/O BAR,
+ * or the backend cannot show it); -ENOSPC (no window room).
+ */
+int dl_lent_bar_window(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		       unsigned int bar, u64 *token, u64 *len)
+{
+	struct dl_fabric_span skip[2];
+	unsigned int nskip = 0;
+	struct dl_lent_bar *b;
+	int ret;
+
+	lockdep_assert_held(&lent->lock);
+
+	if (bar >= DL_NUM_BARS || !lent->bars[bar].size)
+		return -EINVAL;
+	b = &lent->bars[bar];
+	if (!b->map || (b->flags & DL_BAR_F_IO))
+		return -EOPNOTSUPP;
+	if (!b->win) {
+		if (lent->msix_bar == bar)
+			dl_lent_bar_skip(&skip[nskip++], lent->msix_start,
+					 lent->msix_end);
+		if (lent->pba_bar == bar)
+			dl_lent_bar_skip(&skip[nskip++], lent->pba_start,
+					 lent->pba_end);
+		ret = dl_fabric_bar_expose(fab, peer, lent->pdev, bar,
+					   nskip ? skip : NULL, nskip,
+					   &b->win_token, &b->win_len);
+		if (ret)
+			return ret;
+		b->win = true;
+		dl_lent_count(lent, DL_LCNT_BAR_WINDOWS);
+		pci_info_ratelimited(lent->pdev,
+				     "lender: BAR%u (%llu bytes) shown to host %u through the fabric\n",
+				     bar, b->win_len, peer);
+	}
+	*token = b->win_token;
+	*len = b->win_len;
+	return 0;
+}
+
+/**
+ * dl_lent_bar_windows_revoke() - take back every BAR window of the holder,
+ *	before the device goes to anyone else.
+ * @lent: the device; @lent->lock held, its holder still recorded.
+ *
+ * Where the backend can (NTB), the holder's accesses through them then
+ * reach nothing of this host. The holder zaps its own mappings when it
+ * gives the device back or loses it (docs/lending.md).
+ */
+void dl_lent_bar_windows_revoke(struct dl_lent *lent)
+{
+	struct dl_lent_bar *b;
+	int i;
+
+	lockdep_assert_held(&lent->lock);
+
+	for (i = 0; i < DL_NUM_BARS; i++) {
+		b = &lent->bars[i];
+		if (!b->win)
+			continue;
+		if (lent->fab)
+			dl_fabric_bar_revoke(lent->fab, lent->borrower,
+					     b->win_token, b->win_len);
+		b->win = false;
+		dl_lent_count(lent, DL_LCNT_BAR_WINDOW_REVOKES);
+	}
+}
+
 /**
  * dl_lent_fast_update() - open or close the gate of BAR writes from the
  *	doorbell interrupt after the device's state changed.

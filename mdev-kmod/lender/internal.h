@@ -87,6 +87,8 @@ enum dl_lender_counter {
 	DL_LCNT_INTX_MASKS,	/* masks asked by the holder */
 	DL_LCNT_INTX_UNMASKS,	/* unmasks (ends of INTx) asked by the holder */
 	DL_LCNT_IRQ_DIRECTS,	/* vectors made direct (DL_MSG_IRQ_DIRECT) */
+	DL_LCNT_BAR_WINDOWS,	/* BARs shown to a holder (DL_MSG_BAR_WINDOW) */
+	DL_LCNT_BAR_WINDOW_REVOKES,	/* and taken back from it */
 	DL_LCNT_ACQUIRES,
 	DL_LCNT_RELEASES,
 	DL_LCNT_RECLAIMS,	/* taken back without a release */
@@ -103,11 +105,18 @@ extern const char * const dl_lender_counter_names[DL_LCNT_NR];
  * @size: bytes, 0 if absent (or the upper half of a 64-bit BAR).
  * @flags: DL_BAR_F_*.
  * @map: the CPU mapping of a memory BAR, NULL for I/O BARs.
+ * @win: the BAR is shown to the holder through a window (bar.c), which
+ *	is taken back before the device goes to anyone else (@lock).
+ * @win_token: the window's name, as the holder was told (@lock).
+ * @win_len: the bytes it shows (@lock).
  */
 struct dl_lent_bar {
 	u64 size;
 	u32 flags;
 	void __iomem *map;
+	bool win;
+	u64 win_token;
+	u64 win_len;
 };
 
 /**
@@ -395,6 +404,9 @@ static inline bool dl_lent_intx_ends_on_access(struct dl_lent *lent)
 int dl_lent_bar_verdict(struct dl_lent *lent, const struct dl_bar_access *a,
 			enum dl_lender_reject *why);
 u64 dl_lent_bar_read(struct dl_lent *lent, const struct dl_bar_access *a);
+int dl_lent_bar_window(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		       unsigned int bar, u64 *token, u64 *len);
+void dl_lent_bar_windows_revoke(struct dl_lent *lent);
 void dl_lent_bar_write(struct dl_lent *lent, const struct dl_bar_access *a);
 void dl_lent_fast_update(struct dl_lent *lent);
 void dl_lent_fast_close(struct dl_lent *lent);

@@ -295,6 +295,7 @@ union dl_lender_req {
 	struct dl_irq_set irq;
 	struct dl_irq_mask irq_mask;
 	struct dl_irq_direct irq_direct;
+	struct dl_bar_window bar_window;
 };
 
 union dl_lender_resp {
@@ -304,6 +305,7 @@ union dl_lender_resp {
 	struct dl_cfg_access cfg;
 	struct dl_cfg_block block;
 	struct dl_bar_access bar;
+	struct dl_bar_window bar_window;
 };
 
 /**
@@ -667,6 +669,40 @@ static int dl_serve_irq_direct(struct dl_lender_call *c)
 	return err;
 }
 
+static bool dl_bar_window_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_bar_window *w = msg->data;
+
+	return !memchr_inv(w->reserved, 0, sizeof(w->reserved)) &&
+	       !w->token && !w->offset && !w->len;
+}
+
+static int dl_serve_bar_window(struct dl_lender_call *c)
+{
+	const struct dl_bar_window *w = &c->req.bar_window;
+	struct dl_bar_window *r = &c->resp.bar_window;
+	u64 token, len;
+	int err;
+
+	err = dl_lent_bar_window(c->lent, c->fab, c->msg->peer, w->bar,
+				 &token, &len);
+	if (err == -EINVAL) {
+		dl_lent_reject(c->lent, DL_REJ_BAR_RANGE);
+		return err;
+	}
+	/* No window room or a backend that cannot: relayed, not refused. */
+	if (err)
+		return -EOPNOTSUPP;
+	memset(r, 0, sizeof(*r));
+	r->dev_id = w->dev_id;
+	r->bar = w->bar;
+	r->token = cpu_to_le64(token);
+	r->offset = 0;
+	r->len = cpu_to_le64(len);
+	c->resp_len = sizeof(*r);
+	return 0;
+}
+
 static const struct dl_lender_op dl_lender_ops[] = {
 	{ DL_MSG_DEV_INFO, sizeof(struct dl_dev_ref), DL_ACC_ANY, false,
 	  dl_info_ref_ok, dl_serve_dev_info },
@@ -697,6 +733,8 @@ static const struct dl_lender_op dl_lender_ops[] = {
 	  dl_irq_mask_ok, dl_serve_irq_mask },
 	{ DL_MSG_IRQ_DIRECT, sizeof(struct dl_irq_direct), DL_ACC_HOLDER,
 	  false, dl_irq_direct_ok, dl_serve_irq_direct },
+	{ DL_MSG_BAR_WINDOW, sizeof(struct dl_bar_window), DL_ACC_HOLDER,
+	  false, dl_bar_window_ok, dl_serve_bar_window },
 };
 
 static const struct dl_lender_op *dl_lender_op_find(u16 type)
@@ -726,7 +764,8 @@ static void dl_lender_on_dev_msg(struct dl_fabric *fab,
 		     offsetof(struct dl_dma_unmap, dev_id) ||
 		     offsetof(struct dl_irq_set, dev_id) ||
 		     offsetof(struct dl_irq_mask, dev_id) ||
-		     offsetof(struct dl_irq_direct, dev_id));
+		     offsetof(struct dl_irq_direct, dev_id) ||
+		     offsetof(struct dl_bar_window, dev_id));
 
 	if (WARN_ON_ONCE(!op))
 		goto out_respond;

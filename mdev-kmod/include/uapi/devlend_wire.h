@@ -242,6 +242,7 @@ enum dl_msg_type {
 	DL_MSG_CFG_READ_BLOCK = 31,	/* dl_cfg_block_req -> dl_cfg_block */
 	DL_MSG_IRQ_MASK = 32,	/* post, borrower: dl_irq_mask */
 	DL_MSG_IRQ_DIRECT = 33,	/* dl_irq_direct -> empty */
+	DL_MSG_BAR_WINDOW = 34,	/* dl_bar_window -> dl_bar_window */
 	/* The emulated NTB hardware (devlend_ntb_emu), port to port. */
 	DL_MSG_NTB_HELLO = 40,	/* post: dl_ntb_hello, the sender's port */
 	DL_MSG_NTB_DB = 41,	/* post: dl_ntb_db, doorbell bits to set */
@@ -633,6 +634,36 @@ struct dl_irq_direct {
 } __attribute__((packed));
 
 /**
+ * struct dl_bar_window - %DL_MSG_BAR_WINDOW, borrower to lender, and its
+ * answer (protocol 1 addition): show memory BAR @bar of the device to the
+ * holder through the fabric, so that the holder maps it instead of
+ * relaying each access. The request carries @dev_id and @bar, the rest
+ * zero. The answer says where: @token names the window (the backend's:
+ * an offset of the holder's outbound window onto the lender, or a window
+ * the emulated fabric knows by a tag), and [@offset, @offset + @len) of
+ * the BAR is what it shows, page aligned. The MSI-X table and PBA pages
+ * are never reached through it (the holder keeps relaying those). The
+ * window is the holder's until it gives the device back or loses it.
+ * ENOTSUPP (also from a lender that does not know the message): no window
+ * for this BAR (an I/O BAR, no window room, a backend that cannot); its
+ * accesses stay relayed.
+ * @dev_id: the device.
+ * @bar: the BAR, below %DL_NUM_BARS.
+ * @reserved: zero.
+ * @token: in the answer, the window.
+ * @offset: in the answer, the BAR offset the window starts at.
+ * @len: in the answer, the bytes it shows.
+ */
+struct dl_bar_window {
+	__le32 dev_id;
+	__u8 bar;
+	__u8 reserved[3];
+	__le64 token;
+	__le64 offset;
+	__le64 len;
+} __attribute__((packed));
+
+/**
  * struct dl_irq_fire - %DL_MSG_IRQ_FIRE, lender to borrower, posted.
  * @dev_id: the device.
  * @type: an &enum dl_irq_type.
@@ -773,6 +804,7 @@ struct dl_ntb_xlate {
 #define DL_IRQ_FIRE_SIZE	8
 #define DL_IRQ_MASK_SIZE	12
 #define DL_IRQ_DIRECT_SIZE	16
+#define DL_BAR_WINDOW_SIZE	32
 #define DL_DEV_FAULT_SIZE	16
 #define DL_NTB_HELLO_SIZE	8
 #define DL_NTB_DB_SIZE		8

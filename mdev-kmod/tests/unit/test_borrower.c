@@ -441,11 +441,19 @@ static int fake_reset(struct dl_vdev *vd)
 	return 0;
 }
 
+/* mmap.c's part: decode off zaps ('Z'), on lets faults map ('D'). */
+static void fake_mem_decode(struct dl_vdev *vd, bool on)
+{
+	(void)vd;
+	event(on ? 'D' : 'Z');
+}
+
 /* What vdev.c registers: the real DMA layer, a counted reset. */
 static const struct dl_config_ops config_ops = {
 	.dma_enable = dl_dma_enable,
 	.dma_disable = dl_dma_disable,
 	.reset = fake_reset,
+	.mem_decode = fake_mem_decode,
 };
 
 static void reset_all(void)
@@ -1653,7 +1661,11 @@ static void test_config_command(void)
 	CHECK_EQ(dl_config_init(&v), 0);
 
 	/* Command and status at once: each goes its own way. */
+	nevents = 0;
+	memset(events, 0, sizeof(events));
 	cfg_write(PCI_COMMAND, 4, 0xffff0403);
+	/* Memory decode on: the BARs may be mapped after its write. */
+	CHECK(!strcmp(events, "WDW"));
 	CHECK_EQ(ncwrites, 2);
 	check_cwrite(0, PCI_COMMAND, 2, 0x0403);
 	check_cwrite(1, PCI_STATUS, 2, 0xffff);
@@ -1662,6 +1674,7 @@ static void test_config_command(void)
 
 	/* Bus master on: memory mapped first, then the write goes. */
 	nevents = 0;
+	memset(events, 0, sizeof(events));
 	cfg_write(PCI_COMMAND, 2, 0x0407);
 	CHECK(!strcmp(events, "MW"));
 	CHECK(v.dma.on);
@@ -1679,6 +1692,18 @@ static void test_config_command(void)
 	memset(events, 0, sizeof(events));
 	cfg_write(PCI_COMMAND, 1, 0x03);
 	CHECK(!strcmp(events, "W"));
+	/*
+	 * Memory decode off: the BARs' mappings are zapped before the
+	 * device stops decoding (CVE-2020-12888); on again after the write.
+	 */
+	nevents = 0;
+	memset(events, 0, sizeof(events));
+	cfg_write(PCI_COMMAND, 1, 0x01);
+	CHECK(!strcmp(events, "ZW"));
+	nevents = 0;
+	memset(events, 0, sizeof(events));
+	cfg_write(PCI_COMMAND, 1, 0x03);
+	CHECK(!strcmp(events, "WD"));
 	dl_config_free(&v);
 	xa_destroy(&v.dma.pin_pages);
 }
@@ -1787,7 +1812,7 @@ static const struct unit_test config_tests[] = {
 	{ "BARs: sizing, addresses, ROM; nothing sent", test_config_bars },
 	{ "MSI and MSI-X: only vfio-pci's writable bits; vectors clamped",
 	  test_config_msi },
-	{ "command: split from status; bus master maps before, unmaps after",
+	{ "command: split from status; bus master maps before, unmaps after; decode off zaps before",
 	  test_config_command },
 	{ "command: bus master with no window space stays off, the VMM told ENOSPC",
 	  test_config_bme_no_window },

@@ -119,6 +119,7 @@ static inline void *memchr_inv(const void *p, int c, size_t n)
 #define dl_lent_irq_set			msgt_irq_set
 #define dl_lent_intx_set_masked		msgt_intx_set_masked
 #define dl_lent_irq_direct		msgt_irq_direct
+#define dl_lent_bar_window		msgt_bar_window
 #define dl_lent_dma_map			msgt_dma_map
 #define dl_lent_dma_unmap		msgt_dma_unmap
 #define dl_lent_dma_unmap_all		msgt_dma_unmap_all
@@ -174,12 +175,14 @@ static struct {
 static struct {
 	unsigned int slow_queue, bar_read, bar_write, intx_access, cfg_read,
 		     cfg_write, irq_set, intx_masked, dma_map, dma_unmap,
-		     dma_unmap_all, fast_update, irq_direct;
+		     dma_unmap_all, fast_update, irq_direct,
+		     bar_window;
 	u32 dma_count;
 } calls;
 
 /* What the fakes answer. */
 static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret, direct_ret;
+static int window_ret;
 static enum dl_lender_reject bar_why;
 
 struct device *dl_fabric_device(struct dl_fabric *f)
@@ -332,6 +335,15 @@ int dl_lent_irq_direct(struct dl_lent *l, struct dl_fabric *f, u32 peer,
 	return direct_ret;
 }
 
+int dl_lent_bar_window(struct dl_lent *l, struct dl_fabric *f, u32 peer,
+		       unsigned int bar, u64 *token, u64 *len)
+{
+	calls.bar_window++;
+	*token = 7;
+	*len = 8192;
+	return window_ret;
+}
+
 int dl_lent_intx_set_masked(struct dl_lent *l, bool mask)
 {
 	calls.intx_masked++;
@@ -381,6 +393,7 @@ static void setup(void)
 	irq_ret = 0;
 	mask_ret = 0;
 	direct_ret = 0;
+	window_ret = 0;
 	dma_ret = 0;
 	dev_locked = false;
 	kref_init(&lent.ref);
@@ -456,6 +469,7 @@ static bool nothing_done(void)
 	return !calls.slow_queue && !calls.bar_read && !calls.bar_write &&
 	       !calls.cfg_read && !calls.cfg_write && !calls.irq_set &&
 	       !calls.intx_masked && !calls.irq_direct && !calls.dma_map &&
+	       !calls.bar_window &&
 	       !calls.dma_unmap &&
 	       !calls.dma_unmap_all && !lent.slow_busy;
 }
@@ -470,6 +484,7 @@ union payload {
 	struct dl_irq_set irq;
 	struct dl_irq_mask mask;
 	struct dl_irq_direct direct;
+	struct dl_bar_window window;
 	struct {
 		struct dl_dma_map map;
 		struct dl_dma_range range[2];
@@ -518,6 +533,9 @@ static size_t good(u16 type, union payload *p)
 		p->direct.type = cpu_to_le16(DL_IRQ_MSIX);
 		p->direct.db_vector = cpu_to_le16(1);
 		return sizeof(p->direct);
+	case DL_MSG_BAR_WINDOW:
+		p->window.bar = 2;
+		return sizeof(p->window);
 	}
 	return 0;
 }
@@ -541,6 +559,7 @@ static const struct {
 	{ DL_MSG_IRQ_SET, true },
 	{ DL_MSG_IRQ_MASK, true },
 	{ DL_MSG_IRQ_DIRECT, true },
+	{ DL_MSG_BAR_WINDOW, true },
 };
 
 /*
@@ -689,6 +708,18 @@ static void test_reserved_fields(void)
 	p.direct.reserved[5] = 1;
 	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_DIRECT, &p, len), -EINVAL);
 	malformed++;
+
+	/* BAR_WINDOW: reserved bytes and the answer's fields zero. */
+	len = good(DL_MSG_BAR_WINDOW, &p);
+	p.window.reserved[2] = 1;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WINDOW, &p, len), -EINVAL);
+	len = good(DL_MSG_BAR_WINDOW, &p);
+	p.window.token = cpu_to_le64(1);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WINDOW, &p, len), -EINVAL);
+	len = good(DL_MSG_BAR_WINDOW, &p);
+	p.window.len = cpu_to_le64(4096);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WINDOW, &p, len), -EINVAL);
+	malformed += 3;
 
 	/* IRQ_SET: flags only with INTx, and only the known one. */
 	len = good(DL_MSG_IRQ_SET, &p);
@@ -1155,6 +1186,36 @@ static void test_irq_refusals(void)
 	CHECK_EQ(rej(DL_REJ_IRQ), 4);
 }
 
+/*
+ * BAR_WINDOW: the holder is told the window; a BAR the backend cannot
+ * show (or no room) is a no that leaves it relayed, not a refusal; a BAR
+ * the device does not have is refused.
+ */
+static void test_bar_window(void)
+{
+	const struct dl_bar_window *w = (const void *)ans.data;
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	len = good(DL_MSG_BAR_WINDOW, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WINDOW, &p, len), 0);
+	CHECK_EQ(ans.len, sizeof(*w));
+	CHECK_EQ(w->bar, 2);
+	CHECK_EQ(le32_to_cpu(w->dev_id), DEV);
+	CHECK_EQ(le64_to_cpu(w->token), 7);
+	CHECK_EQ(le64_to_cpu(w->len), 8192);
+	CHECK_EQ(le64_to_cpu(w->offset), 0);
+	window_ret = -ENOSPC;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WINDOW, &p, len), -EOPNOTSUPP);
+	CHECK_EQ(rej(DL_REJ_BAR_RANGE), 0);
+	window_ret = -EINVAL;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WINDOW, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_BAR_RANGE), 1);
+	CHECK_EQ(calls.bar_window, 3);
+}
+
 /* DEV_LIST: from a start id, at most DL_DEV_LIST_MAX, total of all. */
 static void test_dev_list(void)
 {
@@ -1199,6 +1260,8 @@ static const struct unit_test tests[] = {
 	{ "BAR accesses answered with bar.c's verdict", test_bar_access },
 	{ "DMA_UNMAP: all, or an aligned range", test_dma_unmap },
 	{ "IRQ_SET and IRQ_MASK refusals are counted", test_irq_refusals },
+	{ "BAR_WINDOW answers the holder; a backend's no is not a refusal",
+	  test_bar_window },
 	{ "DEV_LIST pages through the allowed devices", test_dev_list },
 };
 

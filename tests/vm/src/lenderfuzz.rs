@@ -61,9 +61,9 @@ use serde_json::json;
 use super::{
     attach, connect_doorbell, le16, le32, le64, next_seq_after, rings, Expected, Gen, Model,
     Options, Pending, Rings, Want, RESP, S_EINVAL, S_EIO, S_ENODEV, S_ENOTSUPP, S_OK, T_ACQUIRE,
-    T_BAR_READ, T_CFG_READ, T_CFG_READ_BLOCK, T_CFG_WRITE, T_DEV_CHANGED, T_DEV_FAULT, T_DEV_INFO,
-    T_DEV_LIST, T_DMA_MAP, T_DMA_UNMAP, T_IRQ_DIRECT, T_IRQ_FIRE, T_IRQ_MASK, T_IRQ_SET,
-    T_LAST_KNOWN, T_PING, T_RELEASE, T_RESET,
+    T_BAR_READ, T_BAR_WINDOW, T_CFG_READ, T_CFG_READ_BLOCK, T_CFG_WRITE, T_DEV_CHANGED,
+    T_DEV_FAULT, T_DEV_INFO, T_DEV_LIST, T_DMA_MAP, T_DMA_UNMAP, T_IRQ_DIRECT, T_IRQ_FIRE,
+    T_IRQ_MASK, T_IRQ_SET, T_LAST_KNOWN, T_PING, T_RELEASE, T_RESET,
 };
 
 /// Remote devices a borrower lists of one lender at most
@@ -482,7 +482,7 @@ fn lender_handles(t: u16) -> bool {
     matches!(
         t,
         T_DEV_LIST | T_DEV_INFO | T_ACQUIRE
-            ..=T_IRQ_SET | T_CFG_READ_BLOCK | T_IRQ_MASK | T_IRQ_DIRECT
+            ..=T_IRQ_SET | T_CFG_READ_BLOCK | T_IRQ_MASK | T_IRQ_DIRECT | T_BAR_WINDOW
     )
 }
 

@@ -574,8 +574,9 @@ const T_DEV_FAULT: u16 = sys::DL_MSG_DEV_FAULT as u16;
 const T_CFG_READ_BLOCK: u16 = sys::DL_MSG_CFG_READ_BLOCK as u16;
 const T_IRQ_MASK: u16 = sys::DL_MSG_IRQ_MASK as u16;
 const T_IRQ_DIRECT: u16 = sys::DL_MSG_IRQ_DIRECT as u16;
+const T_BAR_WINDOW: u16 = sys::DL_MSG_BAR_WINDOW as u16;
 /// The last lending type a lender knows.
-const T_LAST_KNOWN: u16 = T_IRQ_DIRECT;
+const T_LAST_KNOWN: u16 = T_BAR_WINDOW;
 /// The emulated NTB port's hello (`ntb-emu/main.c`), used by the flood.
 const T_NTB_HELLO: u16 = sys::DL_MSG_NTB_HELLO as u16;
 
@@ -609,6 +610,7 @@ fn fixed_size(t: u16) -> Option<usize> {
         T_IRQ_SET => sys::DL_IRQ_SET_SIZE,
         T_IRQ_MASK => sys::DL_IRQ_MASK_SIZE,
         T_IRQ_DIRECT => sys::DL_IRQ_DIRECT_SIZE,
+        T_BAR_WINDOW => sys::DL_BAR_WINDOW_SIZE,
         _ => return None,
     })
 }
@@ -711,9 +713,11 @@ impl Model {
             }
             // The borrower's handlers: they never answer.
             T_DEV_CHANGED | T_IRQ_FIRE | T_DEV_FAULT => None,
-            T_DEV_LIST..=T_IRQ_SET | T_CFG_READ_BLOCK | T_IRQ_MASK | T_IRQ_DIRECT => {
-                self.lending(msg_type, payload, req_id)
-            }
+            T_DEV_LIST..=T_IRQ_SET
+            | T_CFG_READ_BLOCK
+            | T_IRQ_MASK
+            | T_IRQ_DIRECT
+            | T_BAR_WINDOW => self.lending(msg_type, payload, req_id),
             _ if req_id != 0 => {
                 self.exp.rx_unknown += 1;
                 pending(Want::Exact(S_ENOTSUPP), false)
@@ -766,6 +770,8 @@ impl Model {
                         || p[9..12] != [0, 0, 0]
                 }
                 T_IRQ_DIRECT => p[10..16] != [0; 6],
+                // Reserved bytes and the answer's fields zero.
+                T_BAR_WINDOW => p[5..32].iter().any(|&b| b != 0),
                 _ => false,
             };
         if malformed || reserved {
@@ -1101,6 +1107,16 @@ impl Gen {
                 p.extend_from_slice(&db.to_le_bytes());
                 p.extend_from_slice(&[0; 6]);
             }
+            T_BAR_WINDOW => {
+                let bar: u8 = if r.random_ratio(1, 6) {
+                    r.random()
+                } else {
+                    r.random_range(0..6)
+                };
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.push(bar);
+                p.extend_from_slice(&[0; 27]);
+            }
             _ => {}
         }
     }
@@ -1115,7 +1131,8 @@ impl Gen {
             2500..3000 => T_CFG_READ_BLOCK,
             3000..3950 => T_CFG_WRITE,
             3950..3975 => T_IRQ_MASK,
-            3975..4000 => T_IRQ_DIRECT,
+            3975..3990 => T_IRQ_DIRECT,
+            3990..4000 => T_BAR_WINDOW,
             4000..6500 => T_BAR_READ,
             6500..8000 => T_BAR_WRITE,
             8000..8900 => T_DMA_MAP,
@@ -1253,11 +1270,12 @@ impl Gen {
                 }
             }
             "lending_malformed" => {
-                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 3) {
+                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 4) {
                     T_DEV_CHANGED => T_DEV_LIST,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
                     t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
-                    t if t > T_IRQ_SET => T_IRQ_DIRECT,
+                    t if t == T_IRQ_SET + 3 => T_IRQ_DIRECT,
+                    t if t > T_IRQ_SET => T_BAR_WINDOW,
                     t => t,
                 };
                 let dev = if self.rng.random_ratio(1, 2) {
@@ -1286,6 +1304,9 @@ impl Gen {
                 } else if t == T_IRQ_DIRECT && self.rng.random_ratio(1, 2) {
                     let at = self.rng.random_range(10..sys::DL_IRQ_DIRECT_SIZE);
                     p[at] = self.rng.random_range(1..=255);
+                } else if t == T_BAR_WINDOW && self.rng.random_ratio(1, 2) {
+                    let at = self.rng.random_range(5..sys::DL_BAR_WINDOW_SIZE);
+                    p[at] = self.rng.random_range(1..=255);
                 } else if t == T_DMA_MAP && self.rng.random_ratio(1, 2) {
                     // A count that disagrees with the length.
                     let count = match self.rng.random_range(0..3) {
@@ -1309,11 +1330,12 @@ impl Gen {
                 slot[32..32 + len].copy_from_slice(&p[..len]);
             }
             "lending_nodev" => {
-                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 3) {
+                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 4) {
                     T_DEV_CHANGED => T_CFG_READ,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
                     t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
-                    t if t > T_IRQ_SET => T_IRQ_DIRECT,
+                    t if t == T_IRQ_SET + 3 => T_IRQ_DIRECT,
+                    t if t > T_IRQ_SET => T_BAR_WINDOW,
                     t => t,
                 };
                 let dev = self.dev_id_bogus();

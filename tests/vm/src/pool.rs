@@ -27,7 +27,8 @@ const WAIT_REQUEST: Duration = Duration::from_secs(240);
 const DRIVER: Duration = Duration::from_secs(300);
 
 /// A request that holds a device: its host, mdev and driver's log.
-struct Holder {
+#[derive(Debug)]
+pub struct Holder {
     host: &'static str,
     uuid: String,
     log: String,
@@ -39,6 +40,20 @@ impl Holder {
     fn take(c: &Cluster, host: &'static str, cli: &str, drv: &str) -> anyhow::Result<Holder> {
         let a = c.agent(host)?;
         let uuid = uuid_in(&sh(a, &format!("{cli} mdev create --type nvme"))?)?;
+        Holder::hold(c, host, uuid, drv)
+    }
+
+    /// Opens the mdev `uuid` of `host` with the userspace driver `drv`,
+    /// which writes and reads back 64 blocks and holds the device until
+    /// released; returns once it holds it. On a failure the driver is
+    /// told to end, and the mdev is left to the caller.
+    pub fn hold(
+        c: &Cluster,
+        host: &'static str,
+        uuid: String,
+        drv: &str,
+    ) -> anyhow::Result<Holder> {
+        let a = c.agent(host)?;
         let log = format!("/tmp/pool-{uuid}.log");
         sh(a, &format!("rm -f {RELEASE}"))?;
         spawn_bg(
@@ -63,8 +78,23 @@ impl Holder {
                     .to_owned())
             },
             "1",
-        )?;
+        )
+        .inspect_err(|_| {
+            let _ = sh(a, &format!("touch {RELEASE}"));
+            let _ = wait_bg(a, &h.log, Duration::from_secs(60));
+        })?;
         Ok(h)
+    }
+
+    /// Whether the driver still runs (and so holds the device).
+    pub fn holding(&self, c: &Cluster) -> anyhow::Result<bool> {
+        let a = c.agent(self.host)?;
+        Ok(sh(
+            a,
+            &format!("test -e {}.rc && echo ended || echo running", self.log),
+        )?
+        .trim()
+            == "running")
     }
 
     /// `<host-id>:<dev_id>` the mdev chose.
@@ -78,7 +108,7 @@ impl Holder {
     }
 
     /// Ends the hold: the driver's verification passed; the mdev removed.
-    fn release(&self, c: &Cluster) -> anyhow::Result<()> {
+    pub fn release(&self, c: &Cluster) -> anyhow::Result<()> {
         let a = c.agent(self.host)?;
         sh(a, &format!("touch {RELEASE}"))?;
         let (rc, out) = wait_bg(a, &self.log, DRIVER)?;
@@ -92,7 +122,7 @@ impl Holder {
     }
 
     /// Best-effort clean-up after a failure.
-    fn drop_on(&self, c: &Cluster) {
+    pub fn drop_on(&self, c: &Cluster) {
         if let Ok(a) = c.agent(self.host) {
             let _ = sh(a, &format!("touch {RELEASE}"));
             let _ = wait_bg(a, &self.log, Duration::from_secs(60));

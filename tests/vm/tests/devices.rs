@@ -63,7 +63,7 @@ const AHCI_ID: &str = "sata0";
 /// MiB the disk check writes and reads back: AHCI commands through
 /// devlend under TCG are slow (with 64 MiB the check took 150 to 200 s),
 /// and more bytes prove nothing more.
-const DISK_MIB: u64 = 16;
+const DISK_MIB: u64 = 4;
 
 /// QEMU's igb (82576) PF: MSI-X. Its interrupts are named after the
 /// interface (the guest's only one).
@@ -118,8 +118,10 @@ const E1000_NET: Network = Network {
 
 /// The port the guest's and the lender's HTTP servers listen on.
 const HTTP_PORT: u16 = 8080;
-/// Bytes sent each way over the network.
-const NET_BYTES: u64 = 16 << 20;
+/// Bytes sent each way over the network: thousands of packets and
+/// interrupts each way (16 MiB cost a minute more per NIC under TCG and
+/// proved nothing more).
+const NET_BYTES: u64 = 4 << 20;
 
 /// Guest script: finds the device, runs `ready`, prints `pci <vendor>
 /// <device> driver=<driver>`, `irq <its /proc/interrupts lines, joined by
@@ -491,8 +493,8 @@ fn intx_e1000_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
 /// Every how many INTx unmasks one finds the lender's ring full in the
 /// e1000 check: often enough to happen many times, rarely enough that
 /// the retries (`DL_INTX_RETRY_MS`, 100 ms each) do not slow the check
-/// much.
-const INTX_FAULT_EVERY: u32 = 25;
+/// much (with 4 MiB each way: some 45 retries).
+const INTX_FAULT_EVERY: u32 = 15;
 
 const FAULT_PARAM: &str = "/sys/module/devlend_borrower/parameters/fault_intx_unmask_every";
 

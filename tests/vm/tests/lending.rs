@@ -13,6 +13,7 @@ use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::libvirt;
 use devlend_vmtests::ownership;
+use devlend_vmtests::pool;
 use devlend_vmtests::rwroot;
 use devlend_vmtests::twohost;
 use devlend_vmtests::{Check, Suite};
@@ -347,6 +348,27 @@ fn direct_io_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectRun> {
         lending::nvme_write_and_read(),
         guest_nvme_irqs("after")
     ));
+    let (ready, run) =
+        with_background_guest(b, nvme, &script, "/tmp/devlend-direct-guest.log", |g, _| {
+            g.wait_for(b, "DIRECT-IO-READY", Duration::from_secs(300))?;
+            let ready = irq_counters(c, nvme)?;
+            let run = g.wait(b, Duration::from_secs(600))?;
+            Ok((ready, run))
+        })?;
+    Ok((start, ready, irq_counters(c, nvme)?, run))
+}
+
+/// Runs `script` in a guest on the borrower host in the background, given
+/// a fresh mdev of `nvme`, and `f` with the guest and the mdev's UUID
+/// meanwhile; the guest is killed if `f` fails, and the mdev removed
+/// either way.
+fn with_background_guest<T>(
+    b: &devlend_agent::AgentClient,
+    nvme: &PciDev,
+    script: &str,
+    console: &str,
+    f: impl FnOnce(&guest::BackgroundGuest, &str) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
     let extra = lending::vfio_arg(&uuid);
     let opts = GuestOpts {
@@ -354,30 +376,430 @@ fn direct_io_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectRun> {
         extra_qemu_args: &extra,
         qmp: None,
     };
-    let run = (|| {
-        let g = guest::spawn(
-            b,
-            &tools::guest_images_dir()?,
-            &script,
-            &opts,
-            "/tmp/devlend-direct-guest.log",
-        )?;
-        let r = (|| {
-            g.wait_for(b, "DIRECT-IO-READY", Duration::from_secs(300))?;
-            let ready = irq_counters(c, nvme)?;
-            let run = g.wait(b, Duration::from_secs(600))?;
-            Ok::<_, anyhow::Error>((ready, run))
-        })();
+    let r = (|| {
+        let g = guest::spawn(b, &tools::guest_images_dir()?, script, &opts, console)?;
+        let r = f(&g, &uuid);
         if r.is_err() {
             let _ = g.kill(b);
         }
         r
     })();
     let removed = lending::remove_mdev(b, &uuid);
-    let (ready, run) = run?;
+    let r = r?;
     removed?;
-    Ok((start, ready, irq_counters(c, nvme)?, run))
+    Ok(r)
 }
+
+/// The NVMe's persistent memory region in two-host.toml: a BAR backed by
+/// a file, which the borrower host also has an `ivshmem-plain` onto.
+const PMR_BYTES: u64 = 8 << 20;
+const BAR_WINDOWS_PARAM: &str = "/sys/module/devlend_ivshmem/parameters/bar_windows";
+/// The tag both hosts give the PMR's window in `bar_windows`.
+const PMR_TAG: u32 = 1;
+/// The lender's host id in two-host.toml (its first host).
+const LENDER_HOST_ID: u32 = 0;
+/// Where in the PMR the outer test writes the word that lets the guest go.
+const PMR_GO_OFFSET: u64 = 0x1000;
+const PMR_GO: u32 = 0x600d_f00d;
+/// The words the guest writes at the start of the PMR.
+const PMR_WORDS: u32 = 16;
+const PMR_PATTERN: u32 = 0xd1e5_0000;
+
+/// The index of the BAR of `size` bytes of a host's PCI function.
+fn bar_of_size(agent: &devlend_agent::AgentClient, addr: &str, size: u64) -> anyhow::Result<u32> {
+    let text = sh(agent, &format!("cat /sys/bus/pci/devices/{addr}/resource"))?;
+    for (i, line) in text.lines().take(6).enumerate() {
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16))
+            .collect::<Result<_, _>>()?;
+        if v.len() >= 2 && v[1] > v[0] && v[1] - v[0] + 1 == size {
+            return Ok(i as u32);
+        }
+    }
+    anyhow::bail!("{addr} has no BAR of {size} bytes:\n{text}")
+}
+
+/// The borrower host's `ivshmem-plain` (no MSI-X) whose BAR2 has `size`
+/// bytes: its window onto the lender's PMR file.
+fn ivshmem_window_of_size(agent: &devlend_agent::AgentClient, size: u64) -> anyhow::Result<String> {
+    let out = sh(
+        agent,
+        "for d in /sys/bus/pci/devices/*; do \
+           [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
+           echo ${d##*/}; \
+         done",
+    )?;
+    for addr in out.split_whitespace() {
+        if bar_of_size(agent, addr, size).ok() == Some(2) {
+            return Ok(addr.to_owned());
+        }
+    }
+    anyhow::bail!("no ivshmem-plain of {size} bytes on the borrower:\n{out}")
+}
+
+/// The mdev's line of the borrower's debugfs, by key.
+fn borrower_mdev(
+    b: &devlend_agent::AgentClient,
+    uuid: &str,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let text = sh(b, "cat /sys/kernel/debug/devlend/borrower")?;
+    text.lines()
+        .find(|l| l.starts_with(&format!("mdev {uuid} ")))
+        .map(fabric::parse_kv)
+        .with_context(|| format!("mdev {uuid} not in the borrower's debugfs:\n{text}"))
+}
+
+/// Reads or writes little-endian words of the PMR's backing file.
+fn pmr_words(file: &std::path::Path, off: u64, n: usize) -> anyhow::Result<Vec<u32>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(file)?;
+    f.seek(SeekFrom::Start(off))?;
+    let mut buf = vec![0u8; n * 4];
+    f.read_exact(&mut buf)?;
+    Ok(buf
+        .chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+fn pmr_write(file: &std::path::Path, off: u64, words: &[u32]) -> anyhow::Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(file)?;
+    f.seek(SeekFrom::Start(off))?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    f.write_all(&bytes)?;
+    f.sync_data()?;
+    Ok(())
+}
+
+/// The guest of [`direct_bar_through_window`]: takes the NVMe from its
+/// driver, turns memory decode on, finds the PMR BAR, waits until the
+/// outer test's word appears in it, writes and reads the pattern through
+/// the mapping, then clears memory decode and reads once more.
+fn direct_bar_guest_script() -> String {
+    let words: String = (0..PMR_WORDS).map(|i| format!("{i} ")).collect();
+    lending::nvme_guest_script(&format!(
+        "[ -e $p/driver ] && echo ${{p##*/}} > $p/driver/unbind
+echo 1 > $p/enable
+i=0; base=
+while read -r s e f; do
+  if [ $((e)) -gt $((s)) ] && [ $((e - s + 1)) -eq {PMR_BYTES} ]; then base=$((s)); echo \"pmr_bar $i\"; break; fi
+  i=$((i + 1))
+done < $p/resource
+[ -n \"$base\" ] || {{ echo no-pmr-bar; exit 4; }}
+echo \"pmr_cmd_on $(od -An -tu2 -j4 -N2 $p/config | tr -d ' ')\"
+echo BAR-READY
+n=0
+until [ $(($(devmem $((base + {PMR_GO_OFFSET})) 32))) -eq {PMR_GO} ]; do
+  n=$((n + 1)); [ $n -lt 1200 ] || {{ echo no-go-word; exit 5; }}; sleep 0.1
+done
+for i in {words}; do devmem $((base + 4 * i)) 32 $(({PMR_PATTERN} + i)); done
+out=
+for i in {words}; do out=\"$out $(($(devmem $((base + 4 * i)) 32)))\"; done
+echo \"pmr_readback$out\"
+echo \"pmr_go $(($(devmem $((base + {PMR_GO_OFFSET})) 32)))\"
+echo BAR-DONE
+sleep 3
+cmd=$(od -An -tu2 -j4 -N2 $p/config | tr -d ' ')
+new=$((cmd & ~2 & 255))
+if [ $new -eq 0 ]; then dd if=/dev/zero of=$p/config bs=1 seek=4 count=1 conv=notrunc 2>/dev/null
+else printf \"\\\\$(printf %o $new)\" | dd of=$p/config bs=1 seek=4 count=1 conv=notrunc 2>/dev/null; fi
+echo \"pmr_cmd_off $(od -An -tu2 -j4 -N2 $p/config | tr -d ' ')\"
+echo \"pmr_after_off $(($(devmem $base 32)))\"
+echo BAR-OFF
+sleep 3"
+    ))
+}
+
+/// What [`direct_bar_run`] saw: lender counters at BAR-READY and BAR-DONE,
+/// the borrower's mdev line at BAR-DONE and at BAR-OFF, the file's words
+/// at BAR-DONE, and the guest's run.
+struct DirectBarRun {
+    ready: (u64, u64),
+    done: (u64, u64),
+    windows: (u64, u64),
+    mdev_done: std::collections::HashMap<String, String>,
+    mdev_off: std::collections::HashMap<String, String>,
+    file_words: Vec<u32>,
+    run: guest::GuestRun,
+}
+
+fn direct_bar_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectBarRun> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let file = c.paths().pmr_file(LENDER, "nvme0");
+    // Whatever an earlier run left: no go word, no pattern.
+    pmr_write(&file, 0, &[0; PMR_WORDS as usize])?;
+    pmr_write(&file, PMR_GO_OFFSET, &[0])?;
+    let bar_msgs = || -> anyhow::Result<(u64, u64)> {
+        Ok((
+            twohost::lender_counter(l, nvme, "bar_reads")?,
+            twohost::lender_counter(l, nvme, "bar_writes")?,
+        ))
+    };
+    let windows_before = twohost::lender_counter(l, nvme, "bar_windows")?;
+    with_background_guest(
+        b,
+        nvme,
+        &direct_bar_guest_script(),
+        "/tmp/devlend-direct-bar-guest.log",
+        |g, uuid| {
+            g.wait_for(b, "BAR-READY", Duration::from_secs(300))?;
+            let ready = bar_msgs()?;
+            // The outer machine's bytes, which the guest must read.
+            pmr_write(&file, PMR_GO_OFFSET, &[PMR_GO])?;
+            g.wait_for(b, "BAR-DONE", Duration::from_secs(300))?;
+            let done = bar_msgs()?;
+            let mdev_done = borrower_mdev(b, uuid)?;
+            let file_words = pmr_words(&file, 0, PMR_WORDS as usize)?;
+            let windows_after = twohost::lender_counter(l, nvme, "bar_windows")?;
+            g.wait_for(b, "BAR-OFF", Duration::from_secs(120))?;
+            let mdev_off = borrower_mdev(b, uuid)?;
+            let run = g.wait(b, Duration::from_secs(300))?;
+            Ok(DirectBarRun {
+                ready,
+                done,
+                windows: (windows_before, windows_after),
+                mdev_done,
+                mdev_off,
+                file_words,
+                run,
+            })
+        },
+    )
+}
+
+/// A RAM-backed BAR used by a guest straight through a window of the
+/// fabric (`./test.sh direct`): the lender's NVMe has a persistent memory
+/// region from a file, the borrower host a window onto that file; the
+/// lender shows the BAR to the holder (`DL_MSG_BAR_WINDOW`), the borrower
+/// offers it as a sparse mmap region, and the guest's loads and stores
+/// reach it with no BAR message (the lender's counters stand still), the
+/// bytes landing in the file on the outer machine and the outer machine's
+/// bytes read by the guest. Memory decode off zaps the mapping.
+fn direct_bar_through_window(c: &mut Cluster) -> anyhow::Result<()> {
+    let nvme = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let bar = bar_of_size(l, &nvme.addr, PMR_BYTES).context("the NVMe's PMR BAR")?;
+    let win = ivshmem_window_of_size(b, PMR_BYTES)?;
+    sh(
+        l,
+        &format!(
+            "echo lend:{}/{bar}={PMR_TAG} > {BAR_WINDOWS_PARAM}",
+            nvme.addr
+        ),
+    )?;
+    sh(
+        b,
+        &format!("echo show:{win}={LENDER_HOST_ID}/{PMR_TAG} > {BAR_WINDOWS_PARAM}"),
+    )?;
+    let result =
+        direct_bar_run(c, &nvme).and_then(|r| Ok((r, direct_bar_probe(c, &nvme, bar, &win)?)));
+    let off_l = sh(c.agent(LENDER)?, &format!("echo > {BAR_WINDOWS_PARAM}"));
+    let off_b = sh(c.agent(BORROWER)?, &format!("echo > {BAR_WINDOWS_PARAM}"));
+    let (r, probe) = result?;
+    off_l?;
+    off_b?;
+    ensure!(r.run.rc == 0, "guest failed:\n{}", r.run.console);
+    let num = |key: &str| -> anyhow::Result<u64> {
+        Ok(lending::output_field(&r.run.output, key)?.parse()?)
+    };
+    let want: Vec<u32> = (0..PMR_WORDS).map(|i| PMR_PATTERN + i).collect();
+    let read: Vec<u32> = lending::output_field(&r.run.output, "pmr_readback")?
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    let count = |kv: &std::collections::HashMap<String, String>, k: &str| fabric::counter(kv, k);
+    println!(
+        "  PMR BAR{bar} of {}: {} words written and read by the guest; lender BAR messages \
+         during the guest's accesses: {} reads, {} writes; windows shown {}; borrower: \
+         bar_windows={} bar_faults={} bar_zaps {} -> {} at decode off; guest read {:#x} after",
+        nvme.addr,
+        PMR_WORDS,
+        r.done.0 - r.ready.0,
+        r.done.1 - r.ready.1,
+        r.windows.1 - r.windows.0,
+        count(&r.mdev_done, "bar_windows")?,
+        count(&r.mdev_done, "bar_faults")?,
+        count(&r.mdev_done, "bar_zaps")?,
+        count(&r.mdev_off, "bar_zaps")?,
+        num("pmr_after_off")?,
+    );
+    ensure!(
+        r.windows.1 > r.windows.0,
+        "the lender showed no BAR window to the borrower"
+    );
+    ensure!(
+        count(&r.mdev_done, "bar_windows")? >= 1 && count(&r.mdev_done, "bar_faults")? >= 1,
+        "the borrower mapped nothing through the window: {:?}",
+        r.mdev_done
+    );
+    // A fault maps the whole mapping: a guest's pass over the BAR takes
+    // a fault per mapping and zap, not one per page.
+    ensure!(
+        count(&r.mdev_done, "bar_faults")? < PMR_BYTES / 4096,
+        "the borrower took a fault per page of the {PMR_BYTES}-byte BAR: {:?}",
+        r.mdev_done
+    );
+    ensure!(
+        read == want,
+        "the guest read back {read:x?}, wrote {want:x?}"
+    );
+    ensure!(
+        r.file_words == want,
+        "the PMR's backing file holds {:x?}, the guest wrote {want:x?}",
+        r.file_words
+    );
+    ensure!(
+        num("pmr_go")? == u64::from(PMR_GO),
+        "the guest did not read the outer machine's word"
+    );
+    ensure!(
+        r.done == r.ready,
+        "the lender relayed BAR accesses during the guest's: reads {} -> {}, writes {} -> {}",
+        r.ready.0,
+        r.done.0,
+        r.ready.1,
+        r.done.1
+    );
+    ensure!(
+        num("pmr_cmd_off")? & 2 == 0 && num("pmr_cmd_on")? & 2 != 0,
+        "memory decode was not on and then off in the guest"
+    );
+    ensure!(
+        count(&r.mdev_off, "bar_zaps")? > count(&r.mdev_done, "bar_zaps")?,
+        "memory decode off zapped no mapping"
+    );
+    ensure!(
+        num("pmr_after_off")? != u64::from(PMR_PATTERN),
+        "with memory decode off the guest still read the BAR"
+    );
+    // The VMM's side: a mapping touched with decode off faults.
+    let field = |k: &str| lending::output_field(&probe.out, k);
+    println!(
+        "  VFIO probe on the borrower host: areas {}; wrote and read {}; with decode off: {}; \
+         on again: {}; window device removed: {}; lender BAR messages meanwhile: {} reads, {} writes",
+        field("probe_areas")?,
+        field("probe_read")?,
+        field("probe_after_off")?,
+        field("probe_after_on")?,
+        field("probe_after_window_gone")?,
+        probe.after.0 - probe.before.0,
+        probe.after.1 - probe.before.1
+    );
+    let value = PROBE_VALUE.to_string();
+    ensure!(
+        field("probe_mmap")? == "1",
+        "the BAR region is not mmap-able:\n{}",
+        probe.out
+    );
+    ensure!(
+        field("probe_read")? == value,
+        "the probe read back other bytes:\n{}",
+        probe.out
+    );
+    ensure!(
+        probe.file_word == PROBE_VALUE,
+        "the PMR file holds {:#x} at {PROBE_OFFSET:#x}, the probe wrote {PROBE_VALUE:#x}",
+        probe.file_word
+    );
+    ensure!(
+        field("probe_after_off")? == "sigbus",
+        "with memory decode off the mapping did not fault:\n{}",
+        probe.out
+    );
+    ensure!(
+        field("probe_after_on")? == value,
+        "with memory decode on again the mapping did not work:\n{}",
+        probe.out
+    );
+    ensure!(
+        field("probe_after_window_gone")? == "sigbus",
+        "with the window device removed the mapping did not fault:\n{}",
+        probe.out
+    );
+    ensure!(
+        probe.after == probe.before,
+        "the lender relayed BAR accesses during the probe's"
+    );
+    Ok(())
+}
+
+/// [`vfio_bar_probe.py`]'s word, and where in the PMR it writes it.
+const PROBE_OFFSET: u64 = 0x2000;
+const PROBE_VALUE: u32 = 0x5eed_1234;
+
+/// What the VFIO probe printed, the word the file holds where it wrote,
+/// and the lender's BAR messages (reads, writes) before and after it.
+struct BarProbe {
+    out: String,
+    file_word: u32,
+    before: (u64, u64),
+    after: (u64, u64),
+}
+
+/// Runs `tests/vm/scripts/vfio_bar_probe.py` on the borrower host against
+/// a fresh mdev of the lent NVMe: a VMM's view of the BAR window, with no
+/// guest.
+fn direct_bar_probe(c: &Cluster, nvme: &PciDev, bar: u32, win: &str) -> anyhow::Result<BarProbe> {
+    const SCRIPT: &str = include_str!("../scripts/vfio_bar_probe.py");
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let file = c.paths().pmr_file(LENDER, "nvme0");
+    pmr_write(&file, PROBE_OFFSET, &[0])?;
+    let bar_msgs = || -> anyhow::Result<(u64, u64)> {
+        Ok((
+            twohost::lender_counter(l, nvme, "bar_reads")?,
+            twohost::lender_counter(l, nvme, "bar_writes")?,
+        ))
+    };
+    wait_available(l, nvme)?;
+    let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(nvme)))?;
+    let r = (|| {
+        let before = bar_msgs()?;
+        let out = sh(
+            b,
+            &format!(
+                "python3 - {uuid} {} {PROBE_OFFSET:#x} {PROBE_VALUE:#x} {win} <<'DEVLEND_EOF'\n{SCRIPT}\nDEVLEND_EOF",
+                bar + VFIO_PCI_BAR0_REGION_INDEX
+            ),
+        );
+        // The probe removed the window device; it comes back on a
+        // rescan, bound to devlend again, whatever the probe did.
+        let back = window_back(b, win);
+        let out = out?;
+        back?;
+        let after = bar_msgs()?;
+        let file_word = pmr_words(&file, PROBE_OFFSET, 1)?[0];
+        Ok::<_, anyhow::Error>(BarProbe {
+            out,
+            file_word,
+            before,
+            after,
+        })
+    })();
+    let removed = lending::remove_mdev(b, &uuid);
+    let r = r?;
+    removed?;
+    Ok(r)
+}
+
+/// Brings the borrower host's window device `win` back after the probe
+/// removed it (a rescan of the PCI bus) and waits until devlend's driver
+/// has it again.
+fn window_back(b: &devlend_agent::AgentClient, win: &str) -> anyhow::Result<()> {
+    sh(
+        b,
+        &format!(
+            "echo 1 > /sys/bus/pci/rescan; for i in $(seq 50); do \
+             [ \"$(basename \"$(readlink /sys/bus/pci/devices/{win}/driver)\")\" = devlend ] && exit 0; \
+             sleep 0.2; done; echo 'window {win} not bound to devlend after a rescan' >&2; exit 1"
+        ),
+    )
+    .map(drop)
+}
+
+/// VFIO's region index of BAR 0.
+const VFIO_PCI_BAR0_REGION_INDEX: u32 = 0;
 
 /// After the guest powered off the device is back in the pool.
 fn device_back_in_pool(c: &mut Cluster) -> anyhow::Result<()> {
@@ -403,31 +825,24 @@ fn second_guest_reads_same_bytes(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One mdev per remote device on a host: while a guest holds the NVMe
-/// through an mdev, a second mdev for it is refused with a clear error,
-/// by `devlend mdev create` and by a raw write to the type's `create` (as
-/// mdevctl and libvirt do); `available_instances` says 0 meanwhile, the holder is unaffected, and
-/// once the first mdev is gone a new one is created.
+/// One mdev per remote device on a host: while a VFIO user (the userspace
+/// driver, opening the mdev as QEMU does) holds the NVMe through an mdev,
+/// a second mdev for it is refused with a clear error, by `devlend mdev
+/// create` and by a raw write to the type's `create` (as mdevctl and
+/// libvirt do); `available_instances` says 0 meanwhile, the holder is
+/// unaffected (its write and read back verify), and once the first mdev
+/// is gone a new one is created.
 fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let images = tools::guest_images_dir()?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let first = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let res = (|| {
-        let holder = guest::spawn(
-            b,
-            &images,
-            &lending::nvme_guest_script("echo holding; sleep 600"),
-            &GuestOpts {
-                mem_mib: 256,
-                extra_qemu_args: &lending::vfio_arg(&first),
-                qmp: None,
-            },
-            "/tmp/holder.console",
-        )?;
+        // The holder opens the mdev through VFIO as a VMM does; the
+        // userspace driver is that without a guest's boot.
+        let holder = pool::Holder::hold(c, BORROWER, first.clone(), &drv)?;
         let res = (|| {
-            holder.wait_for(b, "holding", Duration::from_secs(240))?;
             ensure!(lending::lent_state(l, &nvme.addr)? == "borrowed");
             ensure!(lending::available_instances(b, MDEV_TYPE)? == 0);
             // The CLI names the mdev that has the device.
@@ -455,11 +870,17 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
                 out.stdout.contains("rc=1") && out.stdout.contains("no available instance of nvme"),
                 "create not refused clearly: {out:?}"
             );
-            ensure!(holder.running(b)?, "the holder died");
+            ensure!(holder.holding(c)?, "the holder ended");
             Ok(())
         })();
-        holder.kill(b)?;
-        res
+        match res {
+            // Its write and read back verified, the mdev removed.
+            Ok(()) => holder.release(c),
+            Err(e) => {
+                holder.drop_on(c);
+                Err(e)
+            }
+        }
     })();
     let _ = lending::remove_mdev(b, &first);
     res?;
@@ -469,73 +890,75 @@ fn held_device_refused(c: &mut Cluster) -> anyhow::Result<()> {
     lending::remove_mdev(b, &again)
 }
 
-/// Reads the guest of [`mdev_remove_refused_while_a_guest_has_it_open`]
-/// makes of its NVMe, a second apart: long enough (at least 19 s after the
-/// first read) for the host to try the remove and see a read after it. The
-/// guest cannot be told to stop, so every read past that is waited for:
-/// 40 cost about a minute of CI time more, for nothing the check asserts.
-const OPEN_REMOVE_READS: u32 = 20;
-/// MiB each of those reads takes, at [`lending::IO_OFFSET_MIB`].
-const OPEN_REMOVE_MIB: u64 = 4;
-
-/// The `read-<i> <sha256>` lines a guest printed, in order.
-fn numbered_reads(console: &str) -> Vec<(u32, String)> {
-    console
-        .lines()
-        .filter_map(|l| {
-            let (i, sha) = l.trim().strip_prefix("read-")?.split_once(' ')?;
-            Some((i.parse().ok()?, sha.trim().to_owned()))
-        })
-        .collect()
-}
-
-/// `devlend mdev remove` of an mdev that a running QEMU guest has open is
-/// refused: exit 4, the mdev still in sysfs with `open` 1, the device
-/// still borrowed, and the guest reads its NVMe again after the refusal
-/// (the bytes of the lender's backing file). The kernel would not have
-/// refused: QEMU would have unplugged the device from the guest. Once the
-/// guest has powered off, `open` reads 0 and the same command removes the
-/// mdev, and the device goes back to the pool.
-fn mdev_remove_refused_while_a_guest_has_it_open(c: &mut Cluster) -> anyhow::Result<()> {
+/// `devlend mdev remove` of an mdev that a VFIO user has open is refused:
+/// exit 4 ("open in a VMM"), the mdev still in sysfs with `open` 1, the
+/// device still borrowed, and the user does verified I/O on it after the
+/// refusal. The holder is the userspace driver, which opens the mdev
+/// through VFIO as QEMU does (the CLI reads only `open`): it sets the
+/// device up, waits to be told to do its I/O until the remove was tried,
+/// then writes, reads back and holds the device until told to let go.
+/// Without the CLI's refusal the kernel's remove would wait for the holder
+/// (a QEMU guest would have its device unplugged unasked). Once the driver
+/// has closed it, `open` reads 0 and the same command removes the mdev,
+/// and the device goes back to the pool.
+fn mdev_remove_refused_while_a_vmm_has_it_open(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     wait_available(l, &nvme)?;
     lending::wait_instances(b, MDEV_TYPE, 1)?;
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
-    let want = lending::file_sha256_mib(&c.paths().nvme_file(LENDER, "nvme0"), OPEN_REMOVE_MIB)?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let uuid = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&nvme)))?;
     let node = format!("/sys/bus/mdev/devices/{uuid}");
-    let script = lending::nvme_guest_script(&format!(
-        "for i in $(seq {OPEN_REMOVE_READS}); do
-  s=$(dd if=/dev/nvme0n1 bs=1M skip={skip} count={OPEN_REMOVE_MIB} iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
-  echo \"read-$i $s\"
-  sleep 1
-done",
-        skip = lending::IO_OFFSET_MIB
-    ));
-    let g = guest::spawn(
-        b,
-        &tools::guest_images_dir()?,
-        &script,
-        &GuestOpts {
-            mem_mib: 256,
-            extra_qemu_args: &lending::vfio_arg(&uuid),
-            qmp: None,
-        },
-        "/tmp/open-remove.console",
-    )?;
+    let (go, release, log) = (
+        "/tmp/open-remove-go",
+        "/tmp/open-remove-release",
+        "/tmp/open-remove.log",
+    );
     let res = (|| {
-        g.wait_for(b, "read-1 ", Duration::from_secs(240))?;
+        sh(b, &format!("rm -f {go} {release}"))?;
+        ownership::spawn_bg(
+            b,
+            &format!(
+                "{drv} --mdev {uuid} --blocks 64 --ios 100 --wait-before-io {go} --hold-until {release}"
+            ),
+            log,
+        )?;
+        let driver_says = |what: &str| -> anyhow::Result<()> {
+            lending::wait_until(
+                &format!("the driver printing {what:?}"),
+                WAIT,
+                || {
+                    if let Ok(rc) = sh(b, &format!("cat {log}.rc")) {
+                        anyhow::bail!(
+                            "the driver ended (exit {}): {}",
+                            rc.trim(),
+                            sh(b, &format!("cat {log}"))?
+                        );
+                    }
+                    Ok(sh(b, &format!("grep -c '{what}' {log} || true"))?
+                        .trim()
+                        .to_owned())
+                },
+                "1",
+            )
+            .map(drop)
+        };
+        driver_says("waiting before I/O")?;
         ensure!(
             sh(b, &format!("cat {node}/open"))?.trim() == "1",
-            "the guest reads the device but {node}/open is not 1"
+            "the driver has the mdev open but {node}/open is not 1"
+        );
+        ensure!(
+            lending::lent_state(l, &nvme.addr)? == "borrowed",
+            "the driver set the device up but it is not borrowed"
         );
         let out = b.sh(
             &format!("{cli} mdev remove {uuid}"),
             Duration::from_secs(60),
         )?;
         println!(
-            "  devlend mdev remove while the guest has it open: exit {:?}: {}",
+            "  devlend mdev remove while a VFIO user has it open: exit {:?}: {}",
             out.exit_code,
             out.stderr.trim()
         );
@@ -552,37 +975,23 @@ done",
             sh(b, &format!("test -d {node} && cat {node}/open"))?.trim() == "1",
             "{node} gone or closed after the refused remove"
         );
-        ensure!(g.running(b)?, "the guest died at the refused remove");
         ensure!(
             lending::lent_state(l, &nvme.addr)? == "borrowed",
             "the device is no longer borrowed after the refused remove"
         );
-        // The guest still uses its device after the refusal.
-        let seen = numbered_reads(&g.console(b)?).last().map_or(0, |(i, _)| *i);
+        // The holder uses its device after the refusal: verified I/O.
+        sh(b, &format!("touch {go}"))?;
+        driver_says("holding")?;
+        sh(b, &format!("touch {release}"))?;
+        let (rc, out) = ownership::wait_bg(b, log, WAIT)?;
         ensure!(
-            seen < OPEN_REMOVE_READS,
-            "the guest finished its reads before the remove was tried"
+            rc == 0 && out.contains(" 0 mismatches") && out.contains("PASS"),
+            "the driver's I/O after the refused remove did not pass (exit {rc}):\n{out}"
         );
-        let console = g.wait_for(b, &format!("read-{} ", seen + 1), Duration::from_secs(120))?;
-        let after = numbered_reads(&console);
-        let (i, sha) = after.last().context("no read line")?;
-        println!("  the guest read its NVMe again after the refusal (read {i})");
-        ensure!(
-            *sha == want,
-            "read {i} after the refused remove: {sha}, the lender's file has {want}"
-        );
-
-        let run = g.wait(b, Duration::from_secs(240))?;
-        ensure!(run.rc == 0, "guest failed:\n{}", run.console);
-        let reads = numbered_reads(&run.output);
-        ensure!(
-            reads.len() == OPEN_REMOVE_READS as usize && reads.iter().all(|(_, s)| *s == want),
-            "the guest's reads differ from the lender's file ({want}):\n{}",
-            run.output
-        );
-        // Powered off: closed, and the same command removes it.
+        println!("  the driver wrote and read back its blocks after the refusal");
+        // Closed: the same command removes it.
         lending::wait_until(
-            "the mdev's open after the guest powered off",
+            "the mdev's open after the driver closed it",
             WAIT,
             || Ok(sh(b, &format!("cat {node}/open"))?.trim().to_owned()),
             "0",
@@ -599,11 +1008,12 @@ done",
             sh(b, &format!("test -e {node} && echo present || echo gone"))?.trim() == "gone",
             "{node} still there after the remove"
         );
-        println!("  after the guest powered off: removed (exit 0)");
+        println!("  after the driver closed it: removed (exit 0)");
         Ok(())
     })();
     if res.is_err() {
-        let _ = g.kill(b);
+        let _ = sh(b, &format!("touch {go} {release}"));
+        let _ = ownership::wait_bg(b, log, Duration::from_secs(60));
         let _ = b.sh(
             &format!("[ -e {node} ] && echo 1 > {node}/remove"),
             Duration::from_secs(60),
@@ -1633,6 +2043,10 @@ fn main() {
             run: guest_irqs_direct_through_fabric,
         },
         Check {
+            name: "direct_bar_through_window",
+            run: direct_bar_through_window,
+        },
+        Check {
             name: "second_guest_reads_same_bytes",
             run: second_guest_reads_same_bytes,
         },
@@ -1641,8 +2055,8 @@ fn main() {
             run: held_device_refused,
         },
         Check {
-            name: "mdev_remove_refused_while_a_guest_has_it_open",
-            run: mdev_remove_refused_while_a_guest_has_it_open,
+            name: "mdev_remove_refused_while_a_vmm_has_it_open",
+            run: mdev_remove_refused_while_a_vmm_has_it_open,
         },
         Check {
             name: "hotplug_over_qmp",

@@ -133,6 +133,7 @@ fn c_files() -> BTreeMap<String, BTreeSet<String>> {
             ("module_param(", 2),
             ("module_param_named(", 3),
             ("module_param_cb(", 3),
+            ("module_param_string(", 3),
         ] {
             for (at, m) in text.match_indices(macro_) {
                 let a = args(&text, at + m.len());

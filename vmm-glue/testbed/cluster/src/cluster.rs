@@ -198,6 +198,12 @@ impl Cluster {
             for (id, size) in disks.chain(spec.ahci.iter().map(|d| (&d.id, d.size))) {
                 create_sparse(&self.paths.disk_file(&spec.name, id), size.0)?;
             }
+            // Before any QEMU maps it: the lender's and its peers' alike.
+            for d in &spec.nvme {
+                if let Some(pmr) = d.pmr {
+                    create_sparse(&self.paths.pmr_file(&spec.name, &d.id), pmr.0)?;
+                }
+            }
         }
         // Start every QEMU first, then wait: the hosts boot in parallel.
         for id in 0..self.hosts.len() {

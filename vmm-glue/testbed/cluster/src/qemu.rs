@@ -72,6 +72,10 @@ impl RunPaths {
     pub fn nvme_file(&self, host: &str, id: &str) -> PathBuf {
         self.disk_file(host, id)
     }
+    /// The backing file of an NVMe drive's persistent memory region.
+    pub fn pmr_file(&self, host: &str, id: &str) -> PathBuf {
+        self.state.join(format!("{host}-{id}.pmr"))
+    }
 }
 
 /// What a host boots.
@@ -173,8 +177,14 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
     if host.iommu {
         push(&mut a, &["-device", "intel-iommu"]);
     }
+    // no_timer_check: Linux's early check that the timer interrupt
+    // arrives counts ticks against a calibrated delay, which a TCG host
+    // on a busy machine can miss; with interrupt remapping on (an IOMMU)
+    // a miss is a panic ("timer doesn't work through Interrupt-remapped
+    // IO-APIC"), seen once on a devices cluster. The check is for broken
+    // hardware timers, which QEMU's are not.
     let mut cmdline = format!(
-        "console=ttyS0 panic=-1 devlend.agent={} devlend.share={} devlend.hostname={}",
+        "console=ttyS0 panic=-1 no_timer_check devlend.agent={} devlend.share={} devlend.hostname={}",
         path_str(&boot.agent),
         path_str(&paths.share),
         host.name
@@ -245,6 +255,30 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
             ],
         );
     }
+    // A window onto every peer's NVMe persistent memory region: the
+    // emulated fabric's windows reach files, and this BAR is one.
+    for (pid, peer) in topo.hosts.iter().enumerate() {
+        if pid == id {
+            continue;
+        }
+        for d in &peer.nvme {
+            let Some(pmr) = d.pmr else { continue };
+            let obj = format!("pmrwin-{}-{}", peer.name, d.id);
+            push(
+                &mut a,
+                &[
+                    "-object",
+                    &format!(
+                        "memory-backend-file,id={obj},size={},mem-path={},share=on",
+                        pmr.0,
+                        path_str(&paths.pmr_file(&peer.name, &d.id))
+                    ),
+                    "-device",
+                    &format!("ivshmem-plain,id={obj}-dev,memdev={obj}"),
+                ],
+            );
+        }
+    }
     // Devices to lend, each behind its own root port (alone in its group),
     // with the device's own arguments after the port's.
     let nvme = host.nvme.iter().map(|d| {
@@ -254,9 +288,21 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
             .unwrap_or_else(|| format!("devlend-{}-{}", host.name, d.id));
         let id = &d.id;
         let mut args = drive_args(id, &paths.nvme_file(&host.name, id));
+        let mut pmr = String::new();
+        if let Some(size) = d.pmr {
+            args.extend([
+                "-object".to_owned(),
+                format!(
+                    "memory-backend-file,id=pmr-{id},size={},mem-path={},share=on",
+                    size.0,
+                    path_str(&paths.pmr_file(&host.name, id))
+                ),
+            ]);
+            pmr = format!(",pmrdev=pmr-{id}");
+        }
         args.extend([
             "-device".to_owned(),
-            format!("nvme,id={id},drive=drv-{id},serial={serial},bus=rp-{id}"),
+            format!("nvme,id={id},drive=drv-{id},serial={serial},bus=rp-{id}{pmr}"),
         ]);
         (id.clone(), args)
     });
@@ -438,6 +484,41 @@ mod tests {
             ]
         );
         assert_eq!(value_after(&borrower, "-device", "ivshmem-plain").len(), 2);
+    }
+
+    #[test]
+    fn nvme_pmr_is_a_file_every_other_host_has_a_window_onto() {
+        let mut t = topo();
+        t.hosts[0].nvme[0].pmr = Some(crate::topology::Size(8 << 20));
+        t.validate().unwrap();
+        let host = |i| -> Vec<String> {
+            host_args(&t, i, &paths(), &boot())
+                .into_iter()
+                .map(|s| s.into_string().unwrap())
+                .collect()
+        };
+        let (lender, borrower) = (host(0), host(1));
+        let file = "/var/tmp/devlend/t-1/lender-nvme0.pmr";
+        assert_eq!(
+            value_after(&lender, "-object", "id=pmr-nvme0"),
+            [format!(
+                "memory-backend-file,id=pmr-nvme0,size=8388608,mem-path={file},share=on"
+            )]
+        );
+        assert!(value_after(&lender, "-device", "nvme,id=nvme0")[0].ends_with(",pmrdev=pmr-nvme0"));
+        assert!(value_after(&lender, "-object", "pmrwin").is_empty());
+        assert_eq!(
+            value_after(&borrower, "-object", "id=pmrwin-lender-nvme0"),
+            [format!(
+                "memory-backend-file,id=pmrwin-lender-nvme0,size=8388608,mem-path={file},share=on"
+            )]
+        );
+        assert_eq!(
+            value_after(&borrower, "-device", "ivshmem-plain,id=pmrwin"),
+            ["ivshmem-plain,id=pmrwin-lender-nvme0-dev,memdev=pmrwin-lender-nvme0"]
+        );
+        t.hosts[0].nvme[0].pmr = Some(crate::topology::Size(3 << 20));
+        assert!(t.validate().is_err());
     }
 
     #[test]

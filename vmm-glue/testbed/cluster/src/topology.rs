@@ -10,6 +10,8 @@
 //! [[host.nvme]]
 //! id = "nvme0"
 //! size = "256M"
+//! pmr = "8M"         # optional: a persistent memory region from a file,
+//!                    # which every other host gets a window onto
 //! [[host.igb]]       # a NIC to lend, on the network "lan0"
 //! id = "nic0"
 //! network = "lan0"
@@ -236,6 +238,12 @@ pub struct NvmeSpec {
     /// NVMe serial number; defaults to `devlend-<host>-<id>`.
     #[serde(default)]
     pub serial: Option<String>,
+    /// A persistent memory region (QEMU's `pmrdev`, a BAR backed by a
+    /// file on the outer machine) of this size, a power of two from 4K;
+    /// every other host gets an `ivshmem-plain` onto the same file: a
+    /// window onto a RAM-backed BAR, what the BAR window check uses.
+    #[serde(default)]
+    pub pmr: Option<Size>,
 }
 
 /// A byte count written as "256M", "1G" or a plain number.
@@ -368,6 +376,16 @@ impl Topology {
                 .iter()
                 .map(|d| ("nvme", &d.id, d.size))
                 .chain(h.ahci.iter().map(|d| ("ahci", &d.id, d.size)));
+            for d in &h.nvme {
+                if let Some(pmr) = d.pmr {
+                    if pmr.0 < 4096 || !pmr.0.is_power_of_two() {
+                        return bad(format!(
+                            "host {}: nvme {} pmr must be a power of two, at least 4K",
+                            h.name, d.id
+                        ));
+                    }
+                }
+            }
             for (kind, id, size) in disks {
                 if size.0 < 1 << 20 || size.0 % 4096 != 0 {
                     return bad(format!(
