@@ -45,7 +45,7 @@ const BACKING_GUEST_MIB: u32 = 256;
 const TOPOLOGY: &str = "bench";
 
 const USAGE: &str = "usage: devlend-bench [--pairs N] [--rounds N] [--quick] [--backing-only] \
-                     [--relay-irq | --direct-irq] [--out FILE]";
+                     [--relay-irq | --direct-irq] [--trapped-pairs] [--out FILE]";
 
 struct Opts {
     /// Pairs per load and MSI-X path (0 until parsed: the default).
@@ -58,6 +58,11 @@ struct Opts {
     /// The devlend side's MSI-X paths measured, the first also used by the
     /// unpaired measurements.
     paths: Vec<IrqPath>,
+    /// The guest pairs' local side has its BARs trapped (`x-no-mmap`), as
+    /// the devlend side's are on the emulated fabric: what the fabric
+    /// adds, paired (issue 28's goal for QD1). The unpaired trapped guest
+    /// is then not run.
+    trapped_pairs: bool,
     out: PathBuf,
 }
 
@@ -71,6 +76,7 @@ fn parse() -> anyhow::Result<Opts> {
         quick: false,
         backing_only: false,
         paths: vec![IrqPath::Direct, IrqPath::Relayed],
+        trapped_pairs: false,
         out: tools::repo_root().join(format!("target/bench/bench-{stamp}.json")),
     };
     let mut args = std::env::args().skip(1);
@@ -91,6 +97,7 @@ fn parse() -> anyhow::Result<Opts> {
             "--backing-only" => o.backing_only = true,
             "--relay-irq" => o.paths = vec![IrqPath::Relayed],
             "--direct-irq" => o.paths = vec![IrqPath::Direct],
+            "--trapped-pairs" => o.trapped_pairs = true,
             "--out" => o.out = PathBuf::from(args.next().context("--out needs a path")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -584,11 +591,16 @@ fn guest_pairs(
     let loads = Load::standard("guest");
     let secs = fio_secs(o.quick);
     let script = lending::nvme_guest_script(&bench::paired_fio_script(&loads, secs, o.pairs));
+    let local = if o.trapped_pairs {
+        Side::Trapped
+    } else {
+        Side::Local
+    };
     let dev = guest_host(c, d, Side::Devlend)?;
-    let loc = guest_host(c, d, Side::Local)?;
+    let loc = guest_host(c, d, local)?;
     with_side_mdev(c, dev.mdev.as_deref(), || {
         let gd = spawn_paired(&dev, Side::Devlend, &script)?;
-        let gl = match spawn_paired(&loc, Side::Local, &script) {
+        let gl = match spawn_paired(&loc, local, &script) {
             Ok(g) => g,
             Err(e) => {
                 let _ = gd.guest.kill(gd.agent);
@@ -619,7 +631,7 @@ fn guest_pairs(
                     let ((), rd) = around(c, d, Side::Devlend, || gd.step(n, secs))?;
                     gd.set_running(false)?;
                     gl.set_running(true)?;
-                    let ((), rl) = around(c, d, Side::Local, || gl.step(n, secs))?;
+                    let ((), rl) = around(c, d, local, || gl.step(n, secs))?;
                     gl.set_running(false)?;
                     // Read after both runs, so that the pair's two runs
                     // stay next to each other.
@@ -628,9 +640,9 @@ fn guest_pairs(
                     show(Side::Devlend, &load.name, &fd);
                     let rd = finish(Side::Devlend, rd, fd, idle);
                     show_cpu(Side::Devlend, &rd);
-                    show(Side::Local, &load.name, &fl);
-                    let rl = finish(Side::Local, rl, fl, idle);
-                    show_cpu(Side::Local, &rl);
+                    show(local, &load.name, &fl);
+                    let rl = finish(local, rl, fl, idle);
+                    show_cpu(local, &rl);
                     let pair = Pair::new(load, rd, rl);
                     println!("  pair {p}: ratio {:.2}", pair.ratio);
                     pairs[k].push(pair);
@@ -1045,9 +1057,14 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         }
         for &path in &o.paths {
             step(&format!(
-                "guests in pairs, MSI-X {} ({} pairs per load): a guest on the borrower with the lent drive and one on the lender with the local drive, in turn, the other stopped",
+                "guests in pairs, MSI-X {} ({} pairs per load): a guest on the borrower with the lent drive and one on the lender with the local drive{}, in turn, the other stopped",
                 path.name(),
-                o.pairs
+                o.pairs,
+                if o.trapped_pairs {
+                    " (its BARs trapped: the local column is the trapped side)"
+                } else {
+                    ""
+                }
             ));
             let (rows, idle) = guest_pairs(c, &d, path, o)?;
             print!("{}", bench::paired_table(&rows));
@@ -1068,7 +1085,9 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             open_side(c, &d, Side::Local, &mut runs)?;
             start_side(c, &d, Side::Devlend, &mut runs)?;
             start_side(c, &d, Side::Local, &mut runs)?;
-            trapped_side(c, &d, o.quick, &mut runs)?;
+            if !o.trapped_pairs {
+                trapped_side(c, &d, o.quick, &mut runs)?;
+            }
         }
         backing_side(c, &d, Side::Devlend, false, &mut runs)?;
         backing_side(c, &d, Side::Devlend, true, &mut runs)?;
@@ -1265,6 +1284,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         "quick": o.quick,
         "backing_only": o.backing_only,
         "irq_paths": o.paths,
+        "guest_pairs_local": if o.trapped_pairs { "trapped" } else { "mapped" },
         "guest_mib": GUEST_MIB,
         "cpu_measure": CPU_MEASURE,
         "idle_busy_share": idle,
