@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets everything up and benchmarks devlend against local vfio-pci on the
-# emulated cluster, side by side in one run (docs/performance.md). Not part
-# of the test command: tests do not time things.
-# Usage: ./bench.sh [--rounds N] [--quick] [--backing-only] [--relay-irq] [--out FILE]   (as root)
+# emulated cluster: each load on a lent drive and at once on an identical
+# local one, in pairs (docs/performance.md). Not part of the test command:
+# tests do not time things.
+# Usage: ./bench.sh [--pairs N] [--rounds N] [--quick] [--backing-only]
+#                   [--relay-irq | --direct-irq] [--out FILE]   (as root)
 # The last line printed is the path of the JSON result.
 set -euo pipefail
 top=$(cd "$(dirname "$0")" && pwd)
@@ -17,5 +19,5 @@ if ! command -v fio >/dev/null 2>&1; then
 fi
 fio --version
 
-step "benchmark: devlend vs local vfio-pci (boots the cluster once; 15-30 minutes under TCG)"
+step "benchmark: devlend vs local vfio-pci in pairs (boots the cluster once; under TCG most of an hour, --quick less: docs/performance.md)"
 cargo run --quiet -p devlend-vmtests --bin devlend-bench -- "$@"

@@ -1,15 +1,23 @@
-//! `devlend-bench`: a borrowed NVMe against the same NVMe on local
-//! vfio-pci, side by side in one run of the two-host cluster. Run by
-//! `./bench.sh`; docs/performance.md explains the figures.
+//! `devlend-bench`: a borrowed NVMe against an identical NVMe on local
+//! vfio-pci, in pairs, in one run of the bench cluster
+//! (qemu-scripts/topologies/bench.toml). Run by `./bench.sh`;
+//! docs/performance.md explains the figures.
 //!
 //! ```text
-//! devlend-bench [--rounds N] [--quick] [--backing-only] [--out FILE]
+//! devlend-bench [--pairs N] [--rounds N] [--quick] [--backing-only]
+//!               [--relay-irq | --direct-irq] [--out FILE]
 //! ```
 //!
-//! Each round measures every load borrowed (an mdev on the borrower), then
-//! local (the lender's NVMe bound to vfio-pci on the lender): the
-//! userspace driver, then a KVM guest's own nvme driver with fio. The
-//! figures of a side are the mean of its rounds; `ratio` is devlend/local.
+//! The lender carries two identical drives: one lent (the borrower's mdev),
+//! one bound to vfio-pci on the lender for the whole run. Each load runs on
+//! devlend and at once on the local drive, `--pairs` times, for each MSI-X
+//! path of the devlend side (direct and relayed; one with `--direct-irq` or
+//! `--relay-irq`): the userspace driver, then two KVM guests, one per side,
+//! booted together and stepped through the loads in turn (the guest whose
+//! turn it is not stopped through QMP). Per load and
+//! path: the median of the pairs' devlend/local ratios and their range, and
+//! each host's CPU time per I/O. Then, `--rounds` times, what is not paired:
+//! opening the device, guest starts, the trapped-BAR guest, memory backings.
 //! The last line printed is the path of the JSON result.
 
 use std::collections::BTreeMap;
@@ -18,10 +26,13 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
+use devlend_agent::AgentClient;
 use devlend_cluster::{tools, Cluster};
-use devlend_vmtests::bench::{self, Backing, Compared, Figures, FillStats, Load, Side};
+use devlend_vmtests::bench::{
+    self, Backing, Compared, CpuTicks, Figures, FillStats, IrqPath, Load, Pair, Paired, Run, Side,
+};
 use devlend_vmtests::fabric::{self, sh_timeout};
-use devlend_vmtests::guest::{self, GuestOpts};
+use devlend_vmtests::guest::{self, BackgroundGuest, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::twohost::{self, BORROWER, LENDER, MDEV_TYPE};
 
@@ -30,15 +41,28 @@ const GUEST_MIB: u32 = 512;
 /// Guest RAM of the memory-backing loads: smaller, so that a 1 GiB host
 /// can also hold the fragmenter's pages or the huge pages beside it.
 const BACKING_GUEST_MIB: u32 = 256;
+/// The bench's cluster: two-host with a second NVMe on the lender.
+const TOPOLOGY: &str = "bench";
+
+const USAGE: &str = "usage: devlend-bench [--pairs N] [--rounds N] [--quick] [--backing-only] \
+                     [--relay-irq | --direct-irq] [--trapped-pairs] [--out FILE]";
 
 struct Opts {
+    /// Pairs per load and MSI-X path (0 until parsed: the default).
+    pairs: u32,
+    /// Times the unpaired measurements run.
     rounds: u32,
     quick: bool,
     /// Only the memory-backing guest starts (and shadow doorbells).
     backing_only: bool,
-    /// The devlend side's MSI-X relayed by the lender's CPU, as before
-    /// direct interrupts, instead of straight through the fabric.
-    relay_irq: bool,
+    /// The devlend side's MSI-X paths measured, the first also used by the
+    /// unpaired measurements.
+    paths: Vec<IrqPath>,
+    /// The guest pairs' local side has its BARs trapped (`x-no-mmap`), as
+    /// the devlend side's are on the emulated fabric: what the fabric
+    /// adds, paired (issue 28's goal for QD1). The unpaired trapped guest
+    /// is then not run.
+    trapped_pairs: bool,
     out: PathBuf,
 }
 
@@ -47,37 +71,56 @@ fn parse() -> anyhow::Result<Opts> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let mut o = Opts {
-        rounds: 2,
+        pairs: 0,
+        rounds: 1,
         quick: false,
         backing_only: false,
-        relay_irq: false,
+        paths: vec![IrqPath::Direct, IrqPath::Relayed],
+        trapped_pairs: false,
         out: tools::repo_root().join(format!("target/bench/bench-{stamp}.json")),
     };
     let mut args = std::env::args().skip(1);
+    let count = |what: &str, args: &mut std::iter::Skip<std::env::Args>| -> anyhow::Result<u32> {
+        let n: u32 = args
+            .next()
+            .with_context(|| format!("{what} needs a value"))?
+            .parse()
+            .with_context(|| what.to_owned())?;
+        ensure!(n >= 1, "{what} must be at least 1");
+        Ok(n)
+    };
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--rounds" => {
-                o.rounds = args
-                    .next()
-                    .context("--rounds needs a value")?
-                    .parse()
-                    .context("--rounds")?;
-                ensure!(o.rounds >= 1, "--rounds must be at least 1");
-            }
+            "--pairs" => o.pairs = count("--pairs", &mut args)?,
+            "--rounds" => o.rounds = count("--rounds", &mut args)?,
             "--quick" => o.quick = true,
             "--backing-only" => o.backing_only = true,
-            "--relay-irq" => o.relay_irq = true,
+            "--relay-irq" => o.paths = vec![IrqPath::Relayed],
+            "--direct-irq" => o.paths = vec![IrqPath::Direct],
+            "--trapped-pairs" => o.trapped_pairs = true,
             "--out" => o.out = PathBuf::from(args.next().context("--out needs a path")?),
             "-h" | "--help" => {
-                println!("usage: devlend-bench [--rounds N] [--quick] [--backing-only] [--relay-irq] [--out FILE]");
+                println!("{USAGE}");
                 std::process::exit(0);
             }
-            _ => bail!(
-                "unknown argument {a:?}; usage: devlend-bench [--rounds N] [--quick] [--backing-only] [--relay-irq] [--out FILE]"
-            ),
+            _ => bail!("unknown argument {a:?}; {USAGE}"),
         }
     }
+    if o.pairs == 0 {
+        o.pairs = default_pairs(o.quick);
+    }
     Ok(o)
+}
+
+/// Pairs per load and MSI-X path unless `--pairs` says: 3, the fewest
+/// whose median is not the mean of two; 2 with `--quick`, to keep it
+/// short.
+fn default_pairs(quick: bool) -> u32 {
+    if quick {
+        2
+    } else {
+        3
+    }
 }
 
 fn step(what: &str) {
@@ -99,12 +142,39 @@ fn driver_ios(load: &Load, quick: bool) -> u64 {
     }
 }
 
-/// Everything measured, by side.
+/// Seconds of a guest's fio run of one load.
+fn fio_secs(quick: bool) -> u32 {
+    if quick {
+        3
+    } else {
+        8
+    }
+}
+
+/// Seconds over which a pair set's idle load is measured (the paired
+/// guests stopped, so what the hosts spend besides a running load).
+fn idle_secs(quick: bool) -> u64 {
+    if quick {
+        6
+    } else {
+        10
+    }
+}
+
+/// The lender's two drives: one lent, one on vfio-pci for the local side.
+struct Drives {
+    lent: PciDev,
+    local: PciDev,
+}
+
+/// Everything measured.
 #[derive(Default)]
 struct Runs {
-    userspace: BTreeMap<String, [Vec<Figures>; 2]>,
-    guest: BTreeMap<String, [Vec<Figures>; 2]>,
-    messages: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Per load and MSI-X path, in the order measured.
+    paired: Vec<Paired>,
+    /// The hosts' busy share while idle, per pair set: (level, path,
+    /// [lender, borrower]).
+    idle: Vec<(&'static str, IrqPath, [f64; 2])>,
     start_secs: [Vec<f64>; 2],
     start_messages: Vec<u64>,
     guest_trapped: BTreeMap<String, Vec<Figures>>,
@@ -114,9 +184,6 @@ struct Runs {
     open_by_type: Vec<BTreeMap<String, f64>>,
     backing: BTreeMap<&'static str, BackingRuns>,
     shadow_doorbells: BTreeMap<&'static str, (u64, u64)>,
-    /// Per devlend fio guest: interrupts the lender's CPU handled (relayed)
-    /// and doorbells the borrower took on direct vectors, per guest I/O.
-    guest_irqs: Vec<(f64, f64)>,
 }
 
 /// One memory backing's guest starts.
@@ -143,6 +210,15 @@ const BULK_PIN_PARAM: &str = "/sys/module/devlend_borrower/parameters/bulk_pin";
 /// The borrower module's switch between direct and relayed MSI-X.
 const DIRECT_IRQ_PARAM: &str = "/sys/module/devlend_borrower/parameters/direct_irq";
 
+/// Sets the devlend side's MSI-X path for the device's next users.
+fn set_irq_path(c: &Cluster, path: IrqPath) -> anyhow::Result<()> {
+    fabric::sh(
+        c.agent(BORROWER)?,
+        &format!("echo {} > {DIRECT_IRQ_PARAM}", path.param()),
+    )?;
+    Ok(())
+}
+
 fn idx(side: Side) -> usize {
     match side {
         Side::Devlend => 0,
@@ -162,14 +238,25 @@ fn show(side: Side, load: &str, f: &Figures) {
     );
 }
 
-/// The devlend side's device: a new mdev of the lent NVMe (removed by the
+/// A run's CPU line as it comes.
+fn show_cpu(side: Side, run: &Run) {
+    println!(
+        "  {:<8} {:<28} CPU us per I/O: lender {:.0}, borrower {:.0}",
+        format!("{side:?}").to_lowercase(),
+        "",
+        run.cpu_us_per_io.lender,
+        run.cpu_us_per_io.borrower
+    );
+}
+
+/// The devlend side's device: a new mdev of the lent drive (removed by the
 /// caller); the local side has none.
-fn side_mdev(c: &Cluster, nvme: &PciDev, side: Side) -> anyhow::Result<Option<String>> {
+fn side_mdev(c: &Cluster, d: &Drives, side: Side) -> anyhow::Result<Option<String>> {
     Ok(match side {
         Side::Devlend => Some(lending::create_mdev(
             c.agent(BORROWER)?,
             MDEV_TYPE,
-            Some(&twohost::remote_name(nvme)),
+            Some(&twohost::remote_name(&d.lent)),
         )?),
         Side::Local | Side::Trapped => None,
     })
@@ -189,111 +276,179 @@ fn with_side_mdev<T>(
     res
 }
 
-/// The userspace driver on every load, on one side.
-fn userspace_side(
-    c: &Cluster,
-    nvme: &PciDev,
-    side: Side,
-    quick: bool,
-    runs: &mut Runs,
-) -> anyhow::Result<()> {
-    let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let mdev = side_mdev(c, nvme, side)?;
-    let run_drv = |args: &str| -> anyhow::Result<String> {
-        match &mdev {
-            Some(uuid) => sh_timeout(
-                b,
-                &format!("{drv} --mdev {uuid} {args}"),
-                Duration::from_secs(600),
-            ),
-            None => sh_timeout(
-                l,
-                &format!("{drv} --device /sys/bus/pci/devices/{} {args}", nvme.addr),
-                Duration::from_secs(600),
-            ),
-        }
+/// Both hosts' CPU time now: [lender, borrower], each from its own
+/// kernel's `/proc/stat` (one `head` each, no shell).
+fn cpu_now(c: &Cluster) -> anyhow::Result<[CpuTicks; 2]> {
+    let read = |host: &str| -> anyhow::Result<CpuTicks> {
+        let text = c
+            .agent(host)?
+            .exec_ok(&["head", "-n1", "/proc/stat"], Duration::from_secs(30))
+            .with_context(|| format!("/proc/stat of the {host}"))?;
+        bench::parse_proc_stat(&text)
     };
-    with_side_mdev(c, mdev.as_deref(), || {
-        // Opening: open, reset, identify, one write and read back, close.
-        let lender_peer = fabric::host_id(l)?;
-        let tx = || -> anyhow::Result<u64> {
-            fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")
-        };
-        let borrowed = side == Side::Devlend;
-        let before = if borrowed {
-            Some((tx()?, bench::lender_counters(l, nvme)?))
-        } else {
-            None
-        };
-        let t0 = Instant::now();
-        run_drv("--blocks 1 --ios 0")?;
-        let secs = t0.elapsed().as_secs_f64();
-        runs.open_secs[idx(side)].push(secs);
-        if let Some((tx0, cnt0)) = before {
-            let cnt1 = bench::lender_counters(l, nvme)?;
-            runs.open_messages.push(tx()? - tx0);
-            runs.open_by_type.push(bench::per_io(&cnt0, &cnt1, 1));
-        }
-        println!(
-            "  {:<8} opening the device (open, identify, a block written and read, close): {secs:.2} s",
-            format!("{side:?}").to_lowercase()
-        );
-        for load in Load::standard("userspace") {
-            let ios = driver_ios(&load, quick);
-            let args = bench::driver_args(&load, ios);
-            let before = bench::lender_counters(l, nvme).ok();
-            let out = run_drv(&args)?;
-            let f =
-                bench::parse_driver(&out).with_context(|| format!("{} ({side:?})", load.name))?;
-            show(side, &load.name, &f);
-            if let (Some(before), Side::Devlend) = (before, side) {
-                let after = bench::lender_counters(l, nvme)?;
-                runs.messages
-                    .insert(load.name.clone(), bench::per_io(&before, &after, f.ios));
-            }
-            runs.userspace.entry(load.name.clone()).or_default()[idx(side)].push(f);
-        }
-        Ok(())
-    })
+    Ok([read(LENDER)?, read(BORROWER)?])
 }
 
-/// The time from QEMU's start to the guest's nvme being ready (and
-/// power-off), and on the devlend side the fabric messages it took.
-fn guest_start(
+/// The share of their time both hosts are busy with nothing of ours
+/// running (the agent, timers, a waiting guest): [lender, borrower].
+fn idle_load(c: &Cluster, secs: u64) -> anyhow::Result<[f64; 2]> {
+    let t0 = cpu_now(c)?;
+    std::thread::sleep(Duration::from_secs(secs));
+    let t1 = cpu_now(c)?;
+    Ok([
+        t1[0].since(&t0[0]).busy_fraction(),
+        t1[1].since(&t0[1]).busy_fraction(),
+    ])
+}
+
+/// Runs `f` with both hosts' CPU time read just before and after it: what
+/// passed on [lender, borrower].
+fn cpu_around<T>(
     c: &Cluster,
-    agent: &devlend_agent::AgentClient,
-    host: &str,
-    dev_arg: &str,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<(T, [CpuTicks; 2])> {
+    let t0 = cpu_now(c)?;
+    let out = f()?;
+    let t1 = cpu_now(c)?;
+    Ok((out, [t1[0].since(&t0[0]), t1[1].since(&t0[1])]))
+}
+
+/// What was read around one run of a load, before its I/O count is known.
+struct Raw {
+    /// CPU time that passed on [lender, borrower].
+    cpu: [CpuTicks; 2],
+    /// The lender's counters of the lent drive before and after (devlend).
+    counters: Option<(BTreeMap<String, u64>, BTreeMap<String, u64>)>,
+    /// Doorbells the borrower took on direct vectors (devlend).
+    direct: Option<u64>,
+    /// CPU time of the run's fixed part measured on its own, on [lender,
+    /// borrower] (the userspace driver's open and verification).
+    fixed: Option<[CpuTicks; 2]>,
+}
+
+/// Runs `f`, one run of a load on `side`, with both hosts' CPU time read
+/// just before and after it, and on the devlend side the lender's
+/// counters and the borrower's direct doorbells outside that.
+fn around<T>(
+    c: &Cluster,
+    d: &Drives,
     side: Side,
-    runs: &mut Runs,
-) -> anyhow::Result<()> {
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Raw)> {
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
-    let images = tools::guest_images_dir()?;
-    let lender_peer = fabric::host_id(l)?;
-    let before = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
-    let opts = GuestOpts {
-        mem_mib: GUEST_MIB,
-        extra_qemu_args: dev_arg,
-        qmp: None,
+    let borrowed = side == Side::Devlend;
+    let before = if borrowed {
+        Some((
+            bench::lender_counters(l, &d.lent)?,
+            bench::borrower_direct_fires(b).ok(),
+        ))
+    } else {
+        None
     };
-    let run = guest::run_with(agent, &images, &lending::nvme_guest_script("true"), &opts)?;
-    ensure!(
-        run.rc == 0,
-        "guest on the {host} failed to start: {}",
-        run.console
-    );
-    let secs = run.elapsed.as_secs_f64();
-    if side == Side::Devlend {
-        let after = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
-        runs.start_messages.push(after - before);
+    let (out, cpu) = cpu_around(c, f)?;
+    let mut raw = Raw {
+        cpu,
+        counters: None,
+        direct: None,
+        fixed: None,
+    };
+    if let Some((cnt0, direct0)) = before {
+        raw.counters = Some((cnt0, bench::lender_counters(l, &d.lent)?));
+        raw.direct = match direct0 {
+            Some(n) => Some(bench::borrower_direct_fires(b)?.saturating_sub(n)),
+            None => None,
+        };
     }
-    println!(
-        "  {:<8} guest start to nvme ready and off: {secs:.1} s",
-        format!("{side:?}").to_lowercase()
-    );
-    runs.start_secs[idx(side)].push(secs);
-    Ok(())
+    Ok((out, raw))
+}
+
+/// A run on `side` from what was read around it and its figures.
+fn finish(side: Side, raw: Raw, figures: Figures, idle: [f64; 2]) -> Run {
+    let ios = figures.ios;
+    Run {
+        cpu_us_per_io: bench::host_cpu(side, raw.cpu, raw.fixed, idle, ios),
+        messages_per_io: raw
+            .counters
+            .map(|(a, b)| bench::per_io(&a, &b, ios))
+            .unwrap_or_default(),
+        direct_doorbells_per_io: raw.direct.map_or(0.0, |n| n as f64 / ios.max(1) as f64),
+        figures,
+    }
+}
+
+/// The userspace driver on every load, in pairs: on the borrower's mdev
+/// of the lent drive, then at once on the lender's local drive.
+fn userspace_pairs(
+    c: &Cluster,
+    d: &Drives,
+    path: IrqPath,
+    o: &Opts,
+) -> anyhow::Result<(Vec<Paired>, [f64; 2])> {
+    let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    set_irq_path(c, path)?;
+    let mdev = side_mdev(c, d, Side::Devlend)?;
+    with_side_mdev(c, mdev.as_deref(), || {
+        let uuid = mdev.as_deref().context("no mdev")?;
+        let idle = idle_load(c, idle_secs(o.quick))?;
+        println!(
+            "  idle load (busy share): lender {:.3}, borrower {:.3}",
+            idle[0], idle[1]
+        );
+        let loads = Load::standard("userspace");
+        let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); loads.len()];
+        for p in 1..=o.pairs {
+            for (k, load) in loads.iter().enumerate() {
+                let args = bench::driver_args(load, driver_ios(load, o.quick));
+                // The same run with no timed I/Os: its open, reset and
+                // verification, whose CPU time is taken off the run's.
+                let fixed_args = bench::driver_args(load, 0);
+                let drive = |side: Side, args: &str| -> anyhow::Result<String> {
+                    match side {
+                        Side::Devlend => sh_timeout(
+                            b,
+                            &format!("{drv} --mdev {uuid} {args}"),
+                            Duration::from_secs(600),
+                        ),
+                        _ => sh_timeout(
+                            l,
+                            &format!(
+                                "{drv} --device /sys/bus/pci/devices/{} {args}",
+                                d.local.addr
+                            ),
+                            Duration::from_secs(600),
+                        ),
+                    }
+                };
+                let one = |side: Side| -> anyhow::Result<(Figures, Raw)> {
+                    let (out, raw) = around(c, d, side, || drive(side, &args))?;
+                    let f = bench::parse_driver(&out)
+                        .with_context(|| format!("{} ({side:?}, pair {p})", load.name))?;
+                    show(side, &load.name, &f);
+                    Ok((f, raw))
+                };
+                let (fd, mut rd) = one(Side::Devlend)?;
+                let (fl, mut rl) = one(Side::Local)?;
+                // The fixed parts after the pair, so that its two runs
+                // stay next to each other.
+                rd.fixed = Some(cpu_around(c, || drive(Side::Devlend, &fixed_args))?.1);
+                rl.fixed = Some(cpu_around(c, || drive(Side::Local, &fixed_args))?.1);
+                let dev = finish(Side::Devlend, rd, fd, idle);
+                let loc = finish(Side::Local, rl, fl, idle);
+                show_cpu(Side::Devlend, &dev);
+                show_cpu(Side::Local, &loc);
+                let pair = Pair::new(load, dev, loc);
+                println!("  pair {p}: ratio {:.2}", pair.ratio);
+                pairs[k].push(pair);
+            }
+        }
+        let rows = loads
+            .iter()
+            .zip(pairs)
+            .map(|(load, p)| Paired::new(load, path, p))
+            .collect();
+        Ok((rows, idle))
+    })
 }
 
 /// Where a side's guests run: its host and agent (KVM loaded there), the
@@ -301,22 +456,22 @@ fn guest_start(
 /// QEMU argument that gives them the device.
 struct GuestHost<'c> {
     host: &'static str,
-    agent: &'c devlend_agent::AgentClient,
+    agent: &'c AgentClient,
     mdev: Option<String>,
     dev_arg: String,
 }
 
-fn guest_host<'c>(c: &'c Cluster, nvme: &PciDev, side: Side) -> anyhow::Result<GuestHost<'c>> {
+fn guest_host<'c>(c: &'c Cluster, d: &Drives, side: Side) -> anyhow::Result<GuestHost<'c>> {
     let (host, agent) = match side {
         Side::Devlend => (BORROWER, c.agent(BORROWER)?),
         Side::Local | Side::Trapped => (LENDER, c.agent(LENDER)?),
     };
     fabric::sh(agent, "modprobe kvm_amd").with_context(|| format!("KVM on the {host}"))?;
-    let mdev = side_mdev(c, nvme, side)?;
+    let mdev = side_mdev(c, d, side)?;
     let dev_arg = match (&mdev, side) {
         (Some(uuid), _) => lending::vfio_arg(uuid),
-        (None, Side::Trapped) => format!("-device vfio-pci,host={},x-no-mmap=true", nvme.addr),
-        (None, _) => format!("-device vfio-pci,host={}", nvme.addr),
+        (None, Side::Trapped) => format!("-device vfio-pci,host={},x-no-mmap=true", d.local.addr),
+        (None, _) => format!("-device vfio-pci,host={}", d.local.addr),
     };
     Ok(GuestHost {
         host,
@@ -326,96 +481,328 @@ fn guest_host<'c>(c: &'c Cluster, nvme: &PciDev, side: Side) -> anyhow::Result<G
     })
 }
 
-/// A KVM guest on one side: its start (QEMU to the command), then fio.
-fn guest_side(
-    c: &Cluster,
-    nvme: &PciDev,
+/// Where a paired guest's host keeps the files that start its steps.
+fn go_dir(side: Side) -> String {
+    format!(
+        "/tmp/devlend-bench-go-{}",
+        format!("{side:?}").to_lowercase()
+    )
+}
+
+/// A paired guest: booted, waiting for its first step.
+struct PairedGuest<'c> {
     side: Side,
-    quick: bool,
-    runs: &mut Runs,
-) -> anyhow::Result<()> {
-    let l = c.agent(LENDER)?;
+    agent: &'c AgentClient,
+    guest: BackgroundGuest,
+    dir: String,
+    qmp: String,
+}
+
+impl PairedGuest<'_> {
+    /// Stops (`run == false`) or continues the guest's vCPUs, and checks
+    /// that QEMU says they are so.
+    fn set_running(&self, run: bool) -> anyhow::Result<()> {
+        let out = fabric::sh(self.agent, &bench::qmp_run_command(&self.qmp, run))?;
+        ensure!(
+            bench::vm_running(&out) == Some(run),
+            "the {:?} guest's QEMU did not {} its vCPUs; QMP answered:\n{out}",
+            self.side,
+            if run { "continue" } else { "stop" }
+        );
+        Ok(())
+    }
+
+    /// Runs step `step` (fio for `secs` seconds) and waits for its end:
+    /// one agent call ([`bench::step_command`]).
+    fn step(&self, step: u32, secs: u32) -> anyhow::Result<()> {
+        let timeout = secs + 240;
+        let cmd = bench::step_command(
+            &self.dir,
+            step,
+            secs,
+            &self.guest.console,
+            self.guest.pid,
+            timeout,
+        );
+        let out = self
+            .agent
+            .sh(&cmd, Duration::from_secs(u64::from(timeout) + 30))?;
+        if out.exit_code != Some(0) {
+            let tail = fabric::sh(self.agent, &format!("tail -c 3000 {}", self.guest.console))?;
+            bail!(
+                "the {:?} guest did not finish step {step} (exit {:?}: 3 is the guest gone, 124 {timeout} s passed); its console ends:\n{tail}",
+                self.side,
+                out.exit_code
+            );
+        }
+        Ok(())
+    }
+
+    /// The figures of its step `step`, a run of `load`.
+    fn figures(&self, step: u32, load: &Load) -> anyhow::Result<Figures> {
+        bench::parse_fio_step(&self.guest.console(self.agent)?, step, load)
+            .with_context(|| format!("the {:?} guest", self.side))
+    }
+}
+
+/// Boots a paired guest on `gh`'s host.
+fn spawn_paired<'c>(
+    gh: &GuestHost<'c>,
+    side: Side,
+    script: &str,
+) -> anyhow::Result<PairedGuest<'c>> {
+    let images = tools::guest_images_dir()?;
+    let dir = go_dir(side);
+    fabric::sh(gh.agent, &format!("rm -rf {dir} && mkdir -p {dir}"))?;
+    let extra = format!(
+        "{} {} {}",
+        gh.dev_arg,
+        bench::outer_virtfs_arg(),
+        bench::go_virtfs_arg(&dir)
+    );
+    let name = format!("{side:?}").to_lowercase();
+    let qmp = format!("/tmp/devlend-bench-{name}.qmp");
+    let opts = GuestOpts {
+        mem_mib: GUEST_MIB,
+        extra_qemu_args: &extra,
+        qmp: Some(&qmp),
+    };
+    let console = format!("/tmp/devlend-bench-{name}.log");
+    let guest = guest::spawn(gh.agent, &images, script, &opts, &console)?;
+    Ok(PairedGuest {
+        side,
+        agent: gh.agent,
+        guest,
+        dir,
+        qmp,
+    })
+}
+
+/// The guest loads in pairs: a guest on the borrower with the lent drive's
+/// mdev and a guest on the lender with the local drive, booted together,
+/// each load run on the devlend guest and at once on the local one.
+fn guest_pairs(
+    c: &Cluster,
+    d: &Drives,
+    path: IrqPath,
+    o: &Opts,
+) -> anyhow::Result<(Vec<Paired>, [f64; 2])> {
+    set_irq_path(c, path)?;
+    let loads = Load::standard("guest");
+    let secs = fio_secs(o.quick);
+    let script = lending::nvme_guest_script(&bench::paired_fio_script(&loads, secs, o.pairs));
+    let local = if o.trapped_pairs {
+        Side::Trapped
+    } else {
+        Side::Local
+    };
+    let dev = guest_host(c, d, Side::Devlend)?;
+    let loc = guest_host(c, d, local)?;
+    with_side_mdev(c, dev.mdev.as_deref(), || {
+        let gd = spawn_paired(&dev, Side::Devlend, &script)?;
+        let gl = match spawn_paired(&loc, local, &script) {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = gd.guest.kill(gd.agent);
+                return Err(e);
+            }
+        };
+        let res = (|| {
+            for g in [&gd, &gl] {
+                g.guest
+                    .wait_for(g.agent, bench::PAIRED_READY, Duration::from_secs(300))
+                    .with_context(|| format!("the {:?} guest", g.side))?;
+            }
+            // Only the guest whose turn it is runs; the other is stopped.
+            // The idle load is measured with both stopped: what the hosts
+            // spend besides the running guest.
+            gd.set_running(false)?;
+            gl.set_running(false)?;
+            let idle = idle_load(c, idle_secs(o.quick))?;
+            println!(
+                "  both guests up, then stopped; idle load (busy share): lender {:.3}, borrower {:.3}",
+                idle[0], idle[1]
+            );
+            let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); loads.len()];
+            for p in 1..=o.pairs {
+                for (k, load) in loads.iter().enumerate() {
+                    let n = bench::step_number(p, k, loads.len());
+                    gd.set_running(true)?;
+                    let ((), rd) = around(c, d, Side::Devlend, || gd.step(n, secs))?;
+                    gd.set_running(false)?;
+                    gl.set_running(true)?;
+                    let ((), rl) = around(c, d, local, || gl.step(n, secs))?;
+                    gl.set_running(false)?;
+                    // Read after both runs, so that the pair's two runs
+                    // stay next to each other.
+                    let fd = gd.figures(n, load)?;
+                    let fl = gl.figures(n, load)?;
+                    show(Side::Devlend, &load.name, &fd);
+                    let rd = finish(Side::Devlend, rd, fd, idle);
+                    show_cpu(Side::Devlend, &rd);
+                    show(local, &load.name, &fl);
+                    let rl = finish(local, rl, fl, idle);
+                    show_cpu(local, &rl);
+                    let pair = Pair::new(load, rd, rl);
+                    println!("  pair {p}: ratio {:.2}", pair.ratio);
+                    pairs[k].push(pair);
+                }
+            }
+            for g in [&gd, &gl] {
+                g.set_running(true)?;
+                let run = g.guest.wait(g.agent, Duration::from_secs(300))?;
+                ensure!(
+                    run.rc == 0,
+                    "the {:?} fio guest failed:\n{}",
+                    g.side,
+                    run.output
+                );
+            }
+            let rows: Vec<Paired> = loads
+                .iter()
+                .zip(pairs)
+                .map(|(load, p)| Paired::new(load, path, p))
+                .collect();
+            Ok((rows, idle))
+        })();
+        if res.is_err() {
+            let _ = gd.guest.kill(gd.agent);
+            let _ = gl.guest.kill(gl.agent);
+        }
+        res
+    })
+}
+
+/// Opening the device: open, reset, identify, one write and read back,
+/// close; on the devlend side with the fabric messages it took.
+fn open_side(c: &Cluster, d: &Drives, side: Side, runs: &mut Runs) -> anyhow::Result<()> {
+    let drv = twohost::host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let mdev = side_mdev(c, d, side)?;
+    with_side_mdev(c, mdev.as_deref(), || {
+        let lender_peer = fabric::host_id(l)?;
+        let tx = || -> anyhow::Result<u64> {
+            fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")
+        };
+        let before = match &mdev {
+            Some(_) => Some((tx()?, bench::lender_counters(l, &d.lent)?)),
+            None => None,
+        };
+        let t0 = Instant::now();
+        match &mdev {
+            Some(uuid) => sh_timeout(
+                b,
+                &format!("{drv} --mdev {uuid} --blocks 1 --ios 0"),
+                Duration::from_secs(600),
+            )?,
+            None => sh_timeout(
+                l,
+                &format!(
+                    "{drv} --device /sys/bus/pci/devices/{} --blocks 1 --ios 0",
+                    d.local.addr
+                ),
+                Duration::from_secs(600),
+            )?,
+        };
+        let secs = t0.elapsed().as_secs_f64();
+        runs.open_secs[idx(side)].push(secs);
+        if let Some((tx0, cnt0)) = before {
+            let cnt1 = bench::lender_counters(l, &d.lent)?;
+            runs.open_messages.push(tx()? - tx0);
+            runs.open_by_type.push(bench::per_io(&cnt0, &cnt1, 1));
+        }
+        println!(
+            "  {:<8} opening the device (open, identify, a block written and read, close): {secs:.2} s",
+            format!("{side:?}").to_lowercase()
+        );
+        Ok(())
+    })
+}
+
+/// The time from QEMU's start to the guest's nvme being ready (and
+/// power-off), and on the devlend side the fabric messages it took.
+fn start_side(c: &Cluster, d: &Drives, side: Side, runs: &mut Runs) -> anyhow::Result<()> {
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
     let images = tools::guest_images_dir()?;
     let GuestHost {
         host,
         agent,
         mdev,
         dev_arg,
-    } = guest_host(c, nvme, side)?;
+    } = guest_host(c, d, side)?;
     with_side_mdev(c, mdev.as_deref(), || {
-        // Start: a guest whose command does nothing, so its run is boot,
-        // the nvme driver ready, and power-off (not again for trapped BARs).
-        if side != Side::Trapped {
-            guest_start(c, agent, host, &dev_arg, side, runs)?;
-        }
-
-        // fio, every load in one boot.
-        let loads = Load::standard("guest");
-        let secs = if quick { 3 } else { 8 };
-        let extra = format!("{dev_arg} {}", bench::outer_virtfs_arg());
+        let lender_peer = fabric::host_id(l)?;
+        let before = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
         let opts = GuestOpts {
             mem_mib: GUEST_MIB,
-            extra_qemu_args: &extra,
+            extra_qemu_args: &dev_arg,
             qmp: None,
         };
-        // In the background, so that the lender's counters are read when
-        // fio starts (the console says `FIO `), not counting the boot.
-        let g = guest::spawn(
-            agent,
-            &images,
-            &lending::nvme_guest_script(&bench::fio_script(&loads, secs)),
-            &opts,
-            "/tmp/devlend-bench-guest.log",
-        )?;
-        let b = c.agent(BORROWER)?;
-        let run = (|| {
-            g.wait_for(agent, "FIO ", Duration::from_secs(300))?;
-            let before = bench::lender_counters(l, nvme).ok();
-            let direct_before = bench::borrower_direct_fires(b).ok();
-            Ok::<_, anyhow::Error>((
-                before,
-                direct_before,
-                g.wait(agent, Duration::from_secs(600))?,
-            ))
-        })();
-        if run.is_err() {
-            let _ = g.kill(agent);
-        }
-        let (before, direct_before, run) = run?;
+        let run = guest::run_with(agent, &images, &lending::nvme_guest_script("true"), &opts)?;
         ensure!(
             run.rc == 0,
-            "fio guest on the {host} failed:\n{}",
-            run.output
+            "guest on the {host} failed to start: {}",
+            run.console
         );
-        let figs = bench::parse_fio_script(&run.output, &loads)?;
-        let total: u64 = figs.values().map(|f| f.ios).sum();
-        if let (Some(before), Side::Devlend) = (before, side) {
-            let after = bench::lender_counters(l, nvme)?;
-            let fires = after.get("irq_fires").copied().unwrap_or(0)
-                - before.get("irq_fires").copied().unwrap_or(0);
-            let direct = match direct_before {
-                Some(d) => bench::borrower_direct_fires(b)?.saturating_sub(d),
-                None => 0,
-            };
-            let n = total.max(1) as f64;
-            runs.guest_irqs.push((fires as f64 / n, direct as f64 / n));
-            runs.messages
-                .insert("guest-all".into(), bench::per_io(&before, &after, total));
+        let secs = run.elapsed.as_secs_f64();
+        if side == Side::Devlend {
+            let after = fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")?;
+            runs.start_messages.push(after - before);
         }
-        for load in &loads {
-            let f = figs[&load.name].clone();
-            show(side, &load.name, &f);
-            if side == Side::Trapped {
-                runs.guest_trapped
-                    .entry(load.name.clone())
-                    .or_default()
-                    .push(f);
-            } else {
-                runs.guest.entry(load.name.clone()).or_default()[idx(side)].push(f);
-            }
-        }
+        println!(
+            "  {:<8} guest start to nvme ready and off: {secs:.1} s",
+            format!("{side:?}").to_lowercase()
+        );
+        runs.start_secs[idx(side)].push(secs);
         Ok(())
     })
+}
+
+/// The guest loads on the local drive with its BARs trapped
+/// (`x-no-mmap`), every load in one boot; not paired.
+fn trapped_side(c: &Cluster, d: &Drives, quick: bool, runs: &mut Runs) -> anyhow::Result<()> {
+    let images = tools::guest_images_dir()?;
+    let GuestHost {
+        host,
+        agent,
+        dev_arg,
+        ..
+    } = guest_host(c, d, Side::Trapped)?;
+    let loads = Load::standard("guest");
+    let extra = format!("{dev_arg} {}", bench::outer_virtfs_arg());
+    let opts = GuestOpts {
+        mem_mib: GUEST_MIB,
+        extra_qemu_args: &extra,
+        qmp: None,
+    };
+    let script = lending::nvme_guest_script(&bench::fio_script(&loads, fio_secs(quick)));
+    let g = guest::spawn(
+        agent,
+        &images,
+        &script,
+        &opts,
+        "/tmp/devlend-bench-guest.log",
+    )?;
+    let run = g.wait(agent, Duration::from_secs(900));
+    if run.is_err() {
+        let _ = g.kill(agent);
+    }
+    let run = run?;
+    ensure!(
+        run.rc == 0,
+        "fio guest on the {host} failed:\n{}",
+        run.output
+    );
+    let figs = bench::parse_fio_script(&run.output, &loads)?;
+    for load in &loads {
+        let f = figs[&load.name].clone();
+        show(Side::Trapped, &load.name, &f);
+        runs.guest_trapped
+            .entry(load.name.clone())
+            .or_default()
+            .push(f);
+    }
+    Ok(())
 }
 
 /// Guest starts with the guest's RAM backed in each of the ways of
@@ -425,7 +812,7 @@ fn guest_side(
 /// borrower's bulk pinning is off for the run: VFIO pins every page.
 fn backing_side(
     c: &Cluster,
-    nvme: &PciDev,
+    d: &Drives,
     side: Side,
     page_by_page: bool,
     runs: &mut Runs,
@@ -433,17 +820,17 @@ fn backing_side(
     if page_by_page {
         let b = c.agent(BORROWER)?;
         fabric::sh(b, &format!("echo N > {BULK_PIN_PARAM}"))?;
-        let res = backing_runs(c, nvme, side, true, runs);
+        let res = backing_runs(c, d, side, true, runs);
         fabric::sh(b, &format!("echo Y > {BULK_PIN_PARAM}"))?;
         return res;
     }
-    backing_runs(c, nvme, side, false, runs)
+    backing_runs(c, d, side, false, runs)
 }
 
 /// [`backing_side`]'s guests, with the module set up.
 fn backing_runs(
     c: &Cluster,
-    nvme: &PciDev,
+    d: &Drives,
     side: Side,
     page_by_page: bool,
     runs: &mut Runs,
@@ -461,7 +848,7 @@ fn backing_runs(
         agent,
         mdev,
         dev_arg,
-    } = guest_host(c, nvme, side)?;
+    } = guest_host(c, d, side)?;
     let lender_peer = fabric::host_id(l)?;
     let tx = || -> anyhow::Result<u64> {
         fabric::counter(&fabric::peer_counters(b, lender_peer)?, "tx_msgs")
@@ -550,14 +937,14 @@ fn backing_runs(
 /// Whether the guest's nvme driver turns shadow doorbells (Doorbell
 /// Buffer Config) on for the device: a guest resets the controller with
 /// the driver's commands traced.
-fn shadow_doorbells(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> anyhow::Result<()> {
+fn shadow_doorbells(c: &Cluster, d: &Drives, side: Side, runs: &mut Runs) -> anyhow::Result<()> {
     let images = tools::guest_images_dir()?;
     let GuestHost {
         host,
         agent,
         mdev,
         dev_arg,
-    } = guest_host(c, nvme, side)?;
+    } = guest_host(c, d, side)?;
     with_side_mdev(c, mdev.as_deref(), || {
         let opts = GuestOpts {
             mem_mib: BACKING_GUEST_MIB,
@@ -587,81 +974,130 @@ fn shadow_doorbells(c: &Cluster, nvme: &PciDev, side: Side, runs: &mut Runs) -> 
     })
 }
 
-fn compare(
-    level: &str,
-    runs: &BTreeMap<String, [Vec<Figures>; 2]>,
-    messages: &BTreeMap<String, BTreeMap<String, f64>>,
-) -> Vec<Compared> {
-    Load::standard(level)
-        .iter()
-        .filter_map(|load| {
-            let [d, l] = runs.get(&load.name)?.clone();
-            let msgs = messages.get(&load.name).cloned().unwrap_or_default();
-            Some(Compared::new(load, d, l, msgs))
-        })
-        .collect()
-}
-
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
+/// The lender's two drives: the first lent, the second bound to vfio-pci
+/// for the whole run.
+fn drives(c: &Cluster) -> anyhow::Result<Drives> {
+    let lent = twohost::lent_nvme(c)?;
+    let l = c.agent(LENDER)?;
+    let all = lending::find_all_by_class(l, lending::NVME_CLASS)?;
+    ensure!(
+        all.len() == 2,
+        "the lender has {} NVMe drives, the bench topology two: {all:?}",
+        all.len()
+    );
+    let local = all
+        .into_iter()
+        .find(|n| n.addr != lent.addr)
+        .context("no second NVMe on the lender")?;
+    if lending::driver_of(l, &local.addr)?.as_deref() != Some("vfio-pci") {
+        bench::bind_vfio_pci(l, &local.addr)?;
+    }
+    println!(
+        "  lent drive {}, local drive {} (vfio-pci on the lender)",
+        lent.addr, local.addr
+    );
+    Ok(Drives { lent, local })
+}
+
+/// Messages per I/O over every devlend run of `rows` together (each run
+/// weighted by its I/Os).
+fn weighted_messages(rows: &[&Paired]) -> BTreeMap<String, f64> {
+    let mut sum: BTreeMap<String, f64> = BTreeMap::new();
+    let mut ios = 0u64;
+    for r in rows.iter().flat_map(|r| &r.pairs).map(|p| &p.devlend) {
+        ios += r.figures.ios;
+        for (k, v) in &r.messages_per_io {
+            *sum.entry(k.clone()).or_default() += v * r.figures.ios as f64;
+        }
+    }
+    sum.into_iter()
+        .map(|(k, v)| (k, v / ios.max(1) as f64))
+        .collect()
+}
+
+/// Direct doorbells per I/O over every devlend run of `rows`.
+fn weighted_direct(rows: &[&Paired]) -> f64 {
+    let runs: Vec<&Run> = rows
+        .iter()
+        .flat_map(|r| &r.pairs)
+        .map(|p| &p.devlend)
+        .collect();
+    let ios: u64 = runs.iter().map(|r| r.figures.ios).sum();
+    runs.iter()
+        .map(|r| r.direct_doorbells_per_io * r.figures.ios as f64)
+        .sum::<f64>()
+        / ios.max(1) as f64
+}
+
+/// What the CPU columns measure, for the output and the JSON.
+const CPU_MEASURE: &str =
+    "each emulated host's own kernel's /proc/stat (user+nice+system+irq+softirq \
+     ticks, a nested guest's time included), read through its agent just before and after each \
+     run, less the host's idle load measured before the pairs; microseconds per I/O of the run, \
+     median over the pairs";
+
 fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
-    let nvme = twohost::lent_nvme(c)?;
+    let d = drives(c)?;
     let mut runs = Runs::default();
-    // Every devlend run's MSI-X: straight through the fabric, or relayed.
-    fabric::sh(
-        c.agent(BORROWER)?,
-        &format!(
-            "echo {} > {DIRECT_IRQ_PARAM}",
-            if o.relay_irq { "N" } else { "Y" }
-        ),
-    )?;
+    if !o.backing_only {
+        for &path in &o.paths {
+            step(&format!(
+                "userspace driver in pairs, MSI-X {} ({} pairs per load): devlend (the borrower's mdev of the lent drive), then at once local (the other drive, vfio-pci on the lender)",
+                path.name(),
+                o.pairs
+            ));
+            let (rows, idle) = userspace_pairs(c, &d, path, o)?;
+            print!("{}", bench::paired_table(&rows));
+            runs.paired.extend(rows);
+            runs.idle.push(("userspace", path, idle));
+        }
+        for &path in &o.paths {
+            step(&format!(
+                "guests in pairs, MSI-X {} ({} pairs per load): a guest on the borrower with the lent drive and one on the lender with the local drive{}, in turn, the other stopped",
+                path.name(),
+                o.pairs,
+                if o.trapped_pairs {
+                    " (its BARs trapped: the local column is the trapped side)"
+                } else {
+                    ""
+                }
+            ));
+            let (rows, idle) = guest_pairs(c, &d, path, o)?;
+            print!("{}", bench::paired_table(&rows));
+            runs.paired.extend(rows);
+            runs.idle.push(("guest", path, idle));
+        }
+    }
+    // What is not paired, on the first path.
+    set_irq_path(c, o.paths[0])?;
     for round in 1..=o.rounds {
         step(&format!(
-            "round {round} of {}: devlend (the borrower's mdev of the lender's NVMe)",
-            o.rounds
+            "round {round} of {}: opening, guest starts, trapped BARs, memory backings (not paired; MSI-X {})",
+            o.rounds,
+            o.paths[0].name()
         ));
         if !o.backing_only {
-            userspace_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
-            guest_side(c, &nvme, Side::Devlend, o.quick, &mut runs)?;
+            open_side(c, &d, Side::Devlend, &mut runs)?;
+            open_side(c, &d, Side::Local, &mut runs)?;
+            start_side(c, &d, Side::Devlend, &mut runs)?;
+            start_side(c, &d, Side::Local, &mut runs)?;
+            if !o.trapped_pairs {
+                trapped_side(c, &d, o.quick, &mut runs)?;
+            }
         }
-        backing_side(c, &nvme, Side::Devlend, false, &mut runs)?;
-        backing_side(c, &nvme, Side::Devlend, true, &mut runs)?;
+        backing_side(c, &d, Side::Devlend, false, &mut runs)?;
+        backing_side(c, &d, Side::Devlend, true, &mut runs)?;
+        backing_side(c, &d, Side::Local, false, &mut runs)?;
         if round == 1 {
-            shadow_doorbells(c, &nvme, Side::Devlend, &mut runs)?;
+            shadow_doorbells(c, &d, Side::Devlend, &mut runs)?;
+            shadow_doorbells(c, &d, Side::Local, &mut runs)?;
         }
-        step(&format!(
-            "round {round} of {}: local (the same NVMe on vfio-pci on the lender)",
-            o.rounds
-        ));
-        let l = c.agent(LENDER)?;
-        lending::wait_until(
-            "the NVMe available",
-            twohost::WAIT,
-            || lending::lent_state(l, &nvme.addr),
-            "available",
-        )?;
-        bench::bind_vfio_pci(l, &nvme.addr)?;
-        let local = (|| {
-            if !o.backing_only {
-                userspace_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
-                guest_side(c, &nvme, Side::Local, o.quick, &mut runs)?;
-                guest_side(c, &nvme, Side::Trapped, o.quick, &mut runs)?;
-            }
-            backing_side(c, &nvme, Side::Local, false, &mut runs)?;
-            if round == 1 {
-                shadow_doorbells(c, &nvme, Side::Local, &mut runs)?;
-            }
-            Ok::<_, anyhow::Error>(())
-        })();
-        bench::rebind_lent(c.agent(LENDER)?, &nvme.addr)?;
-        local?;
-        twohost::lent_nvme(c)?;
     }
 
-    let userspace = compare("userspace", &runs.userspace, &runs.messages);
-    let guest = compare("guest", &runs.guest, &runs.messages);
     let start = [mean(&runs.start_secs[0]), mean(&runs.start_secs[1])];
     let gib = f64::from(GUEST_MIB) / 1024.0;
     let start_msgs = mean(
@@ -672,27 +1108,18 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             .collect::<Vec<_>>(),
     );
 
-    if !o.backing_only {
+    if !runs.paired.is_empty() {
         println!(
-            "\n{:<30} {:>12} {:>12} {:>7}",
-            "load", "devlend", "local", "ratio"
+            "\nEach load on devlend, then at once on the local drive, {} times per MSI-X path: \
+             median devlend and local figures, median ratio and its range over the pairs.\n\
+             CPU: {CPU_MEASURE}.\n",
+            o.pairs
         );
-    }
-    for c in userspace.iter().chain(&guest) {
-        let unit = if c.figure == "iops" { "IOPS" } else { "MB/s" };
-        let (d, l) = if c.figure == "iops" {
-            (c.devlend.iops, c.local.iops)
-        } else {
-            (c.devlend.mb_per_sec, c.local.mb_per_sec)
-        };
-        println!(
-            "{:<30} {:>12.1} {:>12.1} {:>7.2}   {unit}; p50 {:.0} vs {:.0} us",
-            c.name, d, l, c.ratio, c.devlend.p50_us, c.local.p50_us
-        );
+        print!("{}", bench::paired_table(&runs.paired));
     }
     if !o.backing_only {
         println!(
-        "{:<30} {:>12.1} {:>12.1} {:>7.2}   s (+{:.1} s borrowed; {:.1} s and {:.0} fabric messages per GiB of guest RAM)",
+        "\n{:<30} {:>12.1} {:>12.1} {:>7.2}   s (+{:.1} s borrowed; {:.1} s and {:.0} fabric messages per GiB of guest RAM)",
         "guest start to nvme ready",
         start[0],
         start[1],
@@ -702,14 +1129,33 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         start_msgs / gib
     );
     }
-    // devlend against local with trapped BARs: what the fabric adds to an
-    // MMIO path that already exits to QEMU on every BAR access.
-    let trapped: Vec<Compared> = Load::standard("guest")
+    // The devlend guests of the first path against the local drive with
+    // trapped BARs: what the fabric adds to an MMIO path that already exits
+    // to QEMU on every BAR access. Not paired: the trapped guest runs after
+    // the pairs.
+    let first_guest = |name: &str| {
+        runs.paired
+            .iter()
+            .find(|r| r.name == name && r.irq_path == o.paths[0])
+    };
+    let trapped: Vec<(Compared, f64)> = Load::standard("guest")
         .iter()
         .filter_map(|load| {
-            let d = runs.guest.get(&load.name)?[0].clone();
+            let row = first_guest(&load.name)?;
+            let dev: Vec<Figures> = row
+                .pairs
+                .iter()
+                .map(|p| p.devlend.figures.clone())
+                .collect();
             let t = runs.guest_trapped.get(&load.name)?.clone();
-            Some(Compared::new(load, d, t, BTreeMap::new()))
+            let cmp = Compared::new(load, dev, t, BTreeMap::new());
+            let t_fig = bench::headline(load, &cmp.local);
+            let trap_loc = if row.local.median > 0.0 {
+                t_fig / row.local.median
+            } else {
+                0.0
+            };
+            Some((cmp, trap_loc))
         })
         .collect();
     if !trapped.is_empty() {
@@ -717,7 +1163,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             "\n{:<30} {:>12} {:>12} {:>7} {:>9}",
             "load (BARs trapped locally)", "devlend", "trapped", "ratio", "trap/loc"
         );
-        for (t, g) in trapped.iter().zip(&guest) {
+        for (t, trap_loc) in &trapped {
             let pick = |f: &Figures| {
                 if t.figure == "iops" {
                     f.iops
@@ -725,18 +1171,13 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
                     f.mb_per_sec
                 }
             };
-            let local = pick(&g.local);
             println!(
                 "{:<30} {:>12.1} {:>12.1} {:>7.2} {:>9.2}",
                 t.name,
                 pick(&t.devlend),
                 pick(&t.local),
                 t.ratio,
-                if local > 0.0 {
-                    pick(&t.local) / local
-                } else {
-                    0.0
-                }
+                trap_loc
             );
         }
     }
@@ -774,24 +1215,45 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
                 .join(", ")
         );
     }
-    if let Some(m) = runs.messages.get("guest-all") {
+    // Per path: messages and interrupts per I/O over all its devlend guest
+    // runs; the userspace loads' messages per load.
+    let mut messages: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut interrupts = serde_json::Map::new();
+    for &path in &o.paths {
+        let guests: Vec<&Paired> = runs
+            .paired
+            .iter()
+            .filter(|r| r.irq_path == path && r.name.starts_with("guest-"))
+            .collect();
+        if guests.is_empty() {
+            continue;
+        }
+        let m = weighted_messages(&guests);
+        let lender_irqs = m.get("irq_fires").copied().unwrap_or(0.0);
+        let direct_dbs = weighted_direct(&guests);
         println!(
-            "fabric messages per guest I/O: {}",
+            "MSI-X {}: fabric messages per guest I/O: {}; lender interrupts handled per guest I/O: {lender_irqs:.3}; direct doorbells per guest I/O on the borrower: {direct_dbs:.3}",
+            path.name(),
             m.iter()
                 .map(|(k, v)| format!("{k} {v:.2}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-    }
-    let irq_path = if o.relay_irq { "relayed" } else { "direct" };
-    let n = runs.guest_irqs.len().max(1) as f64;
-    let lender_irqs = runs.guest_irqs.iter().map(|g| g.0).sum::<f64>() / n;
-    let direct_dbs = runs.guest_irqs.iter().map(|g| g.1).sum::<f64>() / n;
-    if !runs.guest_irqs.is_empty() {
-        println!(
-            "lender interrupts handled per guest I/O: {lender_irqs:.3} (MSI-X {irq_path}); \
-             direct doorbells per guest I/O on the borrower: {direct_dbs:.3}"
+        interrupts.insert(
+            path.name().into(),
+            serde_json::json!({
+                "lender_irqs_per_io": lender_irqs,
+                "direct_doorbells_per_io": direct_dbs,
+                "messages_per_io": m,
+                "runs": guests.iter().map(|r| r.pairs.len()).sum::<usize>(),
+            }),
         );
+        if path == o.paths[0] {
+            messages.insert("guest-all".into(), m);
+        }
+    }
+    for r in runs.paired.iter().filter(|r| r.irq_path == o.paths[0]) {
+        messages.insert(r.name.clone(), r.messages_per_io.clone());
     }
     let backing = backing_table(&runs);
     let shadow: BTreeMap<_, _> = runs
@@ -809,12 +1271,24 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
                 .join(", ")
         );
     }
+    let idle: Vec<_> = runs
+        .idle
+        .iter()
+        .map(|(level, path, [l, b])| {
+            serde_json::json!({ "level": level, "irq_path": path, "lender": l, "borrower": b })
+        })
+        .collect();
     Ok(serde_json::json!({
+        "pairs": o.pairs,
         "rounds": o.rounds,
         "quick": o.quick,
         "backing_only": o.backing_only,
+        "irq_paths": o.paths,
+        "guest_pairs_local": if o.trapped_pairs { "trapped" } else { "mapped" },
         "guest_mib": GUEST_MIB,
-        "workloads": userspace.iter().chain(&guest).collect::<Vec<_>>(),
+        "cpu_measure": CPU_MEASURE,
+        "idle_busy_share": idle,
+        "paired": runs.paired,
         "guest_start": {
             "devlend_secs": start[0],
             "local_secs": start[1],
@@ -823,7 +1297,9 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             "fabric_messages": start_msgs,
             "fabric_messages_per_gib": start_msgs / gib,
         },
-        "guest_vs_trapped": trapped,
+        "guest_vs_trapped": trapped.iter().map(|(t, trap_loc)| {
+            serde_json::json!({ "compared": t, "trapped_vs_local_median": trap_loc })
+        }).collect::<Vec<_>>(),
         "open": {
             "devlend_secs": open[0],
             "local_secs": open[1],
@@ -831,13 +1307,8 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             "config_reads": open_cfg,
             "by_type": open_by_type,
         },
-        "messages_per_io": runs.messages,
-        "guest_interrupts": {
-            "msix_path": irq_path,
-            "lender_irqs_per_io": lender_irqs,
-            "direct_doorbells_per_io": direct_dbs,
-            "runs": runs.guest_irqs.len(),
-        },
+        "messages_per_io": messages,
+        "guest_interrupts": interrupts,
         "memory_backing": backing,
         "shadow_doorbells": shadow,
     }))
@@ -989,8 +1460,8 @@ fn backing_table(runs: &Runs) -> serde_json::Value {
 
 fn run(o: &Opts) -> anyhow::Result<()> {
     let t0 = Instant::now();
-    step("booting the two-host cluster (TCG; a minute or two)");
-    let mut c = twohost::boot()?;
+    step("booting the bench cluster: two hosts, two NVMe drives on the lender (TCG; a minute or two)");
+    let mut c = devlend_vmtests::boot_topology(TOPOLOGY)?;
     let result = measure(&mut c, o);
     if result.is_err() {
         devlend_vmtests::suite::collect_failure(&c, "bench", "bench");

@@ -649,4 +649,29 @@ mod tests {
         assert_eq!(value_after(&a, "-virtfs", "mount_tag=hostroot").len(), 1);
         assert_eq!(value_after(&a, "-smp", "2"), ["2"]);
     }
+    /// The benchmark's lender (qemu-scripts/topologies/bench.toml) carries
+    /// two NVMe drives that differ only in their names and backing files,
+    /// so that the one lent and the one used locally are the same device.
+    #[test]
+    fn bench_topology_has_two_identical_nvmes_on_the_lender() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../qemu-scripts/topologies/bench.toml");
+        let t = Topology::load(&path).unwrap();
+        let (lender, spec) = t.host("lender").unwrap();
+        assert_eq!(spec.nvme.len(), 2);
+        assert_eq!(spec.nvme[0].size, spec.nvme[1].size);
+        let a: Vec<String> = host_args(&t, lender, &paths(), &boot())
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect();
+        let drives = value_after(&a, "-drive", "id=drv-nvme");
+        let devices = value_after(&a, "-device", "nvme,");
+        assert_eq!((drives.len(), devices.len()), (2, 2));
+        // The same options once the names are taken out.
+        let same = |v: &[&str]| v[0].replace("nvme0", "nvmeN") == v[1].replace("nvme1", "nvmeN");
+        assert!(same(&drives), "{drives:?}");
+        assert!(same(&devices), "{devices:?}");
+        assert_ne!(drives[0], drives[1], "separate backing files");
+        assert_eq!(t.host("borrower").unwrap().1.nvme.len(), 0);
+    }
 }
