@@ -16,7 +16,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context};
+use anyhow::{bail, ensure, Context};
 use devlend::qmp::Qmp;
 use devlend_agent::AgentClient;
 use devlend_cluster::{tools, Cluster};
@@ -543,7 +543,7 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         &tools::guest_images_dir()?,
         GUEST_LOSES_DEVICE,
         &devlend_vmtests::guest::GuestOpts {
-            mem_mib: 256,
+            mem_mib: 160,
             extra_qemu_args: "",
             qmp: Some("/tmp/loss.qmp"),
         },
@@ -576,11 +576,43 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     lent_nvme(&s)?;
     let b = s.agent(BORROWER)?;
     ownership::wait_quarantine_empty(b, "after the lender restarted", WAIT)?;
-    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(&remote))?;
+    replug_verified(&mut s, &g, "/tmp/loss.qmp", &first, &remote)
+}
+
+/// The end of a guest running [`GUEST_LOSES_DEVICE`] that lost its first
+/// device, mdev `first`: that mdev is removed (it still targets the device
+/// when the lender did not restart: one mdev per device on a host), a new
+/// mdev for `remote` is hot-plugged into the guest over `qmp` (id `d1`),
+/// the guest writes and reads back 16 MiB on it and ends, and the lender's
+/// backing file holds those bytes.
+fn replug_verified(
+    s: &mut Scope,
+    g: &devlend_vmtests::guest::BackgroundGuest,
+    qmp: &str,
+    first: &str,
+    remote: &str,
+) -> anyhow::Result<()> {
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let b = s.agent(BORROWER)?;
+    if !g.running(b)? {
+        let console = g.console(b).unwrap_or_default();
+        let tail: String = console
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        bail!("the guest is gone before its second device; its console ends:\n{tail}");
+    }
+    lending::remove_mdev(b, first).context("removing the mdev the guest let go")?;
+    let uuid = s.mdev(BORROWER, MDEV_TYPE, Some(remote))?;
     let b = s.agent(BORROWER)?;
     fabric::sh_timeout(
         b,
-        &format!("{cli} attach --qmp /tmp/loss.qmp --id d1 {uuid}"),
+        &format!("{cli} attach --qmp {qmp} --id d1 {uuid}"),
         Duration::from_secs(240),
     )?;
     let run = g.wait(b, Duration::from_secs(300))?;
@@ -607,7 +639,7 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A KVM guest on the borrower that writes and reads back 64 MiB on a
+/// A KVM guest on the borrower that writes and reads back 16 MiB on a
 /// remote NVMe given at boot; the bytes must also be in the lender's file.
 fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
     let b = c.agent(BORROWER)?;
@@ -618,7 +650,7 @@ fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
         &tools::guest_images_dir()?,
         &lending::nvme_guest_script(&lending::nvme_write_and_read()),
         &devlend_vmtests::guest::GuestOpts {
-            mem_mib: 256,
+            mem_mib: 160,
             extra_qemu_args: &lending::vfio_arg(&uuid),
             qmp: None,
         },
@@ -657,7 +689,7 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
              seek=256 oflag=direct 2>/dev/null; do :; done",
         ),
         &devlend_vmtests::guest::GuestOpts {
-            mem_mib: 256,
+            mem_mib: 160,
             extra_qemu_args: &lending::vfio_arg(&uuid),
             qmp: None,
         },
@@ -695,7 +727,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
         &tools::guest_images_dir()?,
         GUEST_LOSES_DEVICE,
         &devlend_vmtests::guest::GuestOpts {
-            mem_mib: 256,
+            mem_mib: 160,
             extra_qemu_args: "",
             qmp: Some("/tmp/stall.qmp"),
         },
@@ -761,6 +793,12 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     );
     wait_available(l, &nvme, "device returned after the stall", WAIT)?;
     ownership::wait_quarantine_empty(b, "after the stall", WAIT)?;
+    // A new guest, not the same one given a new device as in
+    // kill_lender_under_kvm_guest ([`replug_verified`]): in one of the two
+    // runs that tried it here, the guest's QEMU had exited (its QMP
+    // socket gone) before the second device came. Unlike a dead lender, a
+    // stalled one comes back to the lost mdev; until that exit is
+    // understood this check does not depend on the guest running on.
     drop(s);
     verified_guest_io(c, &nvme)?;
     twohost::no_kernel_trouble(c, marks, Some(LENDER))
