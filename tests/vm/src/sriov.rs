@@ -402,7 +402,7 @@ fn sriov_run(
                 with_nvme.is_some(),
             ),
             &GuestOpts {
-                mem_mib: 160,
+                mem_mib: 256,
                 extra_qemu_args: &args,
                 qmp: None,
             },

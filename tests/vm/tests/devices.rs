@@ -219,7 +219,7 @@ fn lent_whole_to_a_guest(
         &tools::guest_images_dir()?,
         script,
         &GuestOpts {
-            mem_mib: 160,
+            mem_mib: 256,
             extra_qemu_args: &lending::vfio_arg(&uuid),
             qmp: None,
         },
