@@ -182,8 +182,8 @@ void dl_mmap_fetch(struct dl_vdev *v)
 		 * takes: a window going from now on finds @phys recorded.
 		 */
 		if (dl_fabric_peer_bar_gen(fab) != gen) {
-			up_write(&m->lock);
 			m->window_races++;
+			up_write(&m->lock);
 			dev_info_ratelimited(dl_vdev_dev(v),
 					     "BAR%u: a window onto lenders' BARs went while it was looked up; relayed\n",
 					     bar);

@@ -595,16 +595,7 @@ fn replug_verified(
     let cli = host_bin("devlend", "DEVLEND_CLI")?;
     let b = s.agent(BORROWER)?;
     if !g.running(b)? {
-        let console = g.console(b).unwrap_or_default();
-        let tail: String = console
-            .lines()
-            .rev()
-            .take(40)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n");
+        let tail = fabric::sh(b, &format!("tail -n 40 {}", g.console)).unwrap_or_default();
         bail!("the guest is gone before its second device; its console ends:\n{tail}");
     }
     lending::remove_mdev(b, first).context("removing the mdev the guest let go")?;
@@ -622,17 +613,10 @@ fn replug_verified(
         lending::output_field(&run.output, "read")? == written,
         "the guest read back other bytes from the new device"
     );
-    let file = s.paths().nvme_file(LENDER, "nvme0");
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "dd if={} bs=1M skip=16 count=16 status=none | sha256sum",
-            file.display()
-        ))
-        .output()?;
-    let sha = String::from_utf8_lossy(&out.stdout);
+    // GUEST_LOSES_DEVICE writes its 16 MiB at lending::IO_OFFSET_MIB.
+    let sha = lending::file_sha256_mib(&s.paths().nvme_file(LENDER, "nvme0"), 16)?;
     ensure!(
-        sha.split_whitespace().next() == Some(written),
+        sha == written,
         "the lender's backing file does not hold what the guest wrote"
     );
     println!("  a new device, hot-plugged into the same guest, did verified I/O");

@@ -1848,61 +1848,58 @@ fn debian_package_lends_and_serves(c: &mut Cluster) -> anyhow::Result<()> {
         }
     };
     let res = (|| {
-        let res = (|| {
-            // The boot unit's own command, resolved as systemd does
-            // (/usr/local/sbin, then /usr/sbin: the package's).
-            let unit = "/usr/lib/systemd/system/devlend-lend.service";
-            lrw.sh(
-                l,
-                &format!(
-                    "set -e
-                     devlend unlend {addr}
-                     mkdir -p /etc/devlend
-                     printf '%s\\n' '{addr}' >/etc/devlend/lend.conf
-                     cmd=$(sed -n 's/^ExecStart=//p' {unit})
-                     test \"$(command -v ${{cmd%% *}})\" = /usr/sbin/devlend
-                     $cmd",
-                    addr = nvme.addr
-                ),
-            )?;
-            ensure!(lending::lent_state(l, &nvme.addr)? == "available");
-            println!(
-                "  the package's devlend-lend.service command lent {} again",
-                nvme.addr
-            );
-            remote_nvme_listed(c)?;
-            let uuid = brw
-                .sh(
-                    b,
-                    &format!(
-                        "/usr/sbin/devlend mdev create --device {}",
-                        remote_name(&nvme)
-                    ),
-                )?
-                .trim()
-                .to_owned();
-            let n = verified_driver_run_on(c, &uuid);
-            let removed = brw.sh(b, &format!("/usr/sbin/devlend mdev remove {uuid}"));
-            let n = n?;
-            removed?;
-            println!("  {n} verified I/Os on the mdev the package's devlend made");
-            brw.sh_timeout(
+        // The boot unit's own command, resolved as systemd does
+        // (/usr/local/sbin, then /usr/sbin: the package's).
+        let unit = "/usr/lib/systemd/system/devlend-lend.service";
+        lrw.sh(
+            l,
+            &format!(
+                "set -e
+                 devlend unlend {addr}
+                 mkdir -p /etc/devlend
+                 printf '%s\\n' '{addr}' >/etc/devlend/lend.conf
+                 cmd=$(sed -n 's/^ExecStart=//p' {unit})
+                 test \"$(command -v ${{cmd%% *}})\" = /usr/sbin/devlend
+                 $cmd",
+                addr = nvme.addr
+            ),
+        )?;
+        ensure!(lending::lent_state(l, &nvme.addr)? == "available");
+        println!(
+            "  the package's devlend-lend.service command lent {} again",
+            nvme.addr
+        );
+        remote_nvme_listed(c)?;
+        let uuid = brw
+            .sh(
                 b,
-                "set -e; dpkg -r devlend >/dev/null 2>&1
-                 ! test -e /usr/sbin/devlend
-                 ! test -e /etc/systemd/system/multi-user.target.wants/devlend-lend.service",
-                Duration::from_secs(600),
-            )?;
-            println!("  dpkg -r devlend removed the command and the unit's link");
-            Ok(())
-        })();
-        let down = brw.take_down(b);
-        res?;
-        down
+                &format!(
+                    "/usr/sbin/devlend mdev create --device {}",
+                    remote_name(&nvme)
+                ),
+            )?
+            .trim()
+            .to_owned();
+        let n = verified_driver_run_on(c, &uuid);
+        let removed = brw.sh(b, &format!("/usr/sbin/devlend mdev remove {uuid}"));
+        let n = n?;
+        removed?;
+        println!("  {n} verified I/Os on the mdev the package's devlend made");
+        brw.sh_timeout(
+            b,
+            "set -e; dpkg -r devlend >/dev/null 2>&1
+             ! test -e /usr/sbin/devlend
+             ! test -e /etc/systemd/system/multi-user.target.wants/devlend-lend.service",
+            Duration::from_secs(600),
+        )?;
+        println!("  dpkg -r devlend removed the command and the unit's link");
+        Ok(())
     })();
-    let down = lrw.take_down(l);
+    let down_b = brw.take_down(b);
+    let down_l = lrw.take_down(l);
     res?;
-    down
+    down_b?;
+    down_l
 }
 
 /// The modules as DKMS built and installed them: test.sh runs `make -C
