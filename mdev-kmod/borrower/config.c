@@ -37,8 +37,12 @@
  * (&dl_config_ops.reset). The device is borrowed (session.c) before the
  * first write that reaches it.
  * Every other byte is read from and written to the device as it is; when
- * the device cannot be reached (lost, or the read fails), those bytes read
- * all-ones, as a function that went away does on a real bus.
+ * a read fails, those bytes read all-ones, as a function that went away
+ * does on a real bus. Once the mdev is lost every byte reads all-ones, the
+ * virtual IDs included: the guest's driver, asked to let go, then finds
+ * its device absent (pci_device_is_present()) and fails its I/O at once,
+ * instead of waiting out its own timeout (an NVMe driver's 30 s) for a
+ * device that will never answer.
  *
  * Accesses are split into naturally aligned 1, 2 or 4 byte pieces; a
  * piece that mixes virtual and other bytes is read through and the
@@ -646,14 +650,18 @@ static int dl_config_read_piece(struct dl_vdev *v, unsigned int off,
 	unsigned int i, nvirt = 0;
 	u32 dev;
 
+	/* Lost: a function gone from the bus, every byte of it. */
+	if (READ_ONCE(v->sess.state) == DL_VDEV_LOST) {
+		*val = ~0U;
+		return 0;
+	}
 	for (i = 0; i < size; i++)
 		nvirt += dl_config_virt(v, off + i);
 	*val = dl_config_get(v, off, size);
 	if (nvirt == size)
 		return 0;
 	/* Unreachable: the device's bytes read as from a function gone. */
-	if (READ_ONCE(v->sess.state) == DL_VDEV_LOST ||
-	    dl_config_read_dev(v, off, size, &dev))
+	if (dl_config_read_dev(v, off, size, &dev))
 		dev = ~0U;
 	for (i = 0; i < size; i++) {
 		if (dl_config_virt(v, off + i))

@@ -1587,12 +1587,17 @@ static void test_config_ids_and_unreachable(void)
 	CHECK_EQ(cfg_read(PCI_STATUS, 2), 0xffff);
 	CHECK_EQ(cfg_read(PCI_INTERRUPT_LINE, 4), 0xffff00ff);
 	CHECK_EQ(cfg_read(PCI_COMMAND, 2), PCI_COMMAND_INTX_DISABLE);
-	/* Lost: not even asked. */
+	/*
+	 * Lost: not even asked, and gone whole, IDs included (what
+	 * pci_device_is_present() in the guest reads).
+	 */
 	cread_ret = 0;
 	ncreads = 0;
 	v.sess.state = DL_VDEV_LOST;
 	CHECK_EQ(cfg_read(0x70 + PCI_EXP_DEVCTL, 2), 0xffff);
-	CHECK_EQ(cfg_read(PCI_DEVICE_ID, 2), 0x0010);
+	CHECK_EQ(cfg_read(PCI_VENDOR_ID, 4), 0xffffffff);
+	CHECK_EQ(cfg_read(PCI_DEVICE_ID, 2), 0xffff);
+	CHECK_EQ(cfg_read(PCI_COMMAND, 1), 0xff);
 	CHECK_EQ(ncreads, 0);
 	dl_config_free(&v);
 }
