@@ -578,7 +578,9 @@ pub fn step_number(pair: u32, load_index: usize, loads: usize) -> u32 {
 /// each load, in [`step_number`] order, waits for the file named by the
 /// step's number in its go directory, prints `STEP <n>`, fio's JSON on
 /// one line, and `DONE <n>.`. fio runs from the outer machine (tag
-/// `outer`, as [`fio_script`]).
+/// `outer`, as [`fio_script`]). After its last step it waits for
+/// [`PAIRED_END`] in its go directory before it ends (and powers off), so
+/// that the bench can still stop and continue it after the last step.
 pub fn paired_fio_script(loads: &[Load], secs: u32, pairs: u32) -> String {
     let mut s = format!(
         "mkdir -p /outer /{GO_TAG}
@@ -599,9 +601,14 @@ for p in $(seq {pairs}); do
             fio_args(l, secs)
         ));
     }
-    s.push_str("done\n");
+    s.push_str(&format!(
+        "done\nwhile [ ! -e /{GO_TAG}/{PAIRED_END} ]; do sleep {STEP_POLL_SECS}; done\n"
+    ));
     s
 }
+
+/// The file in a paired guest's go directory that lets it end.
+pub const PAIRED_END: &str = "end";
 
 /// The one command, run in the host of a paired guest (QEMU `pid`,
 /// console file `console`), that runs its step `step`: creates the step's
@@ -1576,6 +1583,12 @@ mod tests {
             "{script}"
         );
         assert_eq!(script.matches("chroot /outer fio").count(), 4);
+        assert!(
+            script.ends_with(&format!(
+                "done\nwhile [ ! -e /go/{PAIRED_END} ]; do sleep 2; done\n"
+            )),
+            "{script}"
+        );
         assert!(go_virtfs_arg("/tmp/g").contains("path=/tmp/g,mount_tag=go,"));
         assert!(crate::guest::kernel_cmdline(&crate::lending::nvme_guest_script(&script)).is_ok());
         let job = |dir: &str, iops: f64| {

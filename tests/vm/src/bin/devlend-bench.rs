@@ -649,6 +649,7 @@ fn guest_pairs(
                 }
             }
             for g in [&gd, &gl] {
+                fabric::sh(g.agent, &format!("touch {}/{}", g.dir, bench::PAIRED_END))?;
                 g.set_running(true)?;
                 let run = g.guest.wait(g.agent, Duration::from_secs(300))?;
                 ensure!(
