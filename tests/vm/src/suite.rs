@@ -23,22 +23,30 @@ impl std::fmt::Debug for Check {
 /// from (see [`Suite::reset`]).
 pub type Reset = fn(&mut Cluster) -> anyhow::Result<()>;
 
+/// A check as a suite runs it: with the suite it was written for (whose
+/// name its failure logs go under) and that suite's reset.
+struct Entry {
+    check: Check,
+    part: &'static str,
+    reset: Option<Reset>,
+}
+
 /// A list of checks and the arguments that select them.
 pub struct Suite {
     name: &'static str,
-    checks: Vec<Check>,
+    entries: Vec<Entry>,
     filters: Vec<String>,
     list_only: bool,
-    reset: Option<Reset>,
     /// `DEVLEND_CHECK_ORDER` as given, and what it says.
     order: (String, CheckOrder),
 }
 
 impl std::fmt::Debug for Suite {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let checks: Vec<&Check> = self.entries.iter().map(|e| &e.check).collect();
         f.debug_struct("Suite")
             .field("name", &self.name)
-            .field("checks", &self.checks)
+            .field("checks", &checks)
             .field("filters", &self.filters)
             .finish()
     }
@@ -132,12 +140,31 @@ impl Suite {
         };
         Suite {
             name,
-            checks,
+            entries: checks
+                .into_iter()
+                .map(|check| Entry {
+                    check,
+                    part: name,
+                    reset: None,
+                })
+                .collect(),
             filters,
             list_only,
-            reset: None,
             order: (given, order),
         }
+    }
+
+    /// The checks of several suites of one topology, run in turn on one
+    /// cluster: each keeps its own reset (run before each of its checks,
+    /// as in its own suite) and logs its failures under its own suite's
+    /// name. One boot instead of one per suite; filters and
+    /// `DEVLEND_CHECK_ORDER` apply to the whole list.
+    pub fn merged(name: &'static str, parts: Vec<Suite>) -> Suite {
+        let mut suite = Suite::new(name, Vec::new());
+        for part in parts {
+            suite.entries.extend(part.entries);
+        }
+        suite
     }
 
     /// Runs `reset` before every check, so that each starts from the same
@@ -145,15 +172,19 @@ impl Suite {
     /// filtered out): the checks do not depend on their order. A reset
     /// that fails fails the check it was for.
     pub fn reset(mut self, reset: Reset) -> Suite {
-        self.reset = Some(reset);
+        for e in &mut self.entries {
+            e.reset = Some(reset);
+        }
         self
     }
 
-    fn selected(&self) -> Vec<&Check> {
+    fn selected(&self) -> Vec<&Entry> {
         let selected = self
-            .checks
+            .entries
             .iter()
-            .filter(|c| self.filters.is_empty() || self.filters.iter().any(|f| c.name.contains(f)))
+            .filter(|e| {
+                self.filters.is_empty() || self.filters.iter().any(|f| e.check.name.contains(f))
+            })
             .collect();
         self.order.1.apply(selected)
     }
@@ -166,14 +197,14 @@ impl Suite {
             .try_init();
         let selected = self.selected();
         if self.list_only {
-            for c in &selected {
-                println!("{}: test", c.name);
+            for e in &selected {
+                println!("{}: test", e.check.name);
             }
             std::process::exit(0);
         }
         println!("running {} checks of {}", selected.len(), self.name);
         if self.order.1 != CheckOrder::Listed {
-            let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
+            let names: Vec<&str> = selected.iter().map(|e| e.check.name).collect();
             println!("in the order {}: {}", self.order.0, names.join(", "));
         }
         if selected.is_empty() {
@@ -192,8 +223,9 @@ impl Suite {
         println!("cluster up in {:.1} s", t0.elapsed().as_secs_f64());
         let (mut passed, mut failed) = (0, Vec::new());
         let mut times = Vec::new();
-        let reset = self.reset;
-        for c in selected {
+        let mut part_secs: Vec<(&str, f64)> = Vec::new();
+        for entry in selected {
+            let (c, reset) = (&entry.check, entry.reset);
             println!("test {} ...", c.name);
             let t = Instant::now();
             let run = |cluster: &mut Cluster| -> anyhow::Result<()> {
@@ -215,6 +247,10 @@ impl Suite {
                 });
             let secs = t.elapsed().as_secs_f64();
             times.push((secs, c.name));
+            match part_secs.iter_mut().find(|(p, _)| *p == entry.part) {
+                Some((_, s)) => *s += secs,
+                None => part_secs.push((entry.part, secs)),
+            }
             match res {
                 Ok(()) => {
                     println!("test {} ... ok ({secs:.1} s)", c.name);
@@ -222,7 +258,7 @@ impl Suite {
                 }
                 Err(e) => {
                     println!("test {} ... FAILED ({secs:.1} s): {e:#}", c.name);
-                    collect_failure(&cluster, self.name, c.name);
+                    collect_failure(&cluster, entry.part, c.name);
                     failed.push(c.name);
                 }
             }
@@ -232,6 +268,12 @@ impl Suite {
         println!("time per check, slowest first:");
         for (secs, name) in &times {
             println!("  {secs:7.1} s  {name}");
+        }
+        if part_secs.len() > 1 {
+            println!("time per suite:");
+            for (part, secs) in &part_secs {
+                println!("  {secs:7.1} s  {part}");
+            }
         }
         println!(
             "{}: {:.1} s in all (boot included)",

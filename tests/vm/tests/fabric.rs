@@ -497,6 +497,12 @@ fn watchdog_writes_down_a_silent_host(c: &mut Cluster) -> anyhow::Result<()> {
 }
 
 fn main() {
+    suite().run(boot)
+}
+
+/// The checks of this suite, with its reset; `twohost` runs them on the
+/// cluster it shares with the other two-host suites.
+pub fn suite() -> Suite {
     let checks = vec![
         Check {
             name: "fabric_peers_up",
@@ -531,7 +537,5 @@ fn main() {
             run: fabric_peer_down_and_back,
         },
     ];
-    Suite::new("fabric", checks)
-        .reset(devlend_vmtests::fixture::reset_hosts)
-        .run(boot)
+    Suite::new("fabric", checks).reset(devlend_vmtests::fixture::reset_hosts)
 }

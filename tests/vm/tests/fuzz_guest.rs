@@ -515,6 +515,12 @@ fn fuzz_guest_msix_enabled_with_decode_off(c: &mut Cluster) -> anyhow::Result<()
 }
 
 fn main() {
+    suite().run(boot)
+}
+
+/// The checks of this suite, with its reset; `twohost` runs them on the
+/// cluster it shares with the other two-host suites.
+pub fn suite() -> Suite {
     let checks = vec![
         Check {
             name: "fuzz_guest_vfio_ops_on_mdev",
@@ -525,7 +531,5 @@ fn main() {
             run: fuzz_guest_msix_enabled_with_decode_off,
         },
     ];
-    Suite::new("fuzz_guest", checks)
-        .reset(devlend_vmtests::fixture::reset_hosts)
-        .run(boot)
+    Suite::new("fuzz_guest", checks).reset(devlend_vmtests::fixture::reset_hosts)
 }

@@ -1174,6 +1174,12 @@ fn fuzz_peer_hostile_lender_into_borrower(c: &mut Cluster) -> anyhow::Result<()>
 }
 
 fn main() {
+    suite().run(boot)
+}
+
+/// The checks of this suite, with its reset; `twohost` runs them on the
+/// cluster it shares with the other two-host suites.
+pub fn suite() -> Suite {
     let checks = vec![
         Check {
             name: "fuzz_peer_messages_into_lender",
@@ -1188,7 +1194,5 @@ fn main() {
             run: fuzz_peer_hostile_lender_into_borrower,
         },
     ];
-    Suite::new("fuzz_peer", checks)
-        .reset(devlend_vmtests::fixture::reset_hosts)
-        .run(boot)
+    Suite::new("fuzz_peer", checks).reset(devlend_vmtests::fixture::reset_hosts)
 }

@@ -1047,6 +1047,12 @@ fn kmemleak_start(c: &Cluster) -> anyhow::Result<bool> {
 }
 
 fn main() {
+    suite().run(boot)
+}
+
+/// The checks of this suite, with its reset; `twohost` runs them on the
+/// cluster it shares with the other two-host suites.
+pub fn suite() -> Suite {
     let checks = vec![
         Check {
             name: "stall_lender_under_userspace_driver",
@@ -1094,7 +1100,7 @@ fn main() {
             run: cycles_borrow_return_leak_nothing,
         },
     ];
-    Suite::new("isolation", checks).reset(reset).run(boot)
+    Suite::new("isolation", checks).reset(reset)
 }
 
 /// Each check starts with both hosts up, no mdev and the lender's drive

@@ -2036,6 +2036,12 @@ fn lending_survives_lender_reboot(c: &mut Cluster) -> anyhow::Result<()> {
 }
 
 fn main() {
+    suite().run(boot)
+}
+
+/// The checks of this suite, with its reset; `twohost` runs them on the
+/// cluster it shares with the other two-host suites.
+pub fn suite() -> Suite {
     let checks = vec![
         Check {
             name: "lend_nvme",
@@ -2114,7 +2120,5 @@ fn main() {
             run: lending_survives_lender_reboot,
         },
     ];
-    Suite::new("lending", checks)
-        .reset(devlend_vmtests::fixture::reset_hosts)
-        .run(boot)
+    Suite::new("lending", checks).reset(devlend_vmtests::fixture::reset_hosts)
 }

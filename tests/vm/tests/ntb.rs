@@ -521,6 +521,12 @@ fn ntb_unload_clean(c: &mut Cluster) -> anyhow::Result<()> {
 }
 
 fn main() {
+    suite().run(boot)
+}
+
+/// The checks of this suite, with its reset; `twohost` runs them on the
+/// cluster it shares with the other two-host suites.
+pub fn suite() -> Suite {
     let checks = vec![
         Check {
             name: "ntb_emulated_ports",
@@ -547,7 +553,5 @@ fn main() {
             run: ntb_unload_clean,
         },
     ];
-    Suite::new("ntb", checks)
-        .reset(devlend_vmtests::fixture::reset_hosts)
-        .run(boot)
+    Suite::new("ntb", checks).reset(devlend_vmtests::fixture::reset_hosts)
 }
