@@ -659,6 +659,19 @@ pub fn vm_running(qmp_output: &str) -> Option<bool> {
     })
 }
 
+/// Stops (`run == false`) or continues the vCPUs of the guest whose QMP
+/// socket is `sock` in `agent`'s host ([`qmp_run_command`]), and checks
+/// that QEMU says they are so.
+pub fn set_vm_running(agent: &AgentClient, sock: &str, run: bool) -> anyhow::Result<()> {
+    let out = sh(agent, &qmp_run_command(sock, run))?;
+    ensure!(
+        vm_running(&out) == Some(run),
+        "the guest's QEMU did not {} its vCPUs; QMP answered:\n{out}",
+        if run { "continue" } else { "stop" }
+    );
+    Ok(())
+}
+
 /// What a paired guest prints when step `step` is done.
 pub fn step_done_marker(step: u32) -> String {
     format!("DONE {step}.")

@@ -762,7 +762,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     // went back to its allocator when it let the device go, and it may
     // write over them at any time, over the marker too. Paused, it keeps
     // what the late DMA writes where it landed until the check has looked.
-    set_guest_running(s.agent(BORROWER)?, STALL_QMP, false)?;
+    devlend_vmtests::bench::set_vm_running(s.agent(BORROWER)?, STALL_QMP, false)?;
     s.thaw(LENDER)?;
     // The reads queued at the drive complete now, with the marker,
     // while the lender still maps the guest's pages.
@@ -772,7 +772,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
     let w = ownership::watch_release(l, b, WAIT)?;
     let landed =
         ownership::marker_landed_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
-    set_guest_running(b, STALL_QMP, true)?;
+    devlend_vmtests::bench::set_vm_running(b, STALL_QMP, true)?;
     println!(
         "  {} pages quarantined; {} of {} samples after the resume saw the lender map pages (up to {}), all quarantined; the marker landed in {} of them and nowhere else",
         held.quarantined,
@@ -796,18 +796,6 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
 
 /// The QMP socket of [`stall_lender_under_kvm_guest`]'s guest.
 const STALL_QMP: &str = "/tmp/stall.qmp";
-
-/// Stops (`run == false`) or continues a guest's vCPUs through its QMP
-/// socket `sock` in host `b`, and checks that QEMU says they are so.
-fn set_guest_running(b: &AgentClient, sock: &str, run: bool) -> anyhow::Result<()> {
-    let out = sh(b, &devlend_vmtests::bench::qmp_run_command(sock, run))?;
-    ensure!(
-        devlend_vmtests::bench::vm_running(&out) == Some(run),
-        "the guest's QEMU did not {} its vCPUs; QMP answered:\n{out}",
-        if run { "continue" } else { "stop" }
-    );
-    Ok(())
-}
 
 const RESET_FAULT: &str = "/sys/module/devlend_lender/parameters/fault_reclaim_reset_fails";
 

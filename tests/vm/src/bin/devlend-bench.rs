@@ -502,14 +502,8 @@ impl PairedGuest<'_> {
     /// Stops (`run == false`) or continues the guest's vCPUs, and checks
     /// that QEMU says they are so.
     fn set_running(&self, run: bool) -> anyhow::Result<()> {
-        let out = fabric::sh(self.agent, &bench::qmp_run_command(&self.qmp, run))?;
-        ensure!(
-            bench::vm_running(&out) == Some(run),
-            "the {:?} guest's QEMU did not {} its vCPUs; QMP answered:\n{out}",
-            self.side,
-            if run { "continue" } else { "stop" }
-        );
-        Ok(())
+        bench::set_vm_running(self.agent, &self.qmp, run)
+            .with_context(|| format!("the {:?} guest", self.side))
     }
 
     /// Runs step `step` (fio for `secs` seconds) and waits for its end:
