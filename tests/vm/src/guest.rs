@@ -135,6 +135,12 @@ pub fn kill_leftovers(agent: &AgentClient) -> anyhow::Result<usize> {
     Ok(pids.len())
 }
 
+/// How to read a guest QEMU's end from its console: every guest runs with
+/// `-trace runstate_set`, so QEMU prints its run state changes there.
+const QEMU_EXIT_HINT: &str = "QEMU's run states are in its console: a last change to \
+     shutdown is a guest that powered off or reset (with no panic printed, a triple fault); \
+     none is a QEMU that was killed";
+
 fn qemu_cmdline(
     images: &Path,
     cmd: &str,
@@ -154,7 +160,7 @@ fn qemu_cmdline(
         .unwrap_or_default();
     Ok(format!(
         "qemu-system-x86_64 -name {GUEST_QEMU_NAME} -accel kvm -cpu host -m {mem} -smp 1 -nodefaults \
-         -display none -no-reboot -serial stdio {qmp} {bios} \
+         -display none -no-reboot -serial stdio -trace runstate_set {qmp} {bios} \
          -kernel {img}/vmlinuz -initrd {img}/guest-initrd.img \
          -append '{append}' {extra}",
         mem = opts.mem_mib,
@@ -291,16 +297,23 @@ impl BackgroundGuest {
             if c.contains(needle) {
                 return Ok(c);
             }
-            if t0.elapsed() > timeout || !self.running(agent)? {
+            let running = self.running(agent)?;
+            if t0.elapsed() > timeout || !running {
                 // Nothing from Linux's init: say where the firmware was.
                 let bios = if c.contains("devlend-init") {
                     String::new()
                 } else {
                     format!("\nend of SeaBIOS's log:\n{}", self.bios_log(agent)?)
                 };
-                anyhow::bail!(
-                    "guest did not print {needle:?} within {timeout:?}; console:\n{c}{bios}"
-                );
+                let why = if running {
+                    format!("within {timeout:?}")
+                } else {
+                    format!(
+                        "before its QEMU exited, {:.1} s after it started ({QEMU_EXIT_HINT})",
+                        self.started.elapsed().as_secs_f64()
+                    )
+                };
+                anyhow::bail!("guest did not print {needle:?} {why}; console:\n{c}{bios}");
             }
             std::thread::sleep(Duration::from_millis(500));
         }

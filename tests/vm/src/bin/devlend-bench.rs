@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! devlend-bench [--pairs N] [--rounds N] [--quick] [--backing-only]
-//!               [--relay-irq | --direct-irq] [--out FILE]
+//!               [--relay-irq | --direct-irq] [--trapped-pairs]
+//!               [--load NAME]... [--out FILE]
 //! ```
 //!
 //! The lender carries two identical drives: one lent (the borrower's mdev),
@@ -17,7 +18,9 @@
 //! turn it is not stopped through QMP). Per load and
 //! path: the median of the pairs' devlend/local ratios and their range, and
 //! each host's CPU time per I/O. Then, `--rounds` times, what is not paired:
-//! opening the device, guest starts, the trapped-BAR guest, memory backings.
+//! opening the device, guest starts, the trapped-BAR guest, memory backings
+//! (none with `--rounds 0`). `--load` pairs only the loads it names
+//! (`guest-4k-randread-qd1`, say), for more pairs of one load in an hour.
 //! The last line printed is the path of the JSON result.
 
 use std::collections::BTreeMap;
@@ -45,7 +48,7 @@ const BACKING_GUEST_MIB: u32 = 256;
 const TOPOLOGY: &str = "bench";
 
 const USAGE: &str = "usage: devlend-bench [--pairs N] [--rounds N] [--quick] [--backing-only] \
-                     [--relay-irq | --direct-irq] [--trapped-pairs] [--out FILE]";
+                     [--relay-irq | --direct-irq] [--trapped-pairs] [--load NAME]... [--out FILE]";
 
 struct Opts {
     /// Pairs per load and MSI-X path (0 until parsed: the default).
@@ -63,7 +66,19 @@ struct Opts {
     /// adds, paired (issue 28's goal for QD1). The unpaired trapped guest
     /// is then not run.
     trapped_pairs: bool,
+    /// The loads paired, by name; empty: all of them.
+    loads: Vec<String>,
     out: PathBuf,
+}
+
+impl Opts {
+    /// The standard loads at `level` that this run pairs.
+    fn loads(&self, level: &str) -> Vec<Load> {
+        Load::standard(level)
+            .into_iter()
+            .filter(|l| self.loads.is_empty() || self.loads.contains(&l.name))
+            .collect()
+    }
 }
 
 fn parse() -> anyhow::Result<Opts> {
@@ -77,27 +92,44 @@ fn parse() -> anyhow::Result<Opts> {
         backing_only: false,
         paths: vec![IrqPath::Direct, IrqPath::Relayed],
         trapped_pairs: false,
+        loads: Vec::new(),
         out: tools::repo_root().join(format!("target/bench/bench-{stamp}.json")),
     };
     let mut args = std::env::args().skip(1);
-    let count = |what: &str, args: &mut std::iter::Skip<std::env::Args>| -> anyhow::Result<u32> {
-        let n: u32 = args
-            .next()
+    let number = |what: &str, args: &mut std::iter::Skip<std::env::Args>| -> anyhow::Result<u32> {
+        args.next()
             .with_context(|| format!("{what} needs a value"))?
             .parse()
-            .with_context(|| what.to_owned())?;
+            .with_context(|| what.to_owned())
+    };
+    let count = |what: &str, args: &mut std::iter::Skip<std::env::Args>| -> anyhow::Result<u32> {
+        let n = number(what, args)?;
         ensure!(n >= 1, "{what} must be at least 1");
         Ok(n)
     };
     while let Some(a) = args.next() {
         match a.as_str() {
             "--pairs" => o.pairs = count("--pairs", &mut args)?,
-            "--rounds" => o.rounds = count("--rounds", &mut args)?,
+            "--rounds" => o.rounds = number("--rounds", &mut args)?,
             "--quick" => o.quick = true,
             "--backing-only" => o.backing_only = true,
             "--relay-irq" => o.paths = vec![IrqPath::Relayed],
             "--direct-irq" => o.paths = vec![IrqPath::Direct],
             "--trapped-pairs" => o.trapped_pairs = true,
+            "--load" => {
+                let name = args.next().context("--load needs a load's name")?;
+                let known: Vec<String> = ["userspace", "guest"]
+                    .iter()
+                    .flat_map(|level| Load::standard(level))
+                    .map(|l| l.name)
+                    .collect();
+                ensure!(
+                    known.contains(&name),
+                    "no load is called {name:?}; the loads: {}",
+                    known.join(", ")
+                );
+                o.loads.push(name);
+            }
             "--out" => o.out = PathBuf::from(args.next().context("--out needs a path")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -395,7 +427,7 @@ fn userspace_pairs(
             "  idle load (busy share): lender {:.3}, borrower {:.3}",
             idle[0], idle[1]
         );
-        let loads = Load::standard("userspace");
+        let loads = o.loads("userspace");
         let mut pairs: Vec<Vec<Pair>> = vec![Vec::new(); loads.len()];
         for p in 1..=o.pairs {
             for (k, load) in loads.iter().enumerate() {
@@ -582,7 +614,7 @@ fn guest_pairs(
     o: &Opts,
 ) -> anyhow::Result<(Vec<Paired>, [f64; 2])> {
     set_irq_path(c, path)?;
-    let loads = Load::standard("guest");
+    let loads = o.loads("guest");
     let secs = fio_secs(o.quick);
     let script = lending::nvme_guest_script(&bench::paired_fio_script(&loads, secs, o.pairs));
     let local = if o.trapped_pairs {
@@ -1038,7 +1070,7 @@ const CPU_MEASURE: &str =
 fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
     let d = drives(c)?;
     let mut runs = Runs::default();
-    if !o.backing_only {
+    if !o.backing_only && !o.loads("userspace").is_empty() {
         for &path in &o.paths {
             step(&format!(
                 "userspace driver in pairs, MSI-X {} ({} pairs per load): devlend (the borrower's mdev of the lent drive), then at once local (the other drive, vfio-pci on the lender)",
@@ -1050,6 +1082,8 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
             runs.paired.extend(rows);
             runs.idle.push(("userspace", path, idle));
         }
+    }
+    if !o.backing_only && !o.loads("guest").is_empty() {
         for &path in &o.paths {
             step(&format!(
                 "guests in pairs, MSI-X {} ({} pairs per load): a guest on the borrower with the lent drive and one on the lender with the local drive{}, in turn, the other stopped",
@@ -1112,7 +1146,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         );
         print!("{}", bench::paired_table(&runs.paired));
     }
-    if !o.backing_only {
+    if !o.backing_only && o.rounds > 0 {
         println!(
         "\n{:<30} {:>12.1} {:>12.1} {:>7.2}   s (+{:.1} s borrowed; {:.1} s and {:.0} fabric messages per GiB of guest RAM)",
         "guest start to nvme ready",
@@ -1191,7 +1225,7 @@ fn measure(c: &mut Cluster, o: &Opts) -> anyhow::Result<serde_json::Value> {
         })
         .collect();
     let open_cfg = open_by_type.get("cfg_reads").copied().unwrap_or(0.0);
-    if !o.backing_only {
+    if !o.backing_only && o.rounds > 0 {
         println!(
             "{:<30} {:>12.2} {:>12.2} {:>7.2}   s ({:.0} fabric messages: {})",
             "opening the device",
