@@ -195,8 +195,14 @@ impl Cluster {
         ));
         for spec in &self.cfg.topology.hosts {
             let disks = spec.nvme.iter().map(|d| (&d.id, d.size));
-            for (id, size) in disks.chain(spec.ahci.iter().map(|d| (&d.id, d.size))) {
+            let controllers = spec.ahci.iter().chain(&spec.virtio_blk);
+            for (id, size) in disks.chain(controllers.map(|d| (&d.id, d.size))) {
                 create_sparse(&self.paths.disk_file(&spec.name, id), size.0)?;
+            }
+            for d in &spec.nvme_sriov {
+                for nsid in 1..=d.vfs {
+                    create_sparse(&self.paths.disk_file(&spec.name, &d.ns_id(nsid)), d.size.0)?;
+                }
             }
             // Before any QEMU maps it: the lender's and its peers' alike.
             for d in &spec.nvme {

@@ -359,6 +359,47 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         ]);
         (id.clone(), args)
     });
+    // Modern only: the guest's virtio-pci finds the device through its
+    // vendor-specific capabilities and notifies it through a memory BAR.
+    let virtio_blk = host.virtio_blk.iter().map(|d| {
+        let id = &d.id;
+        let mut args = drive_args(id, &paths.disk_file(&host.name, id));
+        args.extend([
+            "-device".to_owned(),
+            format!(
+                "virtio-blk-pci,id={id},bus=rp-{id},drive=drv-{id},disable-legacy=on,serial=devlend-{}-{id}",
+                host.name
+            ),
+        ]);
+        (id.clone(), args)
+    });
+    // SR-IOV: the PF in an NVM subsystem of its own (QEMU's SR-IOV needs
+    // one), 2 queues (admin and one I/O) and 1 vector per VF to assign,
+    // and one private namespace per VF that no controller has at boot.
+    let nvme_sriov = host.nvme_sriov.iter().map(|d| {
+        let id = &d.id;
+        let mut args = vec![
+            "-device".to_owned(),
+            format!("nvme-subsys,id=subsys-{id},nqn=devlend-{}-{id}", host.name),
+            "-device".to_owned(),
+            format!(
+                "nvme,id={id},serial=devlend-{}-{id},bus=rp-{id},subsys=subsys-{id},\
+                 sriov_max_vfs={vfs},sriov_vq_flexible={vq},sriov_vi_flexible={vfs}",
+                host.name,
+                vfs = d.vfs,
+                vq = 2 * d.vfs
+            ),
+        ];
+        for nsid in 1..=d.vfs {
+            let ns = d.ns_id(nsid);
+            args.extend(drive_args(&ns, &paths.disk_file(&host.name, &ns)));
+            args.extend([
+                "-device".to_owned(),
+                format!("nvme-ns,drive=drv-{ns},bus={id},nsid={nsid},shared=off,detached=on"),
+            ]);
+        }
+        (id.clone(), args)
+    });
     let vga = host.vga.iter().map(|d| {
         let id = &d.id;
         let args = vec![
@@ -367,7 +408,13 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         ];
         (id.clone(), args)
     });
-    for (chassis, (id, dev_args)) in (1..).zip(nvme.chain(nics).chain(ahci).chain(vga)) {
+    for (chassis, (id, dev_args)) in (1..).zip(
+        nvme.chain(nics)
+            .chain(ahci)
+            .chain(vga)
+            .chain(virtio_blk)
+            .chain(nvme_sriov),
+    ) {
         push(
             &mut a,
             &[
@@ -389,6 +436,8 @@ mod tests {
             "name='t'\n[[host]]\nname='lender'\nmemory='1G'\niommu=true\n\
              [[host.nvme]]\nid='nvme0'\nsize='64M'\n[[host.igb]]\nid='igb0'\npeer=true\n\
              [[host.ahci]]\nid='sata0'\nsize='16M'\n[[host.e1000]]\nid='nic1'\npeer=true\n\
+             [[host.virtio_blk]]\nid='vblk0'\nsize='16M'\n\
+             [[host.nvme_sriov]]\nid='nvsr0'\nvfs=2\nsize='16M'\n\
              [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n\
              [[host.virtio_net]]\nid='lan0'\nnetwork='lan0'\n[[host.vga]]\nid='vga0'\n\
              [[host]]\nname='other'\nmemory='512M'\niommu=true\n\
@@ -563,7 +612,28 @@ mod tests {
             value_after(&a, "-device", "peer-igb0"),
             ["virtio-net-pci,id=peer-igb0,netdev=peer-igb0,mac=52:54:00:d1:00:01"]
         );
-        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 4);
+        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 6);
+        // SR-IOV: the PF in its subsystem, a detached private namespace
+        // per VF.
+        assert_eq!(
+            value_after(&a, "-device", "nvsr0"),
+            [
+                "pcie-root-port,id=rp-nvsr0,chassis=6,slot=6",
+                "nvme-subsys,id=subsys-nvsr0,nqn=devlend-lender-nvsr0",
+                "nvme,id=nvsr0,serial=devlend-lender-nvsr0,bus=rp-nvsr0,subsys=subsys-nvsr0,\
+                 sriov_max_vfs=2,sriov_vq_flexible=4,sriov_vi_flexible=2",
+                "nvme-ns,drive=drv-nvsr0-ns1,bus=nvsr0,nsid=1,shared=off,detached=on",
+                "nvme-ns,drive=drv-nvsr0-ns2,bus=nvsr0,nsid=2,shared=off,detached=on"
+            ]
+        );
+        // Modern only, on the last root port.
+        assert_eq!(
+            value_after(&a, "-device", "vblk0"),
+            [
+                "pcie-root-port,id=rp-vblk0,chassis=5,slot=5",
+                "virtio-blk-pci,id=vblk0,bus=rp-vblk0,drive=drv-vblk0,disable-legacy=on,serial=devlend-lender-vblk0"
+            ]
+        );
         assert_eq!(
             value_after(&a, "-device", "sata0"),
             [

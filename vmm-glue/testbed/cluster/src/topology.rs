@@ -156,6 +156,14 @@ pub struct HostSpec {
     /// a device with MSI and no MSI-X.
     #[serde(default)]
     pub ahci: Vec<DiskControllerSpec>,
+    /// virtio-blk disks, modern only (`disable-legacy=on`: vendor-specific
+    /// capabilities and a notification BAR, no I/O BAR), lendable.
+    #[serde(default)]
+    pub virtio_blk: Vec<DiskControllerSpec>,
+    /// NVMe controllers with SR-IOV (QEMU's `sriov_max_vfs` in an NVM
+    /// subsystem), one private namespace per VF, none attached at boot.
+    #[serde(default)]
+    pub nvme_sriov: Vec<NvmeSriovSpec>,
     /// virtio-net NICs the host uses itself (not lendable: no root port of
     /// their own), e.g. its end of a network a lent NIC is on.
     #[serde(default)]
@@ -244,6 +252,31 @@ pub struct NvmeSpec {
     /// window onto a RAM-backed BAR, what the BAR window check uses.
     #[serde(default)]
     pub pmr: Option<Size>,
+}
+
+/// An emulated NVMe controller with SR-IOV: a primary controller (the PF)
+/// in an NVM subsystem of its own, with flexible queue and interrupt
+/// resources for `vfs` secondary controllers (2 queues, 1 vector each)
+/// and `vfs` private namespaces (nsid 1 to `vfs`), each backed by a file
+/// on the outer machine and attached to no controller at boot: the
+/// lender attaches namespace k to VF k with NVMe's Namespace Attachment
+/// and puts the VF online with Virtualization Management.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvmeSriovSpec {
+    /// Device id, unique in the host; `[a-z0-9-]`.
+    pub id: String,
+    /// VFs (secondary controllers) and namespaces: 1 to 7.
+    pub vfs: u32,
+    /// Size of each namespace's backing file.
+    pub size: Size,
+}
+
+impl NvmeSriovSpec {
+    /// The id of namespace `nsid`'s backing file (`<id>-ns<nsid>`).
+    pub fn ns_id(&self, nsid: u32) -> String {
+        format!("{}-ns{nsid}", self.id)
+    }
 }
 
 /// A byte count written as "256M", "1G" or a plain number.
@@ -350,8 +383,11 @@ impl Topology {
             if h.cpus == 0 || h.cpus > 8 {
                 return bad(format!("host {}: cpus must be 1 to 8", h.name));
             }
-            let lends =
-                !h.nvme.is_empty() || h.lendable_nics().next().is_some() || !h.ahci.is_empty();
+            let lends = !h.nvme.is_empty()
+                || h.lendable_nics().next().is_some()
+                || !h.ahci.is_empty()
+                || !h.virtio_blk.is_empty()
+                || !h.nvme_sriov.is_empty();
             if lends && !h.iommu {
                 return bad(format!(
                     "host {}: a host that lends devices needs `iommu = true` to isolate them",
@@ -364,6 +400,8 @@ impl Topology {
                 .map(|d| d.id.as_str())
                 .chain(h.nics().map(|(_, d)| d.id.as_str()))
                 .chain(h.ahci.iter().map(|d| d.id.as_str()))
+                .chain(h.virtio_blk.iter().map(|d| d.id.as_str()))
+                .chain(h.nvme_sriov.iter().map(|d| d.id.as_str()))
                 .chain(h.vga.iter().map(|d| d.id.as_str()))
                 .collect();
             for (j, id) in ids.iter().enumerate() {
@@ -375,7 +413,17 @@ impl Topology {
                 .nvme
                 .iter()
                 .map(|d| ("nvme", &d.id, d.size))
-                .chain(h.ahci.iter().map(|d| ("ahci", &d.id, d.size)));
+                .chain(h.ahci.iter().map(|d| ("ahci", &d.id, d.size)))
+                .chain(h.virtio_blk.iter().map(|d| ("virtio_blk", &d.id, d.size)))
+                .chain(h.nvme_sriov.iter().map(|d| ("nvme_sriov", &d.id, d.size)));
+            for d in &h.nvme_sriov {
+                if !(1..=7).contains(&d.vfs) {
+                    return bad(format!(
+                        "host {}: nvme_sriov {} vfs must be 1 to 7",
+                        h.name, d.id
+                    ));
+                }
+            }
             for d in &h.nvme {
                 if let Some(pmr) = d.pmr {
                     if pmr.0 < 4096 || !pmr.0.is_power_of_two() {
