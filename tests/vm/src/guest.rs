@@ -48,6 +48,16 @@ impl Default for GuestOpts<'_> {
 /// `devlend.nvme_wait`): `DEVLEND_GUEST_NVME_WAIT` seconds when set (the
 /// debug kernel's runs, where pinning a guest's memory takes a minute),
 /// else the init's own 10 s.
+/// `DEVLEND_GUEST_APPEND`: more kernel parameters for every guest, for
+/// a look at one that hangs (`loglevel=8` undoes `quiet`).
+fn extra_append() -> String {
+    std::env::var("DEVLEND_GUEST_APPEND")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| format!("{} ", v.trim()))
+        .unwrap_or_default()
+}
+
 fn nvme_wait() -> String {
     std::env::var("DEVLEND_GUEST_NVME_WAIT")
         .ok()
@@ -66,7 +76,11 @@ pub const KERNEL_CMDLINE_MAX: usize = 2047;
 /// when that does not fit, `devlend.cmdz=<base64 of gzip>`; an error when
 /// neither fits.
 pub fn kernel_cmdline(cmd: &str) -> anyhow::Result<String> {
-    let head = format!("console=ttyS0 quiet panic=-1 {}", nvme_wait());
+    let head = format!(
+        "console=ttyS0 quiet panic=-1 {}{}",
+        nvme_wait(),
+        extra_append()
+    );
     let plain = format!("{head}devlend.cmd={}", base64(cmd.as_bytes()));
     if plain.len() <= KERNEL_CMDLINE_MAX {
         return Ok(plain);
