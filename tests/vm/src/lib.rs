@@ -17,6 +17,7 @@ pub mod lending;
 pub mod libvirt;
 pub mod lockdep;
 pub mod ntb;
+pub mod nvme_sriov;
 pub mod ownership;
 pub mod peerfuzz;
 pub mod pool;

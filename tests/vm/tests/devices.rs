@@ -11,6 +11,9 @@
 //! `./test.sh intx` the device with INTx only: QEMU's e1000 (82540EM, no
 //! MSI), driven by the guest's `e1000`, on a network where the lender has
 //! a NIC of its own.
+//! `./test.sh nvme_sriov` two VFs of an NVMe controller with SR-IOV,
+//! each with a namespace of its own, lent to guests on two borrowers at
+//! once (`devlend_vmtests::nvme_sriov`).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,6 +24,7 @@ use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh, sh_timeout};
 use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending;
+use devlend_vmtests::nvme_sriov;
 use devlend_vmtests::pool;
 use devlend_vmtests::sriov;
 use devlend_vmtests::twohost::{self, log_marks, BORROWER, LENDER, WAIT};
@@ -149,13 +153,16 @@ sleep {linger}"
     )
 }
 
-/// The disk check's body: its disk is the guest's only SCSI disk.
-fn disk_script(dev: &Device) -> String {
+/// The disk check's body: its disk, `disk` (`/dev/sda`, the guest's only
+/// SCSI disk, for the AHCI controller).
+fn disk_script(dev: &Device, disk: &str) -> String {
     guest_script(
         dev,
-        "for i in $(seq 300); do [ -b /dev/sda ] && break; sleep 0.2; done
-[ -b /dev/sda ] || { echo no-disk; exit 4; }",
-        &lending::write_and_read("/dev/sda", DISK_MIB),
+        &format!(
+            "for i in $(seq 300); do [ -b {disk} ] && break; sleep 0.2; done
+[ -b {disk} ] || {{ echo no-disk; exit 4; }}"
+        ),
+        &lending::write_and_read(disk, DISK_MIB),
         15,
     )
 }
@@ -300,8 +307,9 @@ fn disk_lent_whole(
     c: &mut Cluster,
     dev: &Device,
     id: &str,
+    disk: &str,
 ) -> anyhow::Result<HashMap<String, String>> {
-    lent_whole_to_a_guest(c, dev, &disk_script(dev), &mut |c, out| {
+    lent_whole_to_a_guest(c, dev, &disk_script(dev, disk), &mut |c, out| {
         let written = lending::output_field(out, "written")?;
         ensure!(
             lending::output_field(out, "read")? == written,
@@ -317,7 +325,7 @@ fn disk_lent_whole(
 
 /// An AHCI controller (MSI, no MSI-X) lent whole to a guest's `ahci`.
 fn msi_ahci_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
-    disk_lent_whole(c, &AHCI, AHCI_ID).map(drop)
+    disk_lent_whole(c, &AHCI, AHCI_ID, "/dev/sda").map(drop)
 }
 
 /// The peer host's own NIC on `net` (virtio-net), up at its address;
@@ -534,6 +542,23 @@ fn sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one(
     sriov::two_guests_share_a_nic(c, &pf, Some(&nvme), &|step| println!("  {step}"))
 }
 
+/// The lender's NVMe with SR-IOV in `devices.toml`, and its VFs.
+const NVME_SRIOV_ID: &str = "nvsr0";
+const NVME_SRIOV_VFS: u32 = 2;
+
+/// Two VFs of the lender's NVMe with SR-IOV, each with a private
+/// namespace, used by guests on two borrowers at once, each namespace's
+/// bytes checked in its backing file.
+fn nvme_sriov_vfs_with_own_namespaces_to_two_borrowers(c: &mut Cluster) -> anyhow::Result<()> {
+    let files: Vec<_> = (1..=NVME_SRIOV_VFS)
+        .map(|nsid| {
+            c.paths()
+                .disk_file(LENDER, &format!("{NVME_SRIOV_ID}-ns{nsid}"))
+        })
+        .collect();
+    nvme_sriov::two_vfs_to_two_borrowers(c, &files, &|step| println!("  {step}"))
+}
+
 /// Each borrower asks for any NVMe from a pool of two (the lender's and
 /// the second borrower's) and gets one; a third request is refused, then
 /// waits and takes the one given back (`devlend_vmtests::pool`).
@@ -562,6 +587,10 @@ fn main() {
         Check {
             name: "multihost_any_nvme_from_a_pool_of_two",
             run: multihost_any_nvme_from_a_pool_of_two,
+        },
+        Check {
+            name: "nvme_sriov_vfs_with_own_namespaces_to_two_borrowers",
+            run: nvme_sriov_vfs_with_own_namespaces_to_two_borrowers,
         },
     ];
     Suite::new("devices", checks)
