@@ -18,7 +18,7 @@ use devlend_cluster::{tools, Cluster};
 use crate::fabric::sh;
 use crate::guest::{self, BackgroundGuest, GuestOpts};
 use crate::lending;
-use crate::sriov::BORROWER2;
+use crate::sriov::{self, BORROWER2};
 use crate::twohost::{BORROWER, LENDER, WAIT};
 
 /// The mdev type the guests' VFs are given through.
@@ -154,25 +154,10 @@ pub fn two_vfs_to_two_borrowers(
             back = r.map(drop);
         }
     }
-    let removed = sh(
-        l,
-        &format!(
-            "d=/sys/bus/pci/devices/{pf}
-for v in $d/virtfn*; do
-  [ -e \"$v\" ] || continue
-  a=$(basename $(readlink $v))
-  [ -e {drv}/$a ] && echo \"$a force\" > {drv}/unlend
-done
-echo 0 > $d/sriov_numvfs && cat $d/sriov_numvfs",
-            drv = lending::LENDER_DRIVER
-        ),
-    );
+    let removed = sriov::remove_vfs(l, &pf);
     res?;
     back?;
-    ensure!(
-        removed?.trim() == "0",
-        "the VFs could not be removed once back"
-    );
+    removed?;
     step("both VFs back in the pool, unlent and removed");
     Ok(())
 }

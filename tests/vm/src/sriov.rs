@@ -266,6 +266,30 @@ fn nvme_verified(c: &Cluster, n: &SecondLender, vfs: &[String], out: &str) -> an
     Ok(())
 }
 
+/// Removes every VF of `pf` on the lender (`sriov_numvfs` to 0), taking
+/// back any still lent first (`force`): what a check does whatever
+/// happened before.
+pub fn remove_vfs(l: &AgentClient, pf: &str) -> anyhow::Result<()> {
+    let left = sh(
+        l,
+        &format!(
+            "d=/sys/bus/pci/devices/{pf}
+for v in $d/virtfn*; do
+  [ -e \"$v\" ] || continue
+  a=$(basename $(readlink $v))
+  [ -e {drv}/$a ] && echo \"$a force\" > {drv}/unlend
+done
+echo 0 > $d/sriov_numvfs && cat $d/sriov_numvfs",
+            drv = lending::LENDER_DRIVER
+        ),
+    )?;
+    ensure!(
+        left.trim() == "0",
+        "the VFs of {pf} could not be removed once back: sriov_numvfs {left:?}"
+    );
+    Ok(())
+}
+
 /// A lent device back in its lender's pool, then unlent.
 fn back_and_unlent(l: &AgentClient, addr: &str) -> anyhow::Result<()> {
     if lending::driver_of(l, addr)?.as_deref() != Some("devlend-lender") {
@@ -320,24 +344,9 @@ pub fn two_guests_share_a_nic(
         let _ = back_and_unlent(c.agent(n.host)?, &n.addr);
     }
     // The VFs go whatever happened (a lent one is taken back first).
-    let removed = sh(
-        l,
-        &format!(
-            "d=/sys/bus/pci/devices/{pf}
-for v in $d/virtfn*; do
-  [ -e \"$v\" ] || continue
-  a=$(basename $(readlink $v))
-  [ -e {drv}/$a ] && echo \"$a force\" > {drv}/unlend
-done
-echo 0 > $d/sriov_numvfs && cat $d/sriov_numvfs",
-            drv = lending::LENDER_DRIVER
-        ),
-    );
+    let removed = remove_vfs(l, pf);
     res?;
-    ensure!(
-        removed?.trim() == "0",
-        "the VFs could not be removed once back"
-    );
+    removed?;
     Ok(())
 }
 
