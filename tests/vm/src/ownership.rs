@@ -267,12 +267,27 @@ pub fn marker_landed_in(
     ram_file: &Path,
     owned: &BTreeSet<u64>,
 ) -> anyhow::Result<BTreeSet<u64>> {
+    let landed = marker_landed_only_in(marker, ram_file, owned)?;
+    ensure!(!landed.is_empty(), "{MARKER_INCONCLUSIVE}");
+    Ok(landed)
+}
+
+/// Why a check that found no marker proves nothing.
+pub const MARKER_INCONCLUSIVE: &str = "inconclusive: the drive wrote no marker into the \
+     borrower's RAM, so nothing shows where a late DMA lands";
+
+/// [`marker_landed_in`], but no marker at all is not an error: the
+/// pages it landed in, none if it did not (a check that can run its
+/// experiment again decides).
+pub fn marker_landed_only_in(
+    marker: &Marker,
+    ram_file: &Path,
+    owned: &BTreeSet<u64>,
+) -> anyhow::Result<BTreeSet<u64>> {
     let landed = marker.pages_in_ram(ram_file)?;
-    ensure!(
-        !landed.is_empty(),
-        "inconclusive: the drive wrote no marker into the borrower's RAM, so nothing shows \
-         where a late DMA lands"
-    );
+    if landed.is_empty() {
+        return Ok(landed);
+    }
     let outside: Vec<u64> = landed.difference(owned).copied().collect();
     ensure!(
         outside.is_empty(),

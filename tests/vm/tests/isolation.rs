@@ -163,8 +163,39 @@ fn reads_queued_at_drive(
 fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     let nvme = lent_nvme(c)?;
     let marks = log_marks(c)?;
+    for attempt in 1..=STALL_ATTEMPTS {
+        if !stall_lender_once(c, &nvme)?.is_empty() {
+            break;
+        }
+        ensure!(
+            attempt < STALL_ATTEMPTS,
+            "{} ({STALL_ATTEMPTS} stalls)",
+            ownership::MARKER_INCONCLUSIVE
+        );
+        println!("  stall {attempt}: no marker in the borrower's RAM (inconclusive); again");
+    }
+    verified_io(c, &nvme)?;
+    twohost::no_kernel_trouble(c, marks, Some(LENDER))
+}
+
+/// Stalls of [`stall_lender_under_userspace_driver`] until one shows where
+/// the late DMA lands. In one CI run (2026-11-28) the queued reads left
+/// no marker in the borrower's RAM, why is not known (reads that
+/// completed before the marker was written, or that the lender's reset
+/// after the thaw dropped, would do it): that proves nothing either way,
+/// so the experiment runs again. Every stall checks that no marker landed
+/// outside the quarantine.
+const STALL_ATTEMPTS: u32 = 2;
+
+/// One stall of [`stall_lender_under_userspace_driver`], through the
+/// device back in the pool with nothing held: the borrower pages the
+/// marker landed in (all quarantined), none if it did not land.
+fn stall_lender_once(
+    c: &mut Cluster,
+    nvme: &PciDev,
+) -> anyhow::Result<std::collections::BTreeSet<u64>> {
     let mut s = Scope::new(c);
-    let mapped = reads_queued_at_drive(&mut s, &nvme, "/tmp/stall-lender.log")?;
+    let mapped = reads_queued_at_drive(&mut s, nvme, "/tmp/stall-lender.log")?;
     let stalled =
         ownership::stall_lender(&mut s, LENDER, BORROWER, "/tmp/stall-lender.log", STALL)?;
     let held = stalled.held;
@@ -192,12 +223,12 @@ fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
         w.while_mapped, w.samples, w.max_mapped
     );
     let landed =
-        ownership::marker_landed_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
+        ownership::marker_landed_only_in(&marker, &s.paths().ram_file(BORROWER), &held.quarantine)?;
     println!(
         "  marker found in {} borrower pages, all of them quarantined",
         landed.len()
     );
-    let back = wait_available(l, &nvme, "device returned after the stall", WAIT)?;
+    let back = wait_available(l, nvme, "device returned after the stall", WAIT)?;
     ownership::wait_quarantine_empty(b, "after the stall", WAIT)?;
     println!(
         "  device back in the pool {:.1} s after the lender resumed",
@@ -209,8 +240,7 @@ fn stall_lender_under_userspace_driver(c: &mut Cluster) -> anyhow::Result<()> {
     );
     ensure!(ownership::borrower_pages(b)?.returned_late >= 1);
     drop(s);
-    verified_io(c, &nvme)?;
-    twohost::no_kernel_trouble(c, marks, Some(LENDER))
+    Ok(landed)
 }
 
 /// How the lender's host stops lending a device whose lease the borrower
