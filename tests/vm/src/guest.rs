@@ -43,11 +43,18 @@ impl Default for GuestOpts<'_> {
     }
 }
 
-/// The QEMU command line of a nested guest running `cmd`.
 /// How long a guest's init waits for its NVMe namespaces (guest-init.sh's
 /// `devlend.nvme_wait`): `DEVLEND_GUEST_NVME_WAIT` seconds when set (the
 /// debug kernel's runs, where pinning a guest's memory takes a minute),
 /// else the init's own 10 s.
+fn nvme_wait() -> String {
+    std::env::var("DEVLEND_GUEST_NVME_WAIT")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map(|s| format!("devlend.nvme_wait={s} "))
+        .unwrap_or_default()
+}
+
 /// `DEVLEND_GUEST_APPEND`: more kernel parameters for every guest, for
 /// a look at one that hangs (`loglevel=8` undoes `quiet`).
 fn extra_append() -> String {
@@ -58,16 +65,6 @@ fn extra_append() -> String {
         .unwrap_or_default()
 }
 
-fn nvme_wait() -> String {
-    std::env::var("DEVLEND_GUEST_NVME_WAIT")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .map(|s| format!("devlend.nvme_wait={s} "))
-        .unwrap_or_default()
-}
-
-/// With `bios_log`, SeaBIOS's debug output (port 0x402) goes to that file
-/// in the host: where a guest that never reaches Linux stopped.
 /// Bytes Linux keeps of a kernel command line (x86 `COMMAND_LINE_SIZE`,
 /// less its NUL): a longer one hangs the guest's kernel before it prints.
 pub const KERNEL_CMDLINE_MAX: usize = 2047;
@@ -155,6 +152,9 @@ const QEMU_EXIT_HINT: &str = "QEMU's run states are in its console: a last chang
      shutdown is a guest that powered off or reset (with no panic printed, a triple fault); \
      none is a QEMU that was killed";
 
+/// The QEMU command line of a nested guest running `cmd`. With
+/// `bios_log`, SeaBIOS's debug output (port 0x402) goes to that file in
+/// the host: where a guest that never reaches Linux stopped.
 fn qemu_cmdline(
     images: &Path,
     cmd: &str,

@@ -18,11 +18,9 @@ use devlend_cluster::{tools, Cluster};
 use crate::fabric::sh;
 use crate::guest::{self, BackgroundGuest, GuestOpts};
 use crate::lending;
-use crate::sriov::{self, BORROWER2};
+use crate::sriov::{self, ANY_TYPE, BORROWER2};
 use crate::twohost::{BORROWER, LENDER, WAIT};
 
-/// The mdev type the guests' VFs are given through.
-const ANY_TYPE: &str = "devlend-any";
 /// MiB each guest writes and reads back on its namespace.
 const MIB: u64 = 4;
 /// The VFs lent: one per borrower.

@@ -16,7 +16,7 @@ use crate::lending;
 use crate::twohost::{self, BORROWER, LENDER, WAIT};
 
 /// The mdev type the guests' VFs are given through.
-const ANY_TYPE: &str = "devlend-any";
+pub const ANY_TYPE: &str = "devlend-any";
 /// The port the guests' HTTP servers listen on.
 const HTTP_PORT: u16 = 8080;
 /// Bytes each guest serves the other: enough for thousands of packets

@@ -153,16 +153,13 @@ sleep {linger}"
     )
 }
 
-/// The disk check's body: its disk, `disk` (`/dev/sda`, the guest's only
-/// SCSI disk, for the AHCI controller).
-fn disk_script(dev: &Device, disk: &str) -> String {
+/// The disk check's body: its disk is the guest's only SCSI disk.
+fn disk_script(dev: &Device) -> String {
     guest_script(
         dev,
-        &format!(
-            "for i in $(seq 300); do [ -b {disk} ] && break; sleep 0.2; done
-[ -b {disk} ] || {{ echo no-disk; exit 4; }}"
-        ),
-        &lending::write_and_read(disk, DISK_MIB),
+        "for i in $(seq 300); do [ -b /dev/sda ] && break; sleep 0.2; done
+[ -b /dev/sda ] || { echo no-disk; exit 4; }",
+        &lending::write_and_read("/dev/sda", DISK_MIB),
         15,
     )
 }
@@ -307,9 +304,8 @@ fn disk_lent_whole(
     c: &mut Cluster,
     dev: &Device,
     id: &str,
-    disk: &str,
 ) -> anyhow::Result<HashMap<String, String>> {
-    lent_whole_to_a_guest(c, dev, &disk_script(dev, disk), &mut |c, out| {
+    lent_whole_to_a_guest(c, dev, &disk_script(dev), &mut |c, out| {
         let written = lending::output_field(out, "written")?;
         ensure!(
             lending::output_field(out, "read")? == written,
@@ -325,7 +321,7 @@ fn disk_lent_whole(
 
 /// An AHCI controller (MSI, no MSI-X) lent whole to a guest's `ahci`.
 fn msi_ahci_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
-    disk_lent_whole(c, &AHCI, AHCI_ID, "/dev/sda").map(drop)
+    disk_lent_whole(c, &AHCI, AHCI_ID).map(drop)
 }
 
 /// The peer host's own NIC on `net` (virtio-net), up at its address;
@@ -542,19 +538,21 @@ fn sriov_multihost_vfs_to_two_borrowers_and_an_nvme_from_one(
     sriov::two_guests_share_a_nic(c, &pf, Some(&nvme), &|step| println!("  {step}"))
 }
 
-/// The lender's NVMe with SR-IOV in `devices.toml`, and its VFs.
-const NVME_SRIOV_ID: &str = "nvsr0";
-const NVME_SRIOV_VFS: u32 = 2;
-
 /// Two VFs of the lender's NVMe with SR-IOV, each with a private
 /// namespace, used by guests on two borrowers at once, each namespace's
 /// bytes checked in its backing file.
 fn nvme_sriov_vfs_with_own_namespaces_to_two_borrowers(c: &mut Cluster) -> anyhow::Result<()> {
-    let files: Vec<_> = (1..=NVME_SRIOV_VFS)
-        .map(|nsid| {
-            c.paths()
-                .disk_file(LENDER, &format!("{NVME_SRIOV_ID}-ns{nsid}"))
-        })
+    // The namespaces' files, from the lender's `[[host.nvme_sriov]]`.
+    let spec = c
+        .topology()
+        .hosts
+        .iter()
+        .find(|h| h.name == LENDER)
+        .and_then(|h| h.nvme_sriov.first())
+        .context("devices.toml gives the lender no NVMe with SR-IOV")?
+        .clone();
+    let files: Vec<_> = (1..=spec.vfs)
+        .map(|nsid| c.paths().disk_file(LENDER, &spec.ns_id(nsid)))
         .collect();
     nvme_sriov::two_vfs_to_two_borrowers(c, &files, &|step| println!("  {step}"))
 }
