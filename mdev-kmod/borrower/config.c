@@ -539,7 +539,44 @@ static int dl_config_write_command(struct dl_vdev *v, u16 new)
 	if (!ret && !(old & PCI_COMMAND_MEMORY) && (new & PCI_COMMAND_MEMORY) &&
 	    v->config_ops->mem_decode)
 		v->config_ops->mem_decode(v, true);
+	if (v->config_ops->bars_changed)
+		v->config_ops->bars_changed(v);
 	return ret ?: refused;
+}
+
+/**
+ * dl_config_bar_addr() - where the guest put a memory BAR.
+ * @v: the mdev; caller holds v->lock.
+ * @bar: the BAR, below %DL_NUM_BARS.
+ *
+ * Return: its address in the virtual BAR register(s), 0 for an absent or
+ * I/O BAR, or the upper half of a 64-bit one.
+ */
+u64 dl_config_bar_addr(struct dl_vdev *v, unsigned int bar)
+{
+	unsigned int off = PCI_BASE_ADDRESS_0 + bar * 4;
+	u32 flags = v->info.bar_flags[bar];
+	u64 addr;
+
+	lockdep_assert_held(&v->lock);
+
+	if (!v->info.bar_size[bar] || (flags & DL_BAR_F_IO))
+		return 0;
+	addr = dl_config_get(v, off, 4) & PCI_BASE_ADDRESS_MEM_MASK;
+	if ((flags & DL_BAR_F_MEM64) && bar + 1 < DL_NUM_BARS)
+		addr |= (u64)dl_config_get(v, off + 4, 4) << 32;
+	return addr;
+}
+
+/**
+ * dl_config_command() - the virtual command register.
+ * @v: the mdev; caller holds v->lock.
+ *
+ * Return: its value.
+ */
+u16 dl_config_command(struct dl_vdev *v)
+{
+	return dl_config_get(v, PCI_COMMAND, 2);
 }
 
 /*
@@ -558,6 +595,8 @@ static void dl_config_write_bar(struct dl_vdev *v, unsigned int off,
 	dl_config_put(v, base, 4,
 		      (dl_config_get(v, base, 4) & v->cfg.bar_mask[reg]) |
 		      type_bits);
+	if (v->config_ops->bars_changed)
+		v->config_ops->bars_changed(v);
 }
 
 /* No more MSI vectors enabled than the device is capable of. */

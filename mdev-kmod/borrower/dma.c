@@ -1181,6 +1181,8 @@ int dl_dma_enable(struct dl_vdev *v)
 
 	lockdep_assert_held(&v->lock);
 
+	/* The lender's BAR mappings for the device go with the rest. */
+	dl_bar_dma_forget(v);
 	mutex_lock(&v->dma.lock);
 	if (v->dma.mapped || !list_empty(&v->dma.pinned)) {
 		/* Still mapped from before (BME never cleared): start over. */
@@ -1325,6 +1327,7 @@ void dl_dma_disable(struct dl_vdev *v)
 {
 	lockdep_assert_held(&v->lock);
 
+	dl_bar_dma_forget(v);
 	mutex_lock(&v->dma.lock);
 	v->dma.on = false;
 	v->dma.nholes = 0;

@@ -320,12 +320,15 @@ struct dl_session_ops {
  * @dma_disable: bus mastering went off: unmap and unpin.
  * @reset: a PCIe FLR was written: reset the device.
  * @mem_decode: memory decode went on or off (the BARs' mappings). Optional.
+ * @bars_changed: the command register or a BAR register was written: the
+ *	BARs the device's own DMA may reach, and where. Optional.
  */
 struct dl_config_ops {
 	int (*dma_enable)(struct dl_vdev *v);
 	void (*dma_disable)(struct dl_vdev *v);
 	int (*reset)(struct dl_vdev *v);
 	void (*mem_decode)(struct dl_vdev *v, bool on);
+	void (*bars_changed)(struct dl_vdev *v);
 };
 
 /* Virtual capabilities an mdev serves at most: MSI and MSI-X. */
@@ -621,6 +624,27 @@ struct dl_vdev_irq {
 };
 
 /**
+ * struct dl_vdev_bar_dma - the device's memory BARs as the lender maps
+ *	them for the device's own DMA, where the guest put them (bar_dma.c);
+ *	all under &dl_vdev.lock.
+ * @mapped: bit i: BAR i is mapped at @iova[i], as far as this host knows.
+ * @iova: where.
+ * @refused: bit i: the lender refused BAR i at @refused_iova[i]; not
+ *	asked again until the guest moves it.
+ * @refused_iova: where.
+ * @maps: maps the lender made.
+ * @refusals: maps it refused.
+ */
+struct dl_vdev_bar_dma {
+	u8 mapped;
+	u64 iova[DL_NUM_BARS];
+	u8 refused;
+	u64 refused_iova[DL_NUM_BARS];
+	u64 maps;
+	u64 refusals;
+};
+
+/**
  * struct dl_vdev - one mdev: a VFIO PCI device that stands for a remote
  *	device. The fields here are vdev.c's (and parent.c's, which creates
  *	the mdev and sets its target); each part below is written by one file
@@ -639,6 +663,7 @@ struct dl_vdev_irq {
  * @cfg: the virtual config space (config.c).
  * @dma: pinned and mapped guest memory (dma.c).
  * @irq: the interrupts (irq.c).
+ * @bar_dma: the BARs mapped for the device's own DMA (bar_dma.c).
  */
 struct dl_vdev {
 	struct vfio_device vdev;
@@ -656,6 +681,7 @@ struct dl_vdev {
 	struct dl_vdev_dma dma;
 	struct dl_vdev_irq irq;
 	struct dl_vdev_mmap mm;
+	struct dl_vdev_bar_dma bar_dma;
 };
 
 static inline struct dl_vdev *to_dl_vdev(struct vfio_device *vdev)
@@ -714,6 +740,8 @@ ssize_t dl_config_rw(struct dl_vdev *v, char __user *buf, size_t count,
 		     loff_t pos, bool write);
 void dl_config_after_reset(struct dl_vdev *v);
 unsigned int dl_config_cap_pos(struct dl_vdev *v, u8 id);
+u64 dl_config_bar_addr(struct dl_vdev *v, unsigned int bar);
+u16 dl_config_command(struct dl_vdev *v);
 
 /* dma.c */
 /*
@@ -779,6 +807,10 @@ extern struct dl_fabric_client dl_borrower_client;
 /* debugfs.c */
 void dl_borrower_debugfs_add(void);
 void dl_borrower_debugfs_remove(void);
+
+/* bar_dma.c */
+void dl_bar_dma_forget(struct dl_vdev *v);
+void dl_bar_dma_sync(struct dl_vdev *v);
 
 /* mmap.c */
 struct vfio_info_cap;

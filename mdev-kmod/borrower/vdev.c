@@ -562,6 +562,7 @@ static const struct dl_config_ops dl_vdev_config_ops = {
 	.dma_disable = dl_dma_disable,
 	.reset = dl_vdev_reset,
 	.mem_decode = dl_mmap_decode,
+	.bars_changed = dl_bar_dma_sync,
 };
 
 static int dl_vdev_init(struct vfio_device *vdev)

@@ -36,6 +36,7 @@ const char * const dl_lender_reject_names[DL_REJ_NR] = {
 	[DL_REJ_DMA_TABLES] = "dma_tables",
 	[DL_REJ_IRQ] = "irq",
 	[DL_REJ_NOT_ALLOWED] = "not_allowed",
+	[DL_REJ_BAR_DMA] = "bar_dma",
 };
 
 const char * const dl_lender_counter_names[DL_LCNT_NR] = {
@@ -56,6 +57,8 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_IRQ_DIRECTS] = "irq_direct_sets",
 	[DL_LCNT_BAR_WINDOWS] = "bar_windows",
 	[DL_LCNT_BAR_WINDOW_REVOKES] = "bar_window_revokes",
+	[DL_LCNT_BAR_DMA_MAPS] = "bar_dma_maps",
+	[DL_LCNT_BAR_DMA_UNMAPS] = "bar_dma_unmaps",
 	[DL_LCNT_ACQUIRES] = "acquires",
 	[DL_LCNT_RELEASES] = "releases",
 	[DL_LCNT_RECLAIMS] = "reclaims",

@@ -101,7 +101,15 @@ void dl_lent_dma_init(struct dl_lent *lent)
 	xa_init(&lent->dma_mids);
 }
 
-static bool dl_dma_in_resv(struct dl_lent *lent, u64 iova, u64 last)
+/**
+ * dl_dma_in_resv() - whether IOVAs meet the group's reserved regions.
+ * @lent: the device.
+ * @iova: the first IOVA.
+ * @last: the last IOVA.
+ *
+ * Return: true if any of [@iova, @last] is reserved.
+ */
+bool dl_dma_in_resv(struct dl_lent *lent, u64 iova, u64 last)
 {
 	struct iommu_resv_region *r;
 
@@ -114,8 +122,16 @@ static bool dl_dma_in_resv(struct dl_lent *lent, u64 iova, u64 last)
 	return false;
 }
 
-/* Does a mapping in @mt (either index) cover any of [@first, @last]? */
-static bool dl_dma_busy(struct maple_tree *mt, u64 first, u64 last)
+/**
+ * dl_dma_busy() - does a mapping in @mt (either index) cover any of
+ *	[@first, @last]?
+ * @mt: &dl_lent.dma or &dl_lent.dma_addr.
+ * @first: the first address.
+ * @last: the last address.
+ *
+ * Return: true if one does.
+ */
+bool dl_dma_busy(struct maple_tree *mt, u64 first, u64 last)
 {
 	unsigned long idx = first;
 
@@ -207,12 +223,17 @@ static u64 dl_dma_regions_new(struct xarray *xa, unsigned long first,
 	return n;
 }
 
-/*
- * Would mapping [@iova, @last] take the domain over the holder's budget of
- * page tables (see DL_DMA_TABLE_SLACK) for a borrower of @ram bytes?
+/**
+ * dl_dma_tables_room() - would mapping [@iova, @last] take the domain over
+ *	the holder's budget of page tables (see DL_DMA_TABLE_SLACK)?
+ * @lent: the device; @lent->lock held.
+ * @iova: the first IOVA.
+ * @last: the last IOVA.
+ * @ram: the holder's RAM, bytes.
+ *
+ * Return: true if there is room.
  */
-static bool dl_dma_tables_room(struct dl_lent *lent, u64 iova, u64 last,
-			       u64 ram)
+bool dl_dma_tables_room(struct dl_lent *lent, u64 iova, u64 last, u64 ram)
 {
 	unsigned int leaf = dl_dma_table_shift(lent->domain, 0);
 	unsigned int mid = dl_dma_table_shift(lent->domain, 1);
@@ -252,11 +273,17 @@ static int dl_dma_regions_note(struct xarray *xa, unsigned long first,
 	}
 }
 
-/*
- * Count the page tables mapping [@iova, @last] may make, before it is
- * mapped: a map that fails half-way may have made some.
+/**
+ * dl_dma_tables_note() - count the page tables mapping [@iova, @last] may
+ *	make, before it is mapped: a map that fails half-way may have made
+ *	some.
+ * @lent: the device; @lent->lock held.
+ * @iova: the first IOVA.
+ * @last: the last IOVA.
+ *
+ * Return: 0 or -ENOMEM.
  */
-static int dl_dma_tables_note(struct dl_lent *lent, u64 iova, u64 last)
+int dl_dma_tables_note(struct dl_lent *lent, u64 iova, u64 last)
 {
 	unsigned int leaf = dl_dma_table_shift(lent->domain, 0);
 	unsigned int mid = dl_dma_table_shift(lent->domain, 1);
@@ -371,9 +398,19 @@ static void dl_dma_tables_free(struct dl_lent *lent)
 	dl_dma_tables_forget(lent);
 }
 
-/* Map [@iova, @iova + @len) onto @phys with small pages only. */
-static int dl_dma_iommu_map(struct dl_lent *lent, u64 iova, phys_addr_t phys,
-			    u64 len)
+/**
+ * dl_dma_iommu_map() - map [@iova, @iova + @len) onto @phys with small
+ *	pages only (see the top of this file).
+ * @lent: the device; @lent->lock held.
+ * @iova: the first IOVA, page aligned.
+ * @phys: what it reaches.
+ * @len: bytes, page aligned.
+ * @prot: IOMMU_* access.
+ *
+ * Return: 0 with all of it mapped, or -errno with none of it.
+ */
+int dl_dma_iommu_map(struct dl_lent *lent, u64 iova, phys_addr_t phys,
+		     u64 len, int prot)
 {
 	u64 piece = dl_dma_piece(lent->domain);
 	u64 done, n;
@@ -382,7 +419,7 @@ static int dl_dma_iommu_map(struct dl_lent *lent, u64 iova, phys_addr_t phys,
 	for (done = 0; done < len; done += n) {
 		n = min(len - done, piece);
 		ret = iommu_map(lent->domain, iova + done, phys + done, n,
-				IOMMU_READ | IOMMU_WRITE, GFP_KERNEL);
+				prot, GFP_KERNEL);
 		if (ret)
 			goto err_unmap;
 		cond_resched();
@@ -395,8 +432,14 @@ err_unmap:
 	return ret;
 }
 
-/* Take exactly [@iova, @iova + @len) out of the domain. */
-static void dl_dma_iommu_unmap(struct dl_lent *lent, u64 iova, u64 len)
+/**
+ * dl_dma_iommu_unmap() - take exactly [@iova, @iova + @len) out of the
+ *	domain.
+ * @lent: the device; @lent->lock held.
+ * @iova: the first IOVA.
+ * @len: bytes.
+ */
+void dl_dma_iommu_unmap(struct dl_lent *lent, u64 iova, u64 len)
 {
 	size_t unmapped = iommu_unmap(lent->domain, iova, len);
 
@@ -479,7 +522,8 @@ static int dl_dma_add(struct dl_lent *lent, u64 iova, u64 addr,
 	ret = dl_dma_tables_note(lent, iova, iova + len - 1);
 	if (ret)
 		goto err_untrack;
-	ret = dl_dma_iommu_map(lent, iova, phys, len);
+	ret = dl_dma_iommu_map(lent, iova, phys, len,
+			       IOMMU_READ | IOMMU_WRITE);
 	if (ret)
 		goto err_untrack;
 	WRITE_ONCE(lent->dma_bytes, lent->dma_bytes + len);
@@ -522,10 +566,10 @@ static void dl_dma_undo_run(struct dl_lent *lent, u64 iova, u64 len)
  *
  * Return: 0 with every run mapped, or -errno with none of them mapped:
  * -EINVAL (alignment, wrap, empty), -ERANGE (not the borrower's RAM, or
- * outside the aperture or in a reserved region), -EEXIST (overlap in IOVA,
- * or a borrower page mapped already), -ENOSPC (more than the borrower's
- * RAM in total, more mappings than the caps, or more page tables than the
- * budget), -EIO (the device is in no domain of ours), -ENOMEM, or what
+ * outside the aperture or in a reserved region), -EEXIST (overlap in IOVA
+ * with a mapping, a BAR's too, or a borrower page mapped already), -ENOSPC
+ * (more than the borrower's RAM in total, more mappings than the caps, or
+ * more page tables than the budget), -EIO (the device is in no domain of ours), -ENOMEM, or what
  * iommu_map() said.
  */
 int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
@@ -582,7 +626,8 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 			ret = -ENOSPC;
 			goto err_undo;
 		}
-		if (dl_dma_busy(&lent->dma, iova, iova + len - 1)) {
+		if (dl_dma_busy(&lent->dma, iova, iova + len - 1) ||
+		    dl_lent_bar_dma_busy(lent, iova, iova + len - 1)) {
 			dl_lent_reject(lent, DL_REJ_DMA_OVERLAP);
 			ret = -EEXIST;
 			goto err_undo;
@@ -746,11 +791,12 @@ int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len)
 }
 
 /**
- * dl_lent_dma_unmap_all() - remove every mapping of the device, and the
- *	page tables they left (the domain is replaced by a fresh one).
+ * dl_lent_dma_unmap_all() - remove every mapping of the holder's memory,
+ *	and the page tables they left (the domain is replaced by a fresh
+ *	one): the BARs' mappings must be gone first (dl_lent_unmap_all()).
  * @lent: the device; @lent->lock held.
  *
- * For the holder clearing bus mastering, and for every take-back.
+ * For dl_lent_unmap_all() only.
  */
 void dl_lent_dma_unmap_all(struct dl_lent *lent)
 {

@@ -40,6 +40,7 @@
 #include <linux/xarray.h>
 
 #include "devlend_wire.h"
+#include "../include/dl_bar_dma_rules.h"
 #include "../fabric/fabric.h"
 
 struct seq_file;
@@ -67,6 +68,7 @@ enum dl_lender_reject {
 	DL_REJ_DMA_TABLES,	/* more page tables than the holder's budget */
 	DL_REJ_IRQ,		/* vector type or count */
 	DL_REJ_NOT_ALLOWED,	/* a host the device is not lent to */
+	DL_REJ_BAR_DMA,		/* a BAR its own DMA cannot reach there */
 	DL_REJ_NR
 };
 
@@ -89,6 +91,8 @@ enum dl_lender_counter {
 	DL_LCNT_IRQ_DIRECTS,	/* vectors made direct (DL_MSG_IRQ_DIRECT) */
 	DL_LCNT_BAR_WINDOWS,	/* BARs shown to a holder (DL_MSG_BAR_WINDOW) */
 	DL_LCNT_BAR_WINDOW_REVOKES,	/* and taken back from it */
+	DL_LCNT_BAR_DMA_MAPS,	/* BARs mapped for their device's DMA */
+	DL_LCNT_BAR_DMA_UNMAPS,	/* and unmapped */
 	DL_LCNT_ACQUIRES,
 	DL_LCNT_RELEASES,
 	DL_LCNT_RECLAIMS,	/* taken back without a release */
@@ -109,6 +113,13 @@ extern const char * const dl_lender_counter_names[DL_LCNT_NR];
  *	is taken back before the device goes to anyone else (@lock).
  * @win_token: the window's name, as the holder was told (@lock).
  * @win_len: the bytes it shows (@lock).
+ * @dma: the BAR is mapped for the device's own DMA at @dma_iova, where the
+ *	holder's guest put it (bar_dma.c) (@lock).
+ * @dma_iova: then that IOVA.
+ * @dma_npieces: then how many parts of the BAR are mapped (@lock);
+ * @dma_pieces: they: all but the MSI-X table and PBA pages (@lock).
+ * @dma_pad: then, for a BAR that ends inside a page, the rest of that page,
+ *	claimed so that no other device's BAR can be put there (@lock).
  */
 struct dl_lent_bar {
 	u64 size;
@@ -117,6 +128,11 @@ struct dl_lent_bar {
 	bool win;
 	u64 win_token;
 	u64 win_len;
+	bool dma;
+	u64 dma_iova;
+	unsigned int dma_npieces;
+	struct dl_bar_dma_span dma_pieces[DL_BAR_DMA_MAX_PIECES];
+	struct resource *dma_pad;
 };
 
 /**
@@ -498,8 +514,44 @@ int dl_lent_cfg_write(struct dl_lent *lent, unsigned int pos,
 		      unsigned int size, u32 val);
 int dl_lent_reset(struct dl_lent *lent);
 
+/* bar_dma.c */
+int dl_lent_bar_dma(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		    unsigned int bar, bool map, u64 iova);
+void dl_lent_unmap_all(struct dl_lent *lent);
+
+/**
+ * dl_lent_bar_dma_busy() - whether a BAR is mapped for its device's DMA
+ *	(bar_dma.c) anywhere in [@first, @last].
+ * @lent: the device; @lent->lock held.
+ * @first: the first IOVA.
+ * @last: the last IOVA.
+ *
+ * Return: true if one is (its whole span counts, skipped pages too).
+ */
+static inline bool dl_lent_bar_dma_busy(struct dl_lent *lent, u64 first,
+					u64 last)
+{
+	const struct dl_lent_bar *b;
+	unsigned int i;
+
+	for (i = 0; i < DL_NUM_BARS; i++) {
+		b = &lent->bars[i];
+		if (b->dma && first <= b->dma_iova + PAGE_ALIGN(b->size) - 1 &&
+		    last >= b->dma_iova)
+			return true;
+	}
+	return false;
+}
+
 /* dma.c */
 void dl_lent_dma_init(struct dl_lent *lent);
+bool dl_dma_in_resv(struct dl_lent *lent, u64 iova, u64 last);
+bool dl_dma_busy(struct maple_tree *mt, u64 first, u64 last);
+bool dl_dma_tables_room(struct dl_lent *lent, u64 iova, u64 last, u64 ram);
+int dl_dma_tables_note(struct dl_lent *lent, u64 iova, u64 last);
+int dl_dma_iommu_map(struct dl_lent *lent, u64 iova, phys_addr_t phys,
+		     u64 len, int prot);
+void dl_dma_iommu_unmap(struct dl_lent *lent, u64 iova, u64 len);
 int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    const struct dl_dma_range *ranges, u32 count);
 int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len);

@@ -296,6 +296,7 @@ union dl_lender_req {
 	struct dl_irq_mask irq_mask;
 	struct dl_irq_direct irq_direct;
 	struct dl_bar_window bar_window;
+	struct dl_bar_dma bar_dma;
 };
 
 union dl_lender_resp {
@@ -580,7 +581,7 @@ static int dl_serve_dma_unmap(struct dl_lender_call *c)
 
 	switch (dl_unmap_check(flags, iova, len)) {
 	case DL_UNMAP_ALL:
-		dl_lent_dma_unmap_all(c->lent);
+		dl_lent_unmap_all(c->lent);
 		err = 0;
 		break;
 	case DL_UNMAP_RANGE:
@@ -703,6 +704,34 @@ static int dl_serve_bar_window(struct dl_lender_call *c)
 	return 0;
 }
 
+/* A map names where; an unmap names nothing but the BAR. */
+static bool dl_bar_dma_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_bar_dma *d = msg->data;
+
+	if (d->flags & ~DL_BAR_DMA_F_MAP || d->reserved)
+		return false;
+	return (d->flags & DL_BAR_DMA_F_MAP) || !d->iova;
+}
+
+static int dl_serve_bar_dma(struct dl_lender_call *c)
+{
+	const struct dl_bar_dma *d = &c->req.bar_dma;
+	int err;
+
+	err = dl_lent_bar_dma(c->lent, c->fab, c->msg->peer, d->bar,
+			      d->flags & DL_BAR_DMA_F_MAP,
+			      le64_to_cpu(d->iova));
+	/* Not a BAR this host can map there: the DMA faults, as before. */
+	if (err == -EOPNOTSUPP || err == -EIO || err == -ENOMEM)
+		return err;
+	if (err) {
+		dl_lent_reject(c->lent, DL_REJ_BAR_DMA);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static const struct dl_lender_op dl_lender_ops[] = {
 	{ DL_MSG_DEV_INFO, sizeof(struct dl_dev_ref), DL_ACC_ANY, false,
 	  dl_info_ref_ok, dl_serve_dev_info },
@@ -735,6 +764,8 @@ static const struct dl_lender_op dl_lender_ops[] = {
 	  false, dl_irq_direct_ok, dl_serve_irq_direct },
 	{ DL_MSG_BAR_WINDOW, sizeof(struct dl_bar_window), DL_ACC_HOLDER,
 	  false, dl_bar_window_ok, dl_serve_bar_window },
+	{ DL_MSG_BAR_DMA, sizeof(struct dl_bar_dma), DL_ACC_HOLDER,
+	  false, dl_bar_dma_ok, dl_serve_bar_dma },
 };
 
 static const struct dl_lender_op *dl_lender_op_find(u16 type)
@@ -765,7 +796,8 @@ static void dl_lender_on_dev_msg(struct dl_fabric *fab,
 		     offsetof(struct dl_irq_set, dev_id) ||
 		     offsetof(struct dl_irq_mask, dev_id) ||
 		     offsetof(struct dl_irq_direct, dev_id) ||
-		     offsetof(struct dl_bar_window, dev_id));
+		     offsetof(struct dl_bar_window, dev_id) ||
+		     offsetof(struct dl_bar_dma, dev_id));
 
 	if (WARN_ON_ONCE(!op))
 		goto out_respond;

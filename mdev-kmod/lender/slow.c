@@ -54,7 +54,7 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 
 	pci_clear_master(pdev);
 	dl_lent_irq_release(lent);
-	dl_lent_dma_unmap_all(lent);
+	dl_lent_unmap_all(lent);
 	dl_lent_bar_windows_revoke(lent);
 
 	ret = dl_lent_reset(lent);

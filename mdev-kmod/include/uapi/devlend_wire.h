@@ -243,6 +243,7 @@ enum dl_msg_type {
 	DL_MSG_IRQ_MASK = 32,	/* post, borrower: dl_irq_mask */
 	DL_MSG_IRQ_DIRECT = 33,	/* dl_irq_direct -> empty */
 	DL_MSG_BAR_WINDOW = 34,	/* dl_bar_window -> dl_bar_window */
+	DL_MSG_BAR_DMA = 35,	/* dl_bar_dma -> empty */
 	/* The emulated NTB hardware (devlend_ntb_emu), port to port. */
 	DL_MSG_NTB_HELLO = 40,	/* post: dl_ntb_hello, the sender's port */
 	DL_MSG_NTB_DB = 41,	/* post: dl_ntb_db, doorbell bits to set */
@@ -663,6 +664,42 @@ struct dl_bar_window {
 	__le64 len;
 } __attribute__((packed));
 
+/* struct dl_bar_dma.flags */
+#define DL_BAR_DMA_F_MAP	0x0001	/* map at @iova; without it, unmap */
+
+/**
+ * struct dl_bar_dma - %DL_MSG_BAR_DMA, borrower to lender (protocol 1
+ * addition): make memory BAR @bar of the device reachable by the device's
+ * own DMA at @iova, the address its holder's guest gave the BAR, or with
+ * no %DL_BAR_DMA_F_MAP no longer. A driver may hand its device the bus address
+ * of the device's own BAR (the LSI 53C895A runs its SCRIPTS from its RAM
+ * BAR and moves its registers by address); in the guest that is where the
+ * guest put the BAR, which the lender's IOMMU maps onto the BAR itself.
+ * A map moves the BAR's mapping from where it was; a map where it is, and
+ * an unmap of a BAR not mapped, change nothing (a replay is harmless).
+ * Both BAR and @iova must be page aligned; the pages of the MSI-X table
+ * and PBA are left out (the device cannot write its own table); @iova
+ * must lie in the domain's aperture, clear of reserved regions and of
+ * every other mapping of the device. Every such mapping goes when all
+ * DMA mappings do (bus mastering off, a reset, a take-back). EINVAL:
+ * not a memory BAR of the device, or an @iova that cannot be; ENOTSUPP
+ * (also from a lender that does not know the message): not this BAR;
+ * the device's DMA there faults as before.
+ * @dev_id: the device.
+ * @bar: the BAR, below %DL_NUM_BARS.
+ * @flags: DL_BAR_DMA_F_*.
+ * @reserved: zero.
+ * @iova: with %DL_BAR_DMA_F_MAP, the BAR's address in the holder's
+ *	guest, page aligned; else zero.
+ */
+struct dl_bar_dma {
+	__le32 dev_id;
+	__u8 bar;
+	__u8 flags;
+	__le16 reserved;
+	__le64 iova;
+} __attribute__((packed));
+
 /**
  * struct dl_irq_fire - %DL_MSG_IRQ_FIRE, lender to borrower, posted.
  * @dev_id: the device.
@@ -805,6 +842,7 @@ struct dl_ntb_xlate {
 #define DL_IRQ_MASK_SIZE	12
 #define DL_IRQ_DIRECT_SIZE	16
 #define DL_BAR_WINDOW_SIZE	32
+#define DL_BAR_DMA_SIZE		16
 #define DL_DEV_FAULT_SIZE	16
 #define DL_NTB_HELLO_SIZE	8
 #define DL_NTB_DB_SIZE		8

@@ -32,6 +32,7 @@
 #endif
 #include "../../borrower/dma.c"
 #include "../../borrower/config.c"
+#include "../../borrower/bar_dma.c"
 #pragma GCC diagnostic pop
 
 #include "unit.h"
@@ -82,6 +83,10 @@ static unsigned int nruns, nmaps, nunmaps, nquarantined, nlost, nresets;
 static struct dl_dma_unmap last_unmap;
 static unsigned int nunmaps_refused;
 static int map_ret, unmap_ret, cread_ret;
+/* DL_MSG_BAR_DMA: how many, the last one, and the lender's answer. */
+static unsigned int nbar_dma;
+static struct dl_bar_dma last_bar_dma;
+static int bar_dma_ret;
 static size_t max_payload;
 /* The order of events: 'M' map, 'U' unmap, 'W' config write. */
 static char events[64];
@@ -292,6 +297,13 @@ int dl_session_request(struct dl_vdev *vd, u16 type, const void *data,
 		r->value = cpu_to_le32(rcfg_get(le16_to_cpu(acc->offset),
 						acc->size));
 		return 0;
+	case DL_MSG_BAR_DMA:
+		event('B');
+		nbar_dma++;
+		if (len != sizeof(last_bar_dma))
+			return -EMSGSIZE;
+		memcpy(&last_bar_dma, data, len);
+		return bar_dma_ret;
 	case DL_MSG_CFG_WRITE:
 		event('W');
 		if (ncwrites < ARRAY_SIZE(cwrites))
@@ -454,6 +466,7 @@ static const struct dl_config_ops config_ops = {
 	.dma_disable = dl_dma_disable,
 	.reset = fake_reset,
 	.mem_decode = fake_mem_decode,
+	.bars_changed = dl_bar_dma_sync,
 };
 
 static void reset_all(void)
@@ -493,6 +506,9 @@ static void reset_all(void)
 	memset(events, 0, sizeof(events));
 	map_ret = 0;
 	unmap_ret = 0;
+	nbar_dma = 0;
+	memset(&last_bar_dma, 0, sizeof(last_bar_dma));
+	bar_dma_ret = 0;
 	max_payload = 256;
 	win_mode = false;
 	win_cap = 0;
@@ -1713,6 +1729,81 @@ static void test_config_command(void)
 	xa_destroy(&v.dma.pin_pages);
 }
 
+static void clear_events(void)
+{
+	nevents = 0;
+	memset(events, 0, sizeof(events));
+}
+
+static void check_bar_dma(unsigned int bar, bool map, u64 iova)
+{
+	CHECK_EQ(le32_to_cpu(last_bar_dma.dev_id), 7);
+	CHECK_EQ(last_bar_dma.bar, bar);
+	CHECK_EQ(last_bar_dma.flags, map ? DL_BAR_DMA_F_MAP : 0);
+	CHECK_EQ(le64_to_cpu(last_bar_dma.iova), iova);
+	CHECK_EQ(last_bar_dma.reserved, 0);
+}
+
+/*
+ * The lender maps the memory BARs for the device's own DMA where the
+ * guest put them, while decode and bus mastering are on; once per place;
+ * a refused place is not asked again; decode off unmaps; bus mastering
+ * off forgets (the lender's unmap of everything takes them).
+ */
+static void test_config_bar_dma(void)
+{
+	setup_config();
+	add_slot(0, 1 * MiB, 0);
+	add_gmap(0, 1 * MiB, 0x100000000ULL);
+	CHECK_EQ(dl_config_init(&v), 0);
+	cfg_write(PCI_BASE_ADDRESS_0, 4, 0xfe000000);
+	cfg_write(PCI_BASE_ADDRESS_1, 4, 0x1);
+	cfg_write(PCI_BASE_ADDRESS_4, 4, 0xfd000000);
+	cfg_write(PCI_COMMAND, 2, PCI_COMMAND_MEMORY);
+	CHECK_EQ(nbar_dma, 0);
+
+	clear_events();
+	cfg_write(PCI_COMMAND, 2, PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+	CHECK(!strcmp(events, "MWBB"));
+	check_bar_dma(4, true, 0xfd000000);
+	CHECK_EQ(v.bar_dma.iova[0], 0x1fe000000ULL);
+	CHECK_EQ(v.bar_dma.mapped, BIT(0) | BIT(4));
+	/* The same again: nothing to tell. */
+	clear_events();
+	cfg_write(PCI_COMMAND, 2, PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+	CHECK(!strcmp(events, "W"));
+	/* A BAR moved is mapped where it went. */
+	cfg_write(PCI_BASE_ADDRESS_4, 4, 0xfc000000);
+	check_bar_dma(4, true, 0xfc000000);
+	CHECK_EQ(nbar_dma, 3);
+	/* A place the lender refuses is not asked again. */
+	bar_dma_ret = -EOPNOTSUPP;
+	cfg_write(PCI_BASE_ADDRESS_0, 4, 0xfb000000);
+	cfg_write(PCI_BASE_ADDRESS_0, 4, 0xfb000000);
+	CHECK_EQ(nbar_dma, 4);
+	CHECK_EQ(v.bar_dma.mapped, BIT(4));
+	CHECK_EQ(v.bar_dma.refusals, 1);
+	bar_dma_ret = 0;
+	/* Decode off: what is mapped is unmapped, after the write. */
+	clear_events();
+	cfg_write(PCI_COMMAND, 2, PCI_COMMAND_MASTER);
+	CHECK(!strcmp(events, "ZWB"));
+	check_bar_dma(4, false, 0);
+	CHECK_EQ(v.bar_dma.mapped, 0);
+	/* On again: both asked for (the refusal was for decode on). */
+	clear_events();
+	cfg_write(PCI_COMMAND, 2, PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+	CHECK(!strcmp(events, "WDBB"));
+	/* Bus mastering off: the lender drops them with everything. */
+	clear_events();
+	cfg_write(PCI_COMMAND, 2, PCI_COMMAND_MEMORY);
+	CHECK(!strcmp(events, "WU"));
+	CHECK_EQ(v.bar_dma.mapped, 0);
+	CHECK_EQ(nbar_dma, 7);
+	dl_config_free(&v);
+	xa_destroy(&v.dma.pin_pages);
+}
+
 /*
  * Bus master on with no window space for the guest's memory: the bit
  * stays off, the rest of the command goes to the device, and the VMM's
@@ -1821,6 +1912,8 @@ static const struct unit_test config_tests[] = {
 	  test_config_command },
 	{ "command: bus master with no window space stays off, the VMM told ENOSPC",
 	  test_config_bme_no_window },
+	{ "BARs mapped for the device's own DMA where the guest put them",
+	  test_config_bar_dma },
 	{ "PCIe FLR is a reset; writes split at region ends",
 	  test_config_flr },
 	{ "INTx pin offered only where the lender masks INTx",

@@ -24,6 +24,8 @@
 #define dl_config_free		model_dl_config_free
 #define dl_config_after_reset	model_dl_config_after_reset
 #define dl_config_rw		model_dl_config_rw
+#define dl_config_bar_addr	model_dl_config_bar_addr
+#define dl_config_command	model_dl_config_command
 
 #pragma GCC diagnostic push
 /* The kernel builds with -Wextra but without these (Makefile.extrawarn). */

@@ -120,9 +120,10 @@ static inline void *memchr_inv(const void *p, int c, size_t n)
 #define dl_lent_intx_set_masked		msgt_intx_set_masked
 #define dl_lent_irq_direct		msgt_irq_direct
 #define dl_lent_bar_window		msgt_bar_window
+#define dl_lent_bar_dma			msgt_bar_dma
 #define dl_lent_dma_map			msgt_dma_map
 #define dl_lent_dma_unmap		msgt_dma_unmap
-#define dl_lent_dma_unmap_all		msgt_dma_unmap_all
+#define dl_lent_unmap_all		msgt_unmap_all
 #define dl_fabric_peer_info		msgt_fabric_peer_info
 #define dl_fabric_respond		msgt_fabric_respond
 #define dl_fabric_device		msgt_fabric_device
@@ -176,13 +177,15 @@ static struct {
 	unsigned int slow_queue, bar_read, bar_write, intx_access, cfg_read,
 		     cfg_write, irq_set, intx_masked, dma_map, dma_unmap,
 		     dma_unmap_all, fast_update, irq_direct,
-		     bar_window;
+		     bar_window, bar_dma;
+	bool bar_dma_map;
+	u64 bar_dma_iova;
 	u32 dma_count;
 } calls;
 
 /* What the fakes answer. */
 static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret, direct_ret;
-static int window_ret;
+static int window_ret, bar_dma_ret;
 static enum dl_lender_reject bar_why;
 
 struct device *dl_fabric_device(struct dl_fabric *f)
@@ -344,6 +347,15 @@ int dl_lent_bar_window(struct dl_lent *l, struct dl_fabric *f, u32 peer,
 	return window_ret;
 }
 
+int dl_lent_bar_dma(struct dl_lent *l, struct dl_fabric *f, u32 peer,
+		    unsigned int bar, bool map, u64 iova)
+{
+	calls.bar_dma++;
+	calls.bar_dma_map = map;
+	calls.bar_dma_iova = iova;
+	return bar_dma_ret;
+}
+
 int dl_lent_intx_set_masked(struct dl_lent *l, bool mask)
 {
 	calls.intx_masked++;
@@ -364,7 +376,7 @@ int dl_lent_dma_unmap(struct dl_lent *l, u64 iova, u64 len)
 	return 0;
 }
 
-void dl_lent_dma_unmap_all(struct dl_lent *l)
+void dl_lent_unmap_all(struct dl_lent *l)
 {
 	calls.dma_unmap_all++;
 }
@@ -394,6 +406,7 @@ static void setup(void)
 	mask_ret = 0;
 	direct_ret = 0;
 	window_ret = 0;
+	bar_dma_ret = 0;
 	dma_ret = 0;
 	dev_locked = false;
 	kref_init(&lent.ref);
@@ -469,7 +482,7 @@ static bool nothing_done(void)
 	return !calls.slow_queue && !calls.bar_read && !calls.bar_write &&
 	       !calls.cfg_read && !calls.cfg_write && !calls.irq_set &&
 	       !calls.intx_masked && !calls.irq_direct && !calls.dma_map &&
-	       !calls.bar_window &&
+	       !calls.bar_window && !calls.bar_dma &&
 	       !calls.dma_unmap &&
 	       !calls.dma_unmap_all && !lent.slow_busy;
 }
@@ -485,6 +498,7 @@ union payload {
 	struct dl_irq_mask mask;
 	struct dl_irq_direct direct;
 	struct dl_bar_window window;
+	struct dl_bar_dma bar_dma;
 	struct {
 		struct dl_dma_map map;
 		struct dl_dma_range range[2];
@@ -536,6 +550,11 @@ static size_t good(u16 type, union payload *p)
 	case DL_MSG_BAR_WINDOW:
 		p->window.bar = 2;
 		return sizeof(p->window);
+	case DL_MSG_BAR_DMA:
+		p->bar_dma.bar = 2;
+		p->bar_dma.flags = DL_BAR_DMA_F_MAP;
+		p->bar_dma.iova = cpu_to_le64(0xfe000000);
+		return sizeof(p->bar_dma);
 	}
 	return 0;
 }
@@ -560,6 +579,7 @@ static const struct {
 	{ DL_MSG_IRQ_MASK, true },
 	{ DL_MSG_IRQ_DIRECT, true },
 	{ DL_MSG_BAR_WINDOW, true },
+	{ DL_MSG_BAR_DMA, true },
 };
 
 /*
@@ -721,6 +741,18 @@ static void test_reserved_fields(void)
 	CHECK_EQ(send(HOLDER, DL_MSG_BAR_WINDOW, &p, len), -EINVAL);
 	malformed += 3;
 
+	/* BAR_DMA: known flags, reserved zero, an unmap names no IOVA. */
+	len = good(DL_MSG_BAR_DMA, &p);
+	p.bar_dma.flags = 2;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), -EINVAL);
+	len = good(DL_MSG_BAR_DMA, &p);
+	p.bar_dma.reserved = cpu_to_le16(1);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), -EINVAL);
+	len = good(DL_MSG_BAR_DMA, &p);
+	p.bar_dma.flags = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), -EINVAL);
+	malformed += 3;
+
 	/* IRQ_SET: flags only with INTx, and only the known one. */
 	len = good(DL_MSG_IRQ_SET, &p);
 	p.irq.flags = cpu_to_le16(DL_IRQ_SET_F_UNMASK_MSG);
@@ -743,6 +775,25 @@ static void test_reserved_fields(void)
 	len = good(DL_MSG_IRQ_DIRECT, &p);
 	CHECK_EQ(send(HOLDER, DL_MSG_IRQ_DIRECT, &p, len), 0);
 	CHECK_EQ(calls.irq_direct, 1);
+	len = good(DL_MSG_BAR_DMA, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), 0);
+	CHECK_EQ(calls.bar_dma, 1);
+	CHECK(calls.bar_dma_map);
+	CHECK_EQ(calls.bar_dma_iova, 0xfe000000);
+	p.bar_dma.flags = 0;
+	p.bar_dma.iova = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), 0);
+	CHECK_EQ(calls.bar_dma, 2);
+	CHECK(!calls.bar_dma_map);
+	/* A BAR the lender cannot map there is refused and counted. */
+	bar_dma_ret = -ERANGE;
+	p.bar_dma.flags = DL_BAR_DMA_F_MAP;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_BAR_DMA), 1);
+	bar_dma_ret = -EOPNOTSUPP;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), -EOPNOTSUPP);
+	CHECK_EQ(rej(DL_REJ_BAR_DMA), 1);
+	bar_dma_ret = 0;
 	len = good(DL_MSG_DEV_INFO, &p);
 	p.ref.flags = cpu_to_le32(DL_DEV_REF_F_INFO_EXT);
 	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), 0);
@@ -1244,7 +1295,59 @@ static void test_dev_list(void)
 	xa_destroy(&dl_lender.devs);
 }
 
+/*
+ * include/dl_bar_dma_rules.h: a BAR's own DMA reaches page-aligned BARs at
+ * page-aligned IOVAs, all of the BAR's pages but the MSI-X table's and
+ * PBA's, a BAR smaller than a page with its whole page.
+ */
+static void test_bar_dma_rules(void)
+{
+	struct dl_bar_dma_span skip[2], p[DL_BAR_DMA_MAX_PIECES];
+
+	CHECK_EQ(dl_bar_dma_check(0xfe000000, 0x400, 0xc0000000), 0);
+	CHECK_EQ(dl_bar_dma_check(0xfe000000, 0x400, 0xc0000400), -EINVAL);
+	CHECK_EQ(dl_bar_dma_check(0xfe000400, 0x400, 0xc0000000), -EOPNOTSUPP);
+	CHECK_EQ(dl_bar_dma_check(0xfe000000, 0x2000, ~0ULL - 0xfff), -EINVAL);
+	CHECK_EQ(dl_bar_dma_check(0xfe000000, 0, 0xc0000000), -EINVAL);
+
+	/* Nothing skipped: the BAR up to its last page. */
+	CHECK_EQ(dl_bar_dma_pieces(0x400, NULL, 0, p), 1);
+	CHECK_EQ(p[0].start, 0);
+	CHECK_EQ(p[0].end, 0x1000);
+	/* The table in the middle, the PBA at the end, given in reverse. */
+	skip[0] = (struct dl_bar_dma_span){ 0x7000, 0x8000 };
+	skip[1] = (struct dl_bar_dma_span){ 0x2000, 0x3000 };
+	CHECK_EQ(dl_bar_dma_pieces(0x8000, skip, 2, p), 2);
+	CHECK_EQ(p[0].start, 0);
+	CHECK_EQ(p[0].end, 0x2000);
+	CHECK_EQ(p[1].start, 0x3000);
+	CHECK_EQ(p[1].end, 0x7000);
+	/* Both in one page; the table at the start. */
+	skip[0] = (struct dl_bar_dma_span){ 0, 0x1000 };
+	skip[1] = (struct dl_bar_dma_span){ 0, 0x1000 };
+	CHECK_EQ(dl_bar_dma_pieces(0x4000, skip, 2, p), 1);
+	CHECK_EQ(p[0].start, 0x1000);
+	CHECK_EQ(p[0].end, 0x4000);
+	/* Three pieces. */
+	skip[0] = (struct dl_bar_dma_span){ 0x1000, 0x2000 };
+	skip[1] = (struct dl_bar_dma_span){ 0x3000, 0x4000 };
+	CHECK_EQ(dl_bar_dma_pieces(0x5000, skip, 2, p), 3);
+	CHECK_EQ(p[1].start, 0x2000);
+	CHECK_EQ(p[1].end, 0x3000);
+	CHECK_EQ(p[2].start, 0x4000);
+	CHECK_EQ(p[2].end, 0x5000);
+	/* A span past the end takes the rest. */
+	skip[1] = (struct dl_bar_dma_span){ 0x3000, 0x9000 };
+	CHECK_EQ(dl_bar_dma_pieces(0x5000, skip, 2, p), 2);
+	CHECK_EQ(p[1].end, 0x3000);
+	/* All of it skipped: nothing. */
+	skip[0] = (struct dl_bar_dma_span){ 0, 0x4000 };
+	CHECK_EQ(dl_bar_dma_pieces(0x4000, skip, 1, p), 0);
+}
+
 static const struct unit_test tests[] = {
+	{ "BAR_DMA rules: alignment, the MSI-X table and PBA left out",
+	  test_bar_dma_rules },
 	{ "exactly the lender's message types have handlers", test_registered_types },
 	{ "a payload of the wrong length is malformed, for every type", test_bad_lengths },
 	{ "DMA_MAP's length is its header and count ranges", test_dma_map_lengths },

@@ -575,8 +575,9 @@ const T_CFG_READ_BLOCK: u16 = sys::DL_MSG_CFG_READ_BLOCK as u16;
 const T_IRQ_MASK: u16 = sys::DL_MSG_IRQ_MASK as u16;
 const T_IRQ_DIRECT: u16 = sys::DL_MSG_IRQ_DIRECT as u16;
 const T_BAR_WINDOW: u16 = sys::DL_MSG_BAR_WINDOW as u16;
+const T_BAR_DMA: u16 = sys::DL_MSG_BAR_DMA as u16;
 /// The last lending type a lender knows.
-const T_LAST_KNOWN: u16 = T_BAR_WINDOW;
+const T_LAST_KNOWN: u16 = T_BAR_DMA;
 /// The emulated NTB port's hello (`ntb-emu/main.c`), used by the flood.
 const T_NTB_HELLO: u16 = sys::DL_MSG_NTB_HELLO as u16;
 
@@ -611,6 +612,7 @@ fn fixed_size(t: u16) -> Option<usize> {
         T_IRQ_MASK => sys::DL_IRQ_MASK_SIZE,
         T_IRQ_DIRECT => sys::DL_IRQ_DIRECT_SIZE,
         T_BAR_WINDOW => sys::DL_BAR_WINDOW_SIZE,
+        T_BAR_DMA => sys::DL_BAR_DMA_SIZE,
         _ => return None,
     })
 }
@@ -717,7 +719,8 @@ impl Model {
             | T_CFG_READ_BLOCK
             | T_IRQ_MASK
             | T_IRQ_DIRECT
-            | T_BAR_WINDOW => self.lending(msg_type, payload, req_id),
+            | T_BAR_WINDOW
+            | T_BAR_DMA => self.lending(msg_type, payload, req_id),
             _ if req_id != 0 => {
                 self.exp.rx_unknown += 1;
                 pending(Want::Exact(S_ENOTSUPP), false)
@@ -772,6 +775,13 @@ impl Model {
                 T_IRQ_DIRECT => p[10..16] != [0; 6],
                 // Reserved bytes and the answer's fields zero.
                 T_BAR_WINDOW => p[5..32].iter().any(|&b| b != 0),
+                // Known flags, reserved zero, an unmap names no IOVA.
+                T_BAR_DMA => {
+                    let flags = u32::from(p[5]);
+                    flags & !sys::DL_BAR_DMA_F_MAP != 0
+                        || p[6..8] != [0, 0]
+                        || (flags & sys::DL_BAR_DMA_F_MAP == 0 && p[8..16] != [0; 8])
+                }
                 _ => false,
             };
         if malformed || reserved {
@@ -1117,6 +1127,12 @@ impl Gen {
                 p.push(bar);
                 p.extend_from_slice(&[0; 27]);
             }
+            // An unmap: nothing of the lender's changes, whatever the BAR.
+            T_BAR_DMA => {
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.push(r.random_range(0..7));
+                p.extend_from_slice(&[0; 11]);
+            }
             _ => {}
         }
     }
@@ -1270,12 +1286,13 @@ impl Gen {
                 }
             }
             "lending_malformed" => {
-                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 4) {
+                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 5) {
                     T_DEV_CHANGED => T_DEV_LIST,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
                     t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
                     t if t == T_IRQ_SET + 3 => T_IRQ_DIRECT,
-                    t if t > T_IRQ_SET => T_BAR_WINDOW,
+                    t if t == T_IRQ_SET + 4 => T_BAR_WINDOW,
+                    t if t > T_IRQ_SET => T_BAR_DMA,
                     t => t,
                 };
                 let dev = if self.rng.random_ratio(1, 2) {
@@ -1307,6 +1324,10 @@ impl Gen {
                 } else if t == T_BAR_WINDOW && self.rng.random_ratio(1, 2) {
                     let at = self.rng.random_range(5..sys::DL_BAR_WINDOW_SIZE);
                     p[at] = self.rng.random_range(1..=255);
+                } else if t == T_BAR_DMA && self.rng.random_ratio(1, 2) {
+                    // Reserved bytes, or an IOVA in an unmap.
+                    let at = self.rng.random_range(6..sys::DL_BAR_DMA_SIZE);
+                    p[at] = self.rng.random_range(1..=255);
                 } else if t == T_DMA_MAP && self.rng.random_ratio(1, 2) {
                     // A count that disagrees with the length.
                     let count = match self.rng.random_range(0..3) {
@@ -1330,12 +1351,13 @@ impl Gen {
                 slot[32..32 + len].copy_from_slice(&p[..len]);
             }
             "lending_nodev" => {
-                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 4) {
+                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 5) {
                     T_DEV_CHANGED => T_CFG_READ,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
                     t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
                     t if t == T_IRQ_SET + 3 => T_IRQ_DIRECT,
-                    t if t > T_IRQ_SET => T_BAR_WINDOW,
+                    t if t == T_IRQ_SET + 4 => T_BAR_WINDOW,
+                    t if t > T_IRQ_SET => T_BAR_DMA,
                     t => t,
                 };
                 let dev = self.dev_id_bogus();
