@@ -24,9 +24,10 @@ HOST_MODULES=(netfs 9pnet 9pnet_virtio 9p)
 # 9p: a guest can mount the outer machine (through its host) to run tools
 # such as fio from there (bench.sh).
 GUEST_MODULES=(nvme_core nvme netfs 9pnet 9pnet_virtio 9p)
-# Loaded by a guest only when it has a SATA controller (class 0x0106) at
-# boot: the MSI check lends an AHCI controller (docs/testing.md).
-GUEST_SATA_MODULES=(ahci sd_mod)
+# Loaded by a guest only when it has a SCSI or SATA controller (class
+# 0x0100, 0x0106) at boot: the MSI check lends an AHCI controller, the
+# peer-to-peer check an LSI 53C895A (docs/testing.md).
+GUEST_DISK_MODULES=(ahci sym53c8xx sd_mod)
 # Loaded only with an Ethernet controller (class 0x0200): the NIC check
 # lends an igb (82576), the SR-IOV check its VFs (igbvf), the INTx check an
 # e1000 (82540EM).
@@ -137,8 +138,8 @@ HOST_KOS=$(resolve_modules "${HOST_MODULES[@]}") ||
 	die "a host module is missing from $MODDIR (package $KPKG)"
 GUEST_KOS=$(resolve_modules "${GUEST_MODULES[@]}") ||
 	die "a guest module is missing from $MODDIR (package $KPKG)"
-GUEST_SATA_KOS=$(resolve_modules "${GUEST_SATA_MODULES[@]}") ||
-	die "a guest SATA module is missing from $MODDIR (package $KPKG)"
+GUEST_DISK_KOS=$(resolve_modules "${GUEST_DISK_MODULES[@]}") ||
+	die "a guest disk module is missing from $MODDIR (package $KPKG)"
 GUEST_NET_KOS=$(resolve_modules "${GUEST_NET_MODULES[@]}") ||
 	die "a guest network module is missing from $MODDIR (package $KPKG)"
 
@@ -155,7 +156,7 @@ inputs() {
 	local ko
 	for ko in $HOST_KOS; do echo "host-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
 	for ko in $GUEST_KOS; do echo "guest-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
-	for ko in $GUEST_SATA_KOS; do echo "guest-sata-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
+	for ko in $GUEST_DISK_KOS; do echo "guest-disk-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
 	for ko in $GUEST_NET_KOS; do echo "guest-net-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
 	# Every script and init file here (not the docs, not the self-test).
 	local f
@@ -209,8 +210,8 @@ add_modules() { # dir kos list-file
 	done
 }
 
-populate() { # dir init-script module-list [sata-module-list net-module-list]
-	local dir=$1 init=$2 kos=$3 sata_kos=${4:-} net_kos=${5:-} applet
+populate() { # dir init-script module-list [disk-module-list net-module-list]
+	local dir=$1 init=$2 kos=$3 disk_kos=${4:-} net_kos=${5:-} applet
 	mkdir -p "$dir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,etc/devlend,root} "$dir/lib/modules/$KVER"
 	mkdir -m 1777 "$dir/tmp"
 	chmod 700 "$dir/root"
@@ -224,7 +225,7 @@ populate() { # dir init-script module-list [sata-module-list net-module-list]
 	done < <("$BUSYBOX" --list-full | sort)
 	install -m 0755 "$init" "$dir/init"
 	add_modules "$dir" "$kos" etc/devlend/modules
-	add_modules "$dir" "$sata_kos" etc/devlend/modules.sata
+	add_modules "$dir" "$disk_kos" etc/devlend/modules.disk
 	add_modules "$dir" "$net_kos" etc/devlend/modules.net
 	echo "$KVER" >"$dir/etc/devlend/kver"
 }
@@ -241,7 +242,7 @@ step "host initramfs: busybox, host-init.sh, modules: $(echo "$HOST_KOS" | sed '
 populate "$TMP/host" "$HERE/host-init.sh" "$HOST_KOS"
 mkdir -p "$TMP/host/hostroot"
 step "guest initramfs: busybox, guest-init.sh, modules: $(echo "$GUEST_KOS" | sed 's|.*/||' | tr '\n' ' ')"
-populate "$TMP/guest" "$HERE/guest-init.sh" "$GUEST_KOS" "$GUEST_SATA_KOS" "$GUEST_NET_KOS"
+populate "$TMP/guest" "$HERE/guest-init.sh" "$GUEST_KOS" "$GUEST_DISK_KOS" "$GUEST_NET_KOS"
 
 mkdir "$TMP/out"
 step "packing host-initrd.img"

@@ -77,17 +77,17 @@ load_modules() { # list file
 	done <"$1"
 }
 load_modules /etc/devlend/modules
-# SATA's and Ethernet's modules only for a guest given such a controller
-# (class 0x0106, 0x0200).
-sata= net=
+# Disk (SCSI, SATA) and Ethernet modules only for a guest given such a
+# controller (class 0x0100, 0x0106, 0x0200).
+disk= net=
 for c in /sys/bus/pci/devices/*/class; do
 	[ -r "$c" ] || continue
 	case "$(cat "$c")" in
-	0x0106*) sata=1 ;;
+	0x0100*|0x0106*) disk=1 ;;
 	0x0200*) net=1 ;;
 	esac
 done
-[ -z "$sata" ] || load_modules /etc/devlend/modules.sata
+[ -z "$disk" ] || load_modules /etc/devlend/modules.disk
 [ -z "$net" ] || load_modules /etc/devlend/modules.net
 
 # NVMe functions (class 0x0108xx) present on the PCI bus.

@@ -11,6 +11,10 @@
 //! `./test.sh intx` the device with INTx only: QEMU's e1000 (82540EM, no
 //! MSI), driven by the guest's `e1000`, on a network where the lender has
 //! a NIC of its own.
+//! `./test.sh p2p` a device that DMAs to its own BARs: QEMU's LSI 53C895A
+//! (INTx only), whose driver `sym53c8xx` runs the chip's SCRIPTS from the
+//! chip's RAM BAR and has them move its registers by their bus addresses,
+//! which the lender maps onto the BARs (`DL_MSG_BAR_DMA`).
 //! `./test.sh nvme_sriov` two VFs of an NVMe controller with SR-IOV,
 //! each with a namespace of its own, lent to guests on two borrowers at
 //! once (`devlend_vmtests::nvme_sriov`).
@@ -68,6 +72,20 @@ const AHCI_ID: &str = "sata0";
 /// devlend under TCG are slow (with 64 MiB the check took 150 to 200 s),
 /// and more bytes prove nothing more.
 const DISK_MIB: u64 = 4;
+
+/// QEMU's LSI 53C895A: conventional PCI, INTx only; its driver has it DMA
+/// to its own BARs.
+const LSI: Device = Device {
+    what: "LSI 53C895A SCSI controller",
+    class: "0x010000",
+    vendor: "0x1000",
+    device: "0x0012",
+    driver: "sym53c8xx",
+    irq_name: "sym53c8xx",
+    lender_irq: "intx",
+};
+/// Its id in `devices.toml`: its disk's backing file.
+const LSI_ID: &str = "scsi0";
 
 /// QEMU's igb (82576) PF: MSI-X. Its interrupts are named after the
 /// interface (the guest's only one).
@@ -324,6 +342,28 @@ fn msi_ahci_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
     disk_lent_whole(c, &AHCI, AHCI_ID).map(drop)
 }
 
+/// An LSI 53C895A lent whole to a guest's `sym53c8xx`, which gives the chip
+/// the guest's addresses of its own RAM BAR (SCRIPTS) and register BAR:
+/// the disk's bytes land in the lender's backing file only if the lender
+/// mapped those BARs for the device's DMA where the guest put them, which
+/// its counters must show; none of those maps refused.
+fn p2p_lsi_dma_to_its_own_bars(c: &mut Cluster) -> anyhow::Result<()> {
+    let lent = disk_lent_whole(c, &LSI, LSI_ID)?;
+    let maps = fabric::counter(&lent, "bar_dma_maps")?;
+    let refused = fabric::counter(&lent, "rej_bar_dma")?;
+    // Its RAM BAR (the SCRIPTS) and its register BAR (moved by address).
+    ensure!(
+        maps >= 2 && refused == 0,
+        "the lender did not map both BARs for the device's own DMA: {maps} maps, {refused} refused"
+    );
+    ensure!(
+        fabric::counter(&lent, "bar_dma_unmaps")? >= maps,
+        "the BARs' mappings did not go with the device: {lent:?}"
+    );
+    println!("  {maps} BARs mapped for the device's own DMA");
+    Ok(())
+}
+
 /// The peer host's own NIC on `net` (virtio-net), up at its address;
 /// serves `NET_BYTES` random bytes over HTTP. Returns their sha256.
 fn peer_up(l: &AgentClient, net: &Network) -> anyhow::Result<String> {
@@ -569,6 +609,10 @@ fn main() {
         Check {
             name: "msi_ahci_lent_whole_to_a_guest",
             run: msi_ahci_lent_whole_to_a_guest,
+        },
+        Check {
+            name: "p2p_lsi_dma_to_its_own_bars",
+            run: p2p_lsi_dma_to_its_own_bars,
         },
         Check {
             name: "intx_e1000_lent_whole_to_a_guest",

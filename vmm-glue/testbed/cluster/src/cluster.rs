@@ -195,7 +195,7 @@ impl Cluster {
         ));
         for spec in &self.cfg.topology.hosts {
             let disks = spec.nvme.iter().map(|d| (&d.id, d.size));
-            let controllers = spec.ahci.iter().chain(&spec.virtio_blk);
+            let controllers = spec.ahci.iter().chain(&spec.lsi).chain(&spec.virtio_blk);
             for (id, size) in disks.chain(controllers.map(|d| (&d.id, d.size))) {
                 create_sparse(&self.paths.disk_file(&spec.name, id), size.0)?;
             }

@@ -359,6 +359,22 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         ]);
         (id.clone(), args)
     });
+    // Conventional PCI on a root port, as the e1000 is; its disk at SCSI
+    // id 0, LUN 0.
+    let lsi = host.lsi.iter().map(|d| {
+        let id = &d.id;
+        let mut args = drive_args(id, &paths.disk_file(&host.name, id));
+        args.extend([
+            "-device".to_owned(),
+            format!("lsi53c895a,id={id},bus=rp-{id}"),
+            "-device".to_owned(),
+            format!(
+                "scsi-hd,drive=drv-{id},bus={id}.0,scsi-id=0,lun=0,serial=devlend-{}-{id}",
+                host.name
+            ),
+        ]);
+        (id.clone(), args)
+    });
     // Modern only: the guest's virtio-pci finds the device through its
     // vendor-specific capabilities and notifies it through a memory BAR.
     let virtio_blk = host.virtio_blk.iter().map(|d| {
@@ -412,6 +428,7 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         nvme.chain(nics)
             .chain(ahci)
             .chain(vga)
+            .chain(lsi)
             .chain(virtio_blk)
             .chain(nvme_sriov),
     ) {
@@ -436,6 +453,7 @@ mod tests {
             "name='t'\n[[host]]\nname='lender'\nmemory='1G'\niommu=true\n\
              [[host.nvme]]\nid='nvme0'\nsize='64M'\n[[host.igb]]\nid='igb0'\npeer=true\n\
              [[host.ahci]]\nid='sata0'\nsize='16M'\n[[host.e1000]]\nid='nic1'\npeer=true\n\
+             [[host.lsi]]\nid='scsi0'\nsize='16M'\n\
              [[host.virtio_blk]]\nid='vblk0'\nsize='16M'\n\
              [[host.nvme_sriov]]\nid='nvsr0'\nvfs=2\nsize='16M'\n\
              [[host]]\nname='borrower'\nmemory='512M'\ncpus=2\n\
@@ -612,13 +630,13 @@ mod tests {
             value_after(&a, "-device", "peer-igb0"),
             ["virtio-net-pci,id=peer-igb0,netdev=peer-igb0,mac=52:54:00:d1:00:01"]
         );
-        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 6);
+        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 7);
         // SR-IOV: the PF in its subsystem, a detached private namespace
         // per VF.
         assert_eq!(
             value_after(&a, "-device", "nvsr0"),
             [
-                "pcie-root-port,id=rp-nvsr0,chassis=6,slot=6",
+                "pcie-root-port,id=rp-nvsr0,chassis=7,slot=7",
                 "nvme-subsys,id=subsys-nvsr0,nqn=devlend-lender-nvsr0",
                 "nvme,id=nvsr0,serial=devlend-lender-nvsr0,bus=rp-nvsr0,subsys=subsys-nvsr0,\
                  sriov_max_vfs=2,sriov_vq_flexible=4,sriov_vi_flexible=2",
@@ -626,11 +644,20 @@ mod tests {
                 "nvme-ns,drive=drv-nvsr0-ns2,bus=nvsr0,nsid=2,shared=off,detached=on"
             ]
         );
-        // Modern only, on the last root port.
+        // Conventional PCI with its SCSI disk.
+        assert_eq!(
+            value_after(&a, "-device", "scsi0"),
+            [
+                "pcie-root-port,id=rp-scsi0,chassis=5,slot=5",
+                "lsi53c895a,id=scsi0,bus=rp-scsi0",
+                "scsi-hd,drive=drv-scsi0,bus=scsi0.0,scsi-id=0,lun=0,serial=devlend-lender-scsi0"
+            ]
+        );
+        // Modern only, after it.
         assert_eq!(
             value_after(&a, "-device", "vblk0"),
             [
-                "pcie-root-port,id=rp-vblk0,chassis=5,slot=5",
+                "pcie-root-port,id=rp-vblk0,chassis=6,slot=6",
                 "virtio-blk-pci,id=vblk0,bus=rp-vblk0,drive=drv-vblk0,disable-legacy=on,serial=devlend-lender-vblk0"
             ]
         );

@@ -156,6 +156,11 @@ pub struct HostSpec {
     /// a device with MSI and no MSI-X.
     #[serde(default)]
     pub ahci: Vec<DiskControllerSpec>,
+    /// LSI 53C895A SCSI controllers (conventional PCI, INTx only), each
+    /// with one disk: a device whose driver (`sym53c8xx`) has it DMA to its
+    /// own BARs (its SCRIPTS run from its RAM BAR).
+    #[serde(default)]
+    pub lsi: Vec<DiskControllerSpec>,
     /// virtio-blk disks, modern only (`disable-legacy=on`: vendor-specific
     /// capabilities and a notification BAR, no I/O BAR), lendable.
     #[serde(default)]
@@ -184,7 +189,7 @@ pub struct VgaSpec {
     pub id: String,
 }
 
-/// An emulated disk controller (AHCI) with one disk, backed by a file on
+/// An emulated disk controller (AHCI, LSI, virtio-blk) with one disk, backed by a file on
 /// the outer machine.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -386,6 +391,7 @@ impl Topology {
             let lends = !h.nvme.is_empty()
                 || h.lendable_nics().next().is_some()
                 || !h.ahci.is_empty()
+                || !h.lsi.is_empty()
                 || !h.virtio_blk.is_empty()
                 || !h.nvme_sriov.is_empty();
             if lends && !h.iommu {
@@ -400,6 +406,7 @@ impl Topology {
                 .map(|d| d.id.as_str())
                 .chain(h.nics().map(|(_, d)| d.id.as_str()))
                 .chain(h.ahci.iter().map(|d| d.id.as_str()))
+                .chain(h.lsi.iter().map(|d| d.id.as_str()))
                 .chain(h.virtio_blk.iter().map(|d| d.id.as_str()))
                 .chain(h.nvme_sriov.iter().map(|d| d.id.as_str()))
                 .chain(h.vga.iter().map(|d| d.id.as_str()))
@@ -414,6 +421,7 @@ impl Topology {
                 .iter()
                 .map(|d| ("nvme", &d.id, d.size))
                 .chain(h.ahci.iter().map(|d| ("ahci", &d.id, d.size)))
+                .chain(h.lsi.iter().map(|d| ("lsi", &d.id, d.size)))
                 .chain(h.virtio_blk.iter().map(|d| ("virtio_blk", &d.id, d.size)))
                 .chain(h.nvme_sriov.iter().map(|d| ("nvme_sriov", &d.id, d.size)));
             for d in &h.nvme_sriov {
