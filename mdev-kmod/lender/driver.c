@@ -544,6 +544,9 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_disable;
 	dl_lent_find_msix(lent);
+	ret = dl_lent_dma_bypass_check(lent);
+	if (ret)
+		goto err_unmap_bars;
 	ret = dl_lent_cfg_init(lent);
 	if (ret)
 		goto err_unmap_bars;

@@ -543,6 +543,9 @@ static inline bool dl_lent_bar_dma_busy(struct dl_lent *lent, u64 first,
 	return false;
 }
 
+/* virtio.c */
+int dl_lent_dma_bypass_check(struct dl_lent *lent);
+
 /* dma.c */
 void dl_lent_dma_init(struct dl_lent *lent);
 bool dl_dma_in_resv(struct dl_lent *lent, u64 iova, u64 last);
