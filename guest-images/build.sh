@@ -26,8 +26,9 @@ HOST_MODULES=(netfs 9pnet 9pnet_virtio 9p)
 GUEST_MODULES=(nvme_core nvme netfs 9pnet 9pnet_virtio 9p)
 # Loaded by a guest only when it has a SCSI or SATA controller (class
 # 0x0100, 0x0106) at boot: the MSI check lends an AHCI controller, the
-# peer-to-peer check an LSI 53C895A (docs/testing.md).
-GUEST_DISK_MODULES=(ahci sym53c8xx sd_mod)
+# peer-to-peer check an LSI 53C895A, the virtio check a virtio-blk (class
+# 0x0100; virtio-pci is built in) (docs/testing.md).
+GUEST_DISK_MODULES=(ahci sym53c8xx sd_mod virtio_blk)
 # Loaded only with an Ethernet controller (class 0x0200): the NIC check
 # lends an igb (82576), the SR-IOV check its VFs (igbvf), the INTx check an
 # e1000 (82540EM).

@@ -15,6 +15,11 @@
 //! (INTx only), whose driver `sym53c8xx` runs the chip's SCRIPTS from the
 //! chip's RAM BAR and has them move its registers by their bus addresses,
 //! which the lender maps onto the BARs (`DL_MSG_BAR_DMA`).
+//! `./test.sh virtio` a virtio device lent whole: QEMU's virtio-blk-pci,
+//! modern only (vendor-specific capabilities that locate its registers in
+//! a memory BAR, notifications written there, MSI-X), driven by the
+//! guest's `virtio-pci` and `virtio_blk`; and one whose DMA bypasses the
+//! IOMMU (no VIRTIO_F_ACCESS_PLATFORM), which its host refuses to lend.
 //! `./test.sh nvme_sriov` two VFs of an NVMe controller with SR-IOV,
 //! each with a namespace of its own, lent to guests on two borrowers at
 //! once (`devlend_vmtests::nvme_sriov`).
@@ -86,6 +91,22 @@ const LSI: Device = Device {
 };
 /// Its id in `devices.toml`: its disk's backing file.
 const LSI_ID: &str = "scsi0";
+
+/// QEMU's virtio-blk-pci, modern only, with VIRTIO_F_ACCESS_PLATFORM: the
+/// guest's `virtio-pci` finds its common, notify, ISR and device registers
+/// through the vendor-specific capabilities, in BAR 4. Its interrupts are
+/// `virtio0-config` and `virtio0-req.0` (the guest's only virtio device).
+const VIRTIO_BLK: Device = Device {
+    what: "virtio-blk (modern)",
+    class: "0x010000",
+    vendor: "0x1af4",
+    device: "0x1042",
+    driver: "virtio-pci",
+    irq_name: "virtio0",
+    lender_irq: "msix",
+};
+/// Its id in `devices.toml`.
+const VIRTIO_BLK_ID: &str = "vblk0";
 
 /// QEMU's igb (82576) PF: MSI-X. Its interrupts are named after the
 /// interface (the guest's only one).
@@ -171,13 +192,16 @@ sleep {linger}"
     )
 }
 
-/// The disk check's body: its disk is the guest's only SCSI disk.
-fn disk_script(dev: &Device) -> String {
+/// The disk check's body: its disk, `disk` (`/dev/sda`, the guest's only
+/// SCSI disk, or `/dev/vda`, its only virtio one).
+fn disk_script(dev: &Device, disk: &str) -> String {
     guest_script(
         dev,
-        "for i in $(seq 300); do [ -b /dev/sda ] && break; sleep 0.2; done
-[ -b /dev/sda ] || { echo no-disk; exit 4; }",
-        &lending::write_and_read("/dev/sda", DISK_MIB),
+        &format!(
+            "for i in $(seq 300); do [ -b {disk} ] && break; sleep 0.2; done
+[ -b {disk} ] || {{ echo no-disk; exit 4; }}"
+        ),
+        &lending::write_and_read(disk, DISK_MIB),
         15,
     )
 }
@@ -322,8 +346,9 @@ fn disk_lent_whole(
     c: &mut Cluster,
     dev: &Device,
     id: &str,
+    disk: &str,
 ) -> anyhow::Result<HashMap<String, String>> {
-    lent_whole_to_a_guest(c, dev, &disk_script(dev), &mut |c, out| {
+    lent_whole_to_a_guest(c, dev, &disk_script(dev, disk), &mut |c, out| {
         let written = lending::output_field(out, "written")?;
         ensure!(
             lending::output_field(out, "read")? == written,
@@ -339,7 +364,64 @@ fn disk_lent_whole(
 
 /// An AHCI controller (MSI, no MSI-X) lent whole to a guest's `ahci`.
 fn msi_ahci_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
-    disk_lent_whole(c, &AHCI, AHCI_ID).map(drop)
+    disk_lent_whole(c, &AHCI, AHCI_ID, "/dev/sda").map(drop)
+}
+
+/// The second borrower's virtio-blk without VIRTIO_F_ACCESS_PLATFORM, whose
+/// DMA would reach that host's memory past its IOMMU: lending it fails, the
+/// kernel says why, and it goes back to its driver.
+fn virtio_bypass_refused(c: &Cluster) -> anyhow::Result<()> {
+    let h = c.agent(sriov::BORROWER2)?;
+    lending::ensure_module(h)?;
+    let dev = lenders_device(h, &VIRTIO_BLK)?;
+    let features = sh(
+        h,
+        &format!("cat /sys/bus/pci/devices/{}/virtio*/features", dev.addr),
+    )?;
+    ensure!(
+        features.trim().chars().nth(33) == Some('0'),
+        "{}'s virtio device offers VIRTIO_F_ACCESS_PLATFORM: {features}",
+        sriov::BORROWER2
+    );
+    ensure!(
+        lending::lend(h, &dev.addr).is_err(),
+        "{} lent a virtio device whose DMA bypasses the IOMMU",
+        sriov::BORROWER2
+    );
+    let said = sh(
+        h,
+        "dmesg | grep -c 'without VIRTIO_F_ACCESS_PLATFORM: its DMA bypasses the IOMMU' || true",
+    )?;
+    ensure!(
+        said.trim().parse::<u32>().unwrap_or(0) > 0,
+        "the refusal was not explained in the kernel log"
+    );
+    let driver = sh(
+        h,
+        &format!(
+            "basename \"$(readlink /sys/bus/pci/devices/{}/driver)\"",
+            dev.addr
+        ),
+    )?;
+    ensure!(
+        driver.trim() == "virtio-pci",
+        "the refused device did not go back to virtio-pci: {driver:?}"
+    );
+    ensure!(
+        lending::lent_state(h, &dev.addr).is_err(),
+        "the refused device shows as lent"
+    );
+    println!("  the virtio device without VIRTIO_F_ACCESS_PLATFORM refused");
+    Ok(())
+}
+
+/// A modern-only virtio-blk lent whole to a guest's `virtio-pci` and
+/// `virtio_blk`: its registers found through the vendor-specific
+/// capabilities, its queue notified through BAR 4, MSI-X; and one whose
+/// DMA bypasses the IOMMU refused.
+fn virtio_blk_modern_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
+    virtio_bypass_refused(c)?;
+    disk_lent_whole(c, &VIRTIO_BLK, VIRTIO_BLK_ID, "/dev/vda").map(drop)
 }
 
 /// An LSI 53C895A lent whole to a guest's `sym53c8xx`, which gives the chip
@@ -348,7 +430,7 @@ fn msi_ahci_lent_whole_to_a_guest(c: &mut Cluster) -> anyhow::Result<()> {
 /// mapped those BARs for the device's DMA where the guest put them, which
 /// its counters must show; none of those maps refused.
 fn p2p_lsi_dma_to_its_own_bars(c: &mut Cluster) -> anyhow::Result<()> {
-    let lent = disk_lent_whole(c, &LSI, LSI_ID)?;
+    let lent = disk_lent_whole(c, &LSI, LSI_ID, "/dev/sda")?;
     let maps = fabric::counter(&lent, "bar_dma_maps")?;
     let refused = fabric::counter(&lent, "rej_bar_dma")?;
     // Its RAM BAR (the SCRIPTS) and its register BAR (moved by address).
@@ -609,6 +691,10 @@ fn main() {
         Check {
             name: "msi_ahci_lent_whole_to_a_guest",
             run: msi_ahci_lent_whole_to_a_guest,
+        },
+        Check {
+            name: "virtio_blk_modern_lent_whole_to_a_guest",
+            run: virtio_blk_modern_lent_whole_to_a_guest,
         },
         Check {
             name: "p2p_lsi_dma_to_its_own_bars",

@@ -377,13 +377,17 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
     });
     // Modern only: the guest's virtio-pci finds the device through its
     // vendor-specific capabilities and notifies it through a memory BAR.
+    // Its DMA goes through the IOMMU only with iommu_platform=on (QEMU's
+    // virtio devices otherwise reach the host's memory directly).
     let virtio_blk = host.virtio_blk.iter().map(|d| {
         let id = &d.id;
         let mut args = drive_args(id, &paths.disk_file(&host.name, id));
+        let platform = if d.bypasses_iommu { "off" } else { "on" };
         args.extend([
             "-device".to_owned(),
             format!(
-                "virtio-blk-pci,id={id},bus=rp-{id},drive=drv-{id},disable-legacy=on,serial=devlend-{}-{id}",
+                "virtio-blk-pci,id={id},bus=rp-{id},drive=drv-{id},disable-legacy=on,\
+                 iommu_platform={platform},serial=devlend-{}-{id}",
                 host.name
             ),
         ]);
@@ -658,7 +662,7 @@ mod tests {
             value_after(&a, "-device", "vblk0"),
             [
                 "pcie-root-port,id=rp-vblk0,chassis=6,slot=6",
-                "virtio-blk-pci,id=vblk0,bus=rp-vblk0,drive=drv-vblk0,disable-legacy=on,serial=devlend-lender-vblk0"
+                "virtio-blk-pci,id=vblk0,bus=rp-vblk0,drive=drv-vblk0,disable-legacy=on,iommu_platform=on,serial=devlend-lender-vblk0"
             ]
         );
         assert_eq!(

@@ -198,6 +198,11 @@ pub struct DiskControllerSpec {
     pub id: String,
     /// Size of the disk's backing file created for this run.
     pub size: Size,
+    /// virtio only: without VIRTIO_F_ACCESS_PLATFORM (QEMU's
+    /// `iommu_platform=off`), a device whose DMA bypasses the IOMMU, which
+    /// the lender must refuse. Otherwise a virtio device has the feature.
+    #[serde(default)]
+    pub bypasses_iommu: bool,
 }
 
 /// An emulated NIC (igb, e1000 or virtio-net). Its wire is a QEMU hub of
@@ -424,6 +429,12 @@ impl Topology {
                 .chain(h.lsi.iter().map(|d| ("lsi", &d.id, d.size)))
                 .chain(h.virtio_blk.iter().map(|d| ("virtio_blk", &d.id, d.size)))
                 .chain(h.nvme_sriov.iter().map(|d| ("nvme_sriov", &d.id, d.size)));
+            if let Some(d) = h.ahci.iter().chain(&h.lsi).find(|d| d.bypasses_iommu) {
+                return bad(format!(
+                    "host {}: {}: bypasses_iommu is for virtio devices only",
+                    h.name, d.id
+                ));
+            }
             for d in &h.nvme_sriov {
                 if !(1..=7).contains(&d.vfs) {
                     return bad(format!(
