@@ -182,11 +182,9 @@ int dl_lent_bar_window(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 
 	lockdep_assert_held(&lent->lock);
 
-	if (bar >= DL_NUM_BARS || !lent->bars[bar].size)
-		return -EINVAL;
-	b = &lent->bars[bar];
-	if (!b->map || (b->flags & DL_BAR_F_IO))
-		return -EOPNOTSUPP;
+	ret = dl_lent_mem_bar(lent, bar, &b);
+	if (ret)
+		return ret;
 	if (!b->win) {
 		if (lent->msix_bar == bar)
 			dl_lent_bar_skip(&skip[nskip++], lent->msix_start,

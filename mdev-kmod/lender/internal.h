@@ -416,6 +416,26 @@ static inline bool dl_lent_intx_ends_on_access(struct dl_lent *lent)
 	return dl_lent_intx_relayed(lent) && !lent->intx_unmask_msg;
 }
 
+/**
+ * dl_lent_mem_bar() - a memory BAR of the device, by an index from a peer.
+ * @lent: the device.
+ * @bar: the index: anything.
+ * @b: set to the BAR.
+ *
+ * Return: 0; -EINVAL for a BAR the device does not have; -EOPNOTSUPP for
+ * an I/O BAR (or one this host could not map).
+ */
+static inline int dl_lent_mem_bar(struct dl_lent *lent, unsigned int bar,
+				  struct dl_lent_bar **b)
+{
+	if (bar >= DL_NUM_BARS || !lent->bars[bar].size)
+		return -EINVAL;
+	*b = &lent->bars[bar];
+	if (!(*b)->map || ((*b)->flags & DL_BAR_F_IO))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
 /* bar.c */
 int dl_lent_bar_verdict(struct dl_lent *lent, const struct dl_bar_access *a,
 			enum dl_lender_reject *why);
