@@ -569,8 +569,8 @@ static void dl_dma_undo_run(struct dl_lent *lent, u64 iova, u64 len)
  * outside the aperture or in a reserved region), -EEXIST (overlap in IOVA
  * with a mapping, a BAR's too, or a borrower page mapped already), -ENOSPC
  * (more than the borrower's RAM in total, more mappings than the caps, or
- * more page tables than the budget), -EIO (the device is in no domain of ours), -ENOMEM, or what
- * iommu_map() said.
+ * more page tables than the budget), -EIO (the device is in no domain of
+ * ours), -ENOMEM, or what iommu_map() said.
  */
 int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		    const struct dl_dma_range *ranges, u32 count)

@@ -18,7 +18,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::topology::{HostSpec, Topology};
+use crate::topology::{DiskControllerSpec, HostSpec, Topology};
 
 /// Where one run of a cluster keeps its files.
 #[derive(Debug, Clone)]
@@ -345,36 +345,32 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         }
         (id.clone(), args)
     });
-    let ahci = host.ahci.iter().map(|d| {
+    // A disk controller with one disk on its first bus: `controller` and
+    // `disk` are QEMU device types, `disk_opts` what the disk adds.
+    let with_disk = |d: &DiskControllerSpec, controller: &str, disk: &str, disk_opts: &str| {
         let id = &d.id;
         let mut args = drive_args(id, &paths.disk_file(&host.name, id));
         args.extend([
             "-device".to_owned(),
-            format!("ich9-ahci,id={id},bus=rp-{id}"),
+            format!("{controller},id={id},bus=rp-{id}"),
             "-device".to_owned(),
             format!(
-                "ide-hd,drive=drv-{id},bus={id}.0,serial=devlend-{}-{id}",
+                "{disk},drive=drv-{id},bus={id}.0{disk_opts},serial=devlend-{}-{id}",
                 host.name
             ),
         ]);
         (id.clone(), args)
-    });
+    };
+    let ahci = host
+        .ahci
+        .iter()
+        .map(|d| with_disk(d, "ich9-ahci", "ide-hd", ""));
     // Conventional PCI on a root port, as the e1000 is; its disk at SCSI
     // id 0, LUN 0.
-    let lsi = host.lsi.iter().map(|d| {
-        let id = &d.id;
-        let mut args = drive_args(id, &paths.disk_file(&host.name, id));
-        args.extend([
-            "-device".to_owned(),
-            format!("lsi53c895a,id={id},bus=rp-{id}"),
-            "-device".to_owned(),
-            format!(
-                "scsi-hd,drive=drv-{id},bus={id}.0,scsi-id=0,lun=0,serial=devlend-{}-{id}",
-                host.name
-            ),
-        ]);
-        (id.clone(), args)
-    });
+    let lsi = host
+        .lsi
+        .iter()
+        .map(|d| with_disk(d, "lsi53c895a", "scsi-hd", ",scsi-id=0,lun=0"));
     // Modern only: the guest's virtio-pci finds the device through its
     // vendor-specific capabilities and notifies it through a memory BAR.
     // Its DMA goes through the IOMMU only with iommu_platform=on (QEMU's
