@@ -19,7 +19,7 @@ static struct dentry *dl_borrower_debugfs;
  */
 static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 {
-	u64 same, moved, dropped, retries, win_refused, dfires, dfallbacks;
+	u64 same, moved, dropped, held, retries, win_refused, dfires, dfallbacks;
 	u32 ndirect = 0;
 	struct dl_vdev *v;
 
@@ -27,6 +27,7 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 	same = b->kept_same;
 	moved = b->kept_moved;
 	dropped = b->kept_dropped;
+	held = b->repin_held;
 	retries = b->intx_unmask_retries;
 	win_refused = b->window_refused;
 	dfires = b->direct_fires;
@@ -40,11 +41,12 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		same += READ_ONCE(v->dma.kept_same);
 		moved += READ_ONCE(v->dma.kept_moved);
 		dropped += READ_ONCE(v->dma.kept_dropped);
+		held += READ_ONCE(v->dma.repin_held);
 	}
-	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu intx_unmask_retries=%llu window_refused=%llu irq_direct=%u irq_direct_fires=%llu irq_direct_fallbacks=%llu\n",
+	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu repin_held=%llu intx_unmask_retries=%llu window_refused=%llu irq_direct=%u irq_direct_fires=%llu irq_direct_fallbacks=%llu\n",
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
 		   b->quarantine_refusals, b->returned_late, b->returned,
-		   b->lost, same, moved, dropped, retries, win_refused, ndirect,
+		   b->lost, same, moved, dropped, held, retries, win_refused, ndirect,
 		   dfires, dfallbacks);
 	list_for_each_entry(v, &b->vdevs, node)
 		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu irq_direct=%u irq_direct_fires=%llu bar_windows=%llu bar_window_races=%llu bar_zaps=%llu bar_faults=%lld bar_sigbus=%lld\n",

@@ -38,6 +38,15 @@
  * before the new one is mapped; what never comes back is unmapped when
  * the re-pin stops waiting. The lender can only ever reach pages we hold,
  * so the DMA ownership rule (lease.c) is kept.
+ *
+ * The re-pin must not pin before QEMU's unmap has returned. VFIO tells
+ * every device of the container in turn, then looks again: a page pinned
+ * meanwhile in the range (the old mapping is still there until the unmap
+ * returns) makes it tell them all again, and after ten rounds it BUG()s
+ * (vfio_dma_do_unmap()). Another mdev's round trip to its lender in the
+ * middle is time enough for a re-pin to run. So each such dma_unmap()
+ * leaves a task work on the caller, run as its unmap returns, and the
+ * re-pin does nothing while one is open (dl_dma_unmap_ends()).
  * Every failure on the way unwinds through the same teardown, which is
  * idempotent (CVE-2022-3707 was a double free on such a path).
  */
@@ -51,6 +60,7 @@
 #include <linux/sched/mm.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
+#include <linux/task_work.h>
 #include <linux/vfio.h>
 
 #include "internal.h"
@@ -1291,7 +1301,11 @@ static void dl_dma_repin_work(struct work_struct *work)
 
 	mutex_lock(&v->lock);
 	mutex_lock(&v->dma.lock);
-	if (!v->open || !v->dma.on || READ_ONCE(v->sess.state) != DL_VDEV_BORROWED) {
+	if (v->dma.unmaps_open && v->open && v->dma.on) {
+		/* Queued again when the last of them returns. */
+		v->dma.repin_held++;
+	} else if (!v->open || !v->dma.on ||
+		   READ_ONCE(v->sess.state) != DL_VDEV_BORROWED) {
 		/* Unmapped, or quarantined if the lender cannot be told. */
 		v->dma.kept_dropped += dl_dma_drop_kept(v, 0, U64_MAX);
 		v->dma.nholes = 0;
@@ -1351,6 +1365,61 @@ void dl_dma_lease_gone(struct dl_vdev *v)
 }
 
 /**
+ * struct dl_dma_unmap_end - a task work on the caller of VFIO's unmap,
+ *	run when the unmap has returned.
+ * @cb: the task work.
+ * @v: the mdev it told, with a reference on its device.
+ */
+struct dl_dma_unmap_end {
+	struct callback_head cb;
+	struct dl_vdev *v;
+};
+
+/* The unmap returned: the re-pin may pin the range again. */
+static void dl_dma_unmap_ended(struct callback_head *cb)
+{
+	struct dl_dma_unmap_end *end = container_of(cb, struct dl_dma_unmap_end,
+						    cb);
+	struct dl_vdev *v = end->v;
+
+	mutex_lock(&v->dma.lock);
+	if (!WARN_ON_ONCE(!v->dma.unmaps_open) && !--v->dma.unmaps_open &&
+	    v->dma.window_start)
+		mod_delayed_work(system_unbound_wq, &v->dma.repin_work,
+				 msecs_to_jiffies(DL_REPIN_DELAY_MS));
+	mutex_unlock(&v->dma.lock);
+	put_device(&v->vdev.device);
+	kfree(end);
+}
+
+/*
+ * Holds the re-pin back until the current task's unmap has returned (see
+ * the top of this file). A kernel thread (or an exiting task) has no
+ * return to wait for: VFIO does not loop on it, the re-pin only waits.
+ */
+static void dl_dma_unmap_ends(struct dl_vdev *v)
+{
+	struct dl_dma_unmap_end *end;
+
+	lockdep_assert_held(&v->dma.lock);
+
+	if (current->flags & PF_KTHREAD)
+		return;
+	end = kzalloc(sizeof(*end), GFP_KERNEL);
+	if (!end)
+		return;
+	end->v = v;
+	get_device(&v->vdev.device);
+	init_task_work(&end->cb, dl_dma_unmap_ended);
+	if (task_work_add(current, &end->cb, TWA_RESUME)) {
+		put_device(&v->vdev.device);
+		kfree(end);
+		return;
+	}
+	v->dma.unmaps_open++;
+}
+
+/**
  * dl_dma_unmap_range() - VFIO's dma_unmap: unpin what lies in a range;
  *	keep it mapped until the re-pin while bus mastering is on, unmap it
  *	first otherwise. Safe at any time, a no-op when nothing is pinned.
@@ -1394,6 +1463,7 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len)
 			if (!v->dma.window_start)
 				v->dma.window_start = jiffies ?: 1;
 			v->dma.windows++;
+			dl_dma_unmap_ends(v);
 			mod_delayed_work(system_unbound_wq, &v->dma.repin_work,
 					 msecs_to_jiffies(DL_REPIN_DELAY_MS));
 		}

@@ -209,6 +209,7 @@ struct dl_mtype {
  * @kept_same: &dl_vdev_dma.kept_same of the mdevs removed.
  * @kept_moved: &dl_vdev_dma.kept_moved of the mdevs removed.
  * @kept_dropped: &dl_vdev_dma.kept_dropped of the mdevs removed.
+ * @repin_held: &dl_vdev_dma.repin_held of the mdevs removed.
  * @intx_unmask_retries: &dl_vdev_irq.intx_unmask_retries of the mdevs removed.
  * @window_refused: &dl_vdev_dma.win_refused of the mdevs removed.
  * @direct_fires: &dl_vdev_irq.direct_fires of the mdevs removed.
@@ -247,6 +248,7 @@ struct dl_borrower {
 	u64 kept_same;
 	u64 kept_moved;
 	u64 kept_dropped;
+	u64 repin_held;
 	u64 intx_unmask_retries;
 	u64 window_refused;
 	u64 direct_fires;
@@ -473,6 +475,10 @@ struct dl_vdev_config {
  * @on: bus mastering is on: guest memory is to be mapped.
  * @repin_work: pins and maps again after a dma_unmap().
  * @repin_tries: failed runs of @repin_work in a row.
+ * @unmaps_open: VFIO unmaps that told us of a range and have not returned
+ *	to their caller yet (the old mapping may still be there): the re-pin
+ *	waits for them (@lock).
+ * @repin_held: runs of @repin_work that found such an unmap open.
  * @window_start: jiffies when guest memory was unmapped while bus mastering
  *	was on, 0 while nothing waits to be mapped again.
  * @windows: unmaps while bus mastering was on.
@@ -513,6 +519,8 @@ struct dl_vdev_dma {
 	bool on;
 	struct delayed_work repin_work;
 	unsigned int repin_tries;
+	unsigned int unmaps_open;
+	u64 repin_held;
 	unsigned long window_start;
 	unsigned int windows;
 	u64 window_ms;
@@ -769,6 +777,7 @@ extern unsigned long dl_window_max_pages;
  * lender had stalled for %DL_TX_FULL_WAIT_MS; 0 never.
  */
 extern unsigned int dl_fault_intx_unmask_every;
+extern unsigned int dl_fault_unmap_delay_ms;
 
 /*
  * Module parameter direct_irq: ask lenders to have each MSI-X vector ring

@@ -44,6 +44,12 @@ module_param_named(fault_intx_unmask_every, dl_fault_intx_unmask_every,
 MODULE_PARM_DESC(fault_intx_unmask_every,
 		 "Tests only: every Nth INTx unmask finds the lender's ring full (0: never)");
 
+/* See internal.h; read by vdev.c at each dma_unmap(). */
+unsigned int dl_fault_unmap_delay_ms;
+module_param_named(fault_unmap_delay_ms, dl_fault_unmap_delay_ms, uint, 0644);
+MODULE_PARM_DESC(fault_unmap_delay_ms,
+		 "Tests only: each dma_unmap() from VFIO returns this many ms late, as one that waits on a slow lender (0: at once)");
+
 /* See internal.h; read by irq.c when MSI-X is enabled. */
 bool dl_direct_irq;
 module_param_named(direct_irq, dl_direct_irq, bool, 0644);

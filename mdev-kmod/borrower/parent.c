@@ -274,6 +274,7 @@ static void dl_mdev_unlist(struct dl_vdev *v)
 	b->kept_same += READ_ONCE(v->dma.kept_same);
 	b->kept_moved += READ_ONCE(v->dma.kept_moved);
 	b->kept_dropped += READ_ONCE(v->dma.kept_dropped);
+	b->repin_held += READ_ONCE(v->dma.repin_held);
 	b->intx_unmask_retries += READ_ONCE(v->irq.intx_unmask_retries);
 	b->window_refused += READ_ONCE(v->dma.win_refused);
 	b->direct_fires += atomic64_read(&v->irq.direct_fires);

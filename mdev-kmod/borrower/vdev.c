@@ -506,7 +506,12 @@ static int dl_vdev_mmap(struct vfio_device *vdev, struct vm_area_struct *vma)
 
 static void dl_vdev_dma_unmap(struct vfio_device *vdev, u64 iova, u64 length)
 {
+	unsigned int delay = READ_ONCE(dl_fault_unmap_delay_ms);
+
 	dl_dma_unmap_range(to_dl_vdev(vdev), iova, length);
+	/* Tests: the time a round trip to a stalled lender would take. */
+	if (delay)
+		msleep(delay);
 }
 
 static void dl_vdev_request_op(struct vfio_device *vdev, unsigned int count)

@@ -33,6 +33,7 @@
 #include "../../borrower/dma.c"
 #include "../../borrower/config.c"
 #include "../../borrower/bar_dma.c"
+#include <linux/task_work.h>
 #pragma GCC diagnostic pop
 
 #include "unit.h"
@@ -622,6 +623,16 @@ static int gup_pinned(u64 from, u64 to)
 	return n;
 }
 
+/*
+ * QEMU unmaps guest memory through VFIO, whose dma_unmap() calls ours,
+ * and the unmap returns to QEMU (its task works run).
+ */
+static void qemu_unmap(u64 iova, u64 len)
+{
+	dl_dma_unmap_range(&v, iova, len);
+	kshim_run_task_works();
+}
+
 static void test_add_run(void)
 {
 	struct dl_dma_batch bt = { .v = &v, .max = 3 };
@@ -769,7 +780,7 @@ static void test_unmap_range(void)
 	 * asked (it keeps its mapping until the re-pin).
 	 */
 	nevents = 0;
-	dl_dma_unmap_range(&v, 2 * MiB, 8 * KiB);
+	qemu_unmap(2 * MiB, 8 * KiB);
 	CHECK_EQ(nunmaps, 0);
 	check_extents(ext1, 4);
 	check_pins(2 * MiB, 2 * MiB + 8 * KiB, 0);
@@ -777,11 +788,12 @@ static void test_unmap_range(void)
 	CHECK_EQ(v.dma.npinned, 1183 - 2);
 	CHECK_EQ(v.dma.nkept, 2);
 	CHECK_EQ(page_at(2 * MiB)->refs, 1);
-	CHECK_EQ(v.dma.repin_work.work.queued, 1);
+	/* Queued by the unmap, and again as it returned to QEMU. */
+	CHECK_EQ(v.dma.repin_work.work.queued, 2);
 	CHECK_EQ(v.dma.repin_work.delay, DL_REPIN_DELAY_MS);
 
 	/* The tail of one extent and the head of the next. */
-	dl_dma_unmap_range(&v, 512 * KiB, 512 * KiB + 8 * KiB);
+	qemu_unmap(512 * KiB, 512 * KiB + 8 * KiB);
 	check_extents(ext2, 4);
 	check_pins(512 * KiB, 640 * KiB, 0);
 	check_pins(0, 512 * KiB, 1);
@@ -790,7 +802,7 @@ static void test_unmap_range(void)
 	CHECK_EQ(nunmaps, 0);
 
 	/* Nothing pinned there: nothing happens. */
-	dl_dma_unmap_range(&v, 640 * KiB, 384 * KiB);
+	qemu_unmap(640 * KiB, 384 * KiB);
 	CHECK_EQ(nunmaps, 0);
 	CHECK_EQ(v.dma.nkept, 36);
 	CHECK_EQ(nquarantined, 0);
@@ -819,7 +831,7 @@ static void test_unmap_range(void)
 	setup_guest();
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	v.dma.on = false;
-	dl_dma_unmap_range(&v, 2 * MiB, 8 * KiB);
+	qemu_unmap(2 * MiB, 8 * KiB);
 	CHECK_EQ(nunmaps, 1);
 	CHECK_EQ(le64_to_cpu(last_unmap.iova), 2 * MiB);
 	CHECK_EQ(le64_to_cpu(last_unmap.len), 8 * KiB);
@@ -841,7 +853,7 @@ static void test_unmap_unacked(void)
 
 	/* QEMU unmaps: kept, nothing asked. */
 	unmap_ret = -ETIMEDOUT;
-	dl_dma_unmap_range(&v, 0, 16 * KiB);
+	qemu_unmap(0, 16 * KiB);
 	CHECK_EQ(nunmaps, 0);
 	CHECK_EQ(v.dma.nkept, 4);
 	check_pins(0, 16 * KiB, 0);
@@ -878,7 +890,7 @@ static void test_unmap_unacked(void)
 	setup_guest();
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	v.open = true;
-	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	qemu_unmap(1 * MiB, 2 * MiB);
 	gmaps[2].moved = true;
 	unmap_ret = -ETIMEDOUT;
 	nmaps = 0;
@@ -936,7 +948,7 @@ static void test_window(void)
 	CHECK_EQ(sum, 1183 * PAGE_SIZE);
 
 	/* QEMU unmaps under bus mastering: kept, window space too. */
-	dl_dma_unmap_range(&v, 0, 16 * KiB);
+	qemu_unmap(0, 16 * KiB);
 	CHECK_EQ(v.dma.nkept, 4);
 	CHECK_EQ(v.dma.nwin, 1183);
 	CHECK_EQ(win_held, 1183);
@@ -1057,7 +1069,7 @@ static void test_repin_failure(void)
 	 * QEMU unmaps part of the guest and maps it on other pages; the
 	 * re-pin's map of them is refused.
 	 */
-	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	qemu_unmap(1 * MiB, 2 * MiB);
 	CHECK_EQ(v.dma.npinned, 1183 - 512);
 	CHECK(v.dma.window_start != 0);
 	gmaps[2].moved = true;
@@ -1103,7 +1115,7 @@ static void test_repin_waits(void)
 	v.open = true;
 
 	/* QEMU unmaps [1 MiB, 3 MiB) and has not mapped it again yet. */
-	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	qemu_unmap(1 * MiB, 2 * MiB);
 	CHECK_EQ(v.dma.nholes, 1);
 	saved = gmaps[2];
 	CHECK_EQ(saved.iova, 1 * MiB);
@@ -1141,7 +1153,7 @@ static void test_repin_waits(void)
 	 * Gone for good: past DL_REPIN_WAIT_S the re-pin stops waiting and
 	 * has the kept pages unmapped.
 	 */
-	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	qemu_unmap(1 * MiB, 2 * MiB);
 	gmaps[2].len = 0;
 	jiffies += DL_REPIN_WAIT_S * HZ;
 	dl_dma_repin_work(&v.dma.repin_work.work);
@@ -1159,7 +1171,7 @@ static void test_repin_waits(void)
 	gmaps[2] = saved;
 	dl_dma_repin_work(&v.dma.repin_work.work);
 	CHECK_EQ(v.dma.npinned, 1183);
-	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	qemu_unmap(1 * MiB, 2 * MiB);
 	slots[2].flags = KVM_MEM_READONLY;
 	dl_dma_repin_work(&v.dma.repin_work.work);
 	CHECK_EQ(v.dma.window_start, 0);
@@ -1172,6 +1184,69 @@ static void test_repin_waits(void)
 	check_no_refs();
 	CHECK_EQ(bad_unpins, 0);
 	xa_destroy(&v.dma.pin_pages);
+}
+
+/*
+ * VFIO tells every mdev of the container of an unmap, then looks at its
+ * pins again: a re-pin in between would pin the old mapping again (VFIO
+ * BUG()s after ten such rounds). It waits for the unmap to return.
+ */
+static void test_repin_waits_for_unmap_return(void)
+{
+	setup_guest();
+	CHECK_EQ(dl_dma_enable(&v), 0);
+	v.open = true;
+	nmaps = 0;
+
+	/* Told of the unmap; another mdev's callback still runs. */
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	CHECK_EQ(v.dma.nkept, 512);
+	CHECK_EQ(v.dma.unmaps_open, 1);
+	CHECK_EQ(v.vdev.device.refs, 1);
+	v.dma.repin_work.work.queued = 0;
+	/* The re-pin runs meanwhile: it pins nothing. */
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.repin_held, 1);
+	CHECK_EQ(v.dma.npinned, 1183 - 512);
+	check_pins(1 * MiB, 3 * MiB, 0);
+	CHECK_EQ(v.dma.nkept, 512);
+	CHECK_EQ(nmaps + nunmaps, 0);
+	CHECK_EQ(v.dma.repin_work.work.queued, 0);
+
+	/* The unmap returns: the re-pin is queued again, and pins. */
+	CHECK_EQ(kshim_run_task_works(), 1);
+	CHECK_EQ(v.dma.unmaps_open, 0);
+	CHECK_EQ(v.vdev.device.refs, 0);
+	CHECK_EQ(v.dma.repin_work.work.queued, 1);
+	CHECK_EQ(v.dma.repin_work.delay, DL_REPIN_DELAY_MS);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.npinned, 1183);
+	check_pins(1 * MiB, 3 * MiB, 1);
+	CHECK_EQ(v.dma.kept_same, 512);
+	CHECK_EQ(v.dma.nkept, 0);
+
+	/*
+	 * A kernel thread, or a task that exits, has no return to wait for:
+	 * nothing is held back.
+	 */
+	kshim_current->flags = PF_KTHREAD;
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	kshim_current->flags = 0;
+	kshim_task_exiting = true;
+	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	kshim_task_exiting = false;
+	CHECK_EQ(v.dma.unmaps_open, 0);
+	CHECK_EQ(v.vdev.device.refs, 0);
+	CHECK(!kshim_task_works);
+	dl_dma_repin_work(&v.dma.repin_work.work);
+	CHECK_EQ(v.dma.npinned, 1183);
+	CHECK_EQ(v.dma.repin_held, 1);
+
+	dl_dma_disable(&v);
+	check_no_refs();
+	CHECK_EQ(bad_unpins, 0);
+	xa_destroy(&v.dma.pin_pages);
+	xa_destroy(&v.dma.kept);
 }
 
 static void test_repin_keeps(void)
@@ -1187,7 +1262,7 @@ static void test_repin_keeps(void)
 	 * QEMU unmaps [1 MiB, 3 MiB) and maps the same RAM again: the lender
 	 * keeps its mapping throughout and is told nothing.
 	 */
-	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	qemu_unmap(1 * MiB, 2 * MiB);
 	CHECK_EQ(v.dma.nkept, 512);
 	CHECK_EQ(page_at(1 * MiB)->refs, 1);
 	check_pins(1 * MiB, 3 * MiB, 0);
@@ -1209,7 +1284,7 @@ static void test_repin_keeps(void)
 	 * pinned chunk: [1 MiB, 2 MiB), [2 MiB, 3 MiB)) before the new ones
 	 * are mapped; then let go.
 	 */
-	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	qemu_unmap(1 * MiB, 2 * MiB);
 	gmaps[2].moved = true;
 	gmaps[2].phys = 0x700000000ULL;
 	dl_dma_repin_work(&v.dma.repin_work.work);
@@ -1226,15 +1301,15 @@ static void test_repin_keeps(void)
 	check_no_refs();
 
 	/* Half of a run unmapped twice before the re-pin: kept once. */
-	dl_dma_unmap_range(&v, 1 * MiB, 1 * MiB);
-	dl_dma_unmap_range(&v, 1 * MiB, 2 * MiB);
+	qemu_unmap(1 * MiB, 1 * MiB);
+	qemu_unmap(1 * MiB, 2 * MiB);
 	CHECK_EQ(v.dma.nkept, 512);
 	dl_dma_repin_work(&v.dma.repin_work.work);
 	CHECK_EQ(v.dma.kept_same, 1024);
 	CHECK_EQ(nunmaps, 2);
 
 	/* A reset while pages are kept: all unmapped at once, let go. */
-	dl_dma_unmap_range(&v, 0, 8 * KiB);
+	qemu_unmap(0, 8 * KiB);
 	dl_dma_disable(&v);
 	CHECK_EQ(nunmaps, 3);
 	CHECK_EQ(le32_to_cpu(last_unmap.flags), DL_DMA_UNMAP_F_ALL);
@@ -1279,7 +1354,7 @@ static void test_bulk_pins(void)
 	dl_dma_disable(&v);
 	CHECK_EQ(dl_dma_enable(&v), 0);
 	v.dma.on = false;
-	dl_dma_unmap_range(&v, 1 * MiB + 8 * KiB, 8 * KiB);
+	qemu_unmap(1 * MiB + 8 * KiB, 8 * KiB);
 	check_pins(1 * MiB + 8 * KiB, 1 * MiB + 16 * KiB, 0);
 	check_pins(1 * MiB, 1 * MiB + 8 * KiB, 1);
 	CHECK_EQ(mm.locked_vm, (long)v.dma.nbulk);
@@ -1386,7 +1461,7 @@ static void test_probe(void)
 	/* One call per block, a few more where the block is mapped. */
 	CHECK(npin_calls < 2048 + 520);
 	/* The driver unmaps a buffer: gone at once, nothing kept. */
-	dl_dma_unmap_range(&v, 6 * MiB, 8 * KiB);
+	qemu_unmap(6 * MiB, 8 * KiB);
 	CHECK_EQ(nunmaps, 1);
 	CHECK_EQ(le64_to_cpu(last_unmap.iova), 6 * MiB);
 	CHECK_EQ(v.dma.nkept, 0);
@@ -1416,6 +1491,8 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_waits },
 	{ "re-pin: kept pages stay mapped; same ones send nothing, moved ones unmapped first",
 	  test_repin_keeps },
+	{ "re-pin: held back until VFIO's unmap returns (else VFIO loops, then BUG()s)",
+	  test_repin_waits_for_unmap_return },
 	{ "bulk pins: a call per 2 MiB, VFIO anchors at both ends, accounted, all given back",
 	  test_bulk_pins },
 	{ "bulk pins refused (another mapping, locked limit, turned off, exited VMM, kworker): VFIO pins",

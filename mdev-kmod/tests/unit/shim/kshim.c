@@ -6,6 +6,8 @@
 #include "kshim.h"
 
 struct task_struct *kshim_current;
+struct callback_head *kshim_task_works;
+bool kshim_task_exiting;
 
 unsigned long jiffies = 1000;
 struct workqueue_struct *system_unbound_wq;

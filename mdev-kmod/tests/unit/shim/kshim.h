@@ -420,7 +420,15 @@ bitmap_find_next_zero_area(unsigned long *map, unsigned long size,
 }
 
 /* Devices and logging: messages are counted, printed with UNIT_VERBOSE. */
-struct device { const char *name; };
+struct device { const char *name; int refs; };
+
+static inline struct device *get_device(struct device *d)
+{
+	d->refs++;
+	return d;
+}
+
+static inline void put_device(struct device *d) { d->refs--; }
 struct va_format {
 	const char *fmt;
 	va_list *va;
@@ -460,7 +468,9 @@ struct mm_struct {
 /* The task the code runs in: only its memory is looked at. */
 struct task_struct {
 	struct mm_struct *mm;
+	unsigned int flags;
 };
+#define PF_KTHREAD	0x00200000
 extern struct task_struct *kshim_current;
 #define current kshim_current
 
@@ -552,6 +562,7 @@ static inline struct kvm_memory_slot *__kshim_memslot(struct kvm_memslots *ms,
 struct vfio_device {
 	struct device *dev;
 	struct kvm *kvm;
+	struct device device;
 };
 
 struct vfio_device_ops;
