@@ -747,12 +747,19 @@ fn nic_igb_and_intx_e1000_in_one_guest(c: &mut Cluster) -> anyhow::Result<()> {
 /// borrower waits before it pins again (`DL_REPIN_DELAY_MS`, 100 ms).
 const UNMAP_DELAY_MS: u32 = 300;
 
-const UNMAP_DELAY_PARAM: &str = "/sys/module/devlend_borrower/parameters/fault_unmap_delay_ms";
+/// Sets the borrower's test-only module parameter `name` (a fault
+/// injection; 0 turns it off).
+fn set_borrower_fault(b: &AgentClient, name: &str, value: u32) -> anyhow::Result<()> {
+    sh(
+        b,
+        &format!("echo {value} > /sys/module/devlend_borrower/parameters/{name}"),
+    )
+    .map(drop)
+    .with_context(|| format!("the borrower's {name}"))
+}
 
 fn set_unmap_delay(b: &AgentClient, ms: u32) -> anyhow::Result<()> {
-    sh(b, &format!("echo {ms} > {UNMAP_DELAY_PARAM}"))
-        .map(drop)
-        .context("the borrower's dma_unmap() delay")
+    set_borrower_fault(b, "fault_unmap_delay_ms", ms)
 }
 
 /// Every how many INTx unmasks one finds the lender's ring full in the
@@ -761,12 +768,8 @@ fn set_unmap_delay(b: &AgentClient, ms: u32) -> anyhow::Result<()> {
 /// much (with 4 MiB each way: some 45 retries).
 const INTX_FAULT_EVERY: u32 = 15;
 
-const FAULT_PARAM: &str = "/sys/module/devlend_borrower/parameters/fault_intx_unmask_every";
-
 fn set_unmask_fault(b: &AgentClient, every: u32) -> anyhow::Result<()> {
-    sh(b, &format!("echo {every} > {FAULT_PARAM}"))
-        .map(drop)
-        .context("the borrower's INTx unmask fault injection")
+    set_borrower_fault(b, "fault_intx_unmask_every", every)
 }
 
 /// A counter of the borrower's, over all its mdevs ever (debugfs
