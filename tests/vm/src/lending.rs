@@ -305,13 +305,19 @@ pub const IO_SIZE_MIB: u64 = 16;
 /// block device `dev` at [`IO_OFFSET_MIB`] MiB and read back; prints
 /// `written <sha256>` and `read <sha256>`.
 pub fn write_and_read(dev: &str, mib: u64) -> String {
+    write_and_read_keyed(dev, mib, "")
+}
+
+/// [`write_and_read`], its keys ending in `suffix` (`written<suffix>`,
+/// `read<suffix>`): one of several devices of a guest.
+pub fn write_and_read_keyed(dev: &str, mib: u64, suffix: &str) -> String {
     format!(
         "head -c $(({mib} << 20)) /dev/urandom > /tmp/data
-echo \"written $(sha256sum /tmp/data | cut -d' ' -f1)\"
+echo \"written{suffix} $(sha256sum /tmp/data | cut -d' ' -f1)\"
 dd if=/tmp/data of={dev} bs=1M seek={IO_OFFSET_MIB} oflag=direct conv=fsync 2>/dev/null
 rm /tmp/data
 dd if={dev} of=/tmp/back bs=1M skip={IO_OFFSET_MIB} count={mib} iflag=direct 2>/dev/null
-echo \"read $(sha256sum /tmp/back | cut -d' ' -f1)\""
+echo \"read{suffix} $(sha256sum /tmp/back | cut -d' ' -f1)\""
     )
 }
 

@@ -211,9 +211,7 @@ fn field<'a>(out: &'a str, key: &str, dev: &Device) -> anyhow::Result<&'a str> {
 /// `read-<tag>`.
 fn disk_block(dev: &Device) -> String {
     let tag = dev.driver;
-    let io = lending::write_and_read("$disk", DISK_MIB)
-        .replace("echo \"written ", &format!("echo \"written-{tag} "))
-        .replace("echo \"read ", &format!("echo \"read-{tag} "));
+    let io = lending::write_and_read_keyed("$disk", DISK_MIB, &format!("-{tag}"));
     device_block(
         dev,
         &format!(
