@@ -96,23 +96,6 @@ static void dl_bar_dma_unmap(struct dl_lent *lent, unsigned int bar)
 	dl_lent_count(lent, DL_LCNT_BAR_DMA_UNMAPS);
 }
 
-/* The page spans of the MSI-X table and PBA in BAR @bar; how many. */
-static unsigned int dl_bar_dma_skips(struct dl_lent *lent, unsigned int bar,
-				     struct dl_bar_dma_span *skip)
-{
-	unsigned int n = 0;
-
-	if (lent->msix_bar == bar) {
-		skip[n].start = round_down(lent->msix_start, PAGE_SIZE);
-		skip[n++].end = round_up(lent->msix_end, PAGE_SIZE);
-	}
-	if (lent->pba_bar == bar) {
-		skip[n].start = round_down(lent->pba_start, PAGE_SIZE);
-		skip[n++].end = round_up(lent->pba_end, PAGE_SIZE);
-	}
-	return n;
-}
-
 /* Map BAR @bar, which has no such mapping, at @iova for its device. */
 static int dl_bar_dma_map(struct dl_lent *lent, struct dl_fabric *fab,
 			  u32 peer, unsigned int bar, u64 iova)
@@ -136,7 +119,8 @@ static int dl_bar_dma_map(struct dl_lent *lent, struct dl_fabric *fab,
 	if (iova < geo->aperture_start || last > geo->aperture_end ||
 	    dl_dma_in_resv(lent, iova, last) ||
 	    dl_dma_busy(&lent->dma, iova, last) ||
-	    dl_lent_bar_dma_busy(lent, iova, last))
+	    dl_lent_bar_dma_busy(lent, iova, last) ||
+	    dl_lent_p2p_busy(lent, iova, last))
 		return -EINVAL;
 	ret = dl_fabric_peer_info(fab, peer, &info);
 	if (ret)
@@ -147,7 +131,7 @@ static int dl_bar_dma_map(struct dl_lent *lent, struct dl_fabric *fab,
 	ret = dl_bar_dma_pad(lent, bar);
 	if (ret)
 		return ret;
-	n = dl_bar_dma_pieces(b->size, skip, dl_bar_dma_skips(lent, bar, skip),
+	n = dl_bar_dma_pieces(b->size, skip, dl_lent_msix_skips(lent, bar, skip),
 			      b->dma_pieces);
 	ret = dl_dma_tables_note(lent, iova, last);
 	if (ret)
@@ -239,5 +223,6 @@ void dl_lent_unmap_all(struct dl_lent *lent)
 
 	for (i = 0; i < DL_NUM_BARS; i++)
 		dl_bar_dma_unmap(lent, i);
+	dl_lent_p2p_unmap_all(lent);
 	dl_lent_dma_unmap_all(lent);
 }

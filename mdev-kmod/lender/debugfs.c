@@ -37,6 +37,7 @@ const char * const dl_lender_reject_names[DL_REJ_NR] = {
 	[DL_REJ_IRQ] = "irq",
 	[DL_REJ_NOT_ALLOWED] = "not_allowed",
 	[DL_REJ_BAR_DMA] = "bar_dma",
+	[DL_REJ_P2P_DMA] = "p2p_dma",
 };
 
 const char * const dl_lender_counter_names[DL_LCNT_NR] = {
@@ -59,6 +60,9 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_BAR_WINDOW_REVOKES] = "bar_window_revokes",
 	[DL_LCNT_BAR_DMA_MAPS] = "bar_dma_maps",
 	[DL_LCNT_BAR_DMA_UNMAPS] = "bar_dma_unmaps",
+	[DL_LCNT_P2P_MAPS] = "p2p_maps",
+	[DL_LCNT_P2P_UNMAPS] = "p2p_unmaps",
+	[DL_LCNT_P2P_REVOKES] = "p2p_revokes",
 	[DL_LCNT_ACQUIRES] = "acquires",
 	[DL_LCNT_RELEASES] = "releases",
 	[DL_LCNT_RECLAIMS] = "reclaims",

@@ -627,7 +627,8 @@ int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 			goto err_undo;
 		}
 		if (dl_dma_busy(&lent->dma, iova, iova + len - 1) ||
-		    dl_lent_bar_dma_busy(lent, iova, iova + len - 1)) {
+		    dl_lent_bar_dma_busy(lent, iova, iova + len - 1) ||
+		    dl_lent_p2p_busy(lent, iova, iova + len - 1)) {
 			dl_lent_reject(lent, DL_REJ_DMA_OVERLAP);
 			ret = -EEXIST;
 			goto err_undo;

@@ -523,6 +523,8 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_init(&lent->lock);
 	spin_lock_init(&lent->intx_lock);
 	spin_lock_init(&lent->fast_lock);
+	mutex_init(&lent->p2p_lock);
+	spin_lock_init(&lent->holder_lock);
 	lent->state = DL_LENT_AVAILABLE;
 	lent->borrower = DL_NO_HOST;
 	lent->allowed = DL_ALL_HOSTS;

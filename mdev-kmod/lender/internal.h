@@ -69,6 +69,7 @@ enum dl_lender_reject {
 	DL_REJ_IRQ,		/* vector type or count */
 	DL_REJ_NOT_ALLOWED,	/* a host the device is not lent to */
 	DL_REJ_BAR_DMA,		/* a BAR its own DMA cannot reach there */
+	DL_REJ_P2P_DMA,		/* another device's BAR it cannot reach there */
 	DL_REJ_NR
 };
 
@@ -93,6 +94,9 @@ enum dl_lender_counter {
 	DL_LCNT_BAR_WINDOW_REVOKES,	/* and taken back from it */
 	DL_LCNT_BAR_DMA_MAPS,	/* BARs mapped for their device's DMA */
 	DL_LCNT_BAR_DMA_UNMAPS,	/* and unmapped */
+	DL_LCNT_P2P_MAPS,	/* other devices' BARs mapped for its DMA */
+	DL_LCNT_P2P_UNMAPS,	/* and unmapped */
+	DL_LCNT_P2P_REVOKES,	/* its BARs taken from others' domains */
 	DL_LCNT_ACQUIRES,
 	DL_LCNT_RELEASES,
 	DL_LCNT_RECLAIMS,	/* taken back without a release */
@@ -133,6 +137,28 @@ struct dl_lent_bar {
 	unsigned int dma_npieces;
 	struct dl_bar_dma_span dma_pieces[DL_BAR_DMA_MAX_PIECES];
 	struct resource *dma_pad;
+};
+
+/* Other devices' BARs one device's DMA may reach at once (p2p.c). */
+#define DL_P2P_MAX	8
+
+/**
+ * struct dl_lent_p2p - a BAR of another device mapped for a device's DMA
+ *	(p2p.c), under the device's @p2p_lock.
+ * @target: the device whose BAR it is, with a reference.
+ * @bar: the BAR.
+ * @iova: where the holder's guest put it.
+ * @len: its bytes (page aligned).
+ * @npieces: how many parts of it are mapped;
+ * @pieces: they: all but the MSI-X table and PBA pages.
+ */
+struct dl_lent_p2p {
+	struct dl_lent *target;
+	unsigned int bar;
+	u64 iova;
+	u64 len;
+	unsigned int npieces;
+	struct dl_bar_dma_span pieces[DL_BAR_DMA_MAX_PIECES];
 };
 
 /**
@@ -272,6 +298,13 @@ struct dl_lent_dma {
  *	holder keeps it until it returns it.
  * @cnt: &enum dl_lender_counter counters.
  * @rej: &enum dl_lender_reject counters.
+ * @p2p_lock: see p2p.c: the P2P mappings below, a leaf lock.
+ * @p2p: other devices' BARs mapped for this device's DMA (@p2p_lock).
+ * @np2p: how many (@p2p_lock).
+ * @holder_lock: see p2p.c: the holder as published below, innermost.
+ * @pub_fab: the holder's fabric, NULL while none is published.
+ * @pub_peer: the holder.
+ * @pub_inc: its incarnation.
  * @rcu: frees the device after the doorbell interrupt's lookups.
  */
 struct dl_lent {
@@ -345,6 +378,14 @@ struct dl_lent {
 	struct dl_fabric *fast_fab;
 	u32 fast_peer;
 	u32 fast_epoch;
+
+	struct mutex p2p_lock;	/* see p2p.c */
+	struct dl_lent_p2p p2p[DL_P2P_MAX];
+	unsigned int np2p;
+	spinlock_t holder_lock;	/* see p2p.c */
+	struct dl_fabric *pub_fab;
+	u32 pub_peer;
+	u64 pub_inc;
 
 	atomic64_t cnt[DL_LCNT_NR];
 	atomic64_t rej[DL_REJ_NR];
@@ -562,6 +603,80 @@ static inline bool dl_lent_bar_dma_busy(struct dl_lent *lent, u64 first,
 	}
 	return false;
 }
+
+/**
+ * dl_lent_msix_skips() - the page spans of the device's MSI-X table and
+ *	PBA in BAR @bar: what no DMA may reach.
+ * @lent: the device.
+ * @bar: the BAR.
+ * @skip: filled, at most %DL_BAR_DMA_MAX_SKIPS.
+ *
+ * Return: how many.
+ */
+static inline unsigned int dl_lent_msix_skips(struct dl_lent *lent,
+					      unsigned int bar,
+					      struct dl_bar_dma_span *skip)
+{
+	unsigned int n = 0;
+
+	if (lent->msix_bar == bar) {
+		skip[n].start = round_down(lent->msix_start, PAGE_SIZE);
+		skip[n++].end = round_up(lent->msix_end, PAGE_SIZE);
+	}
+	if (lent->pba_bar == bar) {
+		skip[n].start = round_down(lent->pba_start, PAGE_SIZE);
+		skip[n++].end = round_up(lent->pba_end, PAGE_SIZE);
+	}
+	return n;
+}
+
+/**
+ * dl_lent_p2p_busy_locked() - whether another device's BAR is mapped for
+ *	the device's DMA (p2p.c) anywhere in [@first, @last].
+ * @lent: the device; @lent->p2p_lock held.
+ * @first: the first IOVA.
+ * @last: the last IOVA.
+ *
+ * Return: true if one is (its whole span counts, skipped pages too).
+ */
+static inline bool dl_lent_p2p_busy_locked(struct dl_lent *lent, u64 first,
+					   u64 last)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&lent->p2p_lock);
+
+	for (i = 0; i < lent->np2p; i++)
+		if (first <= lent->p2p[i].iova + lent->p2p[i].len - 1 &&
+		    last >= lent->p2p[i].iova)
+			return true;
+	return false;
+}
+
+/*
+ * The same, with @lent->lock held (not @lent->p2p_lock). Mappings are
+ * added only under @lent->lock, so none is if there is none now.
+ */
+static inline bool dl_lent_p2p_busy(struct dl_lent *lent, u64 first, u64 last)
+{
+	bool busy;
+
+	lockdep_assert_held(&lent->lock);
+
+	if (!READ_ONCE(lent->np2p))
+		return false;
+	mutex_lock(&lent->p2p_lock);
+	busy = dl_lent_p2p_busy_locked(lent, first, last);
+	mutex_unlock(&lent->p2p_lock);
+	return busy;
+}
+
+/* p2p.c */
+void dl_lent_holder_publish(struct dl_lent *lent);
+int dl_lent_p2p_dma(struct dl_lent *x, struct dl_fabric *fab, u32 peer,
+		    u32 target_id, unsigned int bar, bool map, u64 iova);
+void dl_lent_p2p_unmap_all(struct dl_lent *x);
+void dl_lent_p2p_revoke_target(struct dl_lent *y);
 
 /* virtio.c */
 int dl_lent_dma_bypass_check(struct dl_lent *lent);

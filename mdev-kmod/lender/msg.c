@@ -297,6 +297,7 @@ union dl_lender_req {
 	struct dl_irq_direct irq_direct;
 	struct dl_bar_window bar_window;
 	struct dl_bar_dma bar_dma;
+	struct dl_p2p_dma p2p_dma;
 };
 
 union dl_lender_resp {
@@ -429,6 +430,7 @@ static int dl_serve_acquire(struct dl_lender_call *c)
 		 */
 		return DL_LENDER_LATER;
 	}
+	dl_lent_holder_publish(lent);
 	dl_lent_changed_queue(lent);
 	dl_lent_count(lent, DL_LCNT_ACQUIRES);
 	pci_info_ratelimited(lent->pdev,
@@ -732,6 +734,37 @@ static int dl_serve_bar_dma(struct dl_lender_call *c)
 	return 0;
 }
 
+/* As for BAR DMA; the target names a host. */
+static bool dl_p2p_dma_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_p2p_dma *d = msg->data;
+
+	if (d->flags & ~DL_P2P_DMA_F_MAP || d->reserved)
+		return false;
+	return (d->flags & DL_P2P_DMA_F_MAP) || !d->iova;
+}
+
+static int dl_serve_p2p_dma(struct dl_lender_call *c)
+{
+	const struct dl_p2p_dma *d = &c->req.p2p_dma;
+	int err;
+
+	/* A target on another lender: not yet (docs/p2p.md, case 3). */
+	if (le32_to_cpu(d->target_host) != dl_fabric_host_id(c->fab))
+		return -EOPNOTSUPP;
+	err = dl_lent_p2p_dma(c->lent, c->fab, c->msg->peer,
+			      le32_to_cpu(d->target_id), d->bar,
+			      d->flags & DL_P2P_DMA_F_MAP,
+			      le64_to_cpu(d->iova));
+	if (err == -EOPNOTSUPP || err == -EIO || err == -ENOMEM)
+		return err;
+	if (err) {
+		dl_lent_reject(c->lent, DL_REJ_P2P_DMA);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static const struct dl_lender_op dl_lender_ops[] = {
 	{ DL_MSG_DEV_INFO, sizeof(struct dl_dev_ref), DL_ACC_ANY, false,
 	  dl_info_ref_ok, dl_serve_dev_info },
@@ -766,6 +799,8 @@ static const struct dl_lender_op dl_lender_ops[] = {
 	  false, dl_bar_window_ok, dl_serve_bar_window },
 	{ DL_MSG_BAR_DMA, sizeof(struct dl_bar_dma), DL_ACC_HOLDER,
 	  false, dl_bar_dma_ok, dl_serve_bar_dma },
+	{ DL_MSG_P2P_DMA, sizeof(struct dl_p2p_dma), DL_ACC_HOLDER,
+	  false, dl_p2p_dma_ok, dl_serve_p2p_dma },
 };
 
 static const struct dl_lender_op *dl_lender_op_find(u16 type)
@@ -797,7 +832,8 @@ static void dl_lender_on_dev_msg(struct dl_fabric *fab,
 		     offsetof(struct dl_irq_mask, dev_id) ||
 		     offsetof(struct dl_irq_direct, dev_id) ||
 		     offsetof(struct dl_bar_window, dev_id) ||
-		     offsetof(struct dl_bar_dma, dev_id));
+		     offsetof(struct dl_bar_dma, dev_id) ||
+		     offsetof(struct dl_p2p_dma, dev_id));
 
 	if (WARN_ON_ONCE(!op))
 		goto out_respond;

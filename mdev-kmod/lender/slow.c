@@ -55,6 +55,8 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	pci_clear_master(pdev);
 	dl_lent_irq_release(lent);
 	dl_lent_unmap_all(lent);
+	/* Before the reset: nobody else may reach its BARs after it. */
+	dl_lent_p2p_revoke_target(lent);
 	dl_lent_bar_windows_revoke(lent);
 
 	ret = dl_lent_reset(lent);

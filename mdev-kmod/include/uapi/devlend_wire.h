@@ -244,6 +244,7 @@ enum dl_msg_type {
 	DL_MSG_IRQ_DIRECT = 33,	/* dl_irq_direct -> empty */
 	DL_MSG_BAR_WINDOW = 34,	/* dl_bar_window -> dl_bar_window */
 	DL_MSG_BAR_DMA = 35,	/* dl_bar_dma -> empty */
+	DL_MSG_P2P_DMA = 36,	/* dl_p2p_dma -> empty */
 	/* The emulated NTB hardware (devlend_ntb_emu), port to port. */
 	DL_MSG_NTB_HELLO = 40,	/* post: dl_ntb_hello, the sender's port */
 	DL_MSG_NTB_DB = 41,	/* post: dl_ntb_db, doorbell bits to set */
@@ -700,6 +701,42 @@ struct dl_bar_dma {
 	__le64 iova;
 } __attribute__((packed));
 
+/* struct dl_p2p_dma.flags */
+#define DL_P2P_DMA_F_MAP	0x01	/* map at @iova; without it, unmap */
+
+/**
+ * struct dl_p2p_dma - %DL_MSG_P2P_DMA, borrower to lender (protocol 1
+ * addition): make memory BAR @bar of device @target_id, which the same
+ * holder holds, reachable by the DMA of device @dev_id at @iova, the
+ * address the holder's guest gave that BAR, or with no
+ * %DL_P2P_DMA_F_MAP no longer (peer-to-peer between two devices of one
+ * guest). The same rules as %DL_MSG_BAR_DMA, the target's MSI-X table
+ * and PBA pages left out, and: @target_host must be this lender (a
+ * target on another lender is ENOTSUPP for now); the target must be
+ * held by the holder of @dev_id, with the same incarnation. Every take-
+ * back of the target revokes such mappings onto it first, before its
+ * reset; they go with the others of @dev_id too. EINVAL: a target or an
+ * @iova that cannot be; ENOTSUPP (also from a lender that does not know
+ * the message): the DMA there faults as before.
+ * @dev_id: the device whose DMA reaches the target.
+ * @target_id: the device whose BAR it reaches.
+ * @bar: the target's BAR, below %DL_NUM_BARS.
+ * @flags: DL_P2P_DMA_F_*.
+ * @reserved: zero.
+ * @target_host: the host lending @target_id.
+ * @iova: with %DL_P2P_DMA_F_MAP, the target BAR's address in the
+ *	holder's guest, page aligned; else zero.
+ */
+struct dl_p2p_dma {
+	__le32 dev_id;
+	__le32 target_id;
+	__u8 bar;
+	__u8 flags;
+	__le16 reserved;
+	__le32 target_host;
+	__le64 iova;
+} __attribute__((packed));
+
 /**
  * struct dl_irq_fire - %DL_MSG_IRQ_FIRE, lender to borrower, posted.
  * @dev_id: the device.
@@ -843,6 +880,7 @@ struct dl_ntb_xlate {
 #define DL_IRQ_DIRECT_SIZE	16
 #define DL_BAR_WINDOW_SIZE	32
 #define DL_BAR_DMA_SIZE		16
+#define DL_P2P_DMA_SIZE		24
 #define DL_DEV_FAULT_SIZE	16
 #define DL_NTB_HELLO_SIZE	8
 #define DL_NTB_DB_SIZE		8

@@ -121,6 +121,8 @@ static inline void *memchr_inv(const void *p, int c, size_t n)
 #define dl_lent_irq_direct		msgt_irq_direct
 #define dl_lent_bar_window		msgt_bar_window
 #define dl_lent_bar_dma			msgt_bar_dma
+#define dl_lent_p2p_dma			msgt_p2p_dma
+#define dl_lent_holder_publish		msgt_holder_publish
 #define dl_lent_dma_map			msgt_dma_map
 #define dl_lent_dma_unmap		msgt_dma_unmap
 #define dl_lent_unmap_all		msgt_unmap_all
@@ -177,15 +179,18 @@ static struct {
 	unsigned int slow_queue, bar_read, bar_write, intx_access, cfg_read,
 		     cfg_write, irq_set, intx_masked, dma_map, dma_unmap,
 		     dma_unmap_all, fast_update, irq_direct,
-		     bar_window, bar_dma;
+		     bar_window, bar_dma, p2p_dma, holder_publish;
 	bool bar_dma_map;
 	u64 bar_dma_iova;
+	bool p2p_map;
+	u32 p2p_target;
+	u64 p2p_iova;
 	u32 dma_count;
 } calls;
 
 /* What the fakes answer. */
 static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret, direct_ret;
-static int window_ret, bar_dma_ret;
+static int window_ret, bar_dma_ret, p2p_dma_ret;
 static enum dl_lender_reject bar_why;
 
 struct device *dl_fabric_device(struct dl_fabric *f)
@@ -356,6 +361,21 @@ int dl_lent_bar_dma(struct dl_lent *l, struct dl_fabric *f, u32 peer,
 	return bar_dma_ret;
 }
 
+int dl_lent_p2p_dma(struct dl_lent *x, struct dl_fabric *f, u32 peer,
+		    u32 target_id, unsigned int bar, bool map, u64 iova)
+{
+	calls.p2p_dma++;
+	calls.p2p_map = map;
+	calls.p2p_target = target_id;
+	calls.p2p_iova = iova;
+	return p2p_dma_ret;
+}
+
+void dl_lent_holder_publish(struct dl_lent *l)
+{
+	calls.holder_publish++;
+}
+
 int dl_lent_intx_set_masked(struct dl_lent *l, bool mask)
 {
 	calls.intx_masked++;
@@ -407,6 +427,7 @@ static void setup(void)
 	direct_ret = 0;
 	window_ret = 0;
 	bar_dma_ret = 0;
+	p2p_dma_ret = 0;
 	dma_ret = 0;
 	dev_locked = false;
 	kref_init(&lent.ref);
@@ -482,7 +503,7 @@ static bool nothing_done(void)
 	return !calls.slow_queue && !calls.bar_read && !calls.bar_write &&
 	       !calls.cfg_read && !calls.cfg_write && !calls.irq_set &&
 	       !calls.intx_masked && !calls.irq_direct && !calls.dma_map &&
-	       !calls.bar_window && !calls.bar_dma &&
+	       !calls.bar_window && !calls.bar_dma && !calls.p2p_dma &&
 	       !calls.dma_unmap &&
 	       !calls.dma_unmap_all && !lent.slow_busy;
 }
@@ -499,6 +520,7 @@ union payload {
 	struct dl_irq_direct direct;
 	struct dl_bar_window window;
 	struct dl_bar_dma bar_dma;
+	struct dl_p2p_dma p2p;
 	struct {
 		struct dl_dma_map map;
 		struct dl_dma_range range[2];
@@ -555,6 +577,12 @@ static size_t good(u16 type, union payload *p)
 		p->bar_dma.flags = DL_BAR_DMA_F_MAP;
 		p->bar_dma.iova = cpu_to_le64(0xfe000000);
 		return sizeof(p->bar_dma);
+	case DL_MSG_P2P_DMA:
+		p->p2p.target_id = cpu_to_le32(9);
+		p->p2p.bar = 4;
+		p->p2p.flags = DL_P2P_DMA_F_MAP;
+		p->p2p.iova = cpu_to_le64(0xfd000000);
+		return sizeof(p->p2p);
 	}
 	return 0;
 }
@@ -580,6 +608,7 @@ static const struct {
 	{ DL_MSG_IRQ_DIRECT, true },
 	{ DL_MSG_BAR_WINDOW, true },
 	{ DL_MSG_BAR_DMA, true },
+	{ DL_MSG_P2P_DMA, true },
 };
 
 /*
@@ -753,6 +782,18 @@ static void test_reserved_fields(void)
 	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), -EINVAL);
 	malformed += 3;
 
+	/* P2P_DMA: the same. */
+	len = good(DL_MSG_P2P_DMA, &p);
+	p.p2p.flags = 2;
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), -EINVAL);
+	len = good(DL_MSG_P2P_DMA, &p);
+	p.p2p.reserved = cpu_to_le16(1);
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), -EINVAL);
+	len = good(DL_MSG_P2P_DMA, &p);
+	p.p2p.flags = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), -EINVAL);
+	malformed += 3;
+
 	/* IRQ_SET: flags only with INTx, and only the known one. */
 	len = good(DL_MSG_IRQ_SET, &p);
 	p.irq.flags = cpu_to_le16(DL_IRQ_SET_F_UNMASK_MSG);
@@ -794,6 +835,27 @@ static void test_reserved_fields(void)
 	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), -EOPNOTSUPP);
 	CHECK_EQ(rej(DL_REJ_BAR_DMA), 1);
 	bar_dma_ret = 0;
+	/* P2P_DMA reaches the lender's p2p.c with what it names. */
+	len = good(DL_MSG_P2P_DMA, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), 0);
+	CHECK_EQ(calls.p2p_dma, 1);
+	CHECK(calls.p2p_map);
+	CHECK_EQ(calls.p2p_target, 9);
+	CHECK_EQ(calls.p2p_iova, 0xfd000000);
+	p.p2p.flags = 0;
+	p.p2p.iova = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), 0);
+	CHECK_EQ(calls.p2p_dma, 2);
+	CHECK(!calls.p2p_map);
+	/* A target on another lender: not yet, not counted as refused. */
+	p.p2p.target_host = cpu_to_le32(3);
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), -EOPNOTSUPP);
+	CHECK_EQ(calls.p2p_dma, 2);
+	p.p2p.target_host = 0;
+	p2p_dma_ret = -ENOSPC;
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_P2P_DMA), 1);
+	p2p_dma_ret = 0;
 	len = good(DL_MSG_DEV_INFO, &p);
 	p.ref.flags = cpu_to_le32(DL_DEV_REF_F_INFO_EXT);
 	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), 0);
@@ -955,6 +1017,8 @@ static void test_acquire(void)
 	CHECK_EQ(lent.borrower_inc, peer_inc[HOLDER]);
 	CHECK(lent.fab == fab);
 	CHECK_EQ(cnt(DL_LCNT_ACQUIRES), 1);
+	/* Shown to other devices' P2P maps (p2p.c). */
+	CHECK_EQ(calls.holder_publish, 1);
 	CHECK_EQ(lent.changed_work.queued, 1);	/* DEV_CHANGED to peers */
 	CHECK_EQ(lent.ref.refcount, 2);		/* held by that work */
 

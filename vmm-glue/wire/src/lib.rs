@@ -124,6 +124,7 @@ const _: () = {
     assert!(size_of::<sys::dl_irq_direct>() == sys::DL_IRQ_DIRECT_SIZE);
     assert!(size_of::<sys::dl_bar_window>() == sys::DL_BAR_WINDOW_SIZE);
     assert!(size_of::<sys::dl_bar_dma>() == sys::DL_BAR_DMA_SIZE);
+    assert!(size_of::<sys::dl_p2p_dma>() == sys::DL_P2P_DMA_SIZE);
     assert!(size_of::<sys::dl_dev_fault>() == sys::DL_DEV_FAULT_SIZE);
     assert!(size_of::<sys::dl_ntb_hello>() == sys::DL_NTB_HELLO_SIZE);
     assert!(size_of::<sys::dl_ntb_db>() == sys::DL_NTB_DB_SIZE);

@@ -87,6 +87,8 @@ typedef struct { s64 counter; } atomic64_t;
 #define ALIGN(x, a) \
 	({ __auto_type _mask = (typeof(x))(a) - 1; ((x) + _mask) & ~_mask; })
 #define ALIGN_DOWN(x, a)	((x) & ~((typeof(x))(a) - 1))
+#define round_up(x, y)		ALIGN(x, y)
+#define round_down(x, y)	ALIGN_DOWN(x, y)
 #define IS_ALIGNED(x, a)	(((x) & ((typeof(x))(a) - 1)) == 0)
 #define container_of(p, type, member) \
 	((type *)((char *)(p) - offsetof(type, member)))
