@@ -34,6 +34,7 @@ static const struct unit_suite *const suites[] = {
 	&lender_msg_suite,
 	&cfg_model_suite,
 	&window_suite,
+	&lender_p2p_suite,
 };
 
 int main(void)

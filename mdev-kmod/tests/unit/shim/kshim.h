@@ -512,7 +512,10 @@ struct pci_dev {
 	u32 class;
 	u8 revision, msix_cap, msi_cap;
 	unsigned int is_virtfn:1;
+	/* Where its BARs are (test_lender_p2p.c). */
+	u64 bar_start[6];
 };
+#define pci_resource_start(dev, bar)	((dev)->bar_start[(bar)])
 
 struct pci_driver;
 struct pci_saved_state;
@@ -530,7 +533,18 @@ static inline int pcibios_err_to_errno(int err)
 /* IOMMU, KVM, VFIO, mdev: what the borrower's DMA code touches. */
 #define IOMMU_READ	BIT(0)
 #define IOMMU_WRITE	BIT(1)
-struct iommu_domain;
+#define IOMMU_MMIO	BIT(4)
+struct iommu_domain_geometry {
+	dma_addr_t aperture_start;
+	dma_addr_t aperture_end;
+};
+/* What the lender's P2P code reads; a test's fake domain embeds it. */
+struct iommu_domain {
+	struct iommu_domain_geometry geometry;
+};
+/* Defined by the test that needs it (test_lender_p2p.c). */
+size_t iommu_unmap(struct iommu_domain *domain, unsigned long iova,
+		   size_t size);
 #define KVM_MEM_READONLY	BIT(1)
 struct kvm_memory_slot {
 	u64 base_gfn;
