@@ -576,8 +576,9 @@ const T_IRQ_MASK: u16 = sys::DL_MSG_IRQ_MASK as u16;
 const T_IRQ_DIRECT: u16 = sys::DL_MSG_IRQ_DIRECT as u16;
 const T_BAR_WINDOW: u16 = sys::DL_MSG_BAR_WINDOW as u16;
 const T_BAR_DMA: u16 = sys::DL_MSG_BAR_DMA as u16;
+const T_P2P_DMA: u16 = sys::DL_MSG_P2P_DMA as u16;
 /// The last lending type a lender knows.
-const T_LAST_KNOWN: u16 = T_BAR_DMA;
+const T_LAST_KNOWN: u16 = T_P2P_DMA;
 /// The emulated NTB port's hello (`ntb-emu/main.c`), used by the flood.
 const T_NTB_HELLO: u16 = sys::DL_MSG_NTB_HELLO as u16;
 
@@ -613,6 +614,7 @@ fn fixed_size(t: u16) -> Option<usize> {
         T_IRQ_DIRECT => sys::DL_IRQ_DIRECT_SIZE,
         T_BAR_WINDOW => sys::DL_BAR_WINDOW_SIZE,
         T_BAR_DMA => sys::DL_BAR_DMA_SIZE,
+        T_P2P_DMA => sys::DL_P2P_DMA_SIZE,
         _ => return None,
     })
 }
@@ -720,7 +722,8 @@ impl Model {
             | T_IRQ_MASK
             | T_IRQ_DIRECT
             | T_BAR_WINDOW
-            | T_BAR_DMA => self.lending(msg_type, payload, req_id),
+            | T_BAR_DMA
+            | T_P2P_DMA => self.lending(msg_type, payload, req_id),
             _ if req_id != 0 => {
                 self.exp.rx_unknown += 1;
                 pending(Want::Exact(S_ENOTSUPP), false)
@@ -781,6 +784,13 @@ impl Model {
                     flags & !sys::DL_BAR_DMA_F_MAP != 0
                         || p[6..8] != [0, 0]
                         || (flags & sys::DL_BAR_DMA_F_MAP == 0 && p[8..16] != [0; 8])
+                }
+                // The same, in dl_p2p_dma's places.
+                T_P2P_DMA => {
+                    let flags = u32::from(p[9]);
+                    flags & !sys::DL_P2P_DMA_F_MAP != 0
+                        || p[10..12] != [0, 0]
+                        || (flags & sys::DL_P2P_DMA_F_MAP == 0 && p[16..24] != [0; 8])
                 }
                 _ => false,
             };
@@ -1133,6 +1143,15 @@ impl Gen {
                 p.push(r.random_range(0..7));
                 p.extend_from_slice(&[0; 11]);
             }
+            // An unmap of another device's BAR: nothing changes either.
+            T_P2P_DMA => {
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.extend_from_slice(&r.random::<u32>().to_le_bytes());
+                p.push(r.random_range(0..7));
+                p.extend_from_slice(&[0; 3]);
+                p.extend_from_slice(&r.random_range(0..4u32).to_le_bytes());
+                p.extend_from_slice(&[0; 8]);
+            }
             _ => {}
         }
     }
@@ -1286,13 +1305,14 @@ impl Gen {
                 }
             }
             "lending_malformed" => {
-                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 5) {
+                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 6) {
                     T_DEV_CHANGED => T_DEV_LIST,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
                     t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
                     t if t == T_IRQ_SET + 3 => T_IRQ_DIRECT,
                     t if t == T_IRQ_SET + 4 => T_BAR_WINDOW,
-                    t if t > T_IRQ_SET => T_BAR_DMA,
+                    t if t == T_IRQ_SET + 5 => T_BAR_DMA,
+                    t if t > T_IRQ_SET => T_P2P_DMA,
                     t => t,
                 };
                 let dev = if self.rng.random_ratio(1, 2) {
@@ -1328,6 +1348,10 @@ impl Gen {
                     // Reserved bytes, or an IOVA in an unmap.
                     let at = self.rng.random_range(6..sys::DL_BAR_DMA_SIZE);
                     p[at] = self.rng.random_range(1..=255);
+                } else if t == T_P2P_DMA && self.rng.random_ratio(1, 2) {
+                    // Reserved bytes, or an IOVA in an unmap.
+                    let at = [10, 11, 16, 17, 18, 19, 20, 21, 22, 23][self.rng.random_range(0..10)];
+                    p[at] = self.rng.random_range(1..=255);
                 } else if t == T_DMA_MAP && self.rng.random_ratio(1, 2) {
                     // A count that disagrees with the length.
                     let count = match self.rng.random_range(0..3) {
@@ -1351,13 +1375,14 @@ impl Gen {
                 slot[32..32 + len].copy_from_slice(&p[..len]);
             }
             "lending_nodev" => {
-                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 5) {
+                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 6) {
                     T_DEV_CHANGED => T_CFG_READ,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
                     t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
                     t if t == T_IRQ_SET + 3 => T_IRQ_DIRECT,
                     t if t == T_IRQ_SET + 4 => T_BAR_WINDOW,
-                    t if t > T_IRQ_SET => T_BAR_DMA,
+                    t if t == T_IRQ_SET + 5 => T_BAR_DMA,
+                    t if t > T_IRQ_SET => T_P2P_DMA,
                     t => t,
                 };
                 let dev = self.dev_id_bogus();
