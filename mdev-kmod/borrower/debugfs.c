@@ -43,11 +43,12 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		dropped += READ_ONCE(v->dma.kept_dropped);
 		held += READ_ONCE(v->dma.repin_held);
 	}
-	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu repin_held=%llu intx_unmask_retries=%llu window_refused=%llu irq_direct=%u irq_direct_fires=%llu irq_direct_fallbacks=%llu\n",
+	seq_printf(s, "borrower adapter=%s quarantined=%lu quarantined_total=%llu quarantine_refusals=%llu returned_late=%llu returned=%llu lost=%llu kept_same=%llu kept_moved=%llu kept_dropped=%llu repin_held=%llu intx_unmask_retries=%llu window_refused=%llu irq_direct=%u irq_direct_fires=%llu irq_direct_fallbacks=%llu p2p_maps=%llu p2p_refused=%llu\n",
 		   dev_name(b->dev), b->nquarantined, b->quarantined_total,
 		   b->quarantine_refusals, b->returned_late, b->returned,
 		   b->lost, same, moved, dropped, held, retries, win_refused, ndirect,
-		   dfires, dfallbacks);
+		   dfires, dfallbacks, READ_ONCE(b->p2p_sent),
+		   READ_ONCE(b->p2p_refused));
 	list_for_each_entry(v, &b->vdevs, node)
 		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu irq_direct=%u irq_direct_fires=%llu bar_windows=%llu bar_window_races=%llu bar_zaps=%llu bar_faults=%lld bar_sigbus=%lld\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->sess.state),

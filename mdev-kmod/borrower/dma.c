@@ -1193,6 +1193,7 @@ int dl_dma_enable(struct dl_vdev *v)
 
 	/* The lender's BAR mappings for the device go with the rest. */
 	dl_bar_dma_forget(v);
+	dl_p2p_forget(v);
 	mutex_lock(&v->dma.lock);
 	if (v->dma.mapped || !list_empty(&v->dma.pinned)) {
 		/* Still mapped from before (BME never cleared): start over. */
@@ -1342,6 +1343,7 @@ void dl_dma_disable(struct dl_vdev *v)
 	lockdep_assert_held(&v->lock);
 
 	dl_bar_dma_forget(v);
+	dl_p2p_forget(v);
 	mutex_lock(&v->dma.lock);
 	v->dma.on = false;
 	v->dma.nholes = 0;

@@ -214,6 +214,15 @@ struct dl_mtype {
  * @window_refused: &dl_vdev_dma.win_refused of the mdevs removed.
  * @direct_fires: &dl_vdev_irq.direct_fires of the mdevs removed.
  * @direct_fallbacks: &dl_vdev_irq.direct_fallbacks of the mdevs removed.
+ * @p2p_lock: see p2p.c: @p2p_vdevs, @p2p_maps and what each mdev shows
+ *	there (&dl_vdev.p2p); taken inside &dl_vdev.lock, and fabric requests
+ *	are made under it.
+ * @p2p_vdevs: the mdevs open and borrowed, as they show themselves to the
+ *	other mdevs of their VM (&dl_vdev_p2p.node).
+ * @p2p_maps: what the lenders map of one mdev's BAR for another's DMA
+ *	(&struct dl_p2p_map), as far as this host knows.
+ * @p2p_sent: %DL_MSG_P2P_DMA maps the lenders made.
+ * @p2p_refused: and refused.
  *
  * @leases and the counters are under @lock.
  */
@@ -253,6 +262,11 @@ struct dl_borrower {
 	u64 window_refused;
 	u64 direct_fires;
 	u64 direct_fallbacks;
+	struct mutex p2p_lock;		/* see p2p.c */
+	struct list_head p2p_vdevs;
+	struct list_head p2p_maps;
+	u64 p2p_sent;
+	u64 p2p_refused;
 };
 
 /**
@@ -632,6 +646,52 @@ struct dl_vdev_irq {
 };
 
 /**
+ * struct dl_vdev_p2p - what an mdev shows the other mdevs of its VM, for
+ *	one device's DMA to another's BARs (p2p.c); under
+ *	&dl_borrower.p2p_lock but @mm.
+ * @node: in &dl_borrower.p2p_vdevs while @shown.
+ * @shown: in that list.
+ * @mm: the opener's mm while open (mmgrab()ed, so that it is not another
+ *	process's later); written under &dl_vdev.lock.
+ * @vm: its VM: the KVM the VMM gave VFIO, else @mm.
+ * @host: its lender.
+ * @dev_id: its device there.
+ * @master: its DMA reaches guest memory (bus mastering on, memory
+ *	mapped, borrowed): other devices' BARs may be mapped for it.
+ * @bar: where the guest put each memory BAR while memory decode is on,
+ *	page aligned; 0: nowhere.
+ */
+struct dl_vdev_p2p {
+	struct list_head node;
+	bool shown;
+	struct mm_struct *mm;
+	const void *vm;
+	u32 host;
+	u32 dev_id;
+	bool master;
+	u64 bar[DL_NUM_BARS];
+};
+
+/**
+ * struct dl_p2p_map - a BAR of mdev @y's device that @x's lender maps for
+ *	@x's device's DMA (or refused to), under &dl_borrower.p2p_lock.
+ * @node: in &dl_borrower.p2p_maps.
+ * @x: the mdev whose device DMAs.
+ * @y: the mdev whose BAR it is.
+ * @bar: the BAR.
+ * @iova: where, as the guest put it.
+ * @refused: the lender refused it there: not asked again for that place.
+ */
+struct dl_p2p_map {
+	struct list_head node;
+	struct dl_vdev *x;
+	struct dl_vdev *y;
+	unsigned int bar;
+	u64 iova;
+	bool refused;
+};
+
+/**
  * struct dl_vdev_bar_dma - the device's memory BARs as the lender maps
  *	them for the device's own DMA, where the guest put them (bar_dma.c);
  *	all under &dl_vdev.lock.
@@ -690,6 +750,7 @@ struct dl_vdev {
 	struct dl_vdev_irq irq;
 	struct dl_vdev_mmap mm;
 	struct dl_vdev_bar_dma bar_dma;
+	struct dl_vdev_p2p p2p;
 };
 
 static inline struct dl_vdev *to_dl_vdev(struct vfio_device *vdev)
@@ -740,6 +801,12 @@ void dl_session_release(struct dl_vdev *v);
 extern const struct vfio_device_ops dl_vdev_ops;
 void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		   void *priv);
+
+/* p2p.c */
+void dl_p2p_open(struct dl_vdev *v);
+void dl_p2p_close(struct dl_vdev *v);
+void dl_p2p_sync(struct dl_vdev *v);
+void dl_p2p_forget(struct dl_vdev *v);
 
 /* config.c */
 int dl_config_init(struct dl_vdev *v);

@@ -91,6 +91,9 @@ static int dl_borrower_add(struct dl_fabric *fab, void **ctx)
 	spin_lock_init(&b->fire_lock);
 	INIT_LIST_HEAD(&b->remotes);
 	INIT_LIST_HEAD(&b->vdevs);
+	mutex_init(&b->p2p_lock);
+	INIT_LIST_HEAD(&b->p2p_vdevs);
+	INIT_LIST_HEAD(&b->p2p_maps);
 	INIT_WORK(&b->scan_work, dl_remote_scan_work);
 	INIT_LIST_HEAD(&b->leases);
 	INIT_DELAYED_WORK(&b->release_work, dl_lease_release_work);

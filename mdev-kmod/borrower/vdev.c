@@ -164,6 +164,7 @@ static int dl_vdev_open(struct vfio_device *vdev)
 		goto err_disown;
 	}
 	dl_mmap_decode(v, dl_vdev_mem_decodes(v));
+	dl_p2p_open(v);
 	v->open = true;
 	mutex_unlock(&v->lock);
 	return 0;
@@ -185,6 +186,8 @@ static void dl_vdev_close(struct vfio_device *vdev)
 	/* It takes v->lock; a later one finds the mdev closed. */
 	dl_dma_cancel_repin(v);
 	mutex_lock(&v->lock);
+	/* Before the release: no message about its device after it. */
+	dl_p2p_close(v);
 	dl_irq_release_all(v);
 	/* The VMM's mappings stay until it unmaps them: they fault now. */
 	dl_mmap_drop(v);
@@ -561,13 +564,24 @@ static const struct dl_session_ops dl_vdev_session_ops = {
 	.lost = dl_vdev_lost,
 };
 
+/*
+ * The command register or a BAR was written: the lender maps the
+ * device's own BARs, and other devices' of the VM, where the guest has
+ * them now.
+ */
+static void dl_vdev_bars_changed(struct dl_vdev *v)
+{
+	dl_bar_dma_sync(v);
+	dl_p2p_sync(v);
+}
+
 /* What the virtual config space asks of DMA and of the device. */
 static const struct dl_config_ops dl_vdev_config_ops = {
 	.dma_enable = dl_dma_enable,
 	.dma_disable = dl_dma_disable,
 	.reset = dl_vdev_reset,
 	.mem_decode = dl_mmap_decode,
-	.bars_changed = dl_bar_dma_sync,
+	.bars_changed = dl_vdev_bars_changed,
 };
 
 static int dl_vdev_init(struct vfio_device *vdev)

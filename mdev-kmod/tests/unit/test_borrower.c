@@ -33,6 +33,7 @@
 #include "../../borrower/dma.c"
 #include "../../borrower/config.c"
 #include "../../borrower/bar_dma.c"
+#include "../../borrower/p2p.c"
 #include <linux/task_work.h>
 #pragma GCC diagnostic pop
 
@@ -88,6 +89,11 @@ static int map_ret, unmap_ret, cread_ret;
 static unsigned int nbar_dma;
 static struct dl_bar_dma last_bar_dma;
 static int bar_dma_ret;
+/* DL_MSG_P2P_DMA requests: how many, the last, by whom; the answer. */
+static unsigned int np2p;
+static struct dl_p2p_dma last_p2p;
+static struct dl_vdev *last_p2p_by;
+static int p2p_ret;
 static size_t max_payload;
 /* The order of events: 'M' map, 'U' unmap, 'W' config write. */
 static char events[64];
@@ -298,6 +304,14 @@ int dl_session_request(struct dl_vdev *vd, u16 type, const void *data,
 		r->value = cpu_to_le32(rcfg_get(le16_to_cpu(acc->offset),
 						acc->size));
 		return 0;
+	case DL_MSG_P2P_DMA:
+		event('P');
+		np2p++;
+		if (len != sizeof(last_p2p))
+			return -EMSGSIZE;
+		memcpy(&last_p2p, data, len);
+		last_p2p_by = vd;
+		return p2p_ret;
 	case DL_MSG_BAR_DMA:
 		event('B');
 		nbar_dma++;
@@ -519,6 +533,8 @@ static void reset_all(void)
 	win_next = WIN_BASE;
 	dl_window_max_pages = 0;
 	v.b = &b;
+	INIT_LIST_HEAD(&b.p2p_vdevs);
+	INIT_LIST_HEAD(&b.p2p_maps);
 	v.sess.dev_id = 7;
 	v.sess.state = DL_VDEV_BORROWED;
 	v.sess.lease = &lease;
@@ -1439,6 +1455,111 @@ static void test_bulk_refused(void)
 	xa_destroy(&v.dma.pin_pages);
 }
 
+/* Shows @w as an mdev of @vm on lender 3, device @dev, BAR 2 at @bar2. */
+static void p2p_show(struct dl_vdev *w, const void *vm, u32 dev, bool master,
+		     u64 bar2)
+{
+	w->b = &b;
+	w->p2p.vm = vm;
+	w->p2p.host = 3;
+	w->p2p.dev_id = dev;
+	w->p2p.master = master;
+	memset(w->p2p.bar, 0, sizeof(w->p2p.bar));
+	w->p2p.bar[2] = bar2;
+	if (!w->p2p.shown)
+		list_add(&w->p2p.node, &b.p2p_vdevs);
+	w->p2p.shown = true;
+}
+
+/*
+ * Two mdevs of one VM on one lender: each one's BARs are asked for the
+ * other's DMA while it masters; nothing for mdevs of another VM or
+ * lender, or for a device that does not master; a place refused is not
+ * asked again; a BAR moved is asked where it went, one gone is unmapped;
+ * closing forgets, and so does the lender dropping a device's mappings.
+ */
+static void test_p2p_pairs(void)
+{
+	static struct dl_vdev x, y, z;
+	static int vm1, vm2;
+
+	memset(&x, 0, sizeof(x));
+	memset(&y, 0, sizeof(y));
+	memset(&z, 0, sizeof(z));
+	INIT_LIST_HEAD(&b.p2p_vdevs);
+	INIT_LIST_HEAD(&b.p2p_maps);
+	np2p = 0;
+	p2p_ret = 0;
+	p2p_show(&x, &vm1, 10, true, 0);
+	p2p_show(&y, &vm1, 11, false, 0xc0000000);
+	p2p_show(&z, &vm2, 12, true, 0xd0000000);
+
+	/* x masters, y decodes: y's BAR 2 for x's DMA, at y's address. */
+	mutex_lock(&b.p2p_lock);
+	dl_p2p_pair(&b, &x, &y);
+	dl_p2p_pair(&b, &y, &x);
+	dl_p2p_pair(&b, &x, &z);	/* another VM */
+	dl_p2p_pair(&b, &z, &y);
+	CHECK_EQ(np2p, 1);
+	CHECK(last_p2p_by == &x);
+	CHECK_EQ(le32_to_cpu(last_p2p.dev_id), 10);
+	CHECK_EQ(le32_to_cpu(last_p2p.target_id), 11);
+	CHECK_EQ(le32_to_cpu(last_p2p.target_host), 3);
+	CHECK_EQ(last_p2p.bar, 2);
+	CHECK_EQ(last_p2p.flags, DL_P2P_DMA_F_MAP);
+	CHECK_EQ(le64_to_cpu(last_p2p.iova), 0xc0000000ULL);
+	CHECK_EQ(b.p2p_sent, 1);
+	/* The same again: nothing. */
+	dl_p2p_pair(&b, &x, &y);
+	CHECK_EQ(np2p, 1);
+	/* Another lender: nothing for the pair. */
+	y.p2p.host = 4;
+	dl_p2p_pair(&b, &x, &y);
+	CHECK_EQ(np2p, 2);
+	CHECK_EQ(last_p2p.flags, 0);
+	CHECK_EQ(le64_to_cpu(last_p2p.iova), 0);
+	y.p2p.host = 3;
+	/* Refused where it is: not asked again until it moves. */
+	p2p_ret = -EOPNOTSUPP;
+	dl_p2p_pair(&b, &x, &y);
+	dl_p2p_pair(&b, &x, &y);
+	CHECK_EQ(np2p, 3);
+	CHECK_EQ(b.p2p_refused, 1);
+	p2p_ret = 0;
+	y.p2p.bar[2] = 0xc0100000;
+	dl_p2p_pair(&b, &x, &y);
+	CHECK_EQ(np2p, 4);
+	CHECK_EQ(le64_to_cpu(last_p2p.iova), 0xc0100000ULL);
+	/* Its decode off: unmapped. */
+	y.p2p.bar[2] = 0;
+	dl_p2p_pair(&b, &x, &y);
+	CHECK_EQ(np2p, 5);
+	CHECK_EQ(last_p2p.flags, 0);
+	CHECK(list_empty(&b.p2p_maps));
+	y.p2p.bar[2] = 0xc0000000;
+	dl_p2p_pair(&b, &x, &y);
+	CHECK_EQ(np2p, 6);
+	mutex_unlock(&b.p2p_lock);
+
+	/* The lender dropped x's mappings: forgotten, x no longer masters. */
+	dl_p2p_forget(&x);
+	CHECK(list_empty(&b.p2p_maps));
+	CHECK(!x.p2p.master);
+	x.p2p.master = true;
+	mutex_lock(&b.p2p_lock);
+	dl_p2p_pair(&b, &x, &y);
+	mutex_unlock(&b.p2p_lock);
+	CHECK_EQ(np2p, 7);
+	/* y closes: forgotten without a word (its lender revokes them). */
+	dl_p2p_close(&y);
+	CHECK(list_empty(&b.p2p_maps));
+	CHECK(!y.p2p.shown);
+	CHECK_EQ(np2p, 7);
+	dl_p2p_close(&x);
+	dl_p2p_close(&z);
+	CHECK(list_empty(&b.p2p_vdevs));
+}
+
 static void test_probe(void)
 {
 	static const u64 ext[] = { 0, 512, 6 * MiB, 2 };
@@ -1493,6 +1614,8 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_keeps },
 	{ "re-pin: held back until VFIO's unmap returns (else VFIO loops, then BUG()s)",
 	  test_repin_waits_for_unmap_return },
+	{ "P2P: one mdev's BARs asked for another's DMA, same VM and lender only",
+	  test_p2p_pairs },
 	{ "bulk pins: a call per 2 MiB, VFIO anchors at both ends, accounted, all given back",
 	  test_bulk_pins },
 	{ "bulk pins refused (another mapping, locked limit, turned off, exited VMM, kworker): VFIO pins",
