@@ -1250,6 +1250,146 @@ fn dmar_faults(lender: &devlend_agent::AgentClient) -> anyhow::Result<usize> {
         .unwrap_or(0))
 }
 
+/// Where the userspace driver puts the PMR BAR of the second NVMe for the
+/// first's DMA: clear of its own buffer (0x10000000) and of the lender's
+/// reserved regions.
+const P2P_BAR_ADDR: u64 = 0x6000_0000;
+
+/// The lender's other NVMe (`nvme1` in two-host.toml, no PMR): the device
+/// that DMAs into nvme0's PMR.
+fn second_nvme(l: &devlend_agent::AgentClient, first: &PciDev) -> anyhow::Result<PciDev> {
+    lending::find_all_by_class(l, lending::NVME_CLASS)?
+        .into_iter()
+        .find(|d| d.addr != first.addr)
+        .context("the lender has one NVMe (two-host.toml gives it nvme1 too)")
+}
+
+/// Peer-to-peer between two devices of one lender (`./test.sh p2p`,
+/// docs/p2p.md case 2): the userspace driver holds both NVMe of the
+/// lender through two mdevs of one process, puts nvme0's PMR BAR (RAM
+/// from a file) at an address of its DMA space, and has nvme1 read a block
+/// it wrote into that address. The borrower pairs the two mdevs and asks
+/// nvme1's lender to map nvme0's BAR there (`DL_MSG_P2P_DMA`): the block's
+/// bytes must be in the PMR's backing file on the outer machine. Then
+/// nvme0's mdev is closed and the lender takes it back, revoking the
+/// mapping before its reset (`p2p_revokes`): the same read into the same
+/// address must leave the file as it was (a sentinel written meanwhile),
+/// with a DMAR fault at that address.
+fn p2p_nvme_reads_into_another_nvmes_pmr(c: &mut Cluster) -> anyhow::Result<()> {
+    let y = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let x = second_nvme(l, &y)?;
+    let ybar = bar_of_size(l, &y.addr, PMR_BYTES).context("nvme0's PMR BAR")?;
+    lending::ensure_lent(l, &x.addr)?;
+    lending::wait_remote_listed(b, &x.addr, "the second NVMe on the borrower")?;
+    let pmr = c.paths().pmr_file(LENDER, "nvme0");
+    let sentinel = [0x5a5a_5a5a_u32; 1024];
+    pmr_write(&pmr, 0, &[0; 1024])?;
+    let faults_before = dmar_faults_at(l, P2P_BAR_ADDR)?;
+    let maps_before = twohost::lender_counter(l, &x, "p2p_maps")?;
+    let revokes_before = twohost::lender_counter(l, &y, "p2p_revokes")?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
+    let ux = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&x)))?;
+    let uy = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&y)));
+    let log = "/tmp/devlend-p2p.log";
+    let go = "/tmp/devlend-p2p.go";
+    let run = uy.and_then(|uy| {
+        let r = (|| -> anyhow::Result<(Vec<u32>, Vec<u32>, serde_json::Value)> {
+            sh(b, &format!("rm -f {go}"))?;
+            ownership::spawn_bg(
+                b,
+                &format!(
+                    "{drv} --mdev {ux} --blocks 8 --ios 0 --p2p-mdev {uy} --p2p-bar {ybar} \
+                     --p2p-addr {P2P_BAR_ADDR:#x} --p2p-pmr --p2p-then-release {go} --json"
+                ),
+                log,
+            )?;
+            lending::wait_until(
+                "the first read into nvme0's PMR",
+                Duration::from_secs(300),
+                || {
+                    let out = sh(b, &format!("cat {log}; cat {log}.rc 2>/dev/null || true"))?;
+                    Ok(if out.contains("p2p waiting") {
+                        "done"
+                    } else {
+                        "not yet"
+                    }
+                    .to_owned())
+                },
+                "done",
+            )?;
+            let landed = pmr_words(&pmr, 0, 1024)?;
+            pmr_write(&pmr, 0, &sentinel)?;
+            sh(b, &format!("touch {go}"))?;
+            let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(300))?;
+            ensure!(rc == 0, "the driver failed ({rc}):\n{out}");
+            let json = out
+                .lines()
+                .rfind(|l| l.starts_with('{'))
+                .with_context(|| format!("no report from the driver:\n{out}"))?;
+            let r: serde_json::Value = serde_json::from_str(json)?;
+            ensure!(r["passed"] == true, "the driver: {r}");
+            Ok((landed, pmr_words(&pmr, 0, 1024)?, r))
+        })();
+        let removed = lending::remove_mdev(b, &uy);
+        let r = r?;
+        removed?;
+        Ok(r)
+    });
+    let removed = lending::remove_mdev(b, &ux);
+    let unlent = lending::unlend(l, &x.addr);
+    let (landed, after, r) = run?;
+    removed?;
+    unlent?;
+    let p2p = &r["p2p"];
+    ensure!(p2p["first"] == "success", "the read into the BAR: {p2p}");
+    let lba = p2p["lba"].as_u64().context("no p2p lba")?;
+    let bs = r["identity"]["block_size"]
+        .as_u64()
+        .context("no block size")?;
+    let want: Vec<u32> = {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(c.paths().nvme_file(LENDER, "nvme1"))?;
+        f.seek(SeekFrom::Start(lba * bs))?;
+        let mut buf = vec![0u8; 4096];
+        f.read_exact(&mut buf)?;
+        buf.chunks(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect()
+    };
+    ensure!(
+        want.iter().any(|&w| w != 0),
+        "nvme1's block {lba} holds zeros: the driver wrote nothing there"
+    );
+    ensure!(
+        landed == want,
+        "nvme1's block {lba} is not in nvme0's PMR file after the read into its BAR"
+    );
+    let maps = twohost::lender_counter(c.agent(LENDER)?, &x, "p2p_maps")? - maps_before;
+    let revokes = twohost::lender_counter(c.agent(LENDER)?, &y, "p2p_revokes")? - revokes_before;
+    ensure!(maps >= 1, "the lender made no P2P mapping for nvme1");
+    ensure!(
+        revokes >= 1,
+        "taking nvme0 back revoked no mapping onto its BAR"
+    );
+    ensure!(
+        after == sentinel,
+        "a read into nvme0's BAR after it went back landed in its PMR: {:?}",
+        p2p["after_release"]
+    );
+    let faults = dmar_faults_at(c.agent(LENDER)?, P2P_BAR_ADDR)? - faults_before;
+    ensure!(
+        faults > 0,
+        "the lender's IOMMU logged no fault for the read after the release"
+    );
+    println!(
+        "  4 KiB of nvme1's block {lba} found in nvme0's PMR file; {maps} P2P mappings, \
+         {revokes} revoked when nvme0 went back, then the read faulted ({faults} DMAR faults at \
+         {P2P_BAR_ADDR:#x}) and the file kept its sentinel"
+    );
+    Ok(())
+}
+
 /// The `devlend` CLI end to end: lender and borrower listings, an mdev made
 /// and removed by it, and the VMM arguments it prints, libvirt's validated.
 fn cli_end_to_end(c: &mut Cluster) -> anyhow::Result<()> {
@@ -2066,6 +2206,10 @@ pub fn suite() -> Suite {
         Check {
             name: "direct_bar_through_window",
             run: direct_bar_through_window,
+        },
+        Check {
+            name: "p2p_nvme_reads_into_another_nvmes_pmr",
+            run: p2p_nvme_reads_into_another_nvmes_pmr,
         },
         Check {
             name: "held_device_refused",

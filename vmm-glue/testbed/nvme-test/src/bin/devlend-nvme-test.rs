@@ -109,6 +109,29 @@ struct Args {
     /// the DMA buffer).
     #[arg(long, default_value = "0x8000000", value_parser = parse_u64)]
     p2p_iova: u64,
+    /// Peer-to-peer between two devices of one lender (docs/p2p.md): after
+    /// the verified I/O, open this second mdev too (the same process: the
+    /// borrower pairs them), put its memory BAR --p2p-bar at --p2p-addr
+    /// with memory decode on, and read the first verified block into it.
+    /// The bytes must land in that BAR (the check reads its backing).
+    #[arg(long)]
+    p2p_mdev: Option<String>,
+    /// The --p2p-mdev BAR (a 64-bit memory BAR).
+    #[arg(long, default_value_t = 4, requires = "p2p_mdev")]
+    p2p_bar: u32,
+    /// Where --p2p-mdev's BAR is put (page aligned, clear of the DMA buffer).
+    #[arg(long, default_value = "0x60000000", value_parser = parse_u64, requires = "p2p_mdev")]
+    p2p_addr: u64,
+    /// The --p2p-mdev BAR is an NVMe persistent memory region: enable it
+    /// first (PMRCTL.EN), or QEMU's NVMe keeps it off the bus.
+    #[arg(long, requires = "p2p_mdev")]
+    p2p_pmr: bool,
+    /// With --p2p-mdev: after the first read, wait until this file exists,
+    /// close the second mdev (its device goes back, and its lender revokes
+    /// the mapping) and read into the same address again: that DMA must
+    /// not land.
+    #[arg(long, requires = "p2p_mdev")]
+    p2p_then_release: Option<PathBuf>,
     /// Reset the device (VFIO_DEVICE_RESET) before use; on an mdev this borrows it.
     #[arg(long)]
     reset: bool,
@@ -263,6 +286,8 @@ struct Report {
     verified_bytes: u64,
     mismatches: u64,
     bad_input: Option<BadInput>,
+    /// With --p2p-mdev: the reads into the other device's BAR.
+    p2p: Option<P2pReads>,
     ios: u64,
     queue_depth: u16,
     io_size: u32,
@@ -289,6 +314,96 @@ struct Report {
     err_notifications: u64,
     req_notifications: u64,
     passed: bool,
+}
+
+/// The reads into another device's BAR (--p2p-mdev).
+#[derive(serde::Serialize, Debug)]
+struct P2pReads {
+    /// The LBA read, whose bytes must be in the BAR.
+    lba: u64,
+    /// Its bytes.
+    bytes: u32,
+    /// The read while both devices are held: "success" and the bytes there.
+    first: String,
+    /// With --p2p-then-release, the read after the other device went back:
+    /// its status only (the check looks at the BAR's backing).
+    after_release: Option<String>,
+}
+
+/// Config space offsets the P2P mode writes.
+const PCI_COMMAND: u64 = 0x04;
+const PCI_COMMAND_MEMORY: u16 = 0x2;
+const PCI_BAR0: u64 = 0x10;
+/// NVMe's PMR control register, in BAR 0.
+const NVME_REG_PMRCTL: u64 = 0xe04;
+
+/// Opens --p2p-mdev, puts its BAR at --p2p-addr with decode on, and reads
+/// `lba` (one 4 KiB buffer) into it; with --p2p-then-release, again after
+/// that mdev is closed.
+fn p2p_reads(
+    nvme: &mut Nvme<KernelVfio>,
+    identity: &Identity,
+    args: &Args,
+    lba: u64,
+) -> Result<P2pReads, Failure> {
+    let uuid = args.p2p_mdev.as_deref().unwrap_or_default();
+    let setup =
+        |what: String| Failure::Setup(NvmeError::Config(format!("--p2p-mdev {uuid}: {what}")));
+    if args.p2p_addr % 4096 != 0 || args.p2p_bar > 4 {
+        return Err(setup(
+            "--p2p-addr must be page aligned and --p2p-bar at most 4".into(),
+        ));
+    }
+    let other = RemoteDevice::<KernelVfio>::open_mdev(uuid).map_err(|e| setup(e.to_string()))?;
+    let cfg = devlend_vfio::VFIO_PCI_CONFIG_REGION_INDEX;
+    let reg = PCI_BAR0 + 4 * u64::from(args.p2p_bar);
+    // Moved with decode off, as a guest's PCI core does.
+    other
+        .read_u16(cfg, PCI_COMMAND)
+        .and_then(|c| {
+            other.write_u16(cfg, PCI_COMMAND, c & !PCI_COMMAND_MEMORY)?;
+            other.write_u64_split(cfg, reg, args.p2p_addr)?;
+            other.write_u16(cfg, PCI_COMMAND, c | PCI_COMMAND_MEMORY)
+        })
+        .map_err(|e| setup(format!("BAR{} at {:#x}: {e}", args.p2p_bar, args.p2p_addr)))?;
+    if args.p2p_pmr {
+        other
+            .write_u32(devlend_vfio::VFIO_PCI_BAR0_REGION_INDEX, NVME_REG_PMRCTL, 1)
+            .map_err(|e| setup(format!("PMRCTL: {e}")))?;
+    }
+    let bytes = 4096u32;
+    let read = |nvme: &mut Nvme<KernelVfio>, what: &str| {
+        let mut cmd = nvme.rw_command(NVM_READ, lba, 0);
+        cmd.prp1 = args.p2p_addr;
+        cmd.prp2 = 0;
+        cmd.cdw[2] = bytes / identity.block_size - 1;
+        status_of(nvme.io_sync(what, cmd))
+    };
+    let first = read(nvme, "read into another device's BAR")?;
+    if !args.json {
+        println!(
+            "p2p read of LBA {lba} into BAR{} of {uuid} at {:#x}: {first}",
+            args.p2p_bar, args.p2p_addr
+        );
+    }
+    let after_release = match &args.p2p_then_release {
+        Some(flag) => {
+            wait_for(flag, "p2p waiting", &|| false)?;
+            drop(other);
+            let r = read(nvme, "read into a BAR gone back")?;
+            if !args.json {
+                println!("p2p read after the release: {r}");
+            }
+            Some(r)
+        }
+        None => None,
+    };
+    Ok(P2pReads {
+        lba,
+        bytes,
+        first,
+        after_release,
+    })
 }
 
 /// What the device and the borrower did with bad input.
@@ -816,6 +931,10 @@ fn run_device(
     } else {
         None
     };
+    let p2p_reads = match &args.p2p_mdev {
+        Some(_) => Some(p2p_reads(&mut nvme, &identity, args, verified.first)?),
+        None => None,
+    };
 
     // Timed writes write whatever the slots hold: fill each with a pattern
     // once, outside the timing (the verification and bad-input phases left
@@ -858,6 +977,7 @@ fn run_device(
         verified_bytes: verified.ios * u64::from(args.io_size),
         mismatches,
         bad_input,
+        p2p: p2p_reads,
         ios: timed_ios,
         queue_depth: args.queue_depth,
         io_size: args.io_size,
@@ -1181,6 +1301,7 @@ mod tests {
             verified_bytes: 4 * 131072,
             mismatches: 0,
             bad_input: None,
+            p2p: None,
             ios: 1000,
             queue_depth: 8,
             io_size: 131072,
