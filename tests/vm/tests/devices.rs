@@ -537,6 +537,23 @@ fn disks_msi_ahci_virtio_blk_p2p_lsi_in_one_guest(c: &mut Cluster) -> anyhow::Re
         "the LSI's BAR mappings did not go with the device: {lsi:?}"
     );
     println!("  LSI: {maps} BARs mapped for the device's own DMA");
+    // The three are one VM's devices of one lender: the borrower has each
+    // one's BARs mapped for the others' DMA (DL_MSG_P2P_DMA), and every
+    // such mapping went with the devices.
+    let total =
+        |key| -> anyhow::Result<u64> { views.iter().map(|v| fabric::counter(v, key)).sum() };
+    let (p2p_maps, p2p_unmaps) = (total("p2p_maps")?, total("p2p_unmaps")?);
+    println!(
+        "  BARs of one disk controller mapped for another's DMA: {p2p_maps}, undone: {p2p_unmaps}"
+    );
+    ensure!(
+        p2p_maps > 0,
+        "no disk controller's BAR was mapped for another's DMA: {views:?}"
+    );
+    ensure!(
+        p2p_unmaps == p2p_maps,
+        "{p2p_maps} P2P mappings made, {p2p_unmaps} undone"
+    );
     Ok(())
 }
 
