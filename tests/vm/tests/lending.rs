@@ -1337,8 +1337,11 @@ fn p2p_nvme_reads_into_another_nvmes_pmr(c: &mut Cluster) -> anyhow::Result<()> 
         Ok(r)
     });
     let removed = lending::remove_mdev(b, &ux);
+    // Before the unlend, which forgets the device's counters.
+    let maps = twohost::lender_counter(l, &x, "p2p_maps").map(|m| m - maps_before);
     let unlent = lending::unlend(l, &x.addr);
     let (landed, after, r) = run?;
+    let maps = maps?;
     removed?;
     unlent?;
     let p2p = &r["p2p"];
@@ -1365,7 +1368,6 @@ fn p2p_nvme_reads_into_another_nvmes_pmr(c: &mut Cluster) -> anyhow::Result<()> 
         landed == want,
         "nvme1's block {lba} is not in nvme0's PMR file after the read into its BAR"
     );
-    let maps = twohost::lender_counter(c.agent(LENDER)?, &x, "p2p_maps")? - maps_before;
     let revokes = twohost::lender_counter(c.agent(LENDER)?, &y, "p2p_revokes")? - revokes_before;
     ensure!(maps >= 1, "the lender made no P2P mapping for nvme1");
     ensure!(
