@@ -1858,12 +1858,14 @@ fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
             a = nvme.addr
         ),
     )?;
-    // Its only NVMe: the lender host's root is 9p.
+    // Its namespace, under its own controller: the lender host has
+    // another NVMe (the P2P check's), which its nvme driver may hold too.
+    let ns = format!("/sys/bus/pci/devices/{}/nvme/nvme*/nvme*n1", nvme.addr);
     lending::wait_until(
         "the lender's nvme driver finding the namespace",
         WAIT,
         || {
-            Ok(sh(l, "ls /dev/nvme*n1 2>/dev/null | wc -l")?
+            Ok(sh(l, &format!("ls -d {ns} 2>/dev/null | wc -l"))?
                 .trim()
                 .to_owned())
         },
@@ -1871,7 +1873,7 @@ fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
     )?;
     sh(
         l,
-        "dd if=$(ls /dev/nvme*n1) of=/dev/null bs=4096 count=16 iflag=direct",
+        &format!("dd if=/dev/$(basename $(ls -d {ns})) of=/dev/null bs=4096 count=16 iflag=direct"),
     )
     .context("reading the NVMe on the lender after the lender unloaded")?;
     remote_nvme_dropped(c, &nvme, "the remote NVMe dropped by the borrower")?;
