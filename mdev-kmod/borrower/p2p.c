@@ -6,9 +6,12 @@
  * A guest driver may hand device X the bus address of a BAR of device Y
  * (an NVMe's read into another device's memory). In the guest that is
  * where the guest put Y's BAR; X's lender maps it, in X's IOMMU domain,
- * onto Y's BAR (lender/p2p.c). Only devices of one lender so far (case 2
- * of docs/p2p.md), and only devices of one VM: mdevs opened with the same
- * KVM, or without one by the same process.
+ * onto Y's BAR (lender/p2p.c): with Y on the same lender, the BAR itself
+ * (case 2 of docs/p2p.md); with Y on another, that lender is first asked
+ * to show Y's BAR to X's lender through the fabric (%DL_MSG_P2P_EXPORT),
+ * and X's lender maps its window onto it (case 3, lender/p2p_remote.c).
+ * Only devices of one VM: mdevs opened with the same KVM, or without one
+ * by the same process.
  *
  * Each mdev shows the others what they need (&struct dl_vdev_p2p: its VM,
  * its lender and device, whether its DMA may be mapped, where its BARs
@@ -25,7 +28,9 @@
  * (DL_DMA_UNMAP_F_ALL: bus mastering off or starting over, a reset, a
  * take-back; dl_p2p_forget()), and every mapping onto a device it takes
  * back: this host forgets those without a word. A refusal leaves the DMA
- * faulting as before, and the same place is not asked for again.
+ * faulting as before, and the same place is not asked for again. An
+ * export is never taken back from here: it lasts until Y goes back to its
+ * lender, which then has X's lender drop its mappings onto Y.
  */
 #include <linux/pci.h>
 #include <linux/sched/mm.h>
@@ -50,6 +55,37 @@ static int dl_p2p_send(struct dl_vdev *x, struct dl_vdev *y, unsigned int bar,
 				  0);
 }
 
+/*
+ * Ask @y's lender to show @y's BAR @bar to @x's lender, which is another
+ * (case 3): that lender asks it where before it maps. A replay is free.
+ */
+static int dl_p2p_export(struct dl_vdev *x, struct dl_vdev *y,
+			 unsigned int bar)
+{
+	struct dl_p2p_export req = {
+		.dev_id = cpu_to_le32(y->p2p.dev_id),
+		.bar = bar,
+		.to_host = cpu_to_le32(x->p2p.host),
+	};
+
+	return dl_session_request(y, DL_MSG_P2P_EXPORT, &req, sizeof(req),
+				  NULL, 0);
+}
+
+/* Map @y's BAR @bar at @iova for @x: through @y's lender first if another. */
+static int dl_p2p_map_send(struct dl_vdev *x, struct dl_vdev *y,
+			   unsigned int bar, u64 iova)
+{
+	int ret;
+
+	if (x->p2p.host != y->p2p.host) {
+		ret = dl_p2p_export(x, y, bar);
+		if (ret)
+			return ret;
+	}
+	return dl_p2p_send(x, y, bar, true, iova);
+}
+
 /* The mapping of @y's BAR @bar for @x, or NULL; p2p_lock held. */
 static struct dl_p2p_map *dl_p2p_find(struct dl_borrower *b, struct dl_vdev *x,
 				      struct dl_vdev *y, unsigned int bar)
@@ -67,7 +103,7 @@ static u64 dl_p2p_wanted(struct dl_vdev *x, struct dl_vdev *y,
 			 unsigned int bar)
 {
 	if (x == y || !x->p2p.shown || !y->p2p.shown || !x->p2p.master ||
-	    x->p2p.vm != y->p2p.vm || x->p2p.host != y->p2p.host)
+	    x->p2p.vm != y->p2p.vm)
 		return 0;
 	return y->p2p.bar[bar];
 }
@@ -112,7 +148,7 @@ static void dl_p2p_pair(struct dl_borrower *b, struct dl_vdev *x,
 			list_add(&m->node, &b->p2p_maps);
 		}
 		m->iova = want;
-		ret = dl_p2p_send(x, y, bar, true, want);
+		ret = dl_p2p_map_send(x, y, bar, want);
 		m->refused = ret;
 		if (ret) {
 			WRITE_ONCE(b->p2p_refused, b->p2p_refused + 1);

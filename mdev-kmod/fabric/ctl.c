@@ -46,6 +46,9 @@ static_assert(sizeof(struct dl_irq_direct) == DL_IRQ_DIRECT_SIZE);
 static_assert(sizeof(struct dl_bar_window) == DL_BAR_WINDOW_SIZE);
 static_assert(sizeof(struct dl_bar_dma) == DL_BAR_DMA_SIZE);
 static_assert(sizeof(struct dl_p2p_dma) == DL_P2P_DMA_SIZE);
+static_assert(sizeof(struct dl_p2p_export) == DL_P2P_EXPORT_SIZE);
+static_assert(sizeof(struct dl_p2p_lookup) == DL_P2P_LOOKUP_SIZE);
+static_assert(sizeof(struct dl_p2p_window) == DL_P2P_WINDOW_SIZE);
 static_assert(DL_DB_VECTORS <= DL_DB_VECTORS_MAX);
 static_assert(sizeof(struct dl_dev_fault) == DL_DEV_FAULT_SIZE);
 

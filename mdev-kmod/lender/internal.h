@@ -97,6 +97,11 @@ enum dl_lender_counter {
 	DL_LCNT_P2P_MAPS,	/* other devices' BARs mapped for its DMA */
 	DL_LCNT_P2P_UNMAPS,	/* and unmapped */
 	DL_LCNT_P2P_REVOKES,	/* its BARs taken from others' domains */
+	DL_LCNT_P2P_EXPORTS,	/* its BARs shown to other lenders */
+	DL_LCNT_P2P_EXPORT_REVOKES,	/* and taken back, the lender told */
+	DL_LCNT_P2P_REVOKES_UNANSWERED,	/* the lender did not answer */
+	DL_LCNT_P2P_LOOKUPS,	/* other lenders told where they are */
+	DL_LCNT_P2P_REMOTE_DROPS,	/* mappings onto other lenders' BARs dropped */
 	DL_LCNT_ACQUIRES,
 	DL_LCNT_RELEASES,
 	DL_LCNT_RECLAIMS,	/* taken back without a release */
@@ -141,11 +146,18 @@ struct dl_lent_bar {
 
 /* Other devices' BARs one device's DMA may reach at once (p2p.c). */
 #define DL_P2P_MAX	8
+/* Lenders one device's BARs may be shown to at once (p2p_remote.c). */
+#define DL_P2P_EXPORTS_MAX	4
 
 /**
  * struct dl_lent_p2p - a BAR of another device mapped for a device's DMA
  *	(p2p.c), under the device's @p2p_lock.
- * @target: the device whose BAR it is, with a reference.
+ * @target: the device whose BAR it is, with a reference; NULL for a device
+ *	of another lender (p2p_remote.c), named by the next four.
+ * @rfab: the fabric that lender is on.
+ * @rhost: that lender.
+ * @rinc: its incarnation when the mapping was made.
+ * @rdev: the device there.
  * @bar: the BAR.
  * @iova: where the holder's guest put it.
  * @len: its bytes (page aligned).
@@ -154,11 +166,31 @@ struct dl_lent_bar {
  */
 struct dl_lent_p2p {
 	struct dl_lent *target;
+	struct dl_fabric *rfab;
+	u32 rhost;
+	u64 rinc;
+	u32 rdev;
 	unsigned int bar;
 	u64 iova;
 	u64 len;
 	unsigned int npieces;
 	struct dl_bar_dma_span pieces[DL_BAR_DMA_MAX_PIECES];
+};
+
+/**
+ * struct dl_lent_export - a memory BAR of the device shown to another
+ *	lender for the DMA of a device it lends to the same holder
+ *	(%DL_MSG_P2P_EXPORT; p2p_remote.c), under the device's @lock.
+ * @to_host: that lender.
+ * @bar: the BAR.
+ * @token: the window, as the fabric names it to @to_host.
+ * @len: the bytes it shows.
+ */
+struct dl_lent_export {
+	u32 to_host;
+	unsigned int bar;
+	u64 token;
+	u64 len;
 };
 
 /**
@@ -301,6 +333,14 @@ struct dl_lent_dma {
  * @p2p_lock: see p2p.c: the P2P mappings below, a leaf lock.
  * @p2p: other devices' BARs mapped for this device's DMA (@p2p_lock).
  * @np2p: how many (@p2p_lock).
+ * @p2p_work: serves a holder's %DL_MSG_P2P_DMA onto another lender's
+ *	device, which asks that lender first (p2p_remote.c).
+ * @p2p_req: that request's payload (@lock).
+ * @p2p_msg: that request, without its payload (@lock).
+ * @p2p_fab: the fabric of that request (@lock).
+ * @p2p_busy: such a request is queued or running (@lock).
+ * @exports: its BARs shown to other lenders (@lock).
+ * @nexports: how many (@lock).
  * @holder_lock: see p2p.c: the holder as published below, innermost.
  * @pub_fab: the holder's fabric, NULL while none is published.
  * @pub_peer: the holder.
@@ -382,6 +422,13 @@ struct dl_lent {
 	struct mutex p2p_lock;	/* see p2p.c */
 	struct dl_lent_p2p p2p[DL_P2P_MAX];
 	unsigned int np2p;
+	struct work_struct p2p_work;
+	struct dl_p2p_dma p2p_req;
+	struct dl_fabric_msg p2p_msg;
+	struct dl_fabric *p2p_fab;
+	bool p2p_busy;
+	struct dl_lent_export exports[DL_P2P_EXPORTS_MAX];
+	unsigned int nexports;
 	spinlock_t holder_lock;	/* see p2p.c */
 	struct dl_fabric *pub_fab;
 	u32 pub_peer;
@@ -677,6 +724,29 @@ int dl_lent_p2p_dma(struct dl_lent *x, struct dl_fabric *fab, u32 peer,
 		    u32 target_id, unsigned int bar, bool map, u64 iova);
 void dl_lent_p2p_unmap_all(struct dl_lent *x);
 void dl_lent_p2p_revoke_target(struct dl_lent *y);
+int dl_lent_p2p_map_remote(struct dl_lent *x, struct dl_fabric *fab,
+			   u32 rhost, u64 rinc, u32 rdev, unsigned int bar,
+			   u64 iova, phys_addr_t phys, u64 len, u32 gen);
+void dl_lent_p2p_unmap_remote(struct dl_lent *x, u32 rhost, u32 rdev,
+			      unsigned int bar);
+unsigned int dl_lent_p2p_drop_remote(struct dl_lent *x, struct dl_fabric *fab,
+				     u32 rhost, u32 rdev, bool gone_only);
+
+/* p2p_remote.c */
+extern atomic_t dl_p2p_revoke_gen;
+int dl_lent_p2p_dma_remote(struct dl_lent *x, struct dl_fabric *fab,
+			   const struct dl_fabric_msg *msg,
+			   const struct dl_p2p_dma *d);
+void dl_lent_p2p_work(struct work_struct *work);
+int dl_lent_p2p_export(struct dl_lent *y, struct dl_fabric *fab, u32 holder,
+		       unsigned int bar, u32 to_host);
+int dl_lent_p2p_lookup(struct dl_lent *y, struct dl_fabric *fab, u32 asker,
+		       const struct dl_p2p_lookup *q, struct dl_p2p_window *w);
+void dl_lent_p2p_exports_revoke(struct dl_lent *y);
+int dl_lender_register_p2p(struct dl_fabric *fab);
+void dl_lender_unregister_p2p(struct dl_fabric *fab);
+void dl_lender_p2p_peer_down(void);
+void dl_lender_p2p_flush(void);
 
 /* virtio.c */
 int dl_lent_dma_bypass_check(struct dl_lent *lent);

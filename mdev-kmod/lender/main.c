@@ -54,15 +54,22 @@ static int dl_lender_fabric_add(struct dl_fabric *fab, void **ctx)
 	lf->fab = fab;
 	/* Outside dl_lender.lock: registering waits for running handlers. */
 	ret = dl_lender_register_handlers(fab);
-	if (ret) {
-		kfree(lf);
-		return ret;
-	}
+	if (ret)
+		goto err_free;
+	ret = dl_lender_register_p2p(fab);
+	if (ret)
+		goto err_unregister;
 	mutex_lock(&dl_lender.lock);
 	list_add_tail(&lf->node, &dl_lender.fabs);
 	mutex_unlock(&dl_lender.lock);
 	*ctx = lf;
 	return 0;
+
+err_unregister:
+	dl_lender_unregister_handlers(fab);
+err_free:
+	kfree(lf);
+	return ret;
 }
 
 static void dl_lender_fabric_remove(struct dl_fabric *fab, void *ctx)
@@ -79,6 +86,7 @@ static void dl_lender_fabric_remove(struct dl_fabric *fab, void *ctx)
 	 * was taken back before.
 	 */
 	dl_lender_fabric_removing(fab);
+	dl_lender_unregister_p2p(fab);
 	dl_lender_unregister_handlers(fab);
 	dl_lender_flush_slow();
 	kfree(lf);

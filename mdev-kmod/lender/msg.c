@@ -298,6 +298,7 @@ union dl_lender_req {
 	struct dl_bar_window bar_window;
 	struct dl_bar_dma bar_dma;
 	struct dl_p2p_dma p2p_dma;
+	struct dl_p2p_export p2p_export;
 };
 
 union dl_lender_resp {
@@ -749,9 +750,15 @@ static int dl_serve_p2p_dma(struct dl_lender_call *c)
 	const struct dl_p2p_dma *d = &c->req.p2p_dma;
 	int err;
 
-	/* A target on another lender: not yet (docs/p2p.md, case 3). */
-	if (le32_to_cpu(d->target_host) != dl_fabric_host_id(c->fab))
-		return -EOPNOTSUPP;
+	/* A target on another lender: its answer first (p2p_remote.c). */
+	if (le32_to_cpu(d->target_host) != dl_fabric_host_id(c->fab)) {
+		err = dl_lent_p2p_dma_remote(c->lent, c->fab, c->msg, d);
+		if (err == 1)
+			return DL_LENDER_LATER;
+		if (err == -EINVAL)
+			dl_lent_reject(c->lent, DL_REJ_P2P_DMA);
+		return err;
+	}
 	err = dl_lent_p2p_dma(c->lent, c->fab, c->msg->peer,
 			      le32_to_cpu(d->target_id), d->bar,
 			      d->flags & DL_P2P_DMA_F_MAP,
@@ -763,6 +770,26 @@ static int dl_serve_p2p_dma(struct dl_lender_call *c)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+static bool dl_p2p_export_ok(const struct dl_fabric_msg *msg)
+{
+	const struct dl_p2p_export *e = msg->data;
+
+	return !e->reserved[0] && !e->reserved[1] && !e->reserved[2] &&
+	       !e->reserved2;
+}
+
+static int dl_serve_p2p_export(struct dl_lender_call *c)
+{
+	const struct dl_p2p_export *e = &c->req.p2p_export;
+	int err;
+
+	err = dl_lent_p2p_export(c->lent, c->fab, c->msg->peer, e->bar,
+				 le32_to_cpu(e->to_host));
+	if (err == -EINVAL)
+		dl_lent_reject(c->lent, DL_REJ_P2P_DMA);
+	return err;
 }
 
 static const struct dl_lender_op dl_lender_ops[] = {
@@ -801,6 +828,8 @@ static const struct dl_lender_op dl_lender_ops[] = {
 	  false, dl_bar_dma_ok, dl_serve_bar_dma },
 	{ DL_MSG_P2P_DMA, sizeof(struct dl_p2p_dma), DL_ACC_HOLDER,
 	  false, dl_p2p_dma_ok, dl_serve_p2p_dma },
+	{ DL_MSG_P2P_EXPORT, sizeof(struct dl_p2p_export), DL_ACC_HOLDER,
+	  false, dl_p2p_export_ok, dl_serve_p2p_export },
 };
 
 static const struct dl_lender_op *dl_lender_op_find(u16 type)
@@ -833,7 +862,8 @@ static void dl_lender_on_dev_msg(struct dl_fabric *fab,
 		     offsetof(struct dl_irq_direct, dev_id) ||
 		     offsetof(struct dl_bar_window, dev_id) ||
 		     offsetof(struct dl_bar_dma, dev_id) ||
-		     offsetof(struct dl_p2p_dma, dev_id));
+		     offsetof(struct dl_p2p_dma, dev_id) ||
+		     offsetof(struct dl_p2p_export, dev_id));
 
 	if (WARN_ON_ONCE(!op))
 		goto out_respond;

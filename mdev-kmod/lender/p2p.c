@@ -71,7 +71,8 @@ static void dl_p2p_remove(struct dl_lent *x, unsigned int i)
 		p = &m->pieces[k];
 		iommu_unmap(x->domain, m->iova + p->start, p->end - p->start);
 	}
-	dl_lent_put(m->target);
+	if (m->target)
+		dl_lent_put(m->target);
 	x->p2p[i] = x->p2p[x->np2p - 1];
 	WRITE_ONCE(x->np2p, x->np2p - 1);
 	dl_lent_count(x, DL_LCNT_P2P_UNMAPS);
@@ -263,4 +264,172 @@ void dl_lent_p2p_revoke_target(struct dl_lent *y)
 		}
 		dl_lent_put(x);
 	}
+}
+
+/* Whether mapping @m of @x is onto BAR @bar of @rdev of @rhost. */
+static bool dl_p2p_is_remote(const struct dl_lent_p2p *m, u32 rhost, u32 rdev,
+			     unsigned int bar)
+{
+	return !m->target && m->rhost == rhost && m->rdev == rdev &&
+	       m->bar == bar;
+}
+
+/**
+ * dl_lent_p2p_map_remote() - map a BAR of a device of another lender,
+ *	through this host's window onto it, at @iova for the device's DMA
+ *	(case 3 of docs/p2p.md; p2p_remote.c asked that lender where).
+ * @x: the device; @x->lock held, its holder checked by the caller.
+ * @fab: the fabric of its holder and of the other lender.
+ * @rhost: the other lender.
+ * @rinc: its incarnation, read before it was asked.
+ * @rdev: its device.
+ * @bar: that device's BAR.
+ * @iova: from the holder: anything.
+ * @phys: where the window onto the BAR is on this host (MMIO).
+ * @len: the bytes the window shows, page aligned.
+ * @gen: dl_p2p_revoke_gen read before the other lender was asked: if a
+ *	revocation came since, the answer may be stale.
+ *
+ * Under the same rules as dl_lent_p2p_dma(). A map where the BAR is
+ * mapped already changes nothing; a map elsewhere moves it.
+ *
+ * Return: 0; -EAGAIN (a revocation came meanwhile); -EINVAL (@iova not
+ * page aligned, outside the aperture, reserved or overlapping a mapping);
+ * -ENOSPC (too many, or the page-table budget); -EIO (no domain of ours);
+ * or what iommu_map() said.
+ */
+int dl_lent_p2p_map_remote(struct dl_lent *x, struct dl_fabric *fab,
+			   u32 rhost, u64 rinc, u32 rdev, unsigned int bar,
+			   u64 iova, phys_addr_t phys, u64 len, u32 gen)
+{
+	struct iommu_domain_geometry *geo = &x->domain->geometry;
+	struct dl_fabric_peer_info info;
+	struct dl_lent_p2p *m;
+	unsigned int i;
+	u64 last;
+	int ret;
+
+	lockdep_assert_held(&x->lock);
+
+	if (!len || !PAGE_ALIGNED(len))
+		return -EINVAL;
+	ret = dl_bar_dma_check(phys, len, iova);
+	if (ret)
+		return ret;
+	last = iova + len - 1;
+	mutex_lock(&x->p2p_lock);
+	for (i = 0; i < x->np2p; i++)
+		if (dl_p2p_is_remote(&x->p2p[i], rhost, rdev, bar))
+			break;
+	if (i < x->np2p) {
+		if (x->p2p[i].iova == iova && x->p2p[i].len == len &&
+		    x->p2p[i].rinc == rinc)
+			goto out_unlock;
+		dl_p2p_remove(x, i);
+	}
+	/* Read under the lock that a revocation's walk takes after it. */
+	ret = -EAGAIN;
+	if (atomic_read(&dl_p2p_revoke_gen) != gen)
+		goto out_unlock;
+	ret = -ENOSPC;
+	if (x->np2p >= DL_P2P_MAX)
+		goto out_unlock;
+	ret = -EIO;
+	if (x->dma_detached)
+		goto out_unlock;
+	ret = -EINVAL;
+	if (iova < geo->aperture_start || last > geo->aperture_end ||
+	    dl_dma_in_resv(x, iova, last) || dl_dma_busy(&x->dma, iova, last) ||
+	    dl_lent_bar_dma_busy(x, iova, last) ||
+	    dl_lent_p2p_busy_locked(x, iova, last))
+		goto out_unlock;
+	ret = dl_fabric_peer_info(fab, x->borrower, &info);
+	if (ret)
+		goto out_unlock;
+	ret = -ENOSPC;
+	if (!dl_dma_tables_room(x, iova, last, info.ram_size))
+		goto out_unlock;
+	ret = dl_dma_tables_note(x, iova, last);
+	if (ret)
+		goto out_unlock;
+	ret = dl_dma_iommu_map(x, iova, phys, len,
+			       IOMMU_READ | IOMMU_WRITE | IOMMU_MMIO);
+	if (ret)
+		goto out_unlock;
+	m = &x->p2p[x->np2p];
+	memset(m, 0, sizeof(*m));
+	m->rfab = fab;
+	m->rhost = rhost;
+	m->rinc = rinc;
+	m->rdev = rdev;
+	m->bar = bar;
+	m->iova = iova;
+	m->len = len;
+	m->npieces = 1;
+	m->pieces[0].start = 0;
+	m->pieces[0].end = len;
+	WRITE_ONCE(x->np2p, x->np2p + 1);
+	dl_lent_count(x, DL_LCNT_P2P_MAPS);
+out_unlock:
+	mutex_unlock(&x->p2p_lock);
+	return ret;
+}
+
+/**
+ * dl_lent_p2p_unmap_remote() - unmap a BAR of a device of another lender
+ *	from the device's DMA, if it is mapped.
+ * @x: the device; @x->lock held.
+ * @rhost: the other lender.
+ * @rdev: its device.
+ * @bar: that device's BAR.
+ */
+void dl_lent_p2p_unmap_remote(struct dl_lent *x, u32 rhost, u32 rdev,
+			      unsigned int bar)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&x->lock);
+
+	mutex_lock(&x->p2p_lock);
+	for (i = x->np2p; i--;)
+		if (dl_p2p_is_remote(&x->p2p[i], rhost, rdev, bar))
+			dl_p2p_remove(x, i);
+	mutex_unlock(&x->p2p_lock);
+}
+
+/**
+ * dl_lent_p2p_drop_remote() - drop the device's mappings onto BARs of
+ *	another lender: at that lender's word, or because it is gone.
+ * @x: the device; no lock of it held (a leaf walk, from any context that
+ *	may sleep).
+ * @fab: the fabric of that lender.
+ * @rhost: that lender.
+ * @rdev: its device, or U32_MAX for all.
+ * @gone_only: only those whose lender is down or restarted since.
+ *
+ * Return: how many it dropped.
+ */
+unsigned int dl_lent_p2p_drop_remote(struct dl_lent *x, struct dl_fabric *fab,
+				     u32 rhost, u32 rdev, bool gone_only)
+{
+	struct dl_fabric_peer_info info;
+	struct dl_lent_p2p *m;
+	unsigned int i, n = 0;
+
+	mutex_lock(&x->p2p_lock);
+	for (i = x->np2p; i--;) {
+		m = &x->p2p[i];
+		if (m->target || (fab && m->rfab != fab) ||
+		    (!gone_only && m->rhost != rhost) ||
+		    (rdev != U32_MAX && m->rdev != rdev))
+			continue;
+		if (gone_only && !dl_fabric_peer_info(m->rfab, m->rhost, &info) &&
+		    info.up && info.incarnation == m->rinc)
+			continue;
+		dl_p2p_remove(x, i);
+		dl_lent_count(x, DL_LCNT_P2P_REMOTE_DROPS);
+		n++;
+	}
+	mutex_unlock(&x->p2p_lock);
+	return n;
 }

@@ -57,6 +57,7 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	dl_lent_unmap_all(lent);
 	/* Before the reset: nobody else may reach its BARs after it. */
 	dl_lent_p2p_revoke_target(lent);
+	dl_lent_p2p_exports_revoke(lent);
 	dl_lent_bar_windows_revoke(lent);
 
 	ret = dl_lent_reset(lent);
@@ -189,6 +190,8 @@ void dl_lent_slow_cancel(struct dl_lent *lent)
 		dl_lent_put(lent);
 	if (cancel_work_sync(&lent->changed_work))
 		dl_lent_put(lent);
+	if (cancel_work_sync(&lent->p2p_work))
+		dl_lent_put(lent);
 	WRITE_ONCE(lent->slow_busy, 0);
 }
 
@@ -243,6 +246,8 @@ void dl_lender_peer_down(struct dl_fabric *fab, u32 peer)
 	 * reads the link again.
 	 */
 	smp_mb();
+	/* What this host mapped onto the peer's BARs, for other holders. */
+	dl_lender_p2p_peer_down();
 	while ((lent = dl_lent_next(&idx))) {
 		if (READ_ONCE(lent->fab) == fab &&
 		    READ_ONCE(lent->borrower) == peer &&
@@ -262,6 +267,7 @@ void dl_lender_peer_down(struct dl_fabric *fab, u32 peer)
 void dl_lender_fabric_removing(struct dl_fabric *fab)
 {
 	dl_lender_reclaim_from(fab, 0, true, "fabric removed");
+	dl_lender_p2p_flush();
 }
 
 /**
@@ -283,6 +289,7 @@ void dl_lender_flush_slow(void)
 		while (flush_work(&lent->slow_work))
 			;
 		flush_work(&lent->changed_work);
+		flush_work(&lent->p2p_work);
 		dl_lent_put(lent);
 	}
 }

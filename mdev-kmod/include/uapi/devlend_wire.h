@@ -245,6 +245,9 @@ enum dl_msg_type {
 	DL_MSG_BAR_WINDOW = 34,	/* dl_bar_window -> dl_bar_window */
 	DL_MSG_BAR_DMA = 35,	/* dl_bar_dma -> empty */
 	DL_MSG_P2P_DMA = 36,	/* dl_p2p_dma -> empty */
+	DL_MSG_P2P_EXPORT = 37,	/* dl_p2p_export -> empty */
+	DL_MSG_P2P_LOOKUP = 38,	/* lender: dl_p2p_lookup -> dl_p2p_window */
+	DL_MSG_P2P_REVOKE = 39,	/* lender: dl_dev_ref -> empty */
 	/* The emulated NTB hardware (devlend_ntb_emu), port to port. */
 	DL_MSG_NTB_HELLO = 40,	/* post: dl_ntb_hello, the sender's port */
 	DL_MSG_NTB_DB = 41,	/* post: dl_ntb_db, doorbell bits to set */
@@ -711,13 +714,17 @@ struct dl_bar_dma {
  * address the holder's guest gave that BAR, or with no
  * %DL_P2P_DMA_F_MAP no longer (peer-to-peer between two devices of one
  * guest). The same rules as %DL_MSG_BAR_DMA, the target's MSI-X table
- * and PBA pages left out, and: @target_host must be this lender (a
- * target on another lender is ENOTSUPP for now); the target must be
- * held by the holder of @dev_id, with the same incarnation. Every take-
- * back of the target revokes such mappings onto it first, before its
- * reset; they go with the others of @dev_id too. EINVAL: a target or an
- * @iova that cannot be; ENOTSUPP (also from a lender that does not know
- * the message): the DMA there faults as before.
+ * and PBA pages left out, and the target must be held by the holder of
+ * @dev_id, with the same incarnation. With @target_host another lender
+ * (protocol 1 addition, case 3 of docs/p2p.md), the holder has first
+ * asked that lender to show the BAR to this one (%DL_MSG_P2P_EXPORT);
+ * this lender asks it where (%DL_MSG_P2P_LOOKUP) before it answers, and
+ * maps onto its window there. Every take-back of the target revokes such
+ * mappings onto it first, before its reset (%DL_MSG_P2P_REVOKE across
+ * lenders); they go with the others of @dev_id too. EINVAL: a target or
+ * an @iova that cannot be; EIO: the other lender shows this one no such
+ * BAR for the holder, or did not answer; ENOTSUPP (also from a lender
+ * that does not know the message): the DMA there faults as before.
  * @dev_id: the device whose DMA reaches the target.
  * @target_id: the device whose BAR it reaches.
  * @bar: the target's BAR, below %DL_NUM_BARS.
@@ -735,6 +742,65 @@ struct dl_p2p_dma {
 	__le16 reserved;
 	__le32 target_host;
 	__le64 iova;
+} __attribute__((packed));
+
+/**
+ * struct dl_p2p_export - %DL_MSG_P2P_EXPORT, borrower to the lender of a
+ * device it holds (protocol 1 addition): show memory BAR @bar of @dev_id
+ * to lender @to_host, for the DMA of a device that lender lends to the
+ * same holder (case 3 of docs/p2p.md). The lender opens a window of the
+ * fabric onto the BAR for @to_host, as for %DL_MSG_BAR_WINDOW (the MSI-X
+ * table and PBA kept out, or refused), and answers @to_host's
+ * %DL_MSG_P2P_LOOKUP with it while the holder holds the device. Every
+ * take-back of the device closes such windows, after telling each
+ * @to_host (%DL_MSG_P2P_REVOKE). A replay changes nothing. EINVAL: a BAR
+ * or host that cannot be; ENOSPC: too many; ENOTSUPP: the fabric cannot
+ * show this BAR.
+ * @dev_id: the device.
+ * @bar: its BAR, below %DL_NUM_BARS.
+ * @reserved: zero.
+ * @to_host: the lender whose device's DMA is to reach it: a peer, neither
+ *	the holder nor this lender.
+ */
+struct dl_p2p_export {
+	__le32 dev_id;
+	__u8 bar;
+	__u8 reserved[3];
+	__le32 to_host;
+	__le32 reserved2;
+} __attribute__((packed));
+
+/**
+ * struct dl_p2p_lookup - %DL_MSG_P2P_LOOKUP, lender to lender (protocol 1
+ * addition): where, on the asker, is the window onto BAR @bar of device
+ * @dev_id that its holder had shown to the asker (%DL_MSG_P2P_EXPORT)?
+ * Answered only if @holder, in incarnation @holder_inc, holds the device
+ * here and exported that BAR to the asker (EIO otherwise): the asker maps
+ * it for a device the same holder holds there.
+ * @dev_id: the device, on the receiver.
+ * @bar: its BAR.
+ * @reserved: zero.
+ * @holder: the host the asker lends its own device to.
+ * @holder_inc: that host's incarnation, as the asker knows it.
+ */
+struct dl_p2p_lookup {
+	__le32 dev_id;
+	__u8 bar;
+	__u8 reserved[3];
+	__le32 holder;
+	__le32 reserved2;
+	__le64 holder_inc;
+} __attribute__((packed));
+
+/**
+ * struct dl_p2p_window - the answer to %DL_MSG_P2P_LOOKUP.
+ * @token: the window, as the fabric names it to the asker
+ *	(dl_fabric_peer_bar()).
+ * @len: the bytes of the BAR it shows, from the BAR's start.
+ */
+struct dl_p2p_window {
+	__le64 token;
+	__le64 len;
 } __attribute__((packed));
 
 /**
@@ -881,6 +947,9 @@ struct dl_ntb_xlate {
 #define DL_BAR_WINDOW_SIZE	32
 #define DL_BAR_DMA_SIZE		16
 #define DL_P2P_DMA_SIZE		24
+#define DL_P2P_EXPORT_SIZE	16
+#define DL_P2P_LOOKUP_SIZE	24
+#define DL_P2P_WINDOW_SIZE	16
 #define DL_DEV_FAULT_SIZE	16
 #define DL_NTB_HELLO_SIZE	8
 #define DL_NTB_DB_SIZE		8

@@ -93,6 +93,10 @@ static int bar_dma_ret;
 static unsigned int np2p;
 static struct dl_p2p_dma last_p2p;
 static struct dl_vdev *last_p2p_by;
+static unsigned int nexport;
+static int export_ret;
+static struct dl_p2p_export last_export;
+static struct dl_vdev *last_export_by;
 static int p2p_ret;
 static size_t max_payload;
 /* The order of events: 'M' map, 'U' unmap, 'W' config write. */
@@ -312,6 +316,13 @@ int dl_session_request(struct dl_vdev *vd, u16 type, const void *data,
 		memcpy(&last_p2p, data, len);
 		last_p2p_by = vd;
 		return p2p_ret;
+	case DL_MSG_P2P_EXPORT:
+		nexport++;
+		if (len != sizeof(last_export))
+			return -EMSGSIZE;
+		memcpy(&last_export, data, len);
+		last_export_by = vd;
+		return export_ret;
 	case DL_MSG_BAR_DMA:
 		event('B');
 		nbar_dma++;
@@ -1473,14 +1484,15 @@ static void p2p_show(struct dl_vdev *w, const void *vm, u32 dev, bool master,
 
 /*
  * Two mdevs of one VM on one lender: each one's BARs are asked for the
- * other's DMA while it masters; nothing for mdevs of another VM or
- * lender, or for a device that does not master; a place refused is not
+ * other's DMA while it masters; nothing for mdevs of another VM, or for
+ * a device that does not master; one on another lender is shown to the
+ * DMAing device's lender first; a place refused is not
  * asked again; a BAR moved is asked where it went, one gone is unmapped;
  * closing forgets, and so does the lender dropping a device's mappings.
  */
 static void test_p2p_pairs(void)
 {
-	static struct dl_vdev x, y, z;
+	static struct dl_vdev x, y, z, w;
 	static int vm1, vm2;
 
 	memset(&x, 0, sizeof(x));
@@ -1490,6 +1502,8 @@ static void test_p2p_pairs(void)
 	INIT_LIST_HEAD(&b.p2p_maps);
 	np2p = 0;
 	p2p_ret = 0;
+	nexport = 0;
+	export_ret = 0;
 	p2p_show(&x, &vm1, 10, true, 0);
 	p2p_show(&y, &vm1, 11, false, 0xc0000000);
 	p2p_show(&z, &vm2, 12, true, 0xd0000000);
@@ -1512,14 +1526,14 @@ static void test_p2p_pairs(void)
 	/* The same again: nothing. */
 	dl_p2p_pair(&b, &x, &y);
 	CHECK_EQ(np2p, 1);
-	/* Another lender: nothing for the pair. */
-	y.p2p.host = 4;
+	CHECK_EQ(nexport, 0);	/* one lender: nothing to show across */
+	/* Unmapped, then refused where it is: not asked again until it moves. */
+	y.p2p.bar[2] = 0;
 	dl_p2p_pair(&b, &x, &y);
 	CHECK_EQ(np2p, 2);
 	CHECK_EQ(last_p2p.flags, 0);
 	CHECK_EQ(le64_to_cpu(last_p2p.iova), 0);
-	y.p2p.host = 3;
-	/* Refused where it is: not asked again until it moves. */
+	y.p2p.bar[2] = 0xc0000000;
 	p2p_ret = -EOPNOTSUPP;
 	dl_p2p_pair(&b, &x, &y);
 	dl_p2p_pair(&b, &x, &y);
@@ -1555,6 +1569,52 @@ static void test_p2p_pairs(void)
 	CHECK(list_empty(&b.p2p_maps));
 	CHECK(!y.p2p.shown);
 	CHECK_EQ(np2p, 7);
+
+	/*
+	 * w of the same VM on another lender (case 3): its lender is asked
+	 * first to show its BAR to x's, then x's lender to map it; a refused
+	 * export asks x's lender nothing; an unmap needs no export.
+	 */
+	memset(&w, 0, sizeof(w));
+	p2p_show(&w, &vm1, 20, false, 0xe0000000);
+	w.p2p.host = 4;
+	mutex_lock(&b.p2p_lock);
+	dl_p2p_pair(&b, &x, &w);
+	CHECK_EQ(nexport, 1);
+	CHECK(last_export_by == &w);
+	CHECK_EQ(le32_to_cpu(last_export.dev_id), 20);
+	CHECK_EQ(last_export.bar, 2);
+	CHECK_EQ(le32_to_cpu(last_export.to_host), 3);
+	CHECK_EQ(np2p, 8);
+	CHECK(last_p2p_by == &x);
+	CHECK_EQ(le32_to_cpu(last_p2p.target_host), 4);
+	CHECK_EQ(le32_to_cpu(last_p2p.target_id), 20);
+	CHECK_EQ(le64_to_cpu(last_p2p.iova), 0xe0000000ULL);
+	export_ret = -EOPNOTSUPP;
+	w.p2p.bar[2] = 0xe0100000;
+	dl_p2p_pair(&b, &x, &w);
+	CHECK_EQ(nexport, 2);
+	CHECK_EQ(np2p, 8);
+	CHECK_EQ(b.p2p_refused, 2);
+	export_ret = 0;
+	/* Nothing mapped where it was refused: nothing to undo. */
+	w.p2p.bar[2] = 0;
+	dl_p2p_pair(&b, &x, &w);
+	CHECK_EQ(np2p, 8);
+	CHECK_EQ(nexport, 2);
+	/* Mapped, then unmapped: one word to x's lender, no export. */
+	w.p2p.bar[2] = 0xe0000000;
+	dl_p2p_pair(&b, &x, &w);
+	CHECK_EQ(nexport, 3);
+	CHECK_EQ(np2p, 9);
+	w.p2p.bar[2] = 0;
+	dl_p2p_pair(&b, &x, &w);
+	CHECK_EQ(np2p, 10);
+	CHECK_EQ(last_p2p.flags, 0);
+	CHECK_EQ(nexport, 3);
+	p2p_ret = 0;
+	mutex_unlock(&b.p2p_lock);
+	dl_p2p_close(&w);
 	dl_p2p_close(&x);
 	dl_p2p_close(&z);
 	CHECK(list_empty(&b.p2p_vdevs));
@@ -1614,7 +1674,7 @@ static const struct unit_test dma_tests[] = {
 	  test_repin_keeps },
 	{ "re-pin: held back until VFIO's unmap returns (else VFIO loops, then BUG()s)",
 	  test_repin_waits_for_unmap_return },
-	{ "P2P: one mdev's BARs asked for another's DMA, same VM and lender only",
+	{ "P2P: one mdev's BARs asked for another's DMA, same VM; another lender's shown first",
 	  test_p2p_pairs },
 	{ "bulk pins: a call per 2 MiB, VFIO anchors at both ends, accounted, all given back",
 	  test_bulk_pins },

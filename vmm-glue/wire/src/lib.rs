@@ -125,6 +125,9 @@ const _: () = {
     assert!(size_of::<sys::dl_bar_window>() == sys::DL_BAR_WINDOW_SIZE);
     assert!(size_of::<sys::dl_bar_dma>() == sys::DL_BAR_DMA_SIZE);
     assert!(size_of::<sys::dl_p2p_dma>() == sys::DL_P2P_DMA_SIZE);
+    assert!(size_of::<sys::dl_p2p_export>() == sys::DL_P2P_EXPORT_SIZE);
+    assert!(size_of::<sys::dl_p2p_lookup>() == sys::DL_P2P_LOOKUP_SIZE);
+    assert!(size_of::<sys::dl_p2p_window>() == sys::DL_P2P_WINDOW_SIZE);
     assert!(size_of::<sys::dl_dev_fault>() == sys::DL_DEV_FAULT_SIZE);
     assert!(size_of::<sys::dl_ntb_hello>() == sys::DL_NTB_HELLO_SIZE);
     assert!(size_of::<sys::dl_ntb_db>() == sys::DL_NTB_DB_SIZE);

@@ -40,6 +40,7 @@ typedef u64 phys_addr_t, resource_size_t, dma_addr_t;
 typedef unsigned int __bitwise gfp_t;
 typedef s64 ktime_t;
 typedef struct { int counter; } atomic_t;
+#define ATOMIC_INIT(n)		{ (n) }
 typedef struct { s64 counter; } atomic64_t;
 
 /* Annotations. */
@@ -123,6 +124,7 @@ typedef struct { s64 counter; } atomic64_t;
 #define mb()			__atomic_thread_fence(__ATOMIC_SEQ_CST)
 /* The kernel's wmb() orders write-combining stores: a full barrier here. */
 #define wmb()			__atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define smp_mb__after_atomic()	__atomic_thread_fence(__ATOMIC_SEQ_CST)
 
 /* Locks, all empty: nothing runs concurrently here. */
 struct mutex { int unused; };
@@ -135,6 +137,7 @@ struct lockdep_map;
 #define might_sleep()			do { } while (0)
 #define cond_resched()			do { } while (0)
 static inline void mutex_lock(struct mutex *m) { (void)m; }
+static inline int mutex_trylock(struct mutex *m) { (void)m; return 1; }
 #ifndef mutex_init
 #define mutex_init(m)			((void)(m))
 #endif
@@ -277,6 +280,12 @@ static inline u64 ktime_get_ns(void)
 
 /* Work, completions, timers, wait queues: the fields only. */
 struct work_struct { int queued; };
+#define DECLARE_WORK(n, f)	struct work_struct n = { 0 }
+static inline bool flush_work(struct work_struct *w)
+{
+	(void)w;
+	return false;
+}
 struct delayed_work { struct work_struct work; unsigned long delay; };
 struct workqueue_struct;
 struct timer_list { unsigned long expires; int armed; };
