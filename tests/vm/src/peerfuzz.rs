@@ -577,8 +577,12 @@ const T_IRQ_DIRECT: u16 = sys::DL_MSG_IRQ_DIRECT as u16;
 const T_BAR_WINDOW: u16 = sys::DL_MSG_BAR_WINDOW as u16;
 const T_BAR_DMA: u16 = sys::DL_MSG_BAR_DMA as u16;
 const T_P2P_DMA: u16 = sys::DL_MSG_P2P_DMA as u16;
-/// The last lending type a lender knows.
-const T_LAST_KNOWN: u16 = T_P2P_DMA;
+const T_P2P_EXPORT: u16 = sys::DL_MSG_P2P_EXPORT as u16;
+/// Lender to lender (`lender/p2p_remote.c`).
+const T_P2P_LOOKUP: u16 = sys::DL_MSG_P2P_LOOKUP as u16;
+const T_P2P_REVOKE: u16 = sys::DL_MSG_P2P_REVOKE as u16;
+/// The last type a lender knows.
+const T_LAST_KNOWN: u16 = T_P2P_REVOKE;
 /// The emulated NTB port's hello (`ntb-emu/main.c`), used by the flood.
 const T_NTB_HELLO: u16 = sys::DL_MSG_NTB_HELLO as u16;
 
@@ -615,6 +619,7 @@ fn fixed_size(t: u16) -> Option<usize> {
         T_BAR_WINDOW => sys::DL_BAR_WINDOW_SIZE,
         T_BAR_DMA => sys::DL_BAR_DMA_SIZE,
         T_P2P_DMA => sys::DL_P2P_DMA_SIZE,
+        T_P2P_EXPORT => sys::DL_P2P_EXPORT_SIZE,
         _ => return None,
     })
 }
@@ -723,7 +728,32 @@ impl Model {
             | T_IRQ_DIRECT
             | T_BAR_WINDOW
             | T_BAR_DMA
-            | T_P2P_DMA => self.lending(msg_type, payload, req_id),
+            | T_P2P_DMA
+            | T_P2P_EXPORT => self.lending(msg_type, payload, req_id),
+            // Another lender's: checked, then nothing of ours matches.
+            T_P2P_LOOKUP | T_P2P_REVOKE => {
+                let bad = if msg_type == T_P2P_LOOKUP {
+                    len != sys::DL_P2P_LOOKUP_SIZE
+                        || payload[5..8] != [0; 3]
+                        || payload[12..16] != [0; 4]
+                } else {
+                    len != sys::DL_DEV_REF_SIZE || payload[4..8] != [0; 4]
+                };
+                if bad {
+                    self.exp.rej_malformed += 1;
+                    return pending(Want::Exact(S_EINVAL), false);
+                }
+                // No export here names the fuzzer (ENOENT, on the wire
+                // EIO); a REVOKE drops nothing.
+                pending(
+                    Want::Exact(if msg_type == T_P2P_REVOKE {
+                        S_OK
+                    } else {
+                        S_EIO
+                    }),
+                    false,
+                )
+            }
             _ if req_id != 0 => {
                 self.exp.rx_unknown += 1;
                 pending(Want::Exact(S_ENOTSUPP), false)
@@ -792,6 +822,7 @@ impl Model {
                         || p[10..12] != [0, 0]
                         || (flags & sys::DL_P2P_DMA_F_MAP == 0 && p[16..24] != [0; 8])
                 }
+                T_P2P_EXPORT => p[5..8] != [0; 3] || p[12..16] != [0; 4],
                 _ => false,
             };
         if malformed || reserved {
@@ -879,7 +910,8 @@ const KINDS: &[(&str, u32)] = &[
     ("ping", 30),
     ("lending_malformed", 150),
     ("lending_nodev", 150),
-    ("lending_real_dev", 280),
+    ("lending_real_dev", 260),
+    ("lender_p2p", 20),
     ("dev_list", 20),
     ("borrower_post", 20),
     ("replay", 70),
@@ -1143,6 +1175,15 @@ impl Gen {
                 p.push(r.random_range(0..7));
                 p.extend_from_slice(&[0; 11]);
             }
+            // Shows a BAR to a host; the lender has no window to show it
+            // through (no bar_windows here): refused.
+            T_P2P_EXPORT => {
+                p.extend_from_slice(&dev.to_le_bytes());
+                p.push(r.random_range(0..7));
+                p.extend_from_slice(&[0; 3]);
+                p.extend_from_slice(&r.random_range(0..4u32).to_le_bytes());
+                p.extend_from_slice(&[0; 4]);
+            }
             // An unmap of another device's BAR: nothing changes either.
             T_P2P_DMA => {
                 p.extend_from_slice(&dev.to_le_bytes());
@@ -1305,14 +1346,15 @@ impl Gen {
                 }
             }
             "lending_malformed" => {
-                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 6) {
+                let t = match self.rng.random_range(T_DEV_LIST..=T_IRQ_SET + 7) {
                     T_DEV_CHANGED => T_DEV_LIST,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
                     t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
                     t if t == T_IRQ_SET + 3 => T_IRQ_DIRECT,
                     t if t == T_IRQ_SET + 4 => T_BAR_WINDOW,
                     t if t == T_IRQ_SET + 5 => T_BAR_DMA,
-                    t if t > T_IRQ_SET => T_P2P_DMA,
+                    t if t == T_IRQ_SET + 6 => T_P2P_DMA,
+                    t if t > T_IRQ_SET => T_P2P_EXPORT,
                     t => t,
                 };
                 let dev = if self.rng.random_ratio(1, 2) {
@@ -1352,6 +1394,9 @@ impl Gen {
                     // Reserved bytes, or an IOVA in an unmap.
                     let at = [10, 11, 16, 17, 18, 19, 20, 21, 22, 23][self.rng.random_range(0..10)];
                     p[at] = self.rng.random_range(1..=255);
+                } else if t == T_P2P_EXPORT && self.rng.random_ratio(1, 2) {
+                    let at = [5, 6, 7, 12, 13, 14, 15][self.rng.random_range(0..7)];
+                    p[at] = self.rng.random_range(1..=255);
                 } else if t == T_DMA_MAP && self.rng.random_ratio(1, 2) {
                     // A count that disagrees with the length.
                     let count = match self.rng.random_range(0..3) {
@@ -1375,14 +1420,15 @@ impl Gen {
                 slot[32..32 + len].copy_from_slice(&p[..len]);
             }
             "lending_nodev" => {
-                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 6) {
+                let t = match self.rng.random_range(T_DEV_INFO..=T_IRQ_SET + 7) {
                     T_DEV_CHANGED => T_CFG_READ,
                     t if t == T_IRQ_SET + 1 => T_CFG_READ_BLOCK,
                     t if t == T_IRQ_SET + 2 => T_IRQ_MASK,
                     t if t == T_IRQ_SET + 3 => T_IRQ_DIRECT,
                     t if t == T_IRQ_SET + 4 => T_BAR_WINDOW,
                     t if t == T_IRQ_SET + 5 => T_BAR_DMA,
-                    t if t > T_IRQ_SET => T_P2P_DMA,
+                    t if t == T_IRQ_SET + 6 => T_P2P_DMA,
+                    t if t > T_IRQ_SET => T_P2P_EXPORT,
                     t => t,
                 };
                 let dev = self.dev_id_bogus();
@@ -1405,6 +1451,41 @@ impl Gen {
                 } else {
                     self.next_req()
                 };
+                self.hdr(slot, t, p.len(), 0, id);
+                slot[32..32 + p.len()].copy_from_slice(&p);
+            }
+            // Another lender's questions and revocations, often wrong.
+            "lender_p2p" => {
+                let revoke = self.rng.random_ratio(1, 2);
+                p.clear();
+                let dev = if self.rng.random_ratio(1, 2) {
+                    self.real_dev()
+                } else {
+                    self.dev_id_bogus()
+                };
+                p.extend_from_slice(&dev.to_le_bytes());
+                if revoke {
+                    p.extend_from_slice(&0u32.to_le_bytes());
+                } else {
+                    p.push(self.rng.random_range(0..7));
+                    p.extend_from_slice(&[0; 3]);
+                    p.extend_from_slice(&self.rng.random_range(0..4u32).to_le_bytes());
+                    p.extend_from_slice(&[0; 4]);
+                    p.extend_from_slice(&edge64(&mut self.rng, 1).to_le_bytes());
+                }
+                if self.rng.random_ratio(1, 3) {
+                    let at = if revoke {
+                        self.rng.random_range(4..8)
+                    } else {
+                        [5, 6, 7, 12, 13, 14, 15][self.rng.random_range(0..7)]
+                    };
+                    p[at] = self.rng.random_range(1..=255);
+                } else if self.rng.random_ratio(1, 4) {
+                    let len = p.len();
+                    p.resize(self.rng.random_range(0..=len + 1), 0x5a);
+                }
+                let t = if revoke { T_P2P_REVOKE } else { T_P2P_LOOKUP };
+                let id = self.next_req();
                 self.hdr(slot, t, p.len(), 0, id);
                 slot[32..32 + p.len()].copy_from_slice(&p);
             }
