@@ -719,6 +719,7 @@ static inline bool dl_lent_p2p_busy(struct dl_lent *lent, u64 first, u64 last)
 }
 
 /* p2p.c */
+extern atomic_t dl_p2p_revoke_gen;
 void dl_lent_holder_publish(struct dl_lent *lent);
 int dl_lent_p2p_dma(struct dl_lent *x, struct dl_fabric *fab, u32 peer,
 		    u32 target_id, unsigned int bar, bool map, u64 iova);
@@ -733,7 +734,6 @@ unsigned int dl_lent_p2p_drop_remote(struct dl_lent *x, struct dl_fabric *fab,
 				     u32 rhost, u32 rdev, bool gone_only);
 
 /* p2p_remote.c */
-extern atomic_t dl_p2p_revoke_gen;
 int dl_lent_p2p_dma_remote(struct dl_lent *x, struct dl_fabric *fab,
 			   const struct dl_fabric_msg *msg,
 			   const struct dl_p2p_dma *d);

@@ -30,6 +30,13 @@
 
 #include "internal.h"
 
+/*
+ * Bumped by every revocation of mappings onto another lender's devices,
+ * before its walk (p2p_remote.c): a map that asked that lender before
+ * sees it moved.
+ */
+atomic_t dl_p2p_revoke_gen = ATOMIC_INIT(0);
+
 /**
  * dl_lent_holder_publish() - show the device's holder to other devices'
  *	P2P maps: at acquire, once the holder is set.

@@ -44,9 +44,6 @@
 /* How long this lender waits for another's answer (LOOKUP, REVOKE). */
 #define DL_P2P_ASK_MS	2000
 
-/* Bumped by every revocation, before its walk (see above). */
-atomic_t dl_p2p_revoke_gen = ATOMIC_INIT(0);
-
 /**
  * dl_lent_p2p_dma_remote() - take a holder's %DL_MSG_P2P_DMA naming a
  *	device of another lender: checked here, served by the p2p_work.

@@ -19,6 +19,7 @@ pub mod lockdep;
 pub mod ntb;
 pub mod nvme_sriov;
 pub mod ownership;
+pub mod p2p;
 pub mod peerfuzz;
 pub mod pool;
 pub mod rwroot;

@@ -13,6 +13,10 @@ use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::libvirt;
 use devlend_vmtests::ownership;
+use devlend_vmtests::p2p::{
+    self, bar_of_size, dmar_faults_at, ivshmem_window_of_size, pmr_write, BAR_WINDOWS_PARAM,
+    P2P_BAR_ADDR, PMR_BYTES,
+};
 use devlend_vmtests::pool;
 use devlend_vmtests::rwroot;
 use devlend_vmtests::twohost;
@@ -390,10 +394,6 @@ fn with_background_guest<T>(
     Ok(r)
 }
 
-/// The NVMe's persistent memory region in two-host.toml: a BAR backed by
-/// a file, which the borrower host also has an `ivshmem-plain` onto.
-const PMR_BYTES: u64 = 8 << 20;
-const BAR_WINDOWS_PARAM: &str = "/sys/module/devlend_ivshmem/parameters/bar_windows";
 /// The tag both hosts give the PMR's window in `bar_windows`.
 const PMR_TAG: u32 = 1;
 /// The lender's host id in two-host.toml (its first host).
@@ -405,39 +405,6 @@ const PMR_GO: u32 = 0x600d_f00d;
 const PMR_WORDS: u32 = 16;
 const PMR_PATTERN: u32 = 0xd1e5_0000;
 
-/// The index of the BAR of `size` bytes of a host's PCI function.
-fn bar_of_size(agent: &devlend_agent::AgentClient, addr: &str, size: u64) -> anyhow::Result<u32> {
-    let text = sh(agent, &format!("cat /sys/bus/pci/devices/{addr}/resource"))?;
-    for (i, line) in text.lines().take(6).enumerate() {
-        let v: Vec<u64> = line
-            .split_whitespace()
-            .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16))
-            .collect::<Result<_, _>>()?;
-        if v.len() >= 2 && v[1] > v[0] && v[1] - v[0] + 1 == size {
-            return Ok(i as u32);
-        }
-    }
-    anyhow::bail!("{addr} has no BAR of {size} bytes:\n{text}")
-}
-
-/// The borrower host's `ivshmem-plain` (no MSI-X) whose BAR2 has `size`
-/// bytes: its window onto the lender's PMR file.
-fn ivshmem_window_of_size(agent: &devlend_agent::AgentClient, size: u64) -> anyhow::Result<String> {
-    let out = sh(
-        agent,
-        "for d in /sys/bus/pci/devices/*; do \
-           [ \"$(cat $d/vendor):$(cat $d/device)\" = 0x1af4:0x1110 ] || continue; \
-           echo ${d##*/}; \
-         done",
-    )?;
-    for addr in out.split_whitespace() {
-        if bar_of_size(agent, addr, size).ok() == Some(2) {
-            return Ok(addr.to_owned());
-        }
-    }
-    anyhow::bail!("no ivshmem-plain of {size} bytes on the borrower:\n{out}")
-}
-
 /// The mdev's line of the borrower's debugfs, by key.
 fn borrower_mdev(
     b: &devlend_agent::AgentClient,
@@ -448,29 +415,6 @@ fn borrower_mdev(
         .find(|l| l.starts_with(&format!("mdev {uuid} ")))
         .map(fabric::parse_kv)
         .with_context(|| format!("mdev {uuid} not in the borrower's debugfs:\n{text}"))
-}
-
-/// Reads or writes little-endian words of the PMR's backing file.
-fn pmr_words(file: &std::path::Path, off: u64, n: usize) -> anyhow::Result<Vec<u32>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(file)?;
-    f.seek(SeekFrom::Start(off))?;
-    let mut buf = vec![0u8; n * 4];
-    f.read_exact(&mut buf)?;
-    Ok(buf
-        .chunks(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
-}
-
-fn pmr_write(file: &std::path::Path, off: u64, words: &[u32]) -> anyhow::Result<()> {
-    use std::io::{Seek, SeekFrom, Write};
-    let mut f = std::fs::OpenOptions::new().write(true).open(file)?;
-    f.seek(SeekFrom::Start(off))?;
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    f.write_all(&bytes)?;
-    f.sync_data()?;
-    Ok(())
 }
 
 /// The guest of [`direct_bar_through_window`]: takes the NVMe from its
@@ -551,7 +495,7 @@ fn direct_bar_run(c: &Cluster, nvme: &PciDev) -> anyhow::Result<DirectBarRun> {
             g.wait_for(b, "BAR-DONE", Duration::from_secs(300))?;
             let done = bar_msgs()?;
             let mdev_done = borrower_mdev(b, uuid)?;
-            let file_words = pmr_words(&file, 0, PMR_WORDS as usize)?;
+            let file_words = p2p::file_words(&file, 0, PMR_WORDS as usize)?;
             let windows_after = twohost::lender_counter(l, nvme, "bar_windows")?;
             g.wait_for(b, "BAR-OFF", Duration::from_secs(120))?;
             let mdev_off = borrower_mdev(b, uuid)?;
@@ -769,7 +713,7 @@ fn direct_bar_probe(c: &Cluster, nvme: &PciDev, bar: u32, win: &str) -> anyhow::
         let out = out?;
         back?;
         let after = bar_msgs()?;
-        let file_word = pmr_words(&file, PROBE_OFFSET, 1)?[0];
+        let file_word = p2p::file_words(&file, PROBE_OFFSET, 1)?[0];
         Ok::<_, anyhow::Error>(BarProbe {
             out,
             file_word,
@@ -1215,17 +1159,6 @@ fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
 /// of its own below the driver's buffer (0x10000000).
 const P2P_IOVA: u64 = 0x0800_0000;
 
-/// The lender's IOMMU faults logged at one address so far.
-fn dmar_faults_at(lender: &devlend_agent::AgentClient, addr: u64) -> anyhow::Result<usize> {
-    Ok(sh(
-        lender,
-        &format!("dmesg | grep -c 'DMAR:.*fault addr {addr:#x} ' || true"),
-    )?
-    .trim()
-    .parse()
-    .unwrap_or(0))
-}
-
 /// The borrower's display adapter (`vga0` in two-host.toml, QEMU's
 /// secondary-vga: vendor 0x1234, device 0x1111), enabled so its VRAM
 /// decodes: its BAR 0 file.
@@ -1249,11 +1182,6 @@ fn dmar_faults(lender: &devlend_agent::AgentClient) -> anyhow::Result<usize> {
         .parse()
         .unwrap_or(0))
 }
-
-/// Where the userspace driver puts the PMR BAR of the second NVMe for the
-/// first's DMA: clear of its own buffer (0x10000000) and of the lender's
-/// reserved regions.
-const P2P_BAR_ADDR: u64 = 0x6000_0000;
 
 /// The lender's other NVMe (`nvme1` in two-host.toml, no PMR): the device
 /// that DMAs into nvme0's PMR.
@@ -1283,54 +1211,14 @@ fn p2p_nvme_reads_into_another_nvmes_pmr(c: &mut Cluster) -> anyhow::Result<()> 
     lending::ensure_lent(l, &x.addr)?;
     lending::wait_remote_listed(b, &x.addr, "the second NVMe on the borrower")?;
     let pmr = c.paths().pmr_file(LENDER, "nvme0");
-    let sentinel = [0x5a5a_5a5a_u32; 1024];
-    pmr_write(&pmr, 0, &[0; 1024])?;
     let faults_before = dmar_faults_at(l, P2P_BAR_ADDR)?;
     let maps_before = twohost::lender_counter(l, &x, "p2p_maps")?;
     let revokes_before = twohost::lender_counter(l, &y, "p2p_revokes")?;
     let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let ux = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&x)))?;
     let uy = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&y)));
-    let log = "/tmp/devlend-p2p.log";
-    let go = "/tmp/devlend-p2p.go";
     let run = uy.and_then(|uy| {
-        let r = (|| -> anyhow::Result<(Vec<u32>, Vec<u32>, serde_json::Value)> {
-            sh(b, &format!("rm -f {go}"))?;
-            ownership::spawn_bg(
-                b,
-                &format!(
-                    "{drv} --mdev {ux} --blocks 8 --ios 0 --p2p-mdev {uy} --p2p-bar {ybar} \
-                     --p2p-addr {P2P_BAR_ADDR:#x} --p2p-pmr --p2p-then-release {go} --json"
-                ),
-                log,
-            )?;
-            lending::wait_until(
-                "the first read into nvme0's PMR",
-                Duration::from_secs(300),
-                || {
-                    let out = sh(b, &format!("cat {log}; cat {log}.rc 2>/dev/null || true"))?;
-                    Ok(if out.contains("p2p waiting") {
-                        "done"
-                    } else {
-                        "not yet"
-                    }
-                    .to_owned())
-                },
-                "done",
-            )?;
-            let landed = pmr_words(&pmr, 0, 1024)?;
-            pmr_write(&pmr, 0, &sentinel)?;
-            sh(b, &format!("touch {go}"))?;
-            let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(300))?;
-            ensure!(rc == 0, "the driver failed ({rc}):\n{out}");
-            let json = out
-                .lines()
-                .rfind(|l| l.starts_with('{'))
-                .with_context(|| format!("no report from the driver:\n{out}"))?;
-            let r: serde_json::Value = serde_json::from_str(json)?;
-            ensure!(r["passed"] == true, "the driver: {r}");
-            Ok((landed, pmr_words(&pmr, 0, 1024)?, r))
-        })();
+        let r = p2p::read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, &pmr);
         let removed = lending::remove_mdev(b, &uy);
         let r = r?;
         removed?;
@@ -1340,44 +1228,16 @@ fn p2p_nvme_reads_into_another_nvmes_pmr(c: &mut Cluster) -> anyhow::Result<()> 
     // Before the unlend, which forgets the device's counters.
     let maps = twohost::lender_counter(l, &x, "p2p_maps").map(|m| m - maps_before);
     let unlent = lending::unlend(l, &x.addr);
-    let (landed, after, r) = run?;
+    let r = run?;
     let maps = maps?;
     removed?;
     unlent?;
-    let p2p = &r["p2p"];
-    ensure!(p2p["first"] == "success", "the read into the BAR: {p2p}");
-    let lba = p2p["lba"].as_u64().context("no p2p lba")?;
-    let bs = r["identity"]["block_size"]
-        .as_u64()
-        .context("no block size")?;
-    let want: Vec<u32> = {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut f = std::fs::File::open(c.paths().nvme_file(LENDER, "nvme1"))?;
-        f.seek(SeekFrom::Start(lba * bs))?;
-        let mut buf = vec![0u8; 4096];
-        f.read_exact(&mut buf)?;
-        buf.chunks(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect()
-    };
-    ensure!(
-        want.iter().any(|&w| w != 0),
-        "nvme1's block {lba} holds zeros: the driver wrote nothing there"
-    );
-    ensure!(
-        landed == want,
-        "nvme1's block {lba} is not in nvme0's PMR file after the read into its BAR"
-    );
+    let lba = p2p::check_block_landed(&r, &c.paths().nvme_file(LENDER, "nvme1"))?;
     let revokes = twohost::lender_counter(c.agent(LENDER)?, &y, "p2p_revokes")? - revokes_before;
     ensure!(maps >= 1, "the lender made no P2P mapping for nvme1");
     ensure!(
         revokes >= 1,
         "taking nvme0 back revoked no mapping onto its BAR"
-    );
-    ensure!(
-        after == sentinel,
-        "a read into nvme0's BAR after it went back landed in its PMR: {:?}",
-        p2p["after_release"]
     );
     let faults = dmar_faults_at(c.agent(LENDER)?, P2P_BAR_ADDR)? - faults_before;
     ensure!(

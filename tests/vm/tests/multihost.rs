@@ -2,12 +2,14 @@
 //! others up, and two borrowers take "any NVMe" from two lenders' pool, a
 //! third request waiting for one to come back (`devlend_vmtests::pool`).
 //! Then devlend's NTB backend runs on the four ports of one emulated NTB
-//! switch; a frozen lender's quarantine stops the borrower from borrowing
-//! from the other lender past its cap; and last a peer floods one host
-//! while a third pings it
+//! switch; one lender's NVMe reads into the other's RAM-backed BAR
+//! (peer-to-peer across two lenders); a frozen lender's quarantine stops
+//! the borrower from borrowing from the other lender past its cap; and
+//! last a peer floods one host while a third pings it
 //! (`third_host_pings_unhurt_by_a_flooding_peer`). `./test.sh multihost`
 //! runs these with the devices suite's multi-host checks; `./test.sh ntb`
-//! selects the NTB one, `./test.sh flood` the flood.
+//! selects the NTB one, `./test.sh p2p` the peer-to-peer one,
+//! `./test.sh flood` the flood.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -16,8 +18,9 @@ use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, grew, sh};
 use devlend_vmtests::lending::{self, wait_until};
+use devlend_vmtests::p2p::{self, P2P_BAR_ADDR, PMR_BYTES};
 use devlend_vmtests::tool::{fuzz_peer_args, LineTool};
-use devlend_vmtests::{ntb, ownership, pool, Check, Scope, Suite};
+use devlend_vmtests::{ntb, ownership, pool, twohost, Check, Scope, Suite};
 
 /// The hosts of `four-host.toml`.
 const HOSTS: [&str; 4] = ["lender", "lender2", "borrower", "borrower2"];
@@ -602,6 +605,116 @@ fn stall_lender_quarantine_full_refuses_borrows(c: &mut Cluster) -> anyhow::Resu
     Ok(())
 }
 
+/// The tag both lenders give lender2's PMR window in `bar_windows`.
+const P2P_PMR_TAG: u32 = 3;
+
+/// Peer-to-peer between devices of two lenders (`./test.sh p2p`,
+/// docs/p2p.md case 3): the userspace driver on the borrower holds
+/// lender's NVMe (X) and lender2's (Y, whose PMR BAR is RAM from a file
+/// that lender has a window onto), puts Y's PMR BAR at an address of its
+/// DMA space and has X read a block it wrote into that address. lender2
+/// shows the BAR to lender (`DL_MSG_P2P_EXPORT`), lender asks it where
+/// (`DL_MSG_P2P_LOOKUP`) and maps X's IOVA onto its window: the block's
+/// bytes must be in lender2's PMR file on the outer machine. Then Y goes
+/// back to lender2, which has lender drop the mapping before Y's reset
+/// (`DL_MSG_P2P_REVOKE`): the same read leaves a sentinel in the file
+/// and faults at lender's IOMMU.
+fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> anyhow::Result<()> {
+    let (l1, l2, b) = (
+        c.agent("lender")?,
+        c.agent("lender2")?,
+        c.agent("borrower")?,
+    );
+    let nvme = |a| -> anyhow::Result<lending::PciDev> {
+        lending::find_all_by_class(a, lending::NVME_CLASS)?
+            .into_iter()
+            .next()
+            .context("no NVMe")
+    };
+    let (x, y) = (nvme(l1)?, nvme(l2)?);
+    for (a, d) in [(l1, &x), (l2, &y)] {
+        lending::ensure_lent(a, &d.addr)?;
+        wait_until(
+            "the NVMe available",
+            devlend_vmtests::twohost::WAIT,
+            || lending::lent_state(a, &d.addr),
+            "available",
+        )?;
+    }
+    let ybar = p2p::bar_of_size(l2, &y.addr, PMR_BYTES).context("lender2's PMR BAR")?;
+    let win = p2p::ivshmem_window_of_size(l1, PMR_BYTES).context("lender's window onto it")?;
+    let l2_id = fabric::host_id(l2)?;
+    let maps0 = twohost::lender_counter(l1, &x, "p2p_maps")?;
+    let drops0 = twohost::lender_counter(l1, &x, "p2p_remote_drops")?;
+    let exports0 = twohost::lender_counter(l2, &y, "p2p_exports")?;
+    let lookups0 = twohost::lender_counter(l2, &y, "p2p_lookups")?;
+    let revokes0 = twohost::lender_counter(l2, &y, "p2p_export_revokes")?;
+    let faults0 = p2p::dmar_faults_at(l1, P2P_BAR_ADDR)?;
+    let param = p2p::BAR_WINDOWS_PARAM;
+    sh(
+        l2,
+        &format!("echo lend:{}/{ybar}={P2P_PMR_TAG} > {param}", y.addr),
+    )?;
+    sh(
+        l1,
+        &format!("echo show:{win}={l2_id}/{P2P_PMR_TAG} > {param}"),
+    )?;
+    let drv = devlend_cluster::host_view(&devlend_cluster::tools::our_binary(
+        "devlend-nvme-test",
+        "DEVLEND_NVME_TEST",
+    )?)
+    .display()
+    .to_string();
+    let pmr = c.paths().pmr_file("lender2", "nvme0");
+    let run = (|| {
+        let ux = lending::create_mdev(b, "devlend-nvme", Some(&format!("lender/{}", x.addr)))?;
+        let uy = lending::create_mdev(b, "devlend-nvme", Some(&format!("lender2/{}", y.addr)));
+        let r = uy.and_then(|uy| {
+            let r = p2p::read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, &pmr);
+            let removed = lending::remove_mdev(b, &uy);
+            let r = r?;
+            removed?;
+            Ok(r)
+        });
+        let removed = lending::remove_mdev(b, &ux);
+        let r = r?;
+        removed?;
+        Ok::<_, anyhow::Error>(r)
+    })();
+    let off1 = sh(l1, &format!("echo > {param}"));
+    let off2 = sh(l2, &format!("echo > {param}"));
+    let r = run?;
+    off1?;
+    off2?;
+    let lba = p2p::check_block_landed(&r, &c.paths().nvme_file("lender", "nvme0"))?;
+    let grew_by = |a, d, key, before| -> anyhow::Result<u64> {
+        Ok(twohost::lender_counter(a, d, key)? - before)
+    };
+    let maps = grew_by(l1, &x, "p2p_maps", maps0)?;
+    let drops = grew_by(l1, &x, "p2p_remote_drops", drops0)?;
+    let exports = grew_by(l2, &y, "p2p_exports", exports0)?;
+    let lookups = grew_by(l2, &y, "p2p_lookups", lookups0)?;
+    let revokes = grew_by(l2, &y, "p2p_export_revokes", revokes0)?;
+    let faults = p2p::dmar_faults_at(l1, P2P_BAR_ADDR)? - faults0;
+    println!(
+        "  4 KiB of lender's NVMe block {lba} found in lender2's PMR file: lender2 showed the \
+         BAR {exports} time(s) and told lender where {lookups} time(s), lender mapped it \
+         {maps} time(s); when it went back lender2 revoked {revokes} export(s), lender dropped \
+         {drops} mapping(s), and the read after faulted ({faults} DMAR faults at \
+         {P2P_BAR_ADDR:#x}) leaving the sentinel"
+    );
+    ensure!(maps >= 1, "lender made no P2P mapping for its NVMe");
+    ensure!(exports >= 1, "lender2 showed lender no BAR");
+    ensure!(lookups >= 1, "lender never asked lender2 where the BAR is");
+    ensure!(revokes >= 1, "lender2's take-back revoked no export");
+    ensure!(drops >= 1, "lender dropped no mapping at lender2's word");
+    ensure!(
+        faults > 0,
+        "lender's IOMMU logged no fault for the read after the release"
+    );
+    Ok(())
+}
+
 fn main() {
     // First: the emulated ports put the fabric adapters of hosts with an
     // IOMMU in identity domains, which only works before a driver binds
@@ -618,6 +731,10 @@ fn main() {
         Check {
             name: "multihost_four_hosts_any_nvme_from_two_lenders",
             run: multihost_four_hosts_any_nvme_from_two_lenders,
+        },
+        Check {
+            name: "p2p_across_lenders_nvme_reads_into_another_lenders_pmr",
+            run: p2p_across_lenders_nvme_reads_into_another_lenders_pmr,
         },
         Check {
             name: "stall_lender_quarantine_full_refuses_borrows",
