@@ -166,6 +166,36 @@ pub fn read_into_pmr_then_release(
     })
 }
 
+/// [`read_into_pmr_then_release`] through two new NVMe mdevs on `b`, of
+/// the remote devices `remote_x` (the one that DMAs) and `remote_y` (the
+/// PMR's), both removed afterwards whatever happened.
+pub fn read_with_two_mdevs(
+    b: &AgentClient,
+    remote_x: &str,
+    remote_y: &str,
+    ybar: u32,
+    pmr: &Path,
+) -> anyhow::Result<PmrRead> {
+    let drv = devlend_cluster::host_view(&devlend_cluster::tools::our_binary(
+        "devlend-nvme-test",
+        "DEVLEND_NVME_TEST",
+    )?)
+    .display()
+    .to_string();
+    let ux = lending::create_mdev(b, "devlend-nvme", Some(remote_x))?;
+    let r = lending::create_mdev(b, "devlend-nvme", Some(remote_y)).and_then(|uy| {
+        let r = read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, pmr);
+        let removed = lending::remove_mdev(b, &uy);
+        let r = r?;
+        removed?;
+        Ok(r)
+    });
+    let removed = lending::remove_mdev(b, &ux);
+    let r = r?;
+    removed?;
+    Ok(r)
+}
+
 /// Checks that the first read put the driver's block, as the DMAing
 /// NVMe's backing file `drive` holds it, in the PMR file, and that the
 /// read after the release left the sentinel there. Returns the block.

@@ -1214,23 +1214,12 @@ fn p2p_nvme_reads_into_another_nvmes_pmr(c: &mut Cluster) -> anyhow::Result<()> 
     let faults_before = dmar_faults_at(l, P2P_BAR_ADDR)?;
     let maps_before = twohost::lender_counter(l, &x, "p2p_maps")?;
     let revokes_before = twohost::lender_counter(l, &y, "p2p_revokes")?;
-    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
-    let ux = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&x)))?;
-    let uy = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&y)));
-    let run = uy.and_then(|uy| {
-        let r = p2p::read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, &pmr);
-        let removed = lending::remove_mdev(b, &uy);
-        let r = r?;
-        removed?;
-        Ok(r)
-    });
-    let removed = lending::remove_mdev(b, &ux);
+    let run = p2p::read_with_two_mdevs(b, &remote_name(&x), &remote_name(&y), ybar, &pmr);
     // Before the unlend, which forgets the device's counters.
     let maps = twohost::lender_counter(l, &x, "p2p_maps").map(|m| m - maps_before);
     let unlent = lending::unlend(l, &x.addr);
     let r = run?;
     let maps = maps?;
-    removed?;
     unlent?;
     let lba = p2p::check_block_landed(&r, &c.paths().nvme_file(LENDER, "nvme1"))?;
     let revokes = twohost::lender_counter(c.agent(LENDER)?, &y, "p2p_revokes")? - revokes_before;

@@ -659,28 +659,14 @@ fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> an
         l1,
         &format!("echo show:{win}={l2_id}/{P2P_PMR_TAG} > {param}"),
     )?;
-    let drv = devlend_cluster::host_view(&devlend_cluster::tools::our_binary(
-        "devlend-nvme-test",
-        "DEVLEND_NVME_TEST",
-    )?)
-    .display()
-    .to_string();
     let pmr = c.paths().pmr_file("lender2", "nvme0");
-    let run = (|| {
-        let ux = lending::create_mdev(b, "devlend-nvme", Some(&format!("lender/{}", x.addr)))?;
-        let uy = lending::create_mdev(b, "devlend-nvme", Some(&format!("lender2/{}", y.addr)));
-        let r = uy.and_then(|uy| {
-            let r = p2p::read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, &pmr);
-            let removed = lending::remove_mdev(b, &uy);
-            let r = r?;
-            removed?;
-            Ok(r)
-        });
-        let removed = lending::remove_mdev(b, &ux);
-        let r = r?;
-        removed?;
-        Ok::<_, anyhow::Error>(r)
-    })();
+    let run = p2p::read_with_two_mdevs(
+        b,
+        &format!("lender/{}", x.addr),
+        &format!("lender2/{}", y.addr),
+        ybar,
+        &pmr,
+    );
     let off1 = sh(l1, &format!("echo > {param}"));
     let off2 = sh(l2, &format!("echo > {param}"));
     let r = run?;
