@@ -136,6 +136,8 @@ static void __exit dl_lender_exit(void)
 {
 	dl_lender_driver_exit();
 	dl_fabric_client_unregister(&dl_lender_client);
+	/* No peer event comes any more: the last walk it queued is done. */
+	dl_lender_p2p_flush();
 	dl_lender_debugfs_remove();
 }
 
