@@ -625,6 +625,9 @@ fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> an
         c.agent("lender2")?,
         c.agent("borrower")?,
     );
+    for a in [l1, l2, b] {
+        lending::ensure_module(a)?;
+    }
     let nvme = |a| -> anyhow::Result<lending::PciDev> {
         lending::find_all_by_class(a, lending::NVME_CLASS)?
             .into_iter()
