@@ -66,6 +66,7 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_P2P_EXPORTS] = "p2p_exports",
 	[DL_LCNT_P2P_EXPORT_REVOKES] = "p2p_export_revokes",
 	[DL_LCNT_P2P_REVOKES_UNANSWERED] = "p2p_revokes_unanswered",
+	[DL_LCNT_P2P_FENCE_REFUSALS] = "p2p_fence_refusals",
 	[DL_LCNT_P2P_LOOKUPS] = "p2p_lookups",
 	[DL_LCNT_P2P_REMOTE_DROPS] = "p2p_remote_drops",
 	[DL_LCNT_ACQUIRES] = "acquires",

@@ -533,6 +533,7 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	INIT_WORK(&lent->slow_work, dl_lent_slow_work);
 	INIT_WORK(&lent->changed_work, dl_lent_changed_work);
 	INIT_WORK(&lent->p2p_work, dl_lent_p2p_work);
+	INIT_WORK(&lent->p2p_fence_work, dl_lent_p2p_fence_work);
 	dl_lent_dma_init(lent);
 
 	ret = dl_lent_setup_domain(lent);

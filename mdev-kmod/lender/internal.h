@@ -100,6 +100,7 @@ enum dl_lender_counter {
 	DL_LCNT_P2P_EXPORTS,	/* its BARs shown to other lenders */
 	DL_LCNT_P2P_EXPORT_REVOKES,	/* and taken back, the lender told */
 	DL_LCNT_P2P_REVOKES_UNANSWERED,	/* the lender did not answer */
+	DL_LCNT_P2P_FENCE_REFUSALS,	/* acquires refused until it does */
 	DL_LCNT_P2P_LOOKUPS,	/* other lenders told where they are */
 	DL_LCNT_P2P_REMOTE_DROPS,	/* mappings onto other lenders' BARs dropped */
 	DL_LCNT_ACQUIRES,
@@ -341,6 +342,12 @@ struct dl_lent_dma {
  * @p2p_busy: such a request is queued or running (@lock).
  * @exports: its BARs shown to other lenders (@lock).
  * @nexports: how many (@lock).
+ * @p2p_fenced: bit h: host h, up, did not confirm it dropped its mappings
+ *	onto the device at its last take-back; nobody may take it until h
+ *	does, goes down or restarts (@lock).
+ * @p2p_fence_inc: each such host's incarnation then (@lock).
+ * @p2p_fence_fab: their fabric (@lock).
+ * @p2p_fence_work: asks them again (p2p_remote.c).
  * @holder_lock: see p2p.c: the holder as published below, innermost.
  * @pub_fab: the holder's fabric, NULL while none is published.
  * @pub_peer: the holder.
@@ -429,6 +436,10 @@ struct dl_lent {
 	bool p2p_busy;
 	struct dl_lent_export exports[DL_P2P_EXPORTS_MAX];
 	unsigned int nexports;
+	unsigned long p2p_fenced;
+	u64 p2p_fence_inc[DL_MAX_HOSTS];
+	struct dl_fabric *p2p_fence_fab;
+	struct work_struct p2p_fence_work;
 	spinlock_t holder_lock;	/* see p2p.c */
 	struct dl_fabric *pub_fab;
 	u32 pub_peer;
@@ -546,6 +557,14 @@ bool dl_lender_on_bar_write_atomic(struct dl_fabric *fab,
  * emulated devices that always reset.
  */
 extern atomic_t dl_fault_reclaim_reset_fails;
+
+/*
+ * Tests only (module parameter fault_p2p_revoke_ignore): other lenders'
+ * %DL_MSG_P2P_REVOKE go unanswered and drop nothing, as from a lender
+ * that is up but does not answer, so that the fence it leaves
+ * (p2p_remote.c) can be checked.
+ */
+extern bool dl_fault_p2p_revoke_ignore;
 
 /**
  * struct dl_lender_fab - the lender's context for one fabric it serves;
@@ -743,6 +762,9 @@ int dl_lent_p2p_export(struct dl_lent *y, struct dl_fabric *fab, u32 holder,
 int dl_lent_p2p_lookup(struct dl_lent *y, struct dl_fabric *fab, u32 asker,
 		       const struct dl_p2p_lookup *q, struct dl_p2p_window *w);
 void dl_lent_p2p_exports_revoke(struct dl_lent *y);
+int dl_lent_p2p_fence_check(struct dl_lent *y);
+void dl_lent_p2p_fence_work(struct work_struct *work);
+void dl_lent_p2p_fence_forget(struct dl_lent *y, struct dl_fabric *fab);
 int dl_lender_register_p2p(struct dl_fabric *fab);
 void dl_lender_unregister_p2p(struct dl_fabric *fab);
 void dl_lender_p2p_peer_down(void);

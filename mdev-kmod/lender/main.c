@@ -43,6 +43,13 @@ module_param_cb(fault_reclaim_reset_fails, &dl_fault_param_ops, NULL, 0644);
 MODULE_PARM_DESC(fault_reclaim_reset_fails,
 		 "Tests only: the next N take-backs find the function reset failed, as if the device had not come back (0: none)");
 
+/* See internal.h; read by p2p_remote.c. */
+bool dl_fault_p2p_revoke_ignore;
+module_param_named(fault_p2p_revoke_ignore, dl_fault_p2p_revoke_ignore, bool,
+		   0644);
+MODULE_PARM_DESC(fault_p2p_revoke_ignore,
+		 "Tests only: leave other lenders' P2P revocations unanswered and drop nothing (0: off)");
+
 static int dl_lender_fabric_add(struct dl_fabric *fab, void **ctx)
 {
 	struct dl_lender_fab *lf;

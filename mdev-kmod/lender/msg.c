@@ -397,6 +397,13 @@ static int dl_serve_acquire(struct dl_lender_call *c)
 				    peer, lent->dev_id, lent->borrower);
 		return -EBUSY;
 	}
+	/* A lender it was shown to may still reach its BARs (p2p_remote.c). */
+	if (dl_lent_p2p_fence_check(lent)) {
+		dev_dbg_ratelimited(&lent->pdev->dev,
+				    "lender: host %u asked for device %u, which another lender may still reach\n",
+				    peer, lent->dev_id);
+		return -EBUSY;
+	}
 	if (dl_fabric_peer_info(c->fab, peer, &pinfo) || !pinfo.up)
 		return -EINVAL;
 	lent->state = DL_LENT_BORROWED;

@@ -17,10 +17,11 @@
  *    else.
  *  - %DL_MSG_P2P_REVOKE, L2 to this lender, at every take-back of Y and
  *    before Y's reset: drop every mapping onto Y. L2 waits for the answer
- *    (bounded): a lender that does not answer is counted and logged.
- *    The emulated fabric's windows are files that stay shared, so there
- *    the answer is what keeps X from Y after it changed hands; on NTB
- *    hardware closing the inbound window would too.
+ *    (bounded). The emulated fabric's windows are files that stay shared,
+ *    so there the answer is what keeps X from Y after it changed hands
+ *    (on NTB hardware closing the inbound window would too): a lender
+ *    that is up and does not answer fences Y, which nobody may take until
+ *    that lender answers a REVOKE asked again, goes down or restarts.
  * A peer that goes down or restarts loses what this lender mapped onto
  * its BARs (dl_lender_p2p_peer_down()).
  *
@@ -302,6 +303,26 @@ int dl_lent_p2p_lookup(struct dl_lent *y, struct dl_fabric *fab, u32 asker,
 	return 0;
 }
 
+/*
+ * @host did not answer @y's REVOKE (@err): if it is up, nobody may take
+ * @y until it does (dl_lent_p2p_fence_check()); @y->lock held.
+ */
+static void dl_p2p_fence(struct dl_lent *y, u32 host, int err)
+{
+	struct dl_fabric_peer_info info;
+
+	if (host >= DL_MAX_HOSTS || dl_fabric_peer_info(y->fab, host, &info) ||
+	    !info.up)
+		return;
+	dl_lent_count(y, DL_LCNT_P2P_REVOKES_UNANSWERED);
+	y->p2p_fenced |= BIT(host);
+	y->p2p_fence_inc[host] = info.incarnation;
+	y->p2p_fence_fab = y->fab;
+	dev_warn_ratelimited(&y->pdev->dev,
+			     "lender: host %u did not confirm it dropped its mappings onto device %u (%d); lent to nobody until it does\n",
+			     host, y->dev_id, err);
+}
+
 /**
  * dl_lent_p2p_exports_revoke() - the device is being taken back: tell
  *	each lender it was shown to, so that it drops its mappings onto it;
@@ -331,12 +352,8 @@ void dl_lent_p2p_exports_revoke(struct dl_lent *y)
 						       DL_MSG_P2P_REVOKE, &ref,
 						       sizeof(ref),
 						       DL_P2P_ASK_MS);
-			if (ret && dl_fabric_link_is_up(y->fab, e->to_host)) {
-				dl_lent_count(y, DL_LCNT_P2P_REVOKES_UNANSWERED);
-				dev_warn_ratelimited(&y->pdev->dev,
-						     "lender: host %u did not confirm it dropped its mappings onto device %u: %d\n",
-						     e->to_host, y->dev_id, ret);
-			}
+			if (ret)
+				dl_p2p_fence(y, e->to_host, ret);
 		}
 		if (y->fab)
 			dl_fabric_bar_revoke(y->fab, e->to_host, e->token,
@@ -361,6 +378,96 @@ static bool dl_p2p_lock_unless_slow(struct dl_lent *y)
 		usleep_range(50, 100);
 	}
 	return true;
+}
+
+/* Hosts of @y's fence that still owe an answer; @y->lock held. */
+static unsigned long dl_p2p_fence_owing(struct dl_lent *y)
+{
+	struct dl_fabric_peer_info info;
+	unsigned long owing = 0;
+	unsigned int h;
+
+	for_each_set_bit(h, &y->p2p_fenced, DL_MAX_HOSTS) {
+		/* Down or restarted: its device's mappings are gone. */
+		if (dl_fabric_peer_info(y->p2p_fence_fab, h, &info) ||
+		    !info.up || info.incarnation != y->p2p_fence_inc[h])
+			continue;
+		owing |= BIT(h);
+	}
+	y->p2p_fenced = owing;
+	return owing;
+}
+
+/**
+ * dl_lent_p2p_fence_check() - whether the device may be taken by a holder:
+ *	not while a lender it was shown to may still reach its BARs.
+ * @y: the device; @y->lock held.
+ *
+ * A refusal asks those lenders again, off the caller's path.
+ *
+ * Return: 0, or -EBUSY (counted).
+ */
+int dl_lent_p2p_fence_check(struct dl_lent *y)
+{
+	lockdep_assert_held(&y->lock);
+
+	if (!y->p2p_fenced || !dl_p2p_fence_owing(y))
+		return 0;
+	dl_lent_count(y, DL_LCNT_P2P_FENCE_REFUSALS);
+	kref_get(&y->ref);
+	if (!queue_work(system_unbound_wq, &y->p2p_fence_work))
+		dl_lent_put(y);
+	return -EBUSY;
+}
+
+/**
+ * dl_lent_p2p_fence_work() - ask the lenders of the device's fence again
+ *	to drop their mappings onto it; lift it for each that answers.
+ * @work: &dl_lent.p2p_fence_work, queued by dl_lent_p2p_fence_check().
+ */
+void dl_lent_p2p_fence_work(struct work_struct *work)
+{
+	struct dl_lent *y = container_of(work, struct dl_lent, p2p_fence_work);
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(y->dev_id) };
+	unsigned long owing, answered = 0;
+	struct dl_fabric *fab;
+	unsigned int h;
+
+	mutex_lock(&y->lock);
+	owing = y->p2p_fenced ? dl_p2p_fence_owing(y) : 0;
+	fab = y->p2p_fence_fab;
+	mutex_unlock(&y->lock);
+
+	/* No lock held: the answers come through the receive work. */
+	for_each_set_bit(h, &owing, DL_MAX_HOSTS)
+		if (!dl_fabric_request_urgent(fab, h, DL_MSG_P2P_REVOKE, &ref,
+					      sizeof(ref), DL_P2P_ASK_MS))
+			answered |= BIT(h);
+
+	mutex_lock(&y->lock);
+	if (y->p2p_fence_fab == fab)
+		y->p2p_fenced &= ~answered;
+	mutex_unlock(&y->lock);
+	if (answered)
+		pci_info_ratelimited(y->pdev,
+				     "lender: hosts %#lx dropped their mappings onto device %u at last\n",
+				     answered, y->dev_id);
+	dl_lent_put(y);
+}
+
+/**
+ * dl_lent_p2p_fence_forget() - the fabric goes: its windows with it.
+ * @y: the device; @y->lock held.
+ * @fab: the fabric.
+ */
+void dl_lent_p2p_fence_forget(struct dl_lent *y, struct dl_fabric *fab)
+{
+	lockdep_assert_held(&y->lock);
+
+	if (y->p2p_fence_fab == fab) {
+		y->p2p_fenced = 0;
+		y->p2p_fence_fab = NULL;
+	}
 }
 
 /* %DL_MSG_P2P_LOOKUP from another lender: not from a holder of the device. */
@@ -408,6 +515,8 @@ static void dl_lender_on_p2p_revoke(struct dl_fabric *fab,
 		err = -EINVAL;
 		goto out_respond;
 	}
+	if (READ_ONCE(dl_fault_p2p_revoke_ignore))
+		return;
 	atomic_inc(&dl_p2p_revoke_gen);
 	/*
 	 * Before the walk: a map that asked before this sees it moved, under

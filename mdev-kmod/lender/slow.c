@@ -192,6 +192,8 @@ void dl_lent_slow_cancel(struct dl_lent *lent)
 		dl_lent_put(lent);
 	if (cancel_work_sync(&lent->p2p_work))
 		dl_lent_put(lent);
+	if (cancel_work_sync(&lent->p2p_fence_work))
+		dl_lent_put(lent);
 	WRITE_ONCE(lent->slow_busy, 0);
 }
 
@@ -266,8 +268,18 @@ void dl_lender_peer_down(struct dl_fabric *fab, u32 peer)
  */
 void dl_lender_fabric_removing(struct dl_fabric *fab)
 {
+	unsigned long idx = 0;
+	struct dl_lent *lent;
+
 	dl_lender_reclaim_from(fab, 0, true, "fabric removed");
 	dl_lender_p2p_flush();
+	while ((lent = dl_lent_next(&idx))) {
+		flush_work(&lent->p2p_fence_work);
+		mutex_lock(&lent->lock);
+		dl_lent_p2p_fence_forget(lent, fab);
+		mutex_unlock(&lent->lock);
+		dl_lent_put(lent);
+	}
 }
 
 /**
@@ -290,6 +302,7 @@ void dl_lender_flush_slow(void)
 			;
 		flush_work(&lent->changed_work);
 		flush_work(&lent->p2p_work);
+		flush_work(&lent->p2p_fence_work);
 		dl_lent_put(lent);
 	}
 }

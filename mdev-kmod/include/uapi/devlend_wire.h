@@ -753,7 +753,9 @@ struct dl_p2p_dma {
  * table and PBA kept out, or refused), and answers @to_host's
  * %DL_MSG_P2P_LOOKUP with it while the holder holds the device. Every
  * take-back of the device closes such windows, after telling each
- * @to_host (%DL_MSG_P2P_REVOKE). A replay changes nothing. EINVAL: a BAR
+ * @to_host (%DL_MSG_P2P_REVOKE); one that is up and does not answer
+ * keeps the device from every holder until it does, goes down or
+ * restarts. A replay changes nothing. EINVAL: a BAR
  * or host that cannot be; ENOSPC: too many; ENOTSUPP: the fabric cannot
  * show this BAR.
  * @dev_id: the device.

@@ -118,6 +118,7 @@ static inline void *memchr_inv(const void *p, int c, size_t n)
 #define dl_lent_p2p_dma			msgt_p2p_dma
 #define dl_lent_p2p_dma_remote		msgt_p2p_dma_remote
 #define dl_lent_p2p_export		msgt_p2p_export
+#define dl_lent_p2p_fence_check		msgt_p2p_fence_check
 #define dl_lent_holder_publish		msgt_holder_publish
 #define dl_lent_dma_map			msgt_dma_map
 #define dl_lent_dma_unmap		msgt_dma_unmap
@@ -189,6 +190,7 @@ static struct {
 /* What the fakes answer. */
 static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret, direct_ret;
 static int window_ret, bar_dma_ret, p2p_dma_ret, remote_ret, export_ret;
+static int fence_ret;
 static enum dl_lender_reject bar_why;
 
 struct device *dl_fabric_device(struct dl_fabric *f)
@@ -377,6 +379,11 @@ int dl_lent_p2p_dma_remote(struct dl_lent *x, struct dl_fabric *f,
 	return remote_ret;
 }
 
+int dl_lent_p2p_fence_check(struct dl_lent *y)
+{
+	return fence_ret;
+}
+
 int dl_lent_p2p_export(struct dl_lent *y, struct dl_fabric *f, u32 holder,
 		       unsigned int bar, u32 to_host)
 {
@@ -444,6 +451,7 @@ static void setup(void)
 	p2p_dma_ret = 0;
 	remote_ret = 0;
 	export_ret = 0;
+	fence_ret = 0;
 	dma_ret = 0;
 	dev_locked = false;
 	kref_init(&lent.ref);
@@ -1054,7 +1062,8 @@ static void test_allowed_hosts(void)
 /*
  * DEV_ACQUIRE: an available device goes to the sender (host and
  * incarnation), peers are told, the answer echoes the ref; held,
- * returning, failed or being unlent it is EBUSY, also for the holder.
+ * returning, failed, being unlent or fenced it is EBUSY, also for the
+ * holder.
  */
 static void test_acquire(void)
 {
@@ -1093,6 +1102,12 @@ static void test_acquire(void)
 	CHECK_EQ(rej(DL_REJ_BUSY), 3);
 	CHECK_EQ(cnt(DL_LCNT_ACQUIRES), 0);
 	CHECK_EQ(lent.borrower, DL_NO_HOST);
+	/* Another lender may still reach its BARs (p2p_remote.c's fence). */
+	lent.unlending = false;
+	fence_ret = -EBUSY;
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), -EBUSY);
+	CHECK_EQ(lent.state, DL_LENT_AVAILABLE);
+	fence_ret = 0;
 
 	/* From a host whose link is down (as the fabric sees it): invalid. */
 	lent.unlending = false;

@@ -162,6 +162,10 @@ void dl_dma_iommu_unmap(struct dl_lent *lent, u64 iova, u64 len)
 /* This host, the other lender, its incarnation; a host that is down. */
 enum { SELF = 0, L2 = 3, L2_INC = 42, NHOSTS = 8 };
 static u32 down_host = U32_MAX;
+bool dl_fault_p2p_revoke_ignore;
+
+/* If set, the only host that answers REVOKEs. */
+static u32 fence_answers_from = U32_MAX;
 
 int dl_fabric_peer_info(struct dl_fabric *f, u32 peer,
 			struct dl_fabric_peer_info *info)
@@ -247,6 +251,8 @@ int dl_fabric_request_urgent(struct dl_fabric *f, u32 peer, u16 type,
 	fk.revokes++;
 	fk.revoke_to = peer;
 	fk.revoke_dev = le32_to_cpu(ref->dev_id);
+	if (fence_answers_from != U32_MAX && peer != fence_answers_from)
+		return -ETIMEDOUT;
 	return fk.revoke_status;
 }
 
@@ -318,6 +324,7 @@ static void setup(void)
 	fk.w.len = cpu_to_le64(0x8000);
 	fk.w_len = sizeof(fk.w);
 	down_host = U32_MAX;
+	fence_answers_from = U32_MAX;
 	for (i = 0; i < NDEVS; i++) {
 		struct dl_lent *l = &devs[i];
 
@@ -665,6 +672,13 @@ static void test_remote_revoke(void)
 	CHECK_EQ(fk.resp, -EINVAL);
 	CHECK_EQ(devs[0].np2p, 1);
 	ref.flags = 0;
+	/* The tests' fault: unanswered, nothing dropped. */
+	dl_fault_p2p_revoke_ignore = true;
+	fk.responded = 0;
+	dl_lender_on_p2p_revoke(fab, &msg, NULL);
+	dl_fault_p2p_revoke_ignore = false;
+	CHECK_EQ(fk.responded, 0);
+	CHECK_EQ(devs[0].np2p, 1);
 	dl_lender_on_p2p_revoke(fab, &msg, NULL);
 	CHECK_EQ(fk.resp, 0);
 	CHECK_EQ(devs[0].np2p, 0);
@@ -748,6 +762,36 @@ static void test_export(void)
 	/* L2 and 4 are up and did not answer; 5 is down. */
 	CHECK_EQ(atomic64_read(&devs[1].cnt[DL_LCNT_P2P_REVOKES_UNANSWERED]), 2);
 	CHECK_EQ(dl_lent_p2p_lookup(&devs[1], fab, L2, &q, &w), -ENOENT);
+
+	/*
+	 * Those two fence it: nobody may take it, and they are asked again
+	 * off the caller's path; L2 answers, 4 restarts, then it is free.
+	 */
+	CHECK_EQ(devs[1].p2p_fenced, BIT(L2) | BIT(4));
+	CHECK_EQ(dl_lent_p2p_fence_check(&devs[1]), -EBUSY);
+	CHECK_EQ(atomic64_read(&devs[1].cnt[DL_LCNT_P2P_FENCE_REFUSALS]), 1);
+	CHECK_EQ(devs[1].p2p_fence_work.queued, 1);
+	CHECK_EQ(devs[1].ref.refcount, 2);
+	fk.revokes = 0;
+	fk.revoke_status = 0;
+	fence_answers_from = L2;
+	dl_lent_p2p_fence_work(&devs[1].p2p_fence_work);
+	CHECK_EQ(fk.revokes, 2);
+	CHECK_EQ(devs[1].ref.refcount, 1);
+	CHECK_EQ(devs[1].p2p_fenced, BIT(4));
+	CHECK_EQ(dl_lent_p2p_fence_check(&devs[1]), -EBUSY);
+	devs[1].p2p_fence_inc[4] = 41;	/* 4 came back as another */
+	CHECK_EQ(dl_lent_p2p_fence_check(&devs[1]), 0);
+	CHECK_EQ(devs[1].p2p_fenced, 0);
+	/* One that went down owes nothing either; nor one of a fabric gone. */
+	devs[1].p2p_fenced = BIT(L2);
+	devs[1].p2p_fence_inc[L2] = L2_INC;
+	down_host = L2;
+	CHECK_EQ(dl_lent_p2p_fence_check(&devs[1]), 0);
+	down_host = U32_MAX;
+	devs[1].p2p_fenced = BIT(L2);
+	dl_lent_p2p_fence_forget(&devs[1], fab);
+	CHECK_EQ(dl_lent_p2p_fence_check(&devs[1]), 0);
 	teardown();
 }
 
@@ -764,7 +808,7 @@ static const struct unit_test tests[] = {
 	  test_remote_map },
 	{ "another lender's REVOKE or loss drops the mappings onto its device",
 	  test_remote_revoke },
-	{ "a BAR shown to another lender for one holder; take-back tells it once",
+	{ "a BAR shown to another lender for one holder; take-back tells it once; unanswered, it fences",
 	  test_export },
 };
 

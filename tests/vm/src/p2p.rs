@@ -166,6 +166,33 @@ pub fn read_into_pmr_then_release(
     })
 }
 
+/// The userspace NVMe driver, as a host sees it.
+pub fn nvme_test_bin() -> anyhow::Result<String> {
+    Ok(
+        devlend_cluster::host_view(&devlend_cluster::tools::our_binary(
+            "devlend-nvme-test",
+            "DEVLEND_NVME_TEST",
+        )?)
+        .display()
+        .to_string(),
+    )
+}
+
+/// Whether the userspace driver on `b` borrows remote NVMe `remote` (a
+/// new mdev, removed afterwards) and does one verified I/O.
+pub fn borrows(b: &AgentClient, remote: &str) -> anyhow::Result<bool> {
+    let drv = nvme_test_bin()?;
+    let u = lending::create_mdev(b, "devlend-nvme", Some(remote))?;
+    let rc = sh(
+        b,
+        &format!("{drv} --mdev {u} --blocks 1 --ios 1 >/dev/null 2>&1; echo $?"),
+    );
+    let removed = lending::remove_mdev(b, &u);
+    let rc = rc?;
+    removed?;
+    Ok(rc.trim() == "0")
+}
+
 /// [`read_into_pmr_then_release`] through two new NVMe mdevs on `b`, of
 /// the remote devices `remote_x` (the one that DMAs) and `remote_y` (the
 /// PMR's), both removed afterwards whatever happened.
@@ -176,12 +203,7 @@ pub fn read_with_two_mdevs(
     ybar: u32,
     pmr: &Path,
 ) -> anyhow::Result<PmrRead> {
-    let drv = devlend_cluster::host_view(&devlend_cluster::tools::our_binary(
-        "devlend-nvme-test",
-        "DEVLEND_NVME_TEST",
-    )?)
-    .display()
-    .to_string();
+    let drv = nvme_test_bin()?;
     let ux = lending::create_mdev(b, "devlend-nvme", Some(remote_x))?;
     let r = lending::create_mdev(b, "devlend-nvme", Some(remote_y)).and_then(|uy| {
         let r = read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, pmr);

@@ -618,7 +618,9 @@ const P2P_PMR_TAG: u32 = 3;
 /// bytes must be in lender2's PMR file on the outer machine. Then Y goes
 /// back to lender2, which has lender drop the mapping before Y's reset
 /// (`DL_MSG_P2P_REVOKE`): the same read leaves a sentinel in the file
-/// and faults at lender's IOMMU.
+/// and faults at lender's IOMMU. Last, the same with lender leaving
+/// that REVOKE unanswered: lender2's NVMe is lent to nobody until lender
+/// answers.
 fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> anyhow::Result<()> {
     let (l1, l2, b) = (
         c.agent("lender")?,
@@ -663,16 +665,14 @@ fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> an
         &format!("echo show:{win}={l2_id}/{P2P_PMR_TAG} > {param}"),
     )?;
     let pmr = c.paths().pmr_file("lender2", "nvme0");
-    let run = p2p::read_with_two_mdevs(
-        b,
-        &format!("lender/{}", x.addr),
-        &format!("lender2/{}", y.addr),
-        ybar,
-        &pmr,
-    );
+    let (remote_x, remote_y) = (format!("lender/{}", x.addr), format!("lender2/{}", y.addr));
+    let run = p2p::read_with_two_mdevs(b, &remote_x, &remote_y, ybar, &pmr).and_then(|r| {
+        let fence = fenced_until_answered(l1, l2, b, &y, [&remote_x, &remote_y], ybar, &pmr)?;
+        Ok((r, fence))
+    });
     let off1 = sh(l1, &format!("echo > {param}"));
     let off2 = sh(l2, &format!("echo > {param}"));
-    let r = run?;
+    let (r, (unanswered, refusals)) = run?;
     off1?;
     off2?;
     let lba = p2p::check_block_landed(&r, &c.paths().nvme_file("lender", "nvme0"))?;
@@ -701,7 +701,58 @@ fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> an
         faults > 0,
         "lender's IOMMU logged no fault for the read after the release"
     );
+    println!(
+        "  with lender leaving the REVOKE unanswered, lender2 counted it ({unanswered}) and \
+         refused {refusals} borrow(s) of its NVMe until lender answered it asked again"
+    );
     Ok(())
+}
+
+/// The same read, with lender leaving lender2's REVOKE unanswered (the
+/// test-only `fault_p2p_revoke_ignore`): lender2 must count it and lend
+/// its NVMe to nobody (fenced) until lender answers, then lend it again.
+/// Returns the unanswered REVOKEs and the borrows refused.
+fn fenced_until_answered(
+    l1: &devlend_agent::AgentClient,
+    l2: &devlend_agent::AgentClient,
+    b: &devlend_agent::AgentClient,
+    y: &lending::PciDev,
+    [remote_x, remote_y]: [&str; 2],
+    ybar: u32,
+    pmr: &std::path::Path,
+) -> anyhow::Result<(u64, u64)> {
+    let ignore = "/sys/module/devlend_lender/parameters/fault_p2p_revoke_ignore";
+    let unanswered0 = twohost::lender_counter(l2, y, "p2p_revokes_unanswered")?;
+    let refusals0 = twohost::lender_counter(l2, y, "p2p_fence_refusals")?;
+    sh(l1, &format!("echo 1 > {ignore}"))?;
+    let refused = p2p::read_with_two_mdevs(b, remote_x, remote_y, ybar, pmr)
+        .and_then(|_| Ok(!p2p::borrows(b, remote_y)?));
+    let answering = sh(l1, &format!("echo 0 > {ignore}"));
+    let refused = refused?;
+    answering?;
+    ensure!(
+        refused,
+        "lender2's NVMe was borrowed while lender had not said it dropped its mapping onto it"
+    );
+    // Each refusal asks lender again, which now answers.
+    wait_until(
+        "lender2's NVMe borrowed once lender answered",
+        Duration::from_secs(60),
+        || {
+            Ok(if p2p::borrows(b, remote_y)? {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_owned())
+        },
+        "yes",
+    )?;
+    let unanswered = twohost::lender_counter(l2, y, "p2p_revokes_unanswered")? - unanswered0;
+    let refusals = twohost::lender_counter(l2, y, "p2p_fence_refusals")? - refusals0;
+    ensure!(unanswered >= 1, "lender2 counted no unanswered REVOKE");
+    ensure!(refusals >= 1, "lender2 refused no borrow while fenced");
+    Ok((unanswered, refusals))
 }
 
 fn main() {

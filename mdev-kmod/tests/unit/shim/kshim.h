@@ -67,6 +67,10 @@ typedef struct { s64 counter; } atomic64_t;
 #define U32_MAX		((u32)~0U)
 #define U64_MAX		((u64)~0ULL)
 #define BIT(n)		(1UL << (n))
+/* Bits of one word only, which is all devlend's masks use. */
+#define for_each_set_bit(bit, addr, size)				\
+	for ((bit) = 0; (bit) < (size) && (bit) < 64; (bit)++)		\
+		if (!(*(addr) & (1UL << (bit)))) {} else
 #define BIT_ULL(n)	(1ULL << (n))
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 /*
