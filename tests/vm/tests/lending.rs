@@ -1707,14 +1707,16 @@ fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
             a = nvme.addr
         ),
     )?;
-    // Its namespace, under its own controller: the lender host has
+    // Its namespace, found under its own controller: the lender host has
     // another NVMe (the P2P check's), which its nvme driver may hold too.
-    let ns = format!("/sys/bus/pci/devices/{}/nvme/nvme*/nvme*n1", nvme.addr);
+    // With native multipath (Debian's kernel) the controller shows the
+    // path, nvme<S>c<C>n1, whose disk is nvme<S>n1.
+    let path = format!("/sys/bus/pci/devices/{}/nvme/nvme*/nvme*n1", nvme.addr);
     lending::wait_until(
         "the lender's nvme driver finding the namespace",
         WAIT,
         || {
-            Ok(sh(l, &format!("ls -d {ns} 2>/dev/null | wc -l"))?
+            Ok(sh(l, &format!("ls -d {path} 2>/dev/null | wc -l"))?
                 .trim()
                 .to_owned())
         },
@@ -1722,7 +1724,10 @@ fn clients_reload_under_a_live_peer(c: &mut Cluster) -> anyhow::Result<()> {
     )?;
     sh(
         l,
-        &format!("dd if=/dev/$(basename $(ls -d {ns})) of=/dev/null bs=4096 count=16 iflag=direct"),
+        &format!(
+            "b=$(basename $(ls -d {path}) | sed 's/c[0-9]*n/n/'); \
+             dd if=/dev/$b of=/dev/null bs=4096 count=16 iflag=direct"
+        ),
     )
     .context("reading the NVMe on the lender after the lender unloaded")?;
     remote_nvme_dropped(c, &nvme, "the remote NVMe dropped by the borrower")?;
