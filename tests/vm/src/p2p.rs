@@ -106,12 +106,16 @@ pub struct PmrRead {
     pub sentinel: Vec<u32>,
     /// The driver's JSON report.
     pub report: serde_json::Value,
+    /// What the caller's probe saw right after the first read, for a
+    /// failure's message.
+    pub probe: String,
 }
 
 /// Has the userspace driver on `b` read a block through mdev `ux` into
 /// the PMR BAR `ybar` of mdev `uy`, put at [`P2P_BAR_ADDR`]; then, once
 /// the first read's bytes are taken from `pmr` and a sentinel written
-/// there, release `uy` and read again.
+/// there, release `uy` and read again. `probe` runs right after the
+/// first read.
 pub fn read_into_pmr_then_release(
     b: &AgentClient,
     drv: &str,
@@ -119,6 +123,7 @@ pub fn read_into_pmr_then_release(
     uy: &str,
     ybar: u32,
     pmr: &Path,
+    probe: &dyn Fn() -> anyhow::Result<String>,
 ) -> anyhow::Result<PmrRead> {
     let log = "/tmp/devlend-p2p.log";
     let go = "/tmp/devlend-p2p.go";
@@ -148,6 +153,7 @@ pub fn read_into_pmr_then_release(
         "done",
     )?;
     let landed = file_words(pmr, 0, 1024)?;
+    let probe = probe().unwrap_or_else(|e| format!("probe failed: {e:#}"));
     pmr_write(pmr, 0, &sentinel)?;
     sh(b, &format!("touch {go}"))?;
     let (rc, out) = ownership::wait_bg(b, log, Duration::from_secs(300))?;
@@ -163,6 +169,7 @@ pub fn read_into_pmr_then_release(
         after: file_words(pmr, 0, 1024)?,
         sentinel,
         report,
+        probe,
     })
 }
 
@@ -202,11 +209,12 @@ pub fn read_with_two_mdevs(
     remote_y: &str,
     ybar: u32,
     pmr: &Path,
+    probe: &dyn Fn() -> anyhow::Result<String>,
 ) -> anyhow::Result<PmrRead> {
     let drv = nvme_test_bin()?;
     let ux = lending::create_mdev(b, "devlend-nvme", Some(remote_x))?;
     let r = lending::create_mdev(b, "devlend-nvme", Some(remote_y)).and_then(|uy| {
-        let r = read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, pmr);
+        let r = read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, pmr, probe);
         let removed = lending::remove_mdev(b, &uy);
         let r = r?;
         removed?;
@@ -235,7 +243,10 @@ pub fn check_block_landed(r: &PmrRead, drive: &Path) -> anyhow::Result<u64> {
     );
     ensure!(
         r.landed == want,
-        "block {lba} of the DMAing NVMe is not in the PMR file after the read into its BAR"
+        "block {lba} of the DMAing NVMe is not in the PMR file after the read into its BAR \
+         (the file's first words {:#x?}; seen then: {})",
+        &r.landed[..4],
+        r.probe
     );
     ensure!(
         r.after == r.sentinel,

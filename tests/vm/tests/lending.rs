@@ -1214,7 +1214,9 @@ fn p2p_nvme_reads_into_another_nvmes_pmr(c: &mut Cluster) -> anyhow::Result<()> 
     let faults_before = dmar_faults_at(l, P2P_BAR_ADDR)?;
     let maps_before = twohost::lender_counter(l, &x, "p2p_maps")?;
     let revokes_before = twohost::lender_counter(l, &y, "p2p_revokes")?;
-    let run = p2p::read_with_two_mdevs(b, &remote_name(&x), &remote_name(&y), ybar, &pmr);
+    let run = p2p::read_with_two_mdevs(b, &remote_name(&x), &remote_name(&y), ybar, &pmr, &|| {
+        Ok(format!("{:?}", twohost::lender_device(l, &x)?))
+    });
     // Before the unlend, which forgets the device's counters.
     let maps = twohost::lender_counter(l, &x, "p2p_maps").map(|m| m - maps_before);
     let unlent = lending::unlend(l, &x.addr);

@@ -666,44 +666,65 @@ fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> an
     )?;
     let pmr = c.paths().pmr_file("lender2", "nvme0");
     let (remote_x, remote_y) = (format!("lender/{}", x.addr), format!("lender2/{}", y.addr));
-    let run = p2p::read_with_two_mdevs(b, &remote_x, &remote_y, ybar, &pmr).and_then(|r| {
-        let fence = fenced_until_answered(l1, l2, b, &y, [&remote_x, &remote_y], ybar, &pmr)?;
-        Ok((r, fence))
+    // What lender had mapped, and its IOMMU's faults, at the first read.
+    let probe = || -> anyhow::Result<String> {
+        Ok(format!(
+            "lender's NVMe {:?}; lender's DMAR faults: {}",
+            twohost::lender_device(l1, &x)?,
+            sh(l1, "dmesg | grep 'DMAR:.*fault addr' | tail -n 3")?
+        ))
+    };
+    // The read, then what it must have done, before the second run writes
+    // its own block.
+    let first = || -> anyhow::Result<String> {
+        let r = p2p::read_with_two_mdevs(b, &remote_x, &remote_y, ybar, &pmr, &probe)?;
+        let grew_by = |a, d, key, before| -> anyhow::Result<u64> {
+            Ok(twohost::lender_counter(a, d, key)? - before)
+        };
+        let maps = grew_by(l1, &x, "p2p_maps", maps0)?;
+        let drops = grew_by(l1, &x, "p2p_remote_drops", drops0)?;
+        let exports = grew_by(l2, &y, "p2p_exports", exports0)?;
+        let lookups = grew_by(l2, &y, "p2p_lookups", lookups0)?;
+        let revokes = grew_by(l2, &y, "p2p_export_revokes", revokes0)?;
+        let faults = p2p::dmar_faults_at(l1, P2P_BAR_ADDR)? - faults0;
+        let lba = p2p::check_block_landed(&r, &c.paths().nvme_file("lender", "nvme0"))
+            .with_context(|| {
+                format!(
+                    "lender's p2p_maps +{maps}, p2p_remote_drops +{drops}, {faults} DMAR faults \
+                     at {P2P_BAR_ADDR:#x}; lender2's p2p_exports +{exports}, p2p_lookups \
+                     +{lookups}; the driver: {}",
+                    r.report["p2p"]
+                )
+            })?;
+        ensure!(maps >= 1, "lender made no P2P mapping for its NVMe");
+        ensure!(exports >= 1, "lender2 showed lender no BAR");
+        ensure!(lookups >= 1, "lender never asked lender2 where the BAR is");
+        ensure!(revokes >= 1, "lender2's take-back revoked no export");
+        ensure!(drops >= 1, "lender dropped no mapping at lender2's word");
+        ensure!(
+            faults > 0,
+            "lender's IOMMU logged no fault for the read after the release"
+        );
+        Ok(format!(
+            "4 KiB of lender's NVMe block {lba} found in lender2's PMR file: lender2 showed the \
+             BAR {exports} time(s) and told lender where {lookups} time(s), lender mapped it \
+             {maps} time(s); when it went back lender2 revoked {revokes} export(s), lender \
+             dropped {drops} mapping(s), and the read after faulted ({faults} DMAR faults at \
+             {P2P_BAR_ADDR:#x}) leaving the sentinel"
+        ))
+    };
+    let run = first().and_then(|seen| {
+        println!("  {seen}");
+        fenced_until_answered(l1, l2, b, &y, [&remote_x, &remote_y], ybar, &pmr)
     });
     let off1 = sh(l1, &format!("echo > {param}"));
     let off2 = sh(l2, &format!("echo > {param}"));
-    let (r, (unanswered, refusals)) = run?;
+    let (unanswered, refusals) = run?;
     off1?;
     off2?;
-    let lba = p2p::check_block_landed(&r, &c.paths().nvme_file("lender", "nvme0"))?;
-    let grew_by = |a, d, key, before| -> anyhow::Result<u64> {
-        Ok(twohost::lender_counter(a, d, key)? - before)
-    };
-    let maps = grew_by(l1, &x, "p2p_maps", maps0)?;
-    let drops = grew_by(l1, &x, "p2p_remote_drops", drops0)?;
-    let exports = grew_by(l2, &y, "p2p_exports", exports0)?;
-    let lookups = grew_by(l2, &y, "p2p_lookups", lookups0)?;
-    let revokes = grew_by(l2, &y, "p2p_export_revokes", revokes0)?;
-    let faults = p2p::dmar_faults_at(l1, P2P_BAR_ADDR)? - faults0;
-    println!(
-        "  4 KiB of lender's NVMe block {lba} found in lender2's PMR file: lender2 showed the \
-         BAR {exports} time(s) and told lender where {lookups} time(s), lender mapped it \
-         {maps} time(s); when it went back lender2 revoked {revokes} export(s), lender dropped \
-         {drops} mapping(s), and the read after faulted ({faults} DMAR faults at \
-         {P2P_BAR_ADDR:#x}) leaving the sentinel"
-    );
-    ensure!(maps >= 1, "lender made no P2P mapping for its NVMe");
-    ensure!(exports >= 1, "lender2 showed lender no BAR");
-    ensure!(lookups >= 1, "lender never asked lender2 where the BAR is");
-    ensure!(revokes >= 1, "lender2's take-back revoked no export");
-    ensure!(drops >= 1, "lender dropped no mapping at lender2's word");
-    ensure!(
-        faults > 0,
-        "lender's IOMMU logged no fault for the read after the release"
-    );
     println!(
         "  with lender leaving the REVOKE unanswered, lender2 counted it ({unanswered}) and \
-         refused {refusals} borrow(s) of its NVMe until lender answered it asked again"
+         refused {refusals} ACQUIRE(s) of its NVMe until lender answered when asked again"
     );
     Ok(())
 }
@@ -725,7 +746,7 @@ fn fenced_until_answered(
     let unanswered0 = twohost::lender_counter(l2, y, "p2p_revokes_unanswered")?;
     let refusals0 = twohost::lender_counter(l2, y, "p2p_fence_refusals")?;
     sh(l1, &format!("echo 1 > {ignore}"))?;
-    let refused = p2p::read_with_two_mdevs(b, remote_x, remote_y, ybar, pmr)
+    let refused = p2p::read_with_two_mdevs(b, remote_x, remote_y, ybar, pmr, &|| Ok(String::new()))
         .and_then(|_| Ok(!p2p::borrows(b, remote_y)?));
     let answering = sh(l1, &format!("echo 0 > {ignore}"));
     let refused = refused?;
