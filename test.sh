@@ -35,6 +35,9 @@ trap print_timings EXIT
 timed "setup and build"
 devlend_setup_and_build "$top"
 
+timed "p2p guest kernel"
+devlend_p2p_guest_images "$top"
+
 timed "style"
 step "style: rustfmt, clippy, checkpatch --strict, no call loops between a module's files"
 cargo fmt --all -- --check

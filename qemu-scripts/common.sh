@@ -75,3 +75,17 @@ devlend_use_debug_kernel() {
 	step "building host and guest images for $rel (cached by their inputs)"
 	DEVLEND_IMAGES=$(DEVLEND_KERNEL_DIR=$dk bash "$top/guest-images/build.sh" "$rel" | tail -n 1)
 }
+
+# The guest images of the peer-to-peer checks (DEVLEND_P2P_GUEST_IMAGES):
+# a kernel with PCI peer-to-peer DMA, which Debian's kernels lack, so that
+# a guest's nvme driver keeps its submission queues in a controller memory
+# buffer (build-p2p-guest-kernel.sh), and the guest initramfs for it.
+devlend_p2p_guest_images() {
+	local top=$1 pk
+	step "building the peer-to-peer guest kernel (cached by its inputs; about 20 minutes the first time)"
+	pk=$(bash "$top/qemu-scripts/build-p2p-guest-kernel.sh" "$KVER" | tail -n 1)
+	step "building guest images for $(cat "$pk/release") (cached by their inputs)"
+	DEVLEND_P2P_GUEST_IMAGES=$(DEVLEND_KERNEL_DIR=$pk bash "$top/guest-images/build.sh" "$(cat "$pk/release")" | tail -n 1)
+	export DEVLEND_P2P_GUEST_IMAGES
+	echo "peer-to-peer guest images: $DEVLEND_P2P_GUEST_IMAGES"
+}

@@ -260,9 +260,22 @@ pub fn nvme_guest_on_mdev(
     script: &str,
     mem_mib: u32,
 ) -> anyhow::Result<crate::guest::GuestRun> {
+    let images = devlend_cluster::tools::guest_images_dir()?;
+    nvme_guest_on_mdev_booting(agent, &images, uuid, script, mem_mib)
+}
+
+/// [`nvme_guest_on_mdev`] with the guest booting the kernel in `images`
+/// (the peer-to-peer checks' own).
+pub fn nvme_guest_on_mdev_booting(
+    agent: &AgentClient,
+    images: &std::path::Path,
+    uuid: &str,
+    script: &str,
+    mem_mib: u32,
+) -> anyhow::Result<crate::guest::GuestRun> {
     let run = crate::guest::run_with(
         agent,
-        &devlend_cluster::tools::guest_images_dir()?,
+        images,
         &nvme_guest_script(script),
         &crate::guest::GuestOpts {
             mem_mib,

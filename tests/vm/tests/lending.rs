@@ -1243,6 +1243,81 @@ fn p2p_nvme_reads_into_another_nvmes_pmr(c: &mut Cluster) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// An NVMe with a controller memory buffer lent to a guest whose nvme
+/// driver keeps its I/O submission queues there (`./test.sh cmb` or `p2p`,
+/// docs/p2p.md case 1). The guest boots a kernel with PCI peer-to-peer DMA
+/// (Debian's have none): its driver registers the CMB (BAR 2 of nvme1 in
+/// two-host.toml) as peer-to-peer memory, tells the controller the
+/// guest's bus address of it (CMBMSC), and allocates each I/O submission
+/// queue from it, so the controller fetches every command of the guest's
+/// I/O from its own BAR at addresses only the guest knows. Proof: the
+/// guest's log says the CMB was added as peer-to-peer memory, some of it
+/// is in use once the queues exist, and the guest's O_DIRECT writes and
+/// reads through those queues land, byte for byte, in nvme1's backing
+/// file on the outer machine.
+fn p2p_nvme_cmb_holds_a_guests_submission_queues(c: &mut Cluster) -> anyhow::Result<()> {
+    let first = lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let x = second_nvme(l, &first)?;
+    lending::ensure_lent(l, &x.addr)?;
+    lending::wait_remote_listed(b, &x.addr, "the NVMe with a CMB on the borrower")?;
+    let images = tools::p2p_guest_images_dir()?;
+    let script = format!(
+        "echo \"kernel $(uname -r)\"
+echo \"p2pmem $(cat $p/p2pmem/size 2>/dev/null || echo none) $(cat $p/p2pmem/available 2>/dev/null || echo none)\"
+echo \"cmb-added $(dmesg | grep -c 'added peer-to-peer DMA memory')\"
+echo \"cmb-refused $(dmesg | grep -c 'failed to register the CMB')\"
+{}",
+        lending::write_and_read("/dev/nvme0n1", lending::IO_SIZE_MIB)
+    );
+    let run = lending::create_mdev(b, MDEV_TYPE, Some(&remote_name(&x))).and_then(|uuid| {
+        lending::nvme_guest_on_mdev_booting(b, &images, &uuid, &script, GUEST_MIB)
+    });
+    let unlent = lending::unlend(c.agent(LENDER)?, &x.addr);
+    let run = run?;
+    unlent?;
+    let kernel = lending::output_field(&run.output, "kernel")?;
+    ensure!(
+        kernel.ends_with("-dlp2p"),
+        "the guest booted {kernel}, not the peer-to-peer guest kernel"
+    );
+    ensure!(
+        lending::output_field(&run.output, "cmb-added")? != "0"
+            && lending::output_field(&run.output, "cmb-refused")? == "0",
+        "the guest's nvme driver did not register the CMB as peer-to-peer memory:\n{}",
+        run.console
+    );
+    let p2pmem: Vec<u64> = lending::output_field(&run.output, "p2pmem")?
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("the guest has no p2pmem of its NVMe:\n{}", run.output))?;
+    let [size, available] = p2pmem[..] else {
+        anyhow::bail!("p2pmem line: {p2pmem:?}");
+    };
+    ensure!(
+        available < size,
+        "none of the CMB's {size} bytes of peer-to-peer memory holds a queue: \
+         the guest's nvme driver kept its submission queues in its RAM"
+    );
+    lending::guest_wrote_to_backing(
+        &run,
+        &x,
+        &c.paths().nvme_file(LENDER, "nvme1"),
+        lending::IO_SIZE_MIB,
+    )?;
+    println!(
+        "  guest kernel {kernel}: its nvme driver added the {} KiB CMB as peer-to-peer memory \
+         and keeps {} KiB of submission queue(s) there; {} MiB written and read back through \
+         them, found in nvme1's backing file ({:.1} s)",
+        size >> 10,
+        (size - available) >> 10,
+        lending::IO_SIZE_MIB,
+        run.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
 /// The `devlend` CLI end to end: lender and borrower listings, an mdev made
 /// and removed by it, and the VMM arguments it prints, libvirt's validated.
 fn cli_end_to_end(c: &mut Cluster) -> anyhow::Result<()> {
@@ -2070,6 +2145,10 @@ pub fn suite() -> Suite {
         Check {
             name: "p2p_nvme_reads_into_another_nvmes_pmr",
             run: p2p_nvme_reads_into_another_nvmes_pmr,
+        },
+        Check {
+            name: "p2p_nvme_cmb_holds_a_guests_submission_queues",
+            run: p2p_nvme_cmb_holds_a_guests_submission_queues,
         },
         Check {
             name: "held_device_refused",

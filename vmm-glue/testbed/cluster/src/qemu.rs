@@ -300,9 +300,13 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
             ]);
             pmr = format!(",pmrdev=pmr-{id}");
         }
+        let cmb = d
+            .cmb
+            .map(|size| format!(",cmb_size_mb={}", size.0 >> 20))
+            .unwrap_or_default();
         args.extend([
             "-device".to_owned(),
-            format!("nvme,id={id},drive=drv-{id},serial={serial},bus=rp-{id}{pmr}"),
+            format!("nvme,id={id},drive=drv-{id},serial={serial},bus=rp-{id}{pmr}{cmb}"),
         ]);
         (id.clone(), args)
     });
@@ -585,6 +589,22 @@ mod tests {
             ["ivshmem-plain,id=pmrwin-lender-nvme0-dev,memdev=pmrwin-lender-nvme0"]
         );
         t.hosts[0].nvme[0].pmr = Some(crate::topology::Size(3 << 20));
+        assert!(t.validate().is_err());
+    }
+
+    #[test]
+    fn nvme_cmb_is_given_in_whole_mib() {
+        let mut t = topo();
+        t.hosts[0].nvme[0].cmb = Some(crate::topology::Size(16 << 20));
+        t.validate().unwrap();
+        let lender: Vec<String> = host_args(&t, 0, &paths(), &boot())
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect();
+        assert!(value_after(&lender, "-device", "nvme,id=nvme0")[0].ends_with(",cmb_size_mb=16"));
+        t.hosts[0].nvme[0].cmb = Some(crate::topology::Size(3 << 19));
+        assert!(t.validate().is_err());
+        t.hosts[0].nvme[0].cmb = Some(crate::topology::Size(0));
         assert!(t.validate().is_err());
     }
 

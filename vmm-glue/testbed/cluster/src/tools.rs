@@ -82,6 +82,22 @@ pub fn guest_images_dir() -> Result<PathBuf, ToolsError> {
     }
 }
 
+/// The images the peer-to-peer checks' guests boot: a kernel with PCI
+/// peer-to-peer DMA, which Debian's kernels lack
+/// (`qemu-scripts/build-p2p-guest-kernel.sh`), in `$DEVLEND_P2P_GUEST_IMAGES`,
+/// which `test.sh` sets.
+pub fn p2p_guest_images_dir() -> Result<PathBuf, ToolsError> {
+    match std::env::var_os("DEVLEND_P2P_GUEST_IMAGES") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => Err(ToolsError::Images {
+            cmd: "qemu-scripts/common.sh devlend_p2p_guest_images".to_owned(),
+            detail: "DEVLEND_P2P_GUEST_IMAGES is not set: run the check through ./test.sh, \
+                     which builds the peer-to-peer guest kernel and its images"
+                .to_owned(),
+        }),
+    }
+}
+
 /// The boot images: `$DEVLEND_IMAGES` if set, else built (or found in the
 /// cache) by `guest-images/build.sh`.
 pub fn images_dir() -> Result<PathBuf, ToolsError> {

@@ -12,6 +12,7 @@
 //! size = "256M"
 //! pmr = "8M"         # optional: a persistent memory region from a file,
 //!                    # which every other host gets a window onto
+//! cmb = "16M"        # optional: a controller memory buffer (BAR 2)
 //! [[host.igb]]       # a NIC to lend, on the network "lan0"
 //! id = "nic0"
 //! network = "lan0"
@@ -262,6 +263,12 @@ pub struct NvmeSpec {
     /// window onto a RAM-backed BAR, what the BAR window check uses.
     #[serde(default)]
     pub pmr: Option<Size>,
+    /// A controller memory buffer (QEMU's `cmb_size_mb`, BAR 2, with the
+    /// CMBMSC register of NVMe 1.4) of this size, whole MiB: a guest
+    /// driver built with PCI peer-to-peer DMA keeps its submission queues
+    /// there.
+    #[serde(default)]
+    pub cmb: Option<Size>,
 }
 
 /// An emulated NVMe controller with SR-IOV: a primary controller (the PF)
@@ -448,6 +455,14 @@ impl Topology {
                     if pmr.0 < 4096 || !pmr.0.is_power_of_two() {
                         return bad(format!(
                             "host {}: nvme {} pmr must be a power of two, at least 4K",
+                            h.name, d.id
+                        ));
+                    }
+                }
+                if let Some(cmb) = d.cmb {
+                    if cmb.0 == 0 || cmb.0 % (1 << 20) != 0 || cmb.0 > 1 << 30 {
+                        return bad(format!(
+                            "host {}: nvme {} cmb must be whole MiB, 1M to 1G",
                             h.name, d.id
                         ));
                     }
