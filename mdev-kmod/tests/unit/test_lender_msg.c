@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "kshim.h"
+#include <linux/kref.h>
 
 /* Kernel calls msg.c, lent.c and peers.c make that the shim lacks. */
 #define __MUTEX_INITIALIZER(m)	{ 0 }
@@ -50,32 +51,6 @@ static inline bool device_trylock(struct device *d)
 static inline void device_unlock(struct device *d)
 {
 	(void)d;
-}
-
-static inline void kref_init(struct kref *k)
-{
-	k->refcount = 1;
-}
-
-static inline void kref_get(struct kref *k)
-{
-	k->refcount++;
-}
-
-static inline bool kref_get_unless_zero(struct kref *k)
-{
-	if (!k->refcount)
-		return false;
-	k->refcount++;
-	return true;
-}
-
-static inline int kref_put(struct kref *k, void (*release)(struct kref *))
-{
-	if (--k->refcount)
-		return 0;
-	release(k);
-	return 1;
 }
 
 static inline void strscpy_pad(char *dst, const char *src, size_t n)

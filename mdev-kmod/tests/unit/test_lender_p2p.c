@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "kshim.h"
+#include <linux/kref.h>
 
 #define __MUTEX_INITIALIZER(m)	{ 0 }
 #define LIST_HEAD_INIT(n)	{ &(n), &(n) }
@@ -20,32 +21,6 @@
 #define pci_info_ratelimited(p, ...)	((void)(p), kshim_log("info", __VA_ARGS__))
 #define pci_dev_put(p)		((void)(p))
 #define kfree_rcu(p, f)		((void)(p))
-
-static inline void kref_init(struct kref *k)
-{
-	k->refcount = 1;
-}
-
-static inline void kref_get(struct kref *k)
-{
-	k->refcount++;
-}
-
-static inline bool kref_get_unless_zero(struct kref *k)
-{
-	if (!k->refcount)
-		return false;
-	k->refcount++;
-	return true;
-}
-
-static inline int kref_put(struct kref *k, void (*release)(struct kref *))
-{
-	if (--k->refcount)
-		return 0;
-	release(k);
-	return 1;
-}
 
 /* lent.c's names, so that they clash with test_lender_msg.c's copy. */
 #define dl_lender		p2pt_lender

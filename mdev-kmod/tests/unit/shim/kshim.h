@@ -331,8 +331,7 @@ static inline struct work_struct *current_work(void)
 	return kshim_current_work;
 }
 
-/* Reference counts, trees, kobjects: the fields only. */
-struct kref { int refcount; };
+/* Trees, kobjects: the fields only. */
 struct maple_tree { void *root; };
 struct kobject { const char *name; };
 
