@@ -96,6 +96,52 @@ static int dl_p2p_find(struct dl_lent *x, struct dl_lent *y, unsigned int bar)
 	return -1;
 }
 
+/**
+ * dl_p2p_iova_claim() - check that a P2P mapping may go at [@iova, @last]
+ *	of the device's domain, and count the page tables it may make.
+ * @x: the device; @x->lock and @x->p2p_lock held.
+ * @fab: the fabric of its holder.
+ * @peer: its holder.
+ * @y: the device whose BAR it is, checked to be held by @x's holder; or
+ *	NULL, a device of another lender (checked by its lender).
+ * @iova: the first IOVA, checked by dl_bar_dma_check().
+ * @last: the last IOVA.
+ *
+ * Return: 0; -ENOSPC (too many such mappings, or the page-table budget);
+ * -EIO (the device is in no domain of ours); -EINVAL (outside the
+ * aperture, reserved, overlapping a mapping, or @y held by another
+ * holder); or what dl_fabric_peer_info() or dl_dma_tables_note() said.
+ */
+static int dl_p2p_iova_claim(struct dl_lent *x, struct dl_fabric *fab,
+			     u32 peer, struct dl_lent *y, u64 iova, u64 last)
+{
+	struct iommu_domain_geometry *geo = &x->domain->geometry;
+	struct dl_fabric_peer_info info;
+	int ret;
+
+	lockdep_assert_held(&x->lock);
+	lockdep_assert_held(&x->p2p_lock);
+
+	if (x->np2p >= DL_P2P_MAX)
+		return -ENOSPC;
+	if (x->dma_detached)
+		return -EIO;
+	if (iova < geo->aperture_start || last > geo->aperture_end ||
+	    dl_dma_in_resv(x, iova, last) || dl_dma_busy(&x->dma, iova, last) ||
+	    dl_lent_bar_dma_busy(x, iova, last) ||
+	    dl_lent_p2p_busy_locked(x, iova, last))
+		return -EINVAL;
+	/* Checked here, under the lock the take-back of @y walks under. */
+	if (y && !dl_lent_same_holder(x, y))
+		return -EINVAL;
+	ret = dl_fabric_peer_info(fab, peer, &info);
+	if (ret)
+		return ret;
+	if (!dl_dma_tables_room(x, iova, last, info.ram_size))
+		return -ENOSPC;
+	return dl_dma_tables_note(x, iova, last);
+}
+
 /*
  * Map @y's BAR @bar, which @x does not map, at @iova in @x's domain, if
  * @y is held by @x's holder; @x->lock and @x->p2p_lock held.
@@ -103,14 +149,11 @@ static int dl_p2p_find(struct dl_lent *x, struct dl_lent *y, unsigned int bar)
 static int dl_p2p_map(struct dl_lent *x, struct dl_fabric *fab, u32 peer,
 		      struct dl_lent *y, unsigned int bar, u64 iova)
 {
-	struct iommu_domain_geometry *geo = &x->domain->geometry;
 	phys_addr_t start = pci_resource_start(y->pdev, bar);
 	struct dl_bar_dma_span skip[DL_BAR_DMA_MAX_SKIPS];
-	struct dl_fabric_peer_info info;
 	struct dl_lent_p2p *m;
 	struct dl_lent_bar *b;
 	unsigned int k;
-	u64 last;
 	int ret;
 
 	ret = dl_lent_mem_bar(y, bar, &b);
@@ -122,25 +165,7 @@ static int dl_p2p_map(struct dl_lent *x, struct dl_fabric *fab, u32 peer,
 	ret = dl_bar_dma_check(start, b->size, iova);
 	if (ret)
 		return ret;
-	if (x->np2p >= DL_P2P_MAX)
-		return -ENOSPC;
-	last = iova + b->size - 1;
-	if (x->dma_detached)
-		return -EIO;
-	if (iova < geo->aperture_start || last > geo->aperture_end ||
-	    dl_dma_in_resv(x, iova, last) || dl_dma_busy(&x->dma, iova, last) ||
-	    dl_lent_bar_dma_busy(x, iova, last) ||
-	    dl_lent_p2p_busy_locked(x, iova, last))
-		return -EINVAL;
-	/* Checked here, under the lock the take-back of @y walks under. */
-	if (!dl_lent_same_holder(x, y))
-		return -EINVAL;
-	ret = dl_fabric_peer_info(fab, peer, &info);
-	if (ret)
-		return ret;
-	if (!dl_dma_tables_room(x, iova, last, info.ram_size))
-		return -ENOSPC;
-	ret = dl_dma_tables_note(x, iova, last);
+	ret = dl_p2p_iova_claim(x, fab, peer, y, iova, iova + b->size - 1);
 	if (ret)
 		return ret;
 	m = &x->p2p[x->np2p];
@@ -309,11 +334,8 @@ int dl_lent_p2p_map_remote(struct dl_lent *x, struct dl_fabric *fab,
 			   u32 rhost, u64 rinc, u32 rdev, unsigned int bar,
 			   u64 iova, phys_addr_t phys, u64 len, u32 gen)
 {
-	struct iommu_domain_geometry *geo = &x->domain->geometry;
-	struct dl_fabric_peer_info info;
 	struct dl_lent_p2p *m;
 	unsigned int i;
-	u64 last;
 	int ret;
 
 	lockdep_assert_held(&x->lock);
@@ -323,7 +345,6 @@ int dl_lent_p2p_map_remote(struct dl_lent *x, struct dl_fabric *fab,
 	ret = dl_bar_dma_check(phys, len, iova);
 	if (ret)
 		return ret;
-	last = iova + len - 1;
 	mutex_lock(&x->p2p_lock);
 	for (i = 0; i < x->np2p; i++)
 		if (dl_p2p_is_remote(&x->p2p[i], rhost, rdev, bar))
@@ -338,25 +359,8 @@ int dl_lent_p2p_map_remote(struct dl_lent *x, struct dl_fabric *fab,
 	ret = -EAGAIN;
 	if (atomic_read(&dl_p2p_revoke_gen) != gen)
 		goto out_unlock;
-	ret = -ENOSPC;
-	if (x->np2p >= DL_P2P_MAX)
-		goto out_unlock;
-	ret = -EIO;
-	if (x->dma_detached)
-		goto out_unlock;
-	ret = -EINVAL;
-	if (iova < geo->aperture_start || last > geo->aperture_end ||
-	    dl_dma_in_resv(x, iova, last) || dl_dma_busy(&x->dma, iova, last) ||
-	    dl_lent_bar_dma_busy(x, iova, last) ||
-	    dl_lent_p2p_busy_locked(x, iova, last))
-		goto out_unlock;
-	ret = dl_fabric_peer_info(fab, x->borrower, &info);
-	if (ret)
-		goto out_unlock;
-	ret = -ENOSPC;
-	if (!dl_dma_tables_room(x, iova, last, info.ram_size))
-		goto out_unlock;
-	ret = dl_dma_tables_note(x, iova, last);
+	ret = dl_p2p_iova_claim(x, fab, x->borrower, NULL, iova,
+				iova + len - 1);
 	if (ret)
 		goto out_unlock;
 	ret = dl_dma_iommu_map(x, iova, phys, len,
