@@ -11,6 +11,7 @@ use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
 
 use crate::fabric::sh;
+use crate::twohost::host_bin;
 use crate::{lending, ownership};
 
 /// The PMR of the topologies' NVMe that have one (`pmr = "8M"`).
@@ -173,22 +174,10 @@ pub fn read_into_pmr_then_release(
     })
 }
 
-/// The userspace NVMe driver, as a host sees it.
-pub fn nvme_test_bin() -> anyhow::Result<String> {
-    Ok(
-        devlend_cluster::host_view(&devlend_cluster::tools::our_binary(
-            "devlend-nvme-test",
-            "DEVLEND_NVME_TEST",
-        )?)
-        .display()
-        .to_string(),
-    )
-}
-
 /// Whether the userspace driver on `b` borrows remote NVMe `remote` (a
 /// new mdev, removed afterwards) and does one verified I/O.
 pub fn borrows(b: &AgentClient, remote: &str) -> anyhow::Result<bool> {
-    let drv = nvme_test_bin()?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let u = lending::create_mdev(b, "devlend-nvme", Some(remote))?;
     let rc = sh(
         b,
@@ -211,7 +200,7 @@ pub fn read_with_two_mdevs(
     pmr: &Path,
     probe: &dyn Fn() -> anyhow::Result<String>,
 ) -> anyhow::Result<PmrRead> {
-    let drv = nvme_test_bin()?;
+    let drv = host_bin("devlend-nvme-test", "DEVLEND_NVME_TEST")?;
     let ux = lending::create_mdev(b, "devlend-nvme", Some(remote_x))?;
     let r = lending::create_mdev(b, "devlend-nvme", Some(remote_y)).and_then(|uy| {
         let r = read_into_pmr_then_release(b, &drv, &ux, &uy, ybar, pmr, probe);

@@ -19,7 +19,7 @@ use devlend_vmtests::p2p::{
 };
 use devlend_vmtests::pool;
 use devlend_vmtests::rwroot;
-use devlend_vmtests::twohost;
+use devlend_vmtests::twohost::{self, host_bin};
 use devlend_vmtests::{Check, Suite};
 
 const LENDER: &str = "lender";
@@ -1145,13 +1145,6 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
     }
     let _ = lending::remove_mdev(b, &uuid);
     res
-}
-
-/// One of our programs as a host sees it.
-fn host_bin(name: &str, env: &str) -> anyhow::Result<String> {
-    Ok(devlend_cluster::host_view(&tools::our_binary(name, env)?)
-        .display()
-        .to_string())
 }
 
 /// The number of DMA remapping faults the lender's kernel has logged.
