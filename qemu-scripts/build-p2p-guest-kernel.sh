@@ -15,8 +15,9 @@
 #
 # Cached in ${DEVLEND_CACHE:-/var/cache/devlend}/p2p-guest-kernel/<key>/,
 # the key a hash of what makes the kernel: the source version, the
-# compiler, this script and p2p.config. The first build takes about 20
-# minutes on two cores. Needs root (apt-get, /lib/modules).
+# compiler, p2p.config and how this script builds (LAYOUT). The first
+# build takes 20 to 40 minutes on two cores. Needs root (apt-get,
+# /lib/modules).
 set -euo pipefail
 
 step() { printf '==> %s\n' "$*" >&2; }
@@ -40,11 +41,13 @@ fi
 . "$HERE/kernel-source.sh"
 kernel_source "$KVER"
 
+# LAYOUT changes when this script builds differently.
+LAYOUT=1
 CACHE=${DEVLEND_CACHE:-/var/cache/devlend}
 key=$({
-	echo "$SRC_VER"
+	echo "layout $LAYOUT $SRC_VER"
 	gcc --version | head -n 1
-	cat "${BASH_SOURCE[0]}" "$FRAGMENT"
+	cat "$FRAGMENT"
 } | sha256sum | cut -c1-16)
 OUT=$CACHE/p2p-guest-kernel/$key
 
@@ -86,7 +89,7 @@ if [ ! -f "$work/.devlend-configured" ]; then
 	touch "$work/.devlend-configured"
 fi
 
-step "building the peer-to-peer guest kernel (about 20 minutes on two cores the first time)"
+step "building the peer-to-peer guest kernel (20 to 40 minutes on two cores the first time)"
 nice make -s -C "$work" -j"$(nproc)" bzImage modules >&2
 rel=$(make -s -C "$work" kernelrelease)
 

@@ -82,7 +82,7 @@ devlend_use_debug_kernel() {
 # buffer (build-p2p-guest-kernel.sh), and the guest initramfs for it.
 devlend_p2p_guest_images() {
 	local top=$1 pk
-	step "building the peer-to-peer guest kernel (cached by its inputs; about 20 minutes the first time)"
+	step "building the peer-to-peer guest kernel (cached by its inputs; 20 to 40 minutes the first time)"
 	pk=$(bash "$top/qemu-scripts/build-p2p-guest-kernel.sh" "$KVER" | tail -n 1)
 	step "building guest images for $(cat "$pk/release") (cached by their inputs)"
 	DEVLEND_P2P_GUEST_IMAGES=$(DEVLEND_KERNEL_DIR=$pk bash "$top/guest-images/build.sh" "$(cat "$pk/release")" | tail -n 1)
