@@ -566,6 +566,13 @@ extern atomic_t dl_fault_reclaim_reset_fails;
  */
 extern bool dl_fault_p2p_revoke_ignore;
 
+/*
+ * Tests only (module parameter fault_p2p_lookup_stall_ms): this lender
+ * answers other lenders' %DL_MSG_P2P_LOOKUP that many ms late (at most
+ * 10 s), its receive work held up meanwhile, as a stalled host's is.
+ */
+extern unsigned int dl_fault_p2p_lookup_stall_ms;
+
 /**
  * struct dl_lender_fab - the lender's context for one fabric it serves;
  *	added and removed by main.c, walked by the broadcast (peers.c).

@@ -50,6 +50,13 @@ module_param_named(fault_p2p_revoke_ignore, dl_fault_p2p_revoke_ignore, bool,
 MODULE_PARM_DESC(fault_p2p_revoke_ignore,
 		 "Tests only: leave other lenders' P2P revocations unanswered and drop nothing (0: off)");
 
+/* See internal.h; read by p2p_remote.c. */
+unsigned int dl_fault_p2p_lookup_stall_ms;
+module_param_named(fault_p2p_lookup_stall_ms, dl_fault_p2p_lookup_stall_ms,
+		   uint, 0644);
+MODULE_PARM_DESC(fault_p2p_lookup_stall_ms,
+		 "Tests only: answer other lenders' P2P lookups this many ms late, holding up the receive work as a stalled host would (at most 10000; 0: off)");
+
 static int dl_lender_fabric_add(struct dl_fabric *fab, void **ctx)
 {
 	struct dl_lender_fab *lf;

@@ -42,8 +42,15 @@
 
 #include "internal.h"
 
-/* How long this lender waits for another's answer (LOOKUP, REVOKE). */
+/* How long this lender waits for another's answer to a REVOKE. */
 #define DL_P2P_ASK_MS	2000
+/*
+ * And to a LOOKUP: the holder waits DL_FABRIC_REQ_TIMEOUT_MS for the
+ * answer to its P2P_DMA, which waits for the LOOKUP. Half leaves it the
+ * other half, so that a stalled lender makes this lender answer "no" in
+ * time, and never map what the holder has given up on.
+ */
+#define DL_P2P_LOOKUP_MS	(DL_FABRIC_REQ_TIMEOUT_MS / 2)
 
 /**
  * dl_lent_p2p_dma_remote() - take a holder's %DL_MSG_P2P_DMA naming a
@@ -98,7 +105,7 @@ static int dl_p2p_ask_window(struct dl_fabric *fab, u32 rhost, u32 holder,
 	int ret;
 
 	ret = dl_fabric_request(fab, rhost, DL_MSG_P2P_LOOKUP, &q, sizeof(q),
-				&w, sizeof(w), &got, DL_P2P_ASK_MS);
+				&w, sizeof(w), &got, DL_P2P_LOOKUP_MS);
 	if (ret)
 		return ret;
 	if (got != sizeof(w))
@@ -475,10 +482,15 @@ static void dl_lender_on_p2p_lookup(struct dl_fabric *fab,
 				    const struct dl_fabric_msg *msg,
 				    void *priv)
 {
+	unsigned int stall = READ_ONCE(dl_fault_p2p_lookup_stall_ms);
 	const struct dl_p2p_lookup *q = msg->data;
 	struct dl_p2p_window w = {};
 	struct dl_lent *y;
 	int err = -ENOENT;
+
+	/* Tests only: this host's receive work held up, as a stalled host's. */
+	if (stall)
+		msleep(min(stall, 10000U));
 
 	if (msg->len != sizeof(*q) || q->reserved[0] || q->reserved[1] ||
 	    q->reserved[2] || q->reserved2) {

@@ -621,56 +621,118 @@ const P2P_PMR_TAG: u32 = 3;
 /// and faults at lender's IOMMU. Last, the same with lender leaving
 /// that REVOKE unanswered: lender2's NVMe is lent to nobody until lender
 /// answers.
+/// What the two-lender P2P checks share: lender's NVMe (X) and lender2's
+/// (Y) lent and available, Y's PMR BAR, lender's window onto it, and
+/// lender2's host id; the BAR windows are shown once [`P2pAcross::show`]
+/// runs.
+struct P2pAcross {
+    x: lending::PciDev,
+    y: lending::PciDev,
+    ybar: u32,
+    win: String,
+    l2_id: u32,
+}
+
+impl P2pAcross {
+    fn new(c: &Cluster) -> anyhow::Result<Self> {
+        let (l1, l2, b) = (
+            c.agent("lender")?,
+            c.agent("lender2")?,
+            c.agent("borrower")?,
+        );
+        for a in [l1, l2, b] {
+            lending::ensure_module(a)?;
+        }
+        let nvme = |a| -> anyhow::Result<lending::PciDev> {
+            lending::find_all_by_class(a, lending::NVME_CLASS)?
+                .into_iter()
+                .next()
+                .context("no NVMe")
+        };
+        let (x, y) = (nvme(l1)?, nvme(l2)?);
+        for (a, d) in [(l1, &x), (l2, &y)] {
+            lending::ensure_lent(a, &d.addr)?;
+            wait_until(
+                "the NVMe available",
+                devlend_vmtests::twohost::WAIT,
+                || lending::lent_state(a, &d.addr),
+                "available",
+            )?;
+        }
+        let ybar = p2p::bar_of_size(l2, &y.addr, PMR_BYTES).context("lender2's PMR BAR")?;
+        let win = p2p::ivshmem_window_of_size(l1, PMR_BYTES).context("lender's window onto it")?;
+        let l2_id = fabric::host_id(l2)?;
+        Ok(P2pAcross {
+            x,
+            y,
+            ybar,
+            win,
+            l2_id,
+        })
+    }
+
+    /// lender2 shows Y's PMR BAR through the fabric, lender takes the
+    /// window onto it (the emulated fabric's `bar_windows`).
+    fn show(&self, c: &Cluster) -> anyhow::Result<()> {
+        let param = p2p::BAR_WINDOWS_PARAM;
+        sh(
+            c.agent("lender2")?,
+            &format!(
+                "echo lend:{}/{}={P2P_PMR_TAG} > {param}",
+                self.y.addr, self.ybar
+            ),
+        )?;
+        sh(
+            c.agent("lender")?,
+            &format!(
+                "echo show:{}={}/{P2P_PMR_TAG} > {param}",
+                self.win, self.l2_id
+            ),
+        )?;
+        Ok(())
+    }
+
+    /// Undoes [`P2pAcross::show`].
+    fn hide(c: &Cluster) -> anyhow::Result<()> {
+        let param = p2p::BAR_WINDOWS_PARAM;
+        let off1 = sh(c.agent("lender")?, &format!("echo > {param}"));
+        let off2 = sh(c.agent("lender2")?, &format!("echo > {param}"));
+        off1?;
+        off2?;
+        Ok(())
+    }
+
+    /// The remote names of X and Y on the borrower.
+    fn remotes(&self) -> (String, String) {
+        (
+            format!("lender/{}", self.x.addr),
+            format!("lender2/{}", self.y.addr),
+        )
+    }
+}
+
 fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> anyhow::Result<()> {
+    let p = P2pAcross::new(c)?;
     let (l1, l2, b) = (
         c.agent("lender")?,
         c.agent("lender2")?,
         c.agent("borrower")?,
     );
-    for a in [l1, l2, b] {
-        lending::ensure_module(a)?;
-    }
-    let nvme = |a| -> anyhow::Result<lending::PciDev> {
-        lending::find_all_by_class(a, lending::NVME_CLASS)?
-            .into_iter()
-            .next()
-            .context("no NVMe")
-    };
-    let (x, y) = (nvme(l1)?, nvme(l2)?);
-    for (a, d) in [(l1, &x), (l2, &y)] {
-        lending::ensure_lent(a, &d.addr)?;
-        wait_until(
-            "the NVMe available",
-            devlend_vmtests::twohost::WAIT,
-            || lending::lent_state(a, &d.addr),
-            "available",
-        )?;
-    }
-    let ybar = p2p::bar_of_size(l2, &y.addr, PMR_BYTES).context("lender2's PMR BAR")?;
-    let win = p2p::ivshmem_window_of_size(l1, PMR_BYTES).context("lender's window onto it")?;
-    let l2_id = fabric::host_id(l2)?;
-    let maps0 = twohost::lender_counter(l1, &x, "p2p_maps")?;
-    let drops0 = twohost::lender_counter(l1, &x, "p2p_remote_drops")?;
-    let exports0 = twohost::lender_counter(l2, &y, "p2p_exports")?;
-    let lookups0 = twohost::lender_counter(l2, &y, "p2p_lookups")?;
-    let revokes0 = twohost::lender_counter(l2, &y, "p2p_export_revokes")?;
+    let (x, y, ybar) = (&p.x, &p.y, p.ybar);
+    let maps0 = twohost::lender_counter(l1, x, "p2p_maps")?;
+    let drops0 = twohost::lender_counter(l1, x, "p2p_remote_drops")?;
+    let exports0 = twohost::lender_counter(l2, y, "p2p_exports")?;
+    let lookups0 = twohost::lender_counter(l2, y, "p2p_lookups")?;
+    let revokes0 = twohost::lender_counter(l2, y, "p2p_export_revokes")?;
     let faults0 = p2p::dmar_faults_at(l1, P2P_BAR_ADDR)?;
-    let param = p2p::BAR_WINDOWS_PARAM;
-    sh(
-        l2,
-        &format!("echo lend:{}/{ybar}={P2P_PMR_TAG} > {param}", y.addr),
-    )?;
-    sh(
-        l1,
-        &format!("echo show:{win}={l2_id}/{P2P_PMR_TAG} > {param}"),
-    )?;
+    p.show(c)?;
     let pmr = c.paths().pmr_file("lender2", "nvme0");
-    let (remote_x, remote_y) = (format!("lender/{}", x.addr), format!("lender2/{}", y.addr));
+    let (remote_x, remote_y) = p.remotes();
     // What lender had mapped, and its IOMMU's faults, at the first read.
     let probe = || -> anyhow::Result<String> {
         Ok(format!(
             "lender's NVMe {:?}; lender's DMAR faults: {}",
-            twohost::lender_device(l1, &x)?,
+            twohost::lender_device(l1, x)?,
             sh(l1, "dmesg | grep 'DMAR:.*fault addr' | tail -n 3")?
         ))
     };
@@ -681,11 +743,11 @@ fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> an
         let grew_by = |a, d, key, before| -> anyhow::Result<u64> {
             Ok(twohost::lender_counter(a, d, key)? - before)
         };
-        let maps = grew_by(l1, &x, "p2p_maps", maps0)?;
-        let drops = grew_by(l1, &x, "p2p_remote_drops", drops0)?;
-        let exports = grew_by(l2, &y, "p2p_exports", exports0)?;
-        let lookups = grew_by(l2, &y, "p2p_lookups", lookups0)?;
-        let revokes = grew_by(l2, &y, "p2p_export_revokes", revokes0)?;
+        let maps = grew_by(l1, x, "p2p_maps", maps0)?;
+        let drops = grew_by(l1, x, "p2p_remote_drops", drops0)?;
+        let exports = grew_by(l2, y, "p2p_exports", exports0)?;
+        let lookups = grew_by(l2, y, "p2p_lookups", lookups0)?;
+        let revokes = grew_by(l2, y, "p2p_export_revokes", revokes0)?;
         let faults = p2p::dmar_faults_at(l1, P2P_BAR_ADDR)? - faults0;
         let lba = p2p::check_block_landed(&r, &c.paths().nvme_file("lender", "nvme0"))
             .with_context(|| {
@@ -715,13 +777,11 @@ fn p2p_across_lenders_nvme_reads_into_another_lenders_pmr(c: &mut Cluster) -> an
     };
     let run = first().and_then(|seen| {
         println!("  {seen}");
-        fenced_until_answered(l1, l2, b, &y, [&remote_x, &remote_y], ybar, &pmr)
+        fenced_until_answered(l1, l2, b, y, [&remote_x, &remote_y], ybar, &pmr)
     });
-    let off1 = sh(l1, &format!("echo > {param}"));
-    let off2 = sh(l2, &format!("echo > {param}"));
+    let hidden = P2pAcross::hide(c);
     let (unanswered, refusals) = run?;
-    off1?;
-    off2?;
+    hidden?;
     println!(
         "  with lender leaving the REVOKE unanswered, lender2 counted it ({unanswered}) and \
          refused {refusals} ACQUIRE(s) of its NVMe until lender answered when asked again"
@@ -776,6 +836,113 @@ fn fenced_until_answered(
     Ok((unanswered, refusals))
 }
 
+/// The borrower's count of P2P maps its lenders refused.
+fn borrower_p2p_refused(b: &devlend_agent::AgentClient) -> anyhow::Result<u64> {
+    let text = sh(b, "cat /sys/kernel/debug/devlend/borrower")?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("borrower "))
+        .with_context(|| format!("no borrower line in debugfs:\n{text}"))?;
+    fabric::parse_kv(line)
+        .get("p2p_refused")
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no p2p_refused in {line:?}"))
+}
+
+/// lender2's test-only LOOKUP stall (`fault_p2p_lookup_stall_ms`).
+const LOOKUP_STALL: &str = "/sys/module/devlend_lender/parameters/fault_p2p_lookup_stall_ms";
+
+/// A lender that stalls while another asks it where its BAR is
+/// (`./test.sh p2p` or `stall`, docs/p2p.md case 3): lender2 answers
+/// LOOKUPs 1.5 s late, its receive work held up as a stalled host's
+/// (the test-only `fault_p2p_lookup_stall_ms`). lender gives up after 1 s,
+/// half the holder's timeout, so the holder hears "no" in time (the
+/// borrower counts a refusal) and nothing is mapped; lender2's answer comes
+/// late and lender drops it (`late_responses` on its link to lender2).
+/// The read into the BAR must fault at lender's IOMMU and leave lender2's
+/// PMR file as it was. Then, with lender2 answering at once again, the same
+/// read must land.
+fn p2p_stall_lookup_across_lenders_maps_nothing(c: &mut Cluster) -> anyhow::Result<()> {
+    let p = P2pAcross::new(c)?;
+    let (l1, l2, b) = (
+        c.agent("lender")?,
+        c.agent("lender2")?,
+        c.agent("borrower")?,
+    );
+    let (remote_x, remote_y) = p.remotes();
+    let pmr = c.paths().pmr_file("lender2", "nvme0");
+    let late = || -> anyhow::Result<u64> {
+        fabric::counter(&fabric::peer_counters(l1, p.l2_id)?, "late_responses")
+    };
+    let (maps0, lookups0, late0) = (
+        twohost::lender_counter(l1, &p.x, "p2p_maps")?,
+        twohost::lender_counter(l2, &p.y, "p2p_lookups")?,
+        late()?,
+    );
+    let (refused0, faults0) = (
+        borrower_p2p_refused(b)?,
+        p2p::dmar_faults_at(l1, P2P_BAR_ADDR)?,
+    );
+    p.show(c)?;
+    let stalled = sh(l2, &format!("echo 1500 > {LOOKUP_STALL}")).and_then(|_| {
+        p2p::read_with_two_mdevs(b, &remote_x, &remote_y, p.ybar, &pmr, &|| Ok(String::new()))
+    });
+    let answering = sh(l2, &format!("echo 0 > {LOOKUP_STALL}"));
+    let stalled = stalled.and_then(|r| {
+        answering?;
+        let maps = twohost::lender_counter(l1, &p.x, "p2p_maps")? - maps0;
+        let refused = borrower_p2p_refused(b)? - refused0;
+        let faults = p2p::dmar_faults_at(l1, P2P_BAR_ADDR)? - faults0;
+        let seen = format!(
+            "the read: {}; lender's p2p_maps +{maps}, the borrower's p2p_refused +{refused}, \
+             {faults} DMAR faults at {P2P_BAR_ADDR:#x}",
+            r.report["p2p"]
+        );
+        ensure!(
+            r.landed.iter().all(|&w| w == 0),
+            "the read landed in lender2's PMR file though lender2 never answered in time ({seen})"
+        );
+        ensure!(r.report["p2p"]["first"] != "success", "{seen}");
+        ensure!(
+            maps == 0,
+            "lender mapped lender2's BAR without its answer ({seen})"
+        );
+        ensure!(refused >= 1, "the holder was not told no ({seen})");
+        ensure!(faults > 0, "lender's IOMMU logged no fault ({seen})");
+        // lender2's answer comes after lender gave up: dropped as late.
+        wait_until(
+            "lender2's late answer",
+            Duration::from_secs(30),
+            || Ok(if late()? > late0 { "late" } else { "not yet" }.to_owned()),
+            "late",
+        )?;
+        let lookups = twohost::lender_counter(l2, &p.y, "p2p_lookups")? - lookups0;
+        ensure!(lookups >= 1, "lender2 answered no LOOKUP ({seen})");
+        Ok(format!(
+            "with lender2 stalled 1.5 s on the LOOKUP, lender told the holder no in time \
+             (refused +{refused}), mapped nothing, dropped lender2's late answer ({} late), and \
+             the read faulted ({faults} DMAR faults) leaving lender2's PMR file as it was",
+            late()? - late0
+        ))
+    });
+    let again = stalled.and_then(|seen| {
+        println!("  {seen}");
+        let r =
+            p2p::read_with_two_mdevs(b, &remote_x, &remote_y, p.ybar, &pmr, &|| Ok(String::new()))?;
+        let lba = p2p::check_block_landed(&r, &c.paths().nvme_file("lender", "nvme0"))?;
+        ensure!(
+            twohost::lender_counter(l1, &p.x, "p2p_maps")? > maps0,
+            "lender made no P2P mapping once lender2 answered"
+        );
+        Ok(lba)
+    });
+    let hidden = P2pAcross::hide(c);
+    let lba = again?;
+    hidden?;
+    println!("  then, lender2 answering at once, block {lba} landed in its PMR file");
+    Ok(())
+}
+
 fn main() {
     // First: the emulated ports put the fabric adapters of hosts with an
     // IOMMU in identity domains, which only works before a driver binds
@@ -796,6 +963,10 @@ fn main() {
         Check {
             name: "p2p_across_lenders_nvme_reads_into_another_lenders_pmr",
             run: p2p_across_lenders_nvme_reads_into_another_lenders_pmr,
+        },
+        Check {
+            name: "p2p_stall_lookup_across_lenders_maps_nothing",
+            run: p2p_stall_lookup_across_lenders_maps_nothing,
         },
         Check {
             name: "stall_lender_quarantine_full_refuses_borrows",
