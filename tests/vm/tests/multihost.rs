@@ -902,7 +902,8 @@ fn p2p_stall_lookup_across_lenders_maps_nothing(c: &mut Cluster) -> anyhow::Resu
             r.landed.iter().all(|&w| w == 0),
             "the read landed in lender2's PMR file though lender2 never answered in time ({seen})"
         );
-        ensure!(r.report["p2p"]["first"] != "success", "{seen}");
+        // Not the NVMe's status: QEMU's NVMe reports success for a read
+        // whose DMA its IOMMU faulted, as the read after a release shows.
         ensure!(
             maps == 0,
             "lender mapped lender2's BAR without its answer ({seen})"
