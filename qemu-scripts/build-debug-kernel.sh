@@ -34,17 +34,8 @@ KVER=${1:-}
 BASE_CONFIG=/boot/config-$KVER
 [ -f "$BASE_CONFIG" ] || die "$BASE_CONFIG is missing: install linux-image-$KVER"
 
-missing=()
-for p in flex bison libelf-dev libssl-dev bc kmod cpio; do
-	dpkg-query -W -f='${db:Status-Abbrev}\n' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	step "installing the kernel's build tools: ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-		"${missing[@]}" >/dev/null || die "cannot install ${missing[*]}"
-fi
-
 . "$HERE/kernel-source.sh"
+kernel_build_tools
 kernel_source "$KVER"
 
 LAYOUT=1
@@ -99,15 +90,7 @@ if [ ! -f "$work/.devlend-configured" ]; then
 		"$HERE/debug-kernel/debug.config" >/dev/null
 	make -s -C "$work" olddefconfig >&2
 	# Every option asked for must have survived the dependency resolution.
-	while IFS= read -r line; do
-		case "$line" in
-		CONFIG_*=*) grep -qxF "$line" "$work/.config" || die "debug.config: '$line' did not take" ;;
-		"# CONFIG_"*" is not set")
-			opt=${line#\# }
-			opt=${opt%% *}
-			! grep -q "^$opt=" "$work/.config" || die "debug.config: $opt is still set" ;;
-		esac
-	done <"$HERE/debug-kernel/debug.config"
+	kernel_config_took "$HERE/debug-kernel/debug.config" "$work/.config"
 	touch "$work/.devlend-configured"
 fi
 

@@ -28,17 +28,8 @@ KVER=${1:-}
 [ -n "$KVER" ] || die "usage: $0 <kernel version, e.g. 6.12.117+deb12-amd64>"
 FRAGMENT=$HERE/p2p-guest-kernel/p2p.config
 
-missing=()
-for p in flex bison libelf-dev libssl-dev bc kmod cpio; do
-	dpkg-query -W -f='${db:Status-Abbrev}\n' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	step "installing the kernel's build tools: ${missing[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-		"${missing[@]}" >/dev/null || die "cannot install ${missing[*]}"
-fi
-
 . "$HERE/kernel-source.sh"
+kernel_build_tools
 kernel_source "$KVER"
 
 # LAYOUT changes when this script builds differently.
@@ -77,15 +68,7 @@ if [ ! -f "$work/.devlend-configured" ]; then
 		"$work/kernel/configs/kvm_guest.config" "$FRAGMENT" >/dev/null
 	make -s -C "$work" olddefconfig >&2
 	# Every option asked for must have survived the dependency resolution.
-	while IFS= read -r line; do
-		case "$line" in
-		CONFIG_*=*) grep -qxF "$line" "$work/.config" || die "p2p.config: '$line' did not take" ;;
-		"# CONFIG_"*" is not set")
-			opt=${line#\# }
-			opt=${opt%% *}
-			! grep -q "^$opt=" "$work/.config" || die "p2p.config: $opt is still set" ;;
-		esac
-	done <"$FRAGMENT"
+	kernel_config_took "$FRAGMENT" "$work/.config"
 	touch "$work/.devlend-configured"
 fi
 

@@ -1,4 +1,5 @@
-# Sourced by build-ntb.sh and build-debug-kernel.sh: Debian's kernel source
+# Sourced by build-ntb.sh, build-debug-kernel.sh and build-p2p-guest-kernel.sh:
+# Debian's kernel source
 # of the very version the hosts' headers are. Debian keeps one
 # linux-source-6.12 package, whatever its version, so it is installed at
 # the headers' version when it differs (needs root then).
@@ -19,4 +20,31 @@ kernel_source() {
 	fi
 	SRC_TARBALL=/usr/src/$srcpkg.tar.xz
 	[ -f "$SRC_TARBALL" ] || die "$SRC_TARBALL is missing"
+}
+
+# kernel_build_tools: installs what building a whole kernel needs (root).
+kernel_build_tools() {
+	local p missing=()
+	for p in flex bison libelf-dev libssl-dev bc kmod cpio; do
+		dpkg-query -W -f='${db:Status-Abbrev}\n' "$p" 2>/dev/null | grep -q '^ii' || missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	step "installing the kernel's build tools: ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		"${missing[@]}" >/dev/null || die "cannot install ${missing[*]}"
+}
+
+# kernel_config_took <fragment> <.config>: dies unless every option the
+# fragment asks for survived Kconfig's dependency resolution.
+kernel_config_took() {
+	local fragment=$1 config=$2 line opt
+	while IFS= read -r line; do
+		case "$line" in
+		CONFIG_*=*) grep -qxF "$line" "$config" || die "$(basename "$fragment"): '$line' did not take" ;;
+		"# CONFIG_"*" is not set")
+			opt=${line#\# }
+			opt=${opt%% *}
+			! grep -q "^$opt=" "$config" || die "$(basename "$fragment"): $opt is still set" ;;
+		esac
+	done <"$fragment"
 }
