@@ -38,6 +38,7 @@ const char * const dl_lender_reject_names[DL_REJ_NR] = {
 	[DL_REJ_NOT_ALLOWED] = "not_allowed",
 	[DL_REJ_BAR_DMA] = "bar_dma",
 	[DL_REJ_P2P_DMA] = "p2p_dma",
+	[DL_REJ_GROUP] = "group",
 };
 
 const char * const dl_lender_counter_names[DL_LCNT_NR] = {
@@ -74,6 +75,8 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_RECLAIMS] = "reclaims",
 	[DL_LCNT_RESETS] = "resets",
 	[DL_LCNT_FAULTS] = "faults",
+	[DL_LCNT_DMA_SHARED] = "dma_shared",
+	[DL_LCNT_GROUP_RESETS] = "group_resets",
 };
 
 /*

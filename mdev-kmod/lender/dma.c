@@ -314,7 +314,7 @@ static int dl_dma_reattach(struct dl_lent *lent)
 {
 	int ret;
 
-	ret = iommu_attach_device(lent->domain, &lent->pdev->dev);
+	ret = dl_lent_domain_attach(lent, lent->domain);
 	WRITE_ONCE(lent->dma_detached, !!ret);
 	return ret;
 }
@@ -358,8 +358,8 @@ static int dl_dma_fresh_domain(struct dl_lent *lent)
 		return ret;
 	}
 	if (!lent->dma_detached)
-		iommu_detach_device(lent->domain, dev);
-	ret = iommu_attach_device(fresh, dev);
+		dl_lent_domain_detach(lent, lent->domain);
+	ret = dl_lent_domain_attach(lent, fresh);
 	if (ret)
 		goto err_reattach;
 	iommu_domain_free(lent->domain);

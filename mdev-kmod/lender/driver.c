@@ -193,25 +193,22 @@ static int dl_lender_vfs_check(struct pci_dev *pdev)
 	return -EBUSY;
 }
 
-static ssize_t lend_store(struct device_driver *drv, const char *buf,
-			  size_t count)
+/*
+ * Whether @pdev may be lent: 0, -EALREADY if it is lent, or -EINVAL or
+ * -EBUSY (logged) if it may not be.
+ */
+static int dl_lender_lend_check(struct device_driver *drv,
+				struct pci_dev *pdev)
 {
-	struct pci_dev *pdev;
-	bool unused;
-	int ret;
-
-	pdev = dl_lender_parse(buf, NULL, &unused);
-	if (IS_ERR(pdev))
-		return PTR_ERR(pdev);
+	int ret = 0;
 
 	if (pdev->hdr_type != PCI_HEADER_TYPE_NORMAL) {
 		pci_err(pdev, "lender: only endpoints (header type 0) can be lent\n");
-		ret = -EINVAL;
-		goto out_put;
+		return -EINVAL;
 	}
 	ret = dl_lender_vfs_check(pdev);
 	if (ret)
-		goto out_put;
+		return ret;
 	device_lock(&pdev->dev);
 	if (pdev->dev.driver == drv) {
 		ret = -EALREADY;
@@ -219,47 +216,96 @@ static ssize_t lend_store(struct device_driver *drv, const char *buf,
 		/* The fabric's own adapter or a window: lending it cuts the fabric. */
 		pci_err(pdev, "lender: the device belongs to the devlend fabric; not lent\n");
 		ret = -EBUSY;
-	} else {
-		ret = 0;
 	}
 	device_unlock(&pdev->dev);
-	if (ret)
-		goto out_put;
+	return ret;
+}
 
-	ret = device_set_driver_override(&pdev->dev, DL_LENDER_DRV_NAME);
-	if (ret)
-		goto out_put;
-	device_release_driver(&pdev->dev);
-	ret = device_driver_attach(drv, &pdev->dev);
-	if (ret) {
-		pci_err(pdev, "lender: cannot lend: %d; giving it back to its driver\n",
-			ret);
-		goto err_clear_override;
-	}
-	pci_dev_put(pdev);
-	return count;
-
-err_clear_override:
+/* Give a device we did not keep back to whatever driver takes it. */
+static void dl_lender_give_back(struct pci_dev *pdev)
+{
 	device_set_driver_override(&pdev->dev, "");
 	if (device_attach(&pdev->dev) < 0)
 		pci_warn(pdev, "lender: no driver took the device back\n");
+}
+
+/*
+ * Lend @pdev and every other function of its IOMMU group (group.c): all
+ * leave their drivers before any is probed by ours, since DMA ownership
+ * of a group is claimed only while no function uses the DMA API.
+ */
+static ssize_t lend_store(struct device_driver *drv, const char *buf,
+			  size_t count)
+{
+	struct pci_dev *m[DL_GRP_MAX_MEMBERS], *pdev;
+	bool ours[DL_GRP_MAX_MEMBERS] = { };
+	unsigned int i, n;
+	bool unused;
+	int ret;
+
+	pdev = dl_lender_parse(buf, NULL, &unused);
+	if (IS_ERR(pdev))
+		return PTR_ERR(pdev);
+	ret = dl_lender_lend_check(drv, pdev);
+	if (ret)
+		goto out_put;
+	ret = dl_lent_group_pdevs(pdev, m, &n);
+	if (ret)
+		goto out_put;
+	for (i = 0; i < n; i++) {
+		ret = dl_lender_lend_check(drv, m[i]);
+		ours[i] = ret == -EALREADY;
+		if (ret && !ours[i])
+			goto out_put_members;
+	}
+
+	for (i = 0; i < n; i++) {
+		if (ours[i])
+			continue;
+		ret = device_set_driver_override(&m[i]->dev, DL_LENDER_DRV_NAME);
+		if (ret)
+			goto err_give_back;
+		device_release_driver(&m[i]->dev);
+	}
+	for (i = 0; i < n; i++) {
+		if (ours[i])
+			continue;
+		ret = device_driver_attach(drv, &m[i]->dev);
+		if (ret) {
+			pci_err(m[i], "lender: cannot lend: %d; giving it%s back to its driver\n",
+				ret, n > 1 ? " and its group" : "");
+			goto err_give_back;
+		}
+	}
+	ret = 0;
+	goto out_put_members;
+
+err_give_back:
+	for (i = 0; i < n; i++) {
+		if (ours[i])
+			continue;
+		if (m[i]->dev.driver == drv)
+			device_release_driver(&m[i]->dev);
+		dl_lender_give_back(m[i]);
+	}
+out_put_members:
+	for (i = 0; i < n; i++)
+		pci_dev_put(m[i]);
 out_put:
 	pci_dev_put(pdev);
-	return ret;
+	return ret ? ret : count;
 }
 static DRIVER_ATTR_WO(lend);
 
-static ssize_t unlend_store(struct device_driver *drv, const char *buf,
-			    size_t count)
+/*
+ * Mark a lent device as being unlent, unless it is borrowed and not
+ * @force: -EBUSY. A device not ours is skipped (-EINVAL).
+ */
+static int dl_lender_unlend_mark(struct device_driver *drv,
+				 struct pci_dev *pdev, bool force)
 {
 	struct dl_lent *lent;
-	struct pci_dev *pdev;
-	bool force;
 	int ret = 0;
-
-	pdev = dl_lender_parse(buf, "force", &force);
-	if (IS_ERR(pdev))
-		return PTR_ERR(pdev);
 
 	device_lock(&pdev->dev);
 	if (pdev->dev.driver != drv) {
@@ -280,16 +326,72 @@ static ssize_t unlend_store(struct device_driver *drv, const char *buf,
 	mutex_unlock(&lent->lock);
 out_unlock_dev:
 	device_unlock(&pdev->dev);
+	return ret;
+}
+
+/* Undo dl_lender_unlend_mark(): the unlend did not go ahead. */
+static void dl_lender_unlend_unmark(struct device_driver *drv,
+				    struct pci_dev *pdev)
+{
+	struct dl_lent *lent;
+
+	device_lock(&pdev->dev);
+	if (pdev->dev.driver == drv) {
+		lent = pci_get_drvdata(pdev);
+		mutex_lock(&lent->lock);
+		lent->unlending = false;
+		mutex_unlock(&lent->lock);
+	}
+	device_unlock(&pdev->dev);
+}
+
+/* Unlend @pdev and every other lent function of its IOMMU group. */
+static ssize_t unlend_store(struct device_driver *drv, const char *buf,
+			    size_t count)
+{
+	struct pci_dev *m[DL_GRP_MAX_MEMBERS], *pdev;
+	bool marked[DL_GRP_MAX_MEMBERS] = { };
+	unsigned int i, n;
+	bool force;
+	int ret;
+
+	pdev = dl_lender_parse(buf, "force", &force);
+	if (IS_ERR(pdev))
+		return PTR_ERR(pdev);
+	if (pdev->dev.driver != drv) {
+		ret = -EINVAL;
+		goto out_put;
+	}
+	ret = dl_lent_group_pdevs(pdev, m, &n);
 	if (ret)
 		goto out_put;
-
-	/* remove() takes it back from the borrower and undoes the lend. */
-	device_release_driver(&pdev->dev);
-	device_set_driver_override(&pdev->dev, "");
-	ret = device_attach(&pdev->dev);
-	if (ret < 0)
-		pci_warn(pdev, "lender: reattaching a driver failed: %d\n", ret);
+	for (i = 0; i < n; i++) {
+		ret = dl_lender_unlend_mark(drv, m[i], force);
+		marked[i] = !ret;
+		if (ret == -EBUSY)
+			goto err_unmark;
+	}
+	for (i = 0; i < n; i++) {
+		if (!marked[i])
+			continue;
+		/* remove() takes it back from the borrower and undoes the lend. */
+		device_release_driver(&m[i]->dev);
+		device_set_driver_override(&m[i]->dev, "");
+		ret = device_attach(&m[i]->dev);
+		if (ret < 0)
+			pci_warn(m[i], "lender: reattaching a driver failed: %d\n",
+				 ret);
+	}
 	ret = 0;
+	goto out_put_members;
+
+err_unmark:
+	for (i = 0; i < n; i++)
+		if (marked[i])
+			dl_lender_unlend_unmark(drv, m[i]);
+out_put_members:
+	for (i = 0; i < n; i++)
+		pci_dev_put(m[i]);
 out_put:
 	pci_dev_put(pdev);
 	return ret ? ret : count;
@@ -305,35 +407,6 @@ ATTRIBUTE_GROUPS(dl_lender_drv);
 
 /* Probe and remove. */
 
-static int dl_lent_group_check(struct device *dev, void *data)
-{
-	unsigned int *n = data;
-
-	(*n)++;
-	return 0;
-}
-
-/* A device alone in its IOMMU group, with an IOMMU. */
-static int dl_lent_isolation_check(struct pci_dev *pdev)
-{
-	struct iommu_group *group;
-	unsigned int n = 0;
-
-	group = iommu_group_get(&pdev->dev);
-	if (!group) {
-		pci_err(pdev, "lender: the device has no IOMMU group (no IOMMU, or it is off): its DMA could not be confined\n");
-		return -EINVAL;
-	}
-	iommu_group_for_each_dev(group, &n, dl_lent_group_check);
-	iommu_group_put(group);
-	if (n != 1) {
-		pci_err(pdev, "lender: the device shares its IOMMU group with %u other device(s); it cannot be isolated\n",
-			n - 1);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static void dl_lent_free_resv(struct dl_lent *lent)
 {
 	struct iommu_resv_region *r, *next;
@@ -344,15 +417,12 @@ static void dl_lent_free_resv(struct dl_lent *lent)
 	}
 }
 
-static int dl_lent_setup_domain(struct dl_lent *lent)
+/* Alone in its IOMMU group: a domain of its own, attached to the device. */
+static int dl_lent_own_domain(struct dl_lent *lent)
 {
 	struct pci_dev *pdev = lent->pdev;
-	struct iommu_group *group;
 	int ret;
 
-	ret = dl_lent_isolation_check(pdev);
-	if (ret)
-		return ret;
 	ret = iommu_device_claim_dma_owner(&pdev->dev, lent);
 	if (ret) {
 		pci_err(pdev, "lender: cannot claim DMA ownership: %d\n", ret);
@@ -370,35 +440,78 @@ static int dl_lent_setup_domain(struct dl_lent *lent)
 		pci_err(pdev, "lender: cannot attach to the IOMMU domain: %d\n", ret);
 		goto err_free_domain;
 	}
+	return 0;
+
+err_free_domain:
+	iommu_domain_free(lent->domain);
+	lent->domain = NULL;
+err_release_owner:
+	iommu_device_release_dma_owner(&pdev->dev);
+	return ret;
+}
+
+/* Undo dl_lent_own_domain() or dl_lent_group_join(). */
+static void dl_lent_leave_domain(struct dl_lent *lent)
+{
+	if (lent->grp) {
+		dl_lent_group_leave(lent);
+		return;
+	}
+	/* A failed domain swap may have left it in none of ours. */
+	if (!lent->dma_detached)
+		iommu_detach_device(lent->domain, &lent->pdev->dev);
+	iommu_domain_free(lent->domain);
+	iommu_device_release_dma_owner(&lent->pdev->dev);
+}
+
+/*
+ * The device's DMA confined: a domain of its own, or its group's
+ * (group.c); the group's reserved regions; the IOVA of direct vectors,
+ * where the device owns a domain.
+ */
+static int dl_lent_setup_domain(struct dl_lent *lent)
+{
+	struct pci_dev *pdev = lent->pdev;
+	struct iommu_group *group;
+	unsigned int n;
+	int ret;
+
+	ret = dl_lent_group_scan(pdev, &n);
+	if (ret)
+		return ret;
 	group = iommu_group_get(&pdev->dev);
+	if (!group)
+		return -EINVAL;
+	if (n > 1)
+		ret = dl_lent_group_join(lent, group);
+	else
+		ret = dl_lent_own_domain(lent);
+	if (ret)
+		goto out_put;
 	ret = iommu_get_group_resv_regions(group, &lent->resv);
+	if (ret)
+		goto err_leave;
+	if (lent->domain) {
+		ret = dl_lent_irq_direct_reserve(lent);
+		if (ret)
+			goto err_free_resv;
+	}
 	iommu_group_put(group);
-	if (ret)
-		goto err_detach;
-	ret = dl_lent_irq_direct_reserve(lent);
-	if (ret)
-		goto err_free_resv;
 	return 0;
 
 err_free_resv:
 	dl_lent_free_resv(lent);
-err_detach:
-	iommu_detach_device(lent->domain, &pdev->dev);
-err_free_domain:
-	iommu_domain_free(lent->domain);
-err_release_owner:
-	iommu_device_release_dma_owner(&pdev->dev);
+err_leave:
+	dl_lent_leave_domain(lent);
+out_put:
+	iommu_group_put(group);
 	return ret;
 }
 
 static void dl_lent_teardown_domain(struct dl_lent *lent)
 {
 	dl_lent_free_resv(lent);
-	/* A failed domain swap may have left it in none of ours. */
-	if (!lent->dma_detached)
-		iommu_detach_device(lent->domain, &lent->pdev->dev);
-	iommu_domain_free(lent->domain);
-	iommu_device_release_dma_owner(&lent->pdev->dev);
+	dl_lent_leave_domain(lent);
 }
 
 /* The MSI-X table and PBA, which BAR accesses must never reach. */
@@ -573,10 +686,13 @@ static int dl_lender_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_free_saved;
 
-	pci_info(pdev, "lender: lent as device %u (%04x:%04x class %06x%s%s), in an IOMMU domain of its own\n",
+	pci_info(pdev, "lender: lent as device %u (%04x:%04x class %06x%s%s), %s\n",
 		 lent->dev_id, pdev->vendor, pdev->device, pdev->class,
 		 pdev->is_virtfn ? ", a VF of " : "",
-		 pdev->is_virtfn ? pci_name(pci_physfn(pdev)) : "");
+		 pdev->is_virtfn ? pci_name(pci_physfn(pdev)) : "",
+		 !lent->grp ? "in an IOMMU domain of its own" :
+		 lent->domain ? "owning its IOMMU group's domain" :
+		 "in its IOMMU group's domain");
 	dl_lender_broadcast_changed(lent->dev_id);
 	return 0;
 

@@ -44,6 +44,8 @@
 #include "../fabric/fabric.h"
 
 struct seq_file;
+struct dl_lent_grp;
+struct iommu_group;
 
 #define DL_LENDER_DRV_NAME	"devlend-lender"
 
@@ -70,6 +72,7 @@ enum dl_lender_reject {
 	DL_REJ_NOT_ALLOWED,	/* a host the device is not lent to */
 	DL_REJ_BAR_DMA,		/* a BAR its own DMA cannot reach there */
 	DL_REJ_P2P_DMA,		/* another device's BAR it cannot reach there */
+	DL_REJ_GROUP,		/* acquire: its IOMMU group is another's, or resets */
 	DL_REJ_NR
 };
 
@@ -108,6 +111,8 @@ enum dl_lender_counter {
 	DL_LCNT_RECLAIMS,	/* taken back without a release */
 	DL_LCNT_RESETS,
 	DL_LCNT_FAULTS,
+	DL_LCNT_DMA_SHARED,	/* maps and unmaps answered through its group's owner */
+	DL_LCNT_GROUP_RESETS,	/* bus resets of its IOMMU group */
 	DL_LCNT_NR
 };
 
@@ -250,7 +255,10 @@ struct dl_lent_dma {
  * @borrower_inc: the holder's incarnation (@lock).
  * @fab: the fabric of the holder (@lock).
  * @domain: the device's IOMMU domain; replaced by a fresh one when all
- *	mappings go (dma.c) (@lock).
+ *	mappings go (dma.c) (@lock). NULL for a member of a lent group that
+ *	does not own the group's domain (group.c).
+ * @grp: the lent IOMMU group the device is a member of, NULL for a device
+ *	alone in its group (group.c).
  * @resv: reserved regions of the device's IOMMU group (no DMA there).
  * @saved: config state saved at probe, loaded back after each reset.
  * @orig_cmd: the command register before the device was lent.
@@ -369,6 +377,7 @@ struct dl_lent {
 	unsigned long allowed;
 
 	struct iommu_domain *domain;
+	struct dl_lent_grp *grp;
 	struct list_head resv;
 	struct pci_saved_state *saved;
 	u16 orig_cmd;
@@ -747,6 +756,24 @@ static inline bool dl_lent_p2p_busy(struct dl_lent *lent, u64 first, u64 last)
 /* p2p.c */
 extern atomic_t dl_p2p_revoke_gen;
 void dl_lent_holder_publish(struct dl_lent *lent);
+
+/* group.c */
+/* Functions of one slot: a group of more is not a multi-function device. */
+#define DL_GRP_MAX_MEMBERS	8
+int dl_lent_group_scan(struct pci_dev *pdev, unsigned int *n);
+int dl_lent_group_pdevs(struct pci_dev *pdev,
+			struct pci_dev *m[DL_GRP_MAX_MEMBERS], unsigned int *n);
+int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group);
+void dl_lent_group_leave(struct dl_lent *lent);
+int dl_lent_domain_attach(struct dl_lent *lent, struct iommu_domain *domain);
+void dl_lent_domain_detach(struct dl_lent *lent, struct iommu_domain *domain);
+int dl_lent_group_lock(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		       u64 inc);
+void dl_lent_group_unlock(struct dl_lent *lent);
+bool dl_lent_group_defer_reset(struct dl_lent *lent);
+void dl_lent_group_reset_queue(struct dl_lent *lent);
+void dl_lent_group_reset_work(struct work_struct *work);
+
 int dl_lent_p2p_dma(struct dl_lent *x, struct dl_fabric *fab, u32 peer,
 		    u32 target_id, unsigned int bar, bool map, u64 iova);
 void dl_lent_p2p_unmap_all(struct dl_lent *x);

@@ -39,11 +39,14 @@
 void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 {
 	struct pci_dev *pdev = lent->pdev;
+	bool bus_reset;
 	int ret;
 
 	device_lock_assert(&pdev->dev);
 	lockdep_assert_held(&lent->lock);
 
+	/* Before anything: no member of its group is taken meanwhile. */
+	bus_reset = dl_lent_group_defer_reset(lent);
 	if (lent->borrower != DL_NO_HOST)
 		pci_info_ratelimited(pdev,
 				     "lender: taking device %u back from host %u: %s\n",
@@ -60,7 +63,8 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	dl_lent_p2p_exports_revoke(lent);
 	dl_lent_bar_windows_revoke(lent);
 
-	ret = dl_lent_reset(lent);
+	/* A member of a group with no reset of its own: its bus's, later. */
+	ret = bus_reset ? 0 : dl_lent_reset(lent);
 	if (!ret && atomic_add_unless(&dl_fault_reclaim_reset_fails, -1, 0))
 		ret = -EIO;
 	if (ret)
@@ -85,6 +89,7 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	lent->state = ret ? DL_LENT_FAILED : DL_LENT_AVAILABLE;
 	if (pdev->is_virtfn)
 		pci_clear_dev_assigned(pdev);
+	dl_lent_group_reset_queue(lent);
 	atomic_dec(&lent->slow_holds);
 }
 

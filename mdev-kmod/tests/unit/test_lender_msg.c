@@ -95,6 +95,8 @@ static inline void *memchr_inv(const void *p, int c, size_t n)
 #define dl_lent_p2p_export		msgt_p2p_export
 #define dl_lent_p2p_fence_check		msgt_p2p_fence_check
 #define dl_lent_holder_publish		msgt_holder_publish
+#define dl_lent_group_lock		msgt_group_lock
+#define dl_lent_group_unlock		msgt_group_unlock
 #define dl_lent_dma_map			msgt_dma_map
 #define dl_lent_dma_unmap		msgt_dma_unmap
 #define dl_lent_unmap_all		msgt_unmap_all
@@ -152,7 +154,9 @@ static struct {
 		     cfg_write, irq_set, intx_masked, dma_map, dma_unmap,
 		     dma_unmap_all, fast_update, irq_direct,
 		     bar_window, bar_dma, p2p_dma, holder_publish, p2p_remote,
-		     p2p_export;
+		     p2p_export, group_lock, group_unlock;
+	u64 group_inc;
+	bool published_in_group;
 	u32 export_to;
 	bool bar_dma_map;
 	u64 bar_dma_iova;
@@ -165,7 +169,9 @@ static struct {
 /* What the fakes answer. */
 static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret, direct_ret;
 static int window_ret, bar_dma_ret, p2p_dma_ret, remote_ret, export_ret;
-static int fence_ret;
+static int fence_ret, group_ret;
+/* A lent device's domain: dma.c's business, never looked into here. */
+static struct iommu_domain domain;
 static enum dl_lender_reject bar_why;
 
 struct device *dl_fabric_device(struct dl_fabric *f)
@@ -370,6 +376,22 @@ int dl_lent_p2p_export(struct dl_lent *y, struct dl_fabric *f, u32 holder,
 void dl_lent_holder_publish(struct dl_lent *l)
 {
 	calls.holder_publish++;
+	calls.published_in_group = calls.group_lock > calls.group_unlock;
+}
+
+int dl_lent_group_lock(struct dl_lent *l, struct dl_fabric *f, u32 peer,
+		       u64 inc)
+{
+	calls.group_inc = inc;
+	if (group_ret)
+		return group_ret;
+	calls.group_lock++;
+	return 0;
+}
+
+void dl_lent_group_unlock(struct dl_lent *l)
+{
+	calls.group_unlock++;
 }
 
 int dl_lent_intx_set_masked(struct dl_lent *l, bool mask)
@@ -427,6 +449,7 @@ static void setup(void)
 	remote_ret = 0;
 	export_ret = 0;
 	fence_ret = 0;
+	group_ret = 0;
 	dma_ret = 0;
 	dev_locked = false;
 	kref_init(&lent.ref);
@@ -436,6 +459,7 @@ static void setup(void)
 	lent.borrower = DL_NO_HOST;
 	lent.allowed = DL_ALL_HOSTS;
 	lent.cfg_size = 256;
+	lent.domain = &domain;
 	xa_store(&dl_lender.devs, DEV, &lent, GFP_KERNEL);
 	for (i = 0; i < DL_MAX_HOSTS; i++) {
 		peer_up[i] = true;
@@ -1056,8 +1080,11 @@ static void test_acquire(void)
 	CHECK_EQ(lent.borrower_inc, peer_inc[HOLDER]);
 	CHECK(lent.fab == fab);
 	CHECK_EQ(cnt(DL_LCNT_ACQUIRES), 1);
-	/* Shown to other devices' P2P maps (p2p.c). */
+	/* Shown to other devices' P2P maps (p2p.c), inside its group's lock. */
 	CHECK_EQ(calls.holder_publish, 1);
+	CHECK(calls.published_in_group);
+	CHECK_EQ(calls.group_inc, peer_inc[HOLDER]);
+	CHECK_EQ(calls.group_unlock, 1);
 	CHECK_EQ(lent.changed_work.queued, 1);	/* DEV_CHANGED to peers */
 	CHECK_EQ(lent.ref.refcount, 2);		/* held by that work */
 
@@ -1454,6 +1481,79 @@ static void test_bar_dma_rules(void)
 	CHECK_EQ(dl_bar_dma_pieces(0x4000, skip, 1, p), 0);
 }
 
+/*
+ * DEV_ACQUIRE of a member of a lent IOMMU group that group.c refuses
+ * (another member held by someone else, a bus reset due): EBUSY, counted
+ * as group, the device left as it was, nobody published.
+ */
+static void test_acquire_refused_for_group(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	group_ret = -EBUSY;
+	len = good(DL_MSG_DEV_ACQUIRE, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), -EBUSY);
+	CHECK_EQ(rej(DL_REJ_GROUP), 1);
+	CHECK_EQ(lent.state, DL_LENT_AVAILABLE);
+	CHECK_EQ(lent.borrower, DL_NO_HOST);
+	CHECK_EQ(calls.holder_publish, 0);
+	CHECK_EQ(calls.group_unlock, 0);
+	CHECK_EQ(cnt(DL_LCNT_ACQUIRES), 0);
+	group_ret = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_ACQUIRE, &p, len), 0);
+	CHECK_EQ(calls.group_lock, 1);
+	CHECK_EQ(calls.group_unlock, 1);
+}
+
+/*
+ * A member of a lent group without the group's domain (group.c): its
+ * holder's maps and unmaps are answered and counted, not made; its BAR
+ * and P2P maps are not for it to make (EOPNOTSUPP: the DMA faults), their
+ * unmaps answered.
+ */
+static void test_group_member_maps_nothing(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	lent.domain = NULL;
+	hold(HOLDER);
+	len = good(DL_MSG_DMA_MAP, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_MAP, &p, len), 0);
+	CHECK_EQ(calls.dma_map, 0);
+	CHECK_EQ(cnt(DL_LCNT_DMA_SHARED), 1);
+	len = good(DL_MSG_DMA_UNMAP, &p);
+	p.unmap.flags = 0;
+	p.unmap.iova = cpu_to_le64(0x1000);
+	p.unmap.len = cpu_to_le64(0x1000);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_UNMAP, &p, len), 0);
+	CHECK_EQ(calls.dma_unmap, 0);
+	CHECK_EQ(cnt(DL_LCNT_DMA_SHARED), 2);
+	/* A malformed one is still refused. */
+	p.unmap.len = cpu_to_le64(0x800);
+	CHECK_EQ(send(HOLDER, DL_MSG_DMA_UNMAP, &p, len), -EINVAL);
+	CHECK_EQ(rej(DL_REJ_DMA_RANGE), 1);
+
+	len = good(DL_MSG_BAR_DMA, &p);
+	CHECK(p.bar_dma.flags & DL_BAR_DMA_F_MAP);
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), -EOPNOTSUPP);
+	p.bar_dma.flags = 0;
+	p.bar_dma.iova = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_BAR_DMA, &p, len), 0);
+	CHECK_EQ(calls.bar_dma, 0);
+	len = good(DL_MSG_P2P_DMA, &p);
+	CHECK(p.p2p.flags & DL_P2P_DMA_F_MAP);
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), -EOPNOTSUPP);
+	p.p2p.target_host = cpu_to_le32(OTHER);
+	CHECK_EQ(send(HOLDER, DL_MSG_P2P_DMA, &p, len), -EOPNOTSUPP);
+	CHECK_EQ(calls.p2p_dma, 0);
+	CHECK_EQ(calls.p2p_remote, 0);
+	CHECK_EQ(rej(DL_REJ_BAR_DMA) + rej(DL_REJ_P2P_DMA), 0);
+}
+
 static const struct unit_test tests[] = {
 	{ "BAR_DMA rules: alignment, the MSI-X table and PBA left out",
 	  test_bar_dma_rules },
@@ -1466,6 +1566,9 @@ static const struct unit_test tests[] = {
 	{ "a new incarnation or another fabric holds nothing", test_stale_holder },
 	{ "hosts it is not lent to see nothing; the holder keeps it", test_allowed_hosts },
 	{ "DEV_ACQUIRE takes an available device only", test_acquire },
+	{ "DEV_ACQUIRE of a group member group.c refuses", test_acquire_refused_for_group },
+	{ "a group member without the domain maps nothing",
+	  test_group_member_maps_nothing },
 	{ "config reads: anyone while free, ranges checked", test_cfg_read },
 	{ "config writes; resets and releases go to the slow work", test_cfg_write_and_slow },
 	{ "busy while a reset holds the locks, without waiting", test_locked_by_slow_work },

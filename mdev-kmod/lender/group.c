@@ -1,0 +1,555 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * IOMMU groups of more than one device (docs/groups.md): the functions of
+ * a multi-function device without ACS, whose DMA the IOMMU cannot tell
+ * apart. One function's DMA reaches whatever the group's domain maps, so
+ * the group is lent as a whole, to one holder at a time:
+ *
+ *  - Every function of the group is bound to devlend-lender before any is
+ *    lent: lending one lends them all (driver.c). They claim DMA ownership
+ *    with one cookie (the &struct dl_lent_grp), which Linux refuses while
+ *    another function is bound to a driver that uses the default domain.
+ *  - The group has one paging domain, attached with iommu_attach_group()
+ *    (iommu_attach_device() refuses a group of more than one device). It
+ *    belongs to one member, its owner (the first probed): its holder's DMA
+ *    maps fill it, as for a device alone in its group. The others have no
+ *    domain of their own (@lent->domain is NULL): their holder's maps are
+ *    answered and not made (dma.c), since a guest that holds the group
+ *    maps the same RAM at the same addresses for each of its functions,
+ *    and their BAR and P2P mappings are refused (the DMA faults, as
+ *    before). The borrower gives all the functions of a slot to one VM
+ *    (borrower/p2p.c), so that the RAM the owner's maps name is the RAM of
+ *    the VM that drives every function.
+ *  - One holder: an acquire of a member while another member is held by
+ *    another host, or by another incarnation of the same host, is refused
+ *    (%DL_REJ_GROUP). The check and the publication of the new holder
+ *    (dl_lent_holder_publish()) are done under the group's @lock, so two
+ *    holders cannot slip in at once; a member's holder stops being
+ *    published at its take-back (dl_lent_p2p_revoke_target()).
+ *  - A member without a function reset of its own (a multi-function
+ *    device without FLR: a bus reset would reset its siblings) is not
+ *    reset at its take-back. The group's secondary bus is reset instead
+ *    (pci_reset_bus()) once no member is held; until then no member is
+ *    lent again, so that nothing of one holder reaches the next.
+ *
+ * Locking: dl_grps_lock (the list of groups, each group's members and
+ * owner) is taken with no lender lock held, or inside a device's locks at
+ * probe and remove. A group's @lock is taken inside a member's lent->lock
+ * (acquire, take-back); inside it only other members' holder_lock, which
+ * is innermost. The reset work takes no device's lock: pci_reset_bus()
+ * tries each device's, and the work comes back later if one is taken.
+ *
+ * Below driver.c (probe, remove, lend), msg.c (acquire) and slow.c
+ * (take-back); beside dma.c, which attaches fresh domains through
+ * dl_lent_domain_attach().
+ */
+#include <linux/iommu.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
+
+#include "internal.h"
+
+/* How long the reset work waits for a member's device lock to be free. */
+#define DL_GRP_RESET_RETRY_MS	20
+
+/**
+ * struct dl_lent_grp - an IOMMU group of more than one device, lent.
+ * @node: in dl_grps (dl_grps_lock).
+ * @group: the IOMMU group, with a reference.
+ * @bus: the bus its functions are on.
+ * @slot: their slot.
+ * @members: members probed (dl_grps_lock).
+ * @owner: the member whose domain is the group's, or NULL (dl_grps_lock).
+ * @lock: holder claims and the reset's state below.
+ * @reset_due: a member came back without a reset of its own: the bus is
+ *	reset before any member is lent again (@lock).
+ * @reset_failed: that reset failed: no member is lent until the group is
+ *	lent again (@lock).
+ * @reset_work: the bus reset.
+ */
+struct dl_lent_grp {
+	struct list_head node;
+	struct iommu_group *group;
+	struct pci_bus *bus;
+	unsigned int slot;
+	unsigned int members;
+	struct dl_lent *owner;
+	struct mutex lock;	/* see above */
+	bool reset_due;
+	bool reset_failed;
+	struct delayed_work reset_work;
+};
+
+static LIST_HEAD(dl_grps);
+static DEFINE_MUTEX(dl_grps_lock);
+
+/**
+ * struct dl_grp_scan - what dl_lent_group_scan() found.
+ * @pdev: the device asked about.
+ * @n: devices in its group.
+ * @foreign: a device of the group that is not a function of its slot.
+ * @members: where dl_lent_group_pdevs() puts them, or NULL.
+ */
+struct dl_grp_scan {
+	struct pci_dev *pdev;
+	unsigned int n;
+	struct device *foreign;
+	struct pci_dev **members;
+};
+
+static int dl_grp_scan_one(struct device *dev, void *data)
+{
+	struct dl_grp_scan *s = data;
+	struct pci_dev *p;
+
+	s->n++;
+	if (!dev_is_pci(dev)) {
+		s->foreign = dev;
+		return 0;
+	}
+	p = to_pci_dev(dev);
+	if (p->bus != s->pdev->bus ||
+	    PCI_SLOT(p->devfn) != PCI_SLOT(s->pdev->devfn) ||
+	    p->hdr_type != PCI_HEADER_TYPE_NORMAL)
+		s->foreign = dev;
+	return 0;
+}
+
+/**
+ * dl_lent_group_scan() - how many devices share @pdev's IOMMU group, and
+ *	whether they can be lent together.
+ * @pdev: the device.
+ * @n: set to the devices in its group, itself included.
+ *
+ * Return: 0 if the device is alone in its group, or its group is
+ * functions of its slot only (endpoints, at most %DL_GRP_MAX_MEMBERS);
+ * -EINVAL if it has no group (no IOMMU) or a group that spans more.
+ */
+int dl_lent_group_scan(struct pci_dev *pdev, unsigned int *n)
+{
+	struct dl_grp_scan s = { .pdev = pdev };
+	struct iommu_group *group;
+
+	group = iommu_group_get(&pdev->dev);
+	if (!group) {
+		pci_err(pdev, "lender: the device has no IOMMU group (no IOMMU, or it is off): its DMA could not be confined\n");
+		return -EINVAL;
+	}
+	iommu_group_for_each_dev(group, &s, dl_grp_scan_one);
+	iommu_group_put(group);
+	*n = s.n;
+	if (s.foreign) {
+		pci_err(pdev, "lender: the device shares its IOMMU group with %s, not a function of its slot; it cannot be isolated\n",
+			dev_name(s.foreign));
+		return -EINVAL;
+	}
+	if (s.n > DL_GRP_MAX_MEMBERS) {
+		pci_err(pdev, "lender: its IOMMU group has %u devices; at most %u are lent together\n",
+			s.n, DL_GRP_MAX_MEMBERS);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int dl_grp_collect_one(struct device *dev, void *data)
+{
+	struct dl_grp_scan *s = data;
+
+	if (s->n < DL_GRP_MAX_MEMBERS && dev_is_pci(dev))
+		s->members[s->n++] = pci_dev_get(to_pci_dev(dev));
+	return 0;
+}
+
+/**
+ * dl_lent_group_pdevs() - the functions lent together with @pdev.
+ * @pdev: a device.
+ * @m: set to them, @pdev among them, each with a reference.
+ * @n: set to how many.
+ *
+ * Return: 0; -EINVAL if the device cannot be lent for its group
+ * (dl_lent_group_scan(), logged).
+ */
+int dl_lent_group_pdevs(struct pci_dev *pdev,
+			struct pci_dev *m[DL_GRP_MAX_MEMBERS], unsigned int *n)
+{
+	struct dl_grp_scan s = { .pdev = pdev, .members = m };
+	struct iommu_group *group;
+	int ret;
+
+	ret = dl_lent_group_scan(pdev, n);
+	if (ret)
+		return ret;
+	group = iommu_group_get(&pdev->dev);
+	if (!group)
+		return -EINVAL;
+	iommu_group_for_each_dev(group, &s, dl_grp_collect_one);
+	iommu_group_put(group);
+	*n = s.n;
+	return 0;
+}
+
+/* The group object of @group, made if none; dl_grps_lock held. */
+static struct dl_lent_grp *dl_grp_find_or_new(struct pci_dev *pdev,
+					      struct iommu_group *group)
+{
+	struct dl_lent_grp *grp;
+
+	list_for_each_entry(grp, &dl_grps, node)
+		if (grp->group == group)
+			return grp;
+	grp = kzalloc(sizeof(*grp), GFP_KERNEL);
+	if (!grp)
+		return NULL;
+	iommu_group_ref_get(group);
+	grp->group = group;
+	grp->bus = pdev->bus;
+	grp->slot = PCI_SLOT(pdev->devfn);
+	mutex_init(&grp->lock);
+	INIT_DELAYED_WORK(&grp->reset_work, dl_lent_group_reset_work);
+	list_add(&grp->node, &dl_grps);
+	return grp;
+}
+
+/*
+ * Free a group no member is in, out of dl_grps already: its reset work,
+ * which takes no lock of ours, is waited for.
+ */
+static void dl_grp_free(struct dl_lent_grp *grp)
+{
+	cancel_delayed_work_sync(&grp->reset_work);
+	iommu_group_put(grp->group);
+	mutex_destroy(&grp->lock);
+	kfree(grp);
+}
+
+/* Allocate the group's domain and attach the group to it; @lent owns it. */
+static int dl_grp_own_domain(struct dl_lent *lent, struct dl_lent_grp *grp)
+{
+	struct pci_dev *pdev = lent->pdev;
+	struct iommu_domain *domain;
+	int ret;
+
+	domain = iommu_paging_domain_alloc(&pdev->dev);
+	if (IS_ERR(domain)) {
+		ret = PTR_ERR(domain);
+		pci_err(pdev, "lender: cannot allocate an IOMMU domain: %d\n",
+			ret);
+		return ret;
+	}
+	iommu_set_fault_handler(domain, dl_lent_fault_handler, lent);
+	ret = iommu_attach_group(domain, grp->group);
+	if (ret) {
+		pci_err(pdev, "lender: cannot attach its IOMMU group to a domain: %d\n",
+			ret);
+		iommu_domain_free(domain);
+		return ret;
+	}
+	lent->domain = domain;
+	WRITE_ONCE(grp->owner, lent);
+	return 0;
+}
+
+/**
+ * dl_lent_group_join() - make a device a member of its lent group: claim
+ *	DMA ownership with the group's cookie, and own the group's domain if
+ *	no member does.
+ * @lent: the device, being probed (its device lock held).
+ * @group: its IOMMU group, of more than one device (dl_lent_group_scan()).
+ *
+ * Return: 0; -EPERM if another function is bound to a driver that uses
+ * the DMA API; -ENOMEM, or what the IOMMU said.
+ */
+int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group)
+{
+	struct pci_dev *pdev = lent->pdev;
+	struct dl_lent_grp *grp;
+	int ret;
+
+	mutex_lock(&dl_grps_lock);
+	grp = dl_grp_find_or_new(pdev, group);
+	if (!grp) {
+		mutex_unlock(&dl_grps_lock);
+		return -ENOMEM;
+	}
+	ret = iommu_device_claim_dma_owner(&pdev->dev, grp);
+	if (ret) {
+		pci_err(pdev, "lender: cannot claim DMA ownership (%d): another function of its IOMMU group is bound to a driver; lend every function of the group\n",
+			ret);
+		goto err_free;
+	}
+	grp->members++;
+	WRITE_ONCE(lent->grp, grp);
+	if (!grp->owner) {
+		ret = dl_grp_own_domain(lent, grp);
+		if (ret)
+			goto err_leave;
+	}
+	mutex_unlock(&dl_grps_lock);
+	return 0;
+
+err_leave:
+	grp->members--;
+	WRITE_ONCE(lent->grp, NULL);
+	iommu_device_release_dma_owner(&pdev->dev);
+err_free:
+	if (grp->members)
+		grp = NULL;
+	else
+		list_del(&grp->node);
+	mutex_unlock(&dl_grps_lock);
+	if (grp)
+		dl_grp_free(grp);
+	return ret;
+}
+
+/**
+ * dl_lent_group_leave() - a member goes: its domain, if it owns the
+ *	group's, and its DMA ownership.
+ * @lent: the member, taken back and out of the table (its device lock
+ *	held).
+ *
+ * When the owner goes first the group is left in its blocking domain
+ * (DMA ownership is still claimed by the others): the other members'
+ * DMA is blocked, and they are lent to nobody (dl_lent_group_lock())
+ * until a member owns a domain again.
+ */
+void dl_lent_group_leave(struct dl_lent *lent)
+{
+	struct dl_lent_grp *grp = lent->grp;
+
+	mutex_lock(&dl_grps_lock);
+	if (grp->owner == lent) {
+		if (!lent->dma_detached)
+			iommu_detach_group(lent->domain, grp->group);
+		iommu_domain_free(lent->domain);
+		lent->domain = NULL;
+		WRITE_ONCE(grp->owner, NULL);
+	}
+	iommu_device_release_dma_owner(&lent->pdev->dev);
+	WRITE_ONCE(lent->grp, NULL);
+	if (--grp->members)
+		grp = NULL;
+	else
+		list_del(&grp->node);
+	mutex_unlock(&dl_grps_lock);
+	if (grp)
+		dl_grp_free(grp);
+}
+
+/**
+ * dl_lent_domain_attach() - attach the device, or its whole group, to
+ *	@domain.
+ * @lent: the device (a device alone in its group, or a group's owner).
+ * @domain: a domain of ours.
+ *
+ * Return: 0 or what the IOMMU said.
+ */
+int dl_lent_domain_attach(struct dl_lent *lent, struct iommu_domain *domain)
+{
+	if (lent->grp)
+		return iommu_attach_group(domain, lent->grp->group);
+	return iommu_attach_device(domain, &lent->pdev->dev);
+}
+
+/**
+ * dl_lent_domain_detach() - undo dl_lent_domain_attach(): the device (or
+ *	group) goes to its blocking domain, since DMA ownership is ours.
+ * @lent: the device.
+ * @domain: the domain it is attached to.
+ */
+void dl_lent_domain_detach(struct dl_lent *lent, struct iommu_domain *domain)
+{
+	if (lent->grp)
+		iommu_detach_group(domain, lent->grp->group);
+	else
+		iommu_detach_device(domain, &lent->pdev->dev);
+}
+
+/*
+ * Whether a member of @grp other than @lent is published as held by
+ * someone other than (@fab, @peer, @inc); with @fab NULL, by anyone.
+ * @grp->lock held.
+ */
+static bool dl_grp_held_by_other(struct dl_lent_grp *grp,
+				 struct dl_lent *lent, struct dl_fabric *fab,
+				 u32 peer, u64 inc)
+{
+	unsigned long idx = 0;
+	struct dl_lent *x;
+	bool other = false;
+
+	while ((x = dl_lent_next(&idx))) {
+		if (x != lent && READ_ONCE(x->grp) == grp) {
+			spin_lock(&x->holder_lock);
+			if (x->pub_fab &&
+			    (!fab || x->pub_fab != fab || x->pub_peer != peer ||
+			     x->pub_inc != inc))
+				other = true;
+			spin_unlock(&x->holder_lock);
+		}
+		dl_lent_put(x);
+	}
+	return other;
+}
+
+/**
+ * dl_lent_group_lock() - before an acquire: may this holder take the
+ *	device, as far as its group goes? On yes, the group's lock stays held
+ *	until dl_lent_group_unlock(), after the holder is published.
+ * @lent: the device; @lent->lock held.
+ * @fab: the fabric of the asking host.
+ * @peer: the asking host.
+ * @inc: its incarnation.
+ *
+ * Return: 0 (a device alone in its group, or a member the asker may take);
+ * -EBUSY if another member is held by someone else, the group awaits or
+ * failed its bus reset, or no member owns a domain.
+ */
+int dl_lent_group_lock(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		       u64 inc)
+{
+	struct dl_lent_grp *grp = lent->grp;
+	const char *why = NULL;
+
+	lockdep_assert_held(&lent->lock);
+	if (!grp)
+		return 0;
+	mutex_lock(&grp->lock);
+	if (grp->reset_failed)
+		why = "its group's bus reset failed";
+	else if (grp->reset_due)
+		why = "its group waits for its bus reset";
+	else if (!READ_ONCE(grp->owner))
+		why = "its group has no IOMMU domain (a function was unlent alone)";
+	else if (dl_grp_held_by_other(grp, lent, fab, peer, inc))
+		why = "another function of its group is held by another host or incarnation";
+	if (!why)
+		return 0;
+	mutex_unlock(&grp->lock);
+	dev_dbg_ratelimited(&lent->pdev->dev,
+			    "lender: host %u asked for device %u: %s\n", peer,
+			    lent->dev_id, why);
+	return -EBUSY;
+}
+
+/**
+ * dl_lent_group_unlock() - end what dl_lent_group_lock() began.
+ * @lent: the device; @lent->lock held.
+ */
+void dl_lent_group_unlock(struct dl_lent *lent)
+{
+	if (lent->grp)
+		mutex_unlock(&lent->grp->lock);
+}
+
+/**
+ * dl_lent_group_defer_reset() - at the start of a take-back: leave the
+ *	reset to the group's bus reset?
+ * @lent: the device; its device lock and @lent->lock held.
+ *
+ * Before the holder stops being published: no other member can be
+ * taken from then on until the bus is reset.
+ *
+ * Return: true if the device is a member with no reset of its own: the
+ * group's bus is then due for a reset (dl_lent_group_reset_queue()).
+ */
+bool dl_lent_group_defer_reset(struct dl_lent *lent)
+{
+	struct dl_lent_grp *grp = lent->grp;
+
+	lockdep_assert_held(&lent->lock);
+	if (!grp || lent->pdev->reset_methods[0])
+		return false;
+	mutex_lock(&grp->lock);
+	grp->reset_due = true;
+	mutex_unlock(&grp->lock);
+	return true;
+}
+
+/**
+ * dl_lent_group_reset_queue() - after a take-back: queue the group's bus
+ *	reset if it is due; it waits for the last member to come back.
+ * @lent: the device.
+ */
+void dl_lent_group_reset_queue(struct dl_lent *lent)
+{
+	struct dl_lent_grp *grp = lent->grp;
+
+	if (grp && READ_ONCE(grp->reset_due))
+		mod_delayed_work(system_unbound_wq, &grp->reset_work, 0);
+}
+
+/* Any member of @grp in the table, with a reference, or NULL. */
+static struct dl_lent *dl_grp_any_member(struct dl_lent_grp *grp)
+{
+	unsigned long idx = 0;
+	struct dl_lent *x;
+
+	while ((x = dl_lent_next(&idx))) {
+		if (READ_ONCE(x->grp) == grp)
+			return x;
+		dl_lent_put(x);
+	}
+	return NULL;
+}
+
+/**
+ * dl_lent_group_reset_work() - reset the bus of a group whose members are
+ *	all back, so that the next holder finds none of the last one's state.
+ * @work: &dl_lent_grp.reset_work.
+ *
+ * Only when every device of the IOMMU group is a member (lent): the bus
+ * reset resets every function of the slot. A member's device lock taken
+ * (pci_reset_bus() only tries them) makes it try again shortly.
+ */
+void dl_lent_group_reset_work(struct work_struct *work)
+{
+	struct dl_lent_grp *grp = container_of(to_delayed_work(work),
+					       struct dl_lent_grp, reset_work);
+	struct dl_grp_scan s;
+	struct dl_lent *any;
+	int ret;
+
+	mutex_lock(&grp->lock);
+	if (!grp->reset_due || grp->reset_failed ||
+	    dl_grp_held_by_other(grp, NULL, NULL, 0, 0)) {
+		mutex_unlock(&grp->lock);
+		return;
+	}
+	mutex_unlock(&grp->lock);
+
+	any = dl_grp_any_member(grp);
+	if (!any)
+		return;
+	s = (struct dl_grp_scan){ .pdev = any->pdev };
+	iommu_group_for_each_dev(grp->group, &s, dl_grp_scan_one);
+	if (s.n != READ_ONCE(grp->members)) {
+		/* A function is not ours: a bus reset would reset it too. */
+		dev_warn_ratelimited(&any->pdev->dev,
+				     "lender: %u of the %u functions of its group are lent; no bus reset until all are\n",
+				     READ_ONCE(grp->members), s.n);
+		dl_lent_put(any);
+		return;
+	}
+	ret = pci_reset_bus(any->pdev);
+	if (ret == -EAGAIN) {
+		dl_lent_put(any);
+		mod_delayed_work(system_unbound_wq, &grp->reset_work,
+				 msecs_to_jiffies(DL_GRP_RESET_RETRY_MS));
+		return;
+	}
+	mutex_lock(&grp->lock);
+	grp->reset_due = false;
+	grp->reset_failed = !!ret;
+	mutex_unlock(&grp->lock);
+	if (ret)
+		pci_warn(any->pdev,
+			 "lender: the bus reset of its group failed: %d; its functions are lent to nobody until they are lent again\n",
+			 ret);
+	else
+		dl_lent_count(any, DL_LCNT_GROUP_RESETS);
+	dl_lent_put(any);
+}
