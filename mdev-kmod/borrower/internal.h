@@ -111,6 +111,8 @@ struct dl_remote_owner {
  * @name: its PCI address on the lender, printable.
  * @pf_name: for a virtual function (%DL_DEV_F_VF), its PF's PCI address on
  *	the lender, printable; empty if not a VF or the lender did not say.
+ * @group: &dl_dev_info_ext.group: the lent IOMMU group it is in, 0 if
+ *	alone (or the lender did not say).
  */
 struct dl_rinfo {
 	u16 vendor;
@@ -126,6 +128,7 @@ struct dl_rinfo {
 	u32 bar_flags[DL_NUM_BARS];
 	char name[sizeof_field(struct dl_dev_info, name) + 1];
 	char pf_name[sizeof_field(struct dl_dev_info_ext, pf_name) + 1];
+	u32 group;
 };
 
 /**
@@ -221,6 +224,8 @@ struct dl_mtype {
  *	other mdevs of their VM (&dl_vdev_p2p.node).
  * @p2p_maps: what the lenders map of one mdev's BAR for another's DMA
  *	(&struct dl_p2p_map), as far as this host knows.
+ * @p2p_groups: the mdevs open whose device is lent with the other
+ *	functions of its IOMMU group (&dl_vdev_p2p.gnode): one VM per group.
  * @p2p_sent: %DL_MSG_P2P_DMA maps the lenders made.
  * @p2p_refused: and refused.
  *
@@ -265,6 +270,7 @@ struct dl_borrower {
 	struct mutex p2p_lock;		/* see p2p.c */
 	struct list_head p2p_vdevs;
 	struct list_head p2p_maps;
+	struct list_head p2p_groups;
 	u64 p2p_sent;
 	u64 p2p_refused;
 };
@@ -660,6 +666,10 @@ struct dl_vdev_irq {
  *	mapped, borrowed): other devices' BARs may be mapped for it.
  * @bar: where the guest put each memory BAR while memory decode is on,
  *	page aligned; 0: nowhere.
+ * @gnode: in &dl_borrower.p2p_groups while @group is nonzero.
+ * @group: while open, the lent IOMMU group of its device (0: alone).
+ * @ghost: then its lender.
+ * @gvm: then the VM it is open in (as @vm).
  */
 struct dl_vdev_p2p {
 	struct list_head node;
@@ -670,6 +680,10 @@ struct dl_vdev_p2p {
 	u32 dev_id;
 	bool master;
 	u64 bar[DL_NUM_BARS];
+	struct list_head gnode;
+	u32 group;
+	u32 ghost;
+	const void *gvm;
 };
 
 /**
@@ -805,6 +819,8 @@ void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 /* p2p.c */
 void dl_p2p_open(struct dl_vdev *v);
 void dl_p2p_close(struct dl_vdev *v);
+int dl_p2p_group_join(struct dl_vdev *v);
+void dl_p2p_group_leave(struct dl_vdev *v);
 void dl_p2p_sync(struct dl_vdev *v);
 void dl_p2p_forget(struct dl_vdev *v);
 

@@ -93,6 +93,7 @@ static int dl_borrower_add(struct dl_fabric *fab, void **ctx)
 	INIT_LIST_HEAD(&b->vdevs);
 	mutex_init(&b->p2p_lock);
 	INIT_LIST_HEAD(&b->p2p_vdevs);
+	INIT_LIST_HEAD(&b->p2p_groups);
 	INIT_LIST_HEAD(&b->p2p_maps);
 	INIT_WORK(&b->scan_work, dl_remote_scan_work);
 	INIT_LIST_HEAD(&b->leases);

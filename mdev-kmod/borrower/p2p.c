@@ -31,6 +31,11 @@
  * faulting as before, and the same place is not asked for again. An
  * export is never taken back from here: it lasts until Y goes back to its
  * lender, which then has X's lender drop its mappings onto Y.
+ *
+ * The same notion of a VM keeps the functions of a lent IOMMU group in one
+ * VM (dl_p2p_group_join()): their lender maps the guest RAM of one of
+ * them for the DMA of all (lender/group.c), so a function opened in
+ * another VM would reach the first VM's memory.
  */
 #include <linux/pci.h>
 #include <linux/sched/mm.h>
@@ -256,6 +261,62 @@ void dl_p2p_open(struct dl_vdev *v)
 	v->p2p.mm = current->mm;
 	if (v->p2p.mm)
 		mmgrab(v->p2p.mm);
+}
+
+/**
+ * dl_p2p_group_join() - at open, for a device lent with the other
+ *	functions of its IOMMU group: refuse it if one of them is open in
+ *	another VM.
+ * @v: the mdev, being opened and its device borrowed; caller holds
+ *	v->lock.
+ *
+ * Return: 0, or -EBUSY.
+ */
+int dl_p2p_group_join(struct dl_vdev *v)
+{
+	struct dl_borrower *b = v->b;
+	u32 group = READ_ONCE(v->remote->info.group);
+	const void *vm;
+	struct dl_vdev *u;
+
+	lockdep_assert_held(&v->lock);
+
+	if (!group)
+		return 0;
+	vm = v->vdev.kvm ? (const void *)v->vdev.kvm : (const void *)current->mm;
+	mutex_lock(&b->p2p_lock);
+	list_for_each_entry(u, &b->p2p_groups, p2p.gnode) {
+		if (u->p2p.ghost == v->sess.host && u->p2p.group == group &&
+		    u->p2p.gvm != vm) {
+			mutex_unlock(&b->p2p_lock);
+			dev_err(dl_vdev_dev(v), "remote device %u:%u shares its IOMMU group with device %u:%u, open in another VM; give the functions of a group to one VM\n",
+				v->sess.host, v->sess.dev_id, u->sess.host,
+				u->sess.dev_id);
+			return -EBUSY;
+		}
+	}
+	v->p2p.group = group;
+	v->p2p.ghost = v->sess.host;
+	v->p2p.gvm = vm;
+	list_add(&v->p2p.gnode, &b->p2p_groups);
+	mutex_unlock(&b->p2p_lock);
+	return 0;
+}
+
+/**
+ * dl_p2p_group_leave() - undo dl_p2p_group_join().
+ * @v: the mdev, closing; caller holds v->lock.
+ */
+void dl_p2p_group_leave(struct dl_vdev *v)
+{
+	lockdep_assert_held(&v->lock);
+
+	if (!v->p2p.group)
+		return;
+	mutex_lock(&v->b->p2p_lock);
+	list_del(&v->p2p.gnode);
+	mutex_unlock(&v->b->p2p_lock);
+	v->p2p.group = 0;
 }
 
 /**

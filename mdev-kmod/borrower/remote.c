@@ -397,6 +397,7 @@ static int dl_remote_info(struct dl_borrower *b, u32 peer, u32 dev_id,
 	if (len >= sizeof(di) && (ri->flags & DL_DEV_F_VF))
 		dl_remote_copy_name(ri->pf_name, sizeof(ri->pf_name),
 				    di.ext.pf_name, sizeof(di.ext.pf_name));
+	ri->group = len >= sizeof(di) ? le32_to_cpu(di.ext.group) : 0;
 	return 0;
 }
 

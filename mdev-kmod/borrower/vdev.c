@@ -157,11 +157,14 @@ static int dl_vdev_open(struct vfio_device *vdev)
 		goto err_disown;
 	}
 
+	ret = dl_p2p_group_join(v);
+	if (ret)
+		goto err_disown;
 	ret = dl_config_init(v);
 	if (ret) {
 		dev_err(dl_vdev_dev(v), "cannot read the config space of remote device %u:%u: %d\n",
 			v->sess.host, v->sess.dev_id, ret);
-		goto err_disown;
+		goto err_leave_group;
 	}
 	dl_mmap_decode(v, dl_vdev_mem_decodes(v));
 	dl_p2p_open(v);
@@ -169,6 +172,8 @@ static int dl_vdev_open(struct vfio_device *vdev)
 	mutex_unlock(&v->lock);
 	return 0;
 
+err_leave_group:
+	dl_p2p_group_leave(v);
 err_disown:
 	dl_session_close(v);
 err_unchoose:
@@ -188,6 +193,7 @@ static void dl_vdev_close(struct vfio_device *vdev)
 	mutex_lock(&v->lock);
 	/* Before the release: no message about its device after it. */
 	dl_p2p_close(v);
+	dl_p2p_group_leave(v);
 	dl_irq_release_all(v);
 	/* The VMM's mappings stay until it unmaps them: they fault now. */
 	dl_mmap_drop(v);

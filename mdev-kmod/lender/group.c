@@ -553,3 +553,23 @@ void dl_lent_group_reset_work(struct work_struct *work)
 		dl_lent_count(any, DL_LCNT_GROUP_RESETS);
 	dl_lent_put(any);
 }
+
+/**
+ * dl_lent_group_id() - what peers are told of the device's group
+ *	(&dl_dev_info_ext.group).
+ * @lent: the device.
+ *
+ * The same for every function of one slot, whenever and however often the
+ * group is lent: its PCI domain, bus and slot, the low bit set.
+ *
+ * Return: that, or 0 for a device alone in its group.
+ */
+u32 dl_lent_group_id(struct dl_lent *lent)
+{
+	struct pci_dev *pdev = lent->pdev;
+
+	if (!READ_ONCE(lent->grp))
+		return 0;
+	return (u32)(pci_domain_nr(pdev->bus) & 0xffff) << 16 |
+	       pdev->bus->number << 8 | PCI_SLOT(pdev->devfn) << 3 | 1;
+}

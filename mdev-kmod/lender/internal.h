@@ -773,6 +773,7 @@ void dl_lent_group_unlock(struct dl_lent *lent);
 bool dl_lent_group_defer_reset(struct dl_lent *lent);
 void dl_lent_group_reset_queue(struct dl_lent *lent);
 void dl_lent_group_reset_work(struct work_struct *work);
+u32 dl_lent_group_id(struct dl_lent *lent);
 
 int dl_lent_p2p_dma(struct dl_lent *x, struct dl_fabric *fab, u32 peer,
 		    u32 target_id, unsigned int bar, bool map, u64 iova);

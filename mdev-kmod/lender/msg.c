@@ -373,6 +373,7 @@ static int dl_serve_dev_info(struct dl_lender_call *c)
 	if (pdev->is_virtfn)
 		strscpy_pad(ext->pf_name, pci_name(pci_physfn(pdev)),
 			    sizeof(ext->pf_name));
+	ext->group = cpu_to_le32(dl_lent_group_id(c->lent));
 	c->resp_len = sizeof(c->resp.full);
 	return 0;
 }

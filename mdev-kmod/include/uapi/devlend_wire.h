@@ -401,11 +401,17 @@ struct dl_dev_info {
  * asked with %DL_DEV_REF_F_INFO_EXT (protocol 1 addition).
  * @pf_name: for a virtual function (%DL_DEV_F_VF), the PCI address on the
  *	lender of its physical function, NUL-padded, for humans; else zero.
+ * @group: for a function lent with the other functions of its slot, which
+ *	share its IOMMU group (protocol 1 addition): a number the same for
+ *	them and for no other device of the lender, never zero; zero for a
+ *	device alone in its group (and from older lenders). A borrower gives
+ *	the devices of one group to one VM only.
  * @reserved: zero.
  */
 struct dl_dev_info_ext {
 	char pf_name[16];
-	__le32 reserved[4];
+	__le32 group;
+	__le32 reserved[3];
 } __attribute__((packed));
 
 /**

@@ -97,6 +97,7 @@ static inline void *memchr_inv(const void *p, int c, size_t n)
 #define dl_lent_holder_publish		msgt_holder_publish
 #define dl_lent_group_lock		msgt_group_lock
 #define dl_lent_group_unlock		msgt_group_unlock
+#define dl_lent_group_id		msgt_group_id
 #define dl_lent_dma_map			msgt_dma_map
 #define dl_lent_dma_unmap		msgt_dma_unmap
 #define dl_lent_unmap_all		msgt_unmap_all
@@ -170,6 +171,7 @@ static struct {
 static int bar_err, cfg_write_ret, irq_ret, mask_ret, dma_ret, direct_ret;
 static int window_ret, bar_dma_ret, p2p_dma_ret, remote_ret, export_ret;
 static int fence_ret, group_ret;
+static u32 group_id;
 /* A lent device's domain: dma.c's business, never looked into here. */
 static struct iommu_domain domain;
 static enum dl_lender_reject bar_why;
@@ -394,6 +396,11 @@ void dl_lent_group_unlock(struct dl_lent *l)
 	calls.group_unlock++;
 }
 
+u32 dl_lent_group_id(struct dl_lent *l)
+{
+	return group_id;
+}
+
 int dl_lent_intx_set_masked(struct dl_lent *l, bool mask)
 {
 	calls.intx_masked++;
@@ -450,6 +457,7 @@ static void setup(void)
 	export_ret = 0;
 	fence_ret = 0;
 	group_ret = 0;
+	group_id = 0;
 	dma_ret = 0;
 	dev_locked = false;
 	kref_init(&lent.ref);
@@ -920,8 +928,12 @@ static void test_reserved_fields(void)
 	p2p_dma_ret = 0;
 	len = good(DL_MSG_DEV_INFO, &p);
 	p.ref.flags = cpu_to_le32(DL_DEV_REF_F_INFO_EXT);
+	group_id = 0x00010109;
 	CHECK_EQ(send(OTHER, DL_MSG_DEV_INFO, &p, len), 0);
 	CHECK_EQ(ans.len, sizeof(struct dl_dev_info_full));
+	/* The group of a function lent with its slot's others (group.c). */
+	CHECK_EQ(le32_to_cpu(((struct dl_dev_info_full *)ans.data)->ext.group),
+		 0x00010109);
 	CHECK_EQ(grej(DL_REJ_MALFORMED), malformed);
 }
 

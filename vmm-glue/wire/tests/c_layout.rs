@@ -114,6 +114,7 @@ fn rust_fields() -> Vec<Field> {
         field!(dl_dev_ref.dev_id),
         field!(dl_dev_ref.flags),
         field!(dl_dev_info_ext.pf_name),
+        field!(dl_dev_info_ext.group),
         field!(dl_dev_info_ext.reserved),
         field!(dl_dev_info_full.info),
         field!(dl_dev_info_full.ext),
