@@ -417,8 +417,24 @@ static void dl_lent_free_resv(struct dl_lent *lent)
 	}
 }
 
-/* Alone in its IOMMU group: a domain of its own, attached to the device. */
-static int dl_lent_own_domain(struct dl_lent *lent)
+/* A new paging domain for the device's DMA, its faults reported. */
+static struct iommu_domain *dl_lent_new_domain(struct dl_lent *lent)
+{
+	struct iommu_domain *domain;
+
+	domain = iommu_paging_domain_alloc(&lent->pdev->dev);
+	if (IS_ERR(domain)) {
+		pci_err(lent->pdev, "lender: cannot allocate an IOMMU domain: %ld\n",
+			PTR_ERR(domain));
+		return domain;
+	}
+	iommu_set_fault_handler(domain, dl_lent_fault_handler, lent);
+	return domain;
+}
+
+/* Alone in its IOMMU group: @domain its own, attached to the device. */
+static int dl_lent_own_domain(struct dl_lent *lent,
+			      struct iommu_domain *domain)
 {
 	struct pci_dev *pdev = lent->pdev;
 	int ret;
@@ -426,27 +442,20 @@ static int dl_lent_own_domain(struct dl_lent *lent)
 	ret = iommu_device_claim_dma_owner(&pdev->dev, lent);
 	if (ret) {
 		pci_err(pdev, "lender: cannot claim DMA ownership: %d\n", ret);
-		return ret;
-	}
-	lent->domain = iommu_paging_domain_alloc(&pdev->dev);
-	if (IS_ERR(lent->domain)) {
-		ret = PTR_ERR(lent->domain);
-		pci_err(pdev, "lender: cannot allocate an IOMMU domain: %d\n", ret);
-		goto err_release_owner;
-	}
-	iommu_set_fault_handler(lent->domain, dl_lent_fault_handler, lent);
-	ret = iommu_attach_device(lent->domain, &pdev->dev);
-	if (ret) {
-		pci_err(pdev, "lender: cannot attach to the IOMMU domain: %d\n", ret);
 		goto err_free_domain;
 	}
+	ret = iommu_attach_device(domain, &pdev->dev);
+	if (ret) {
+		pci_err(pdev, "lender: cannot attach to the IOMMU domain: %d\n", ret);
+		goto err_release_owner;
+	}
+	lent->domain = domain;
 	return 0;
 
-err_free_domain:
-	iommu_domain_free(lent->domain);
-	lent->domain = NULL;
 err_release_owner:
 	iommu_device_release_dma_owner(&pdev->dev);
+err_free_domain:
+	iommu_domain_free(domain);
 	return ret;
 }
 
@@ -472,6 +481,7 @@ static void dl_lent_leave_domain(struct dl_lent *lent)
 static int dl_lent_setup_domain(struct dl_lent *lent)
 {
 	struct pci_dev *pdev = lent->pdev;
+	struct iommu_domain *domain;
 	struct iommu_group *group;
 	unsigned int n;
 	int ret;
@@ -482,10 +492,16 @@ static int dl_lent_setup_domain(struct dl_lent *lent)
 	group = iommu_group_get(&pdev->dev);
 	if (!group)
 		return -EINVAL;
+	domain = dl_lent_new_domain(lent);
+	if (IS_ERR(domain)) {
+		ret = PTR_ERR(domain);
+		goto out_put;
+	}
+	/* Each takes the domain, or frees it. */
 	if (n > 1)
-		ret = dl_lent_group_join(lent, group);
+		ret = dl_lent_group_join(lent, group, domain);
 	else
-		ret = dl_lent_own_domain(lent);
+		ret = dl_lent_own_domain(lent, domain);
 	if (ret)
 		goto out_put;
 	ret = iommu_get_group_resv_regions(group, &lent->resv);

@@ -225,26 +225,16 @@ static void dl_grp_free(struct dl_lent_grp *grp)
 	kfree(grp);
 }
 
-/* Allocate the group's domain and attach the group to it; @lent owns it. */
-static int dl_grp_own_domain(struct dl_lent *lent, struct dl_lent_grp *grp)
+/* Attach the group to @domain, which @lent owns from now on. */
+static int dl_grp_own_domain(struct dl_lent *lent, struct dl_lent_grp *grp,
+			     struct iommu_domain *domain)
 {
-	struct pci_dev *pdev = lent->pdev;
-	struct iommu_domain *domain;
 	int ret;
 
-	domain = iommu_paging_domain_alloc(&pdev->dev);
-	if (IS_ERR(domain)) {
-		ret = PTR_ERR(domain);
-		pci_err(pdev, "lender: cannot allocate an IOMMU domain: %d\n",
-			ret);
-		return ret;
-	}
-	iommu_set_fault_handler(domain, dl_lent_fault_handler, lent);
 	ret = iommu_attach_group(domain, grp->group);
 	if (ret) {
-		pci_err(pdev, "lender: cannot attach its IOMMU group to a domain: %d\n",
+		pci_err(lent->pdev, "lender: cannot attach its IOMMU group to a domain: %d\n",
 			ret);
-		iommu_domain_free(domain);
 		return ret;
 	}
 	lent->domain = domain;
@@ -258,11 +248,14 @@ static int dl_grp_own_domain(struct dl_lent *lent, struct dl_lent_grp *grp)
  *	no member does.
  * @lent: the device, being probed (its device lock held).
  * @group: its IOMMU group, of more than one device (dl_lent_group_scan()).
+ * @domain: a new paging domain with its fault handler set, for @lent's
+ *	DMA: the group's if no member owns one, else freed here.
  *
  * Return: 0; -EPERM if another function is bound to a driver that uses
- * the DMA API; -ENOMEM, or what the IOMMU said.
+ * the DMA API (@domain freed); -ENOMEM, or what the IOMMU said.
  */
-int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group)
+int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group,
+		       struct iommu_domain *domain)
 {
 	struct pci_dev *pdev = lent->pdev;
 	struct dl_lent_grp *grp;
@@ -272,6 +265,7 @@ int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group)
 	grp = dl_grp_find_or_new(pdev, group);
 	if (!grp) {
 		mutex_unlock(&dl_grps_lock);
+		iommu_domain_free(domain);
 		return -ENOMEM;
 	}
 	ret = iommu_device_claim_dma_owner(&pdev->dev, grp);
@@ -283,9 +277,11 @@ int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group)
 	grp->members++;
 	WRITE_ONCE(lent->grp, grp);
 	if (!grp->owner) {
-		ret = dl_grp_own_domain(lent, grp);
+		ret = dl_grp_own_domain(lent, grp, domain);
 		if (ret)
 			goto err_leave;
+	} else {
+		iommu_domain_free(domain);
 	}
 	mutex_unlock(&dl_grps_lock);
 	return 0;
@@ -302,6 +298,7 @@ err_free:
 	mutex_unlock(&dl_grps_lock);
 	if (grp)
 		dl_grp_free(grp);
+	iommu_domain_free(domain);
 	return ret;
 }
 

@@ -763,7 +763,8 @@ void dl_lent_holder_publish(struct dl_lent *lent);
 int dl_lent_group_scan(struct pci_dev *pdev, unsigned int *n);
 int dl_lent_group_pdevs(struct pci_dev *pdev,
 			struct pci_dev *m[DL_GRP_MAX_MEMBERS], unsigned int *n);
-int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group);
+int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group,
+		       struct iommu_domain *domain);
 void dl_lent_group_leave(struct dl_lent *lent);
 int dl_lent_domain_attach(struct dl_lent *lent, struct iommu_domain *domain);
 void dl_lent_domain_detach(struct dl_lent *lent, struct iommu_domain *domain);

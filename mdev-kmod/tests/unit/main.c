@@ -35,6 +35,7 @@ static const struct unit_suite *const suites[] = {
 	&cfg_model_suite,
 	&window_suite,
 	&lender_p2p_suite,
+	&lender_group_suite,
 };
 
 int main(void)

@@ -52,5 +52,6 @@ extern const struct unit_suite borrower_config_suite;
 extern const struct unit_suite cfg_model_suite;
 extern const struct unit_suite window_suite;
 extern const struct unit_suite lender_p2p_suite;
+extern const struct unit_suite lender_group_suite;
 
 #endif /* UNIT_H */

@@ -526,6 +526,16 @@ struct pci_dev {
 	unsigned int is_virtfn:1;
 	/* Where its BARs are (test_lender_p2p.c). */
 	u64 bar_start[6];
+	/* Its place, and its resets (test_lender_group.c). */
+	struct pci_bus *bus;
+	unsigned int devfn;
+	u8 hdr_type;
+	u8 reset_methods[8];
+};
+/* A bus: its number and PCI domain (test_lender_group.c). */
+struct pci_bus {
+	int number;
+	int domain_nr;
 };
 #define pci_resource_start(dev, bar)	((dev)->bar_start[(bar)])
 
