@@ -9,6 +9,9 @@
  *    function reset needs it (pci_reset_function_locked());
  *  - lent->lock (mutex): the lent device's state, borrower, DMA mappings
  *    and vectors;
+ *  - a lent group's lock (group.c, mutex, inside a member's lent->lock):
+ *    holder claims and the bus reset's state; inside it only other
+ *    members' holder_lock;
  *  - dl_lender.lock (mutex): the list of fabrics served; held only
  *    briefly, never while waiting for a handler (handlers take it to
  *    broadcast);
