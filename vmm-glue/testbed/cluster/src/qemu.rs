@@ -11,14 +11,14 @@
 //!   the shared control area with the host info slots;
 //! - lenders sit on q35 behind an emulated Intel IOMMU and carry the devices
 //!   they lend, each behind its own root port so it is alone in its IOMMU
-//!   group;
+//!   group (a multi-function `gpu`'s two functions share theirs);
 //! - the host boots devlend's initramfs, which mounts the outer machine's
 //!   root read-only over 9p and runs the agent the harness talks to.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::topology::{DiskControllerSpec, HostSpec, Topology};
+use crate::topology::{DiskControllerSpec, GpuSpec, HostSpec, Topology};
 
 /// Where one run of a cluster keeps its files.
 #[derive(Debug, Clone)]
@@ -118,6 +118,27 @@ fn drive_args(id: &str, file: &Path) -> Vec<String> {
             "if=none,id=drv-{id},file={},format=raw,cache=none,aio=threads",
             path_str(file)
         ),
+    ]
+}
+
+/// The QEMU arguments of a [`GpuSpec`] on the secondary bus of the root
+/// port `rp-<id>`: two functions of one slot, one IOMMU group (neither
+/// has ACS): the display adapter at function 0, which says it is
+/// multi-function so that the OS looks at the slot's other functions, and
+/// the HDA controller at function 1 with its codec, which plays into an
+/// audio backend that discards (QEMU refuses a codec without one).
+pub fn gpu_args(d: &GpuSpec) -> Vec<String> {
+    let id = &d.id;
+    let hda = d.hda_id();
+    vec![
+        "-device".to_owned(),
+        format!("bochs-display,id={id},bus=rp-{id},addr=0.0,multifunction=on"),
+        "-device".to_owned(),
+        format!("intel-hda,id={hda},bus=rp-{id},addr=0.1"),
+        "-audiodev".to_owned(),
+        format!("none,id=snd-{id}"),
+        "-device".to_owned(),
+        format!("hda-duplex,bus={hda}.0,audiodev=snd-{id}"),
     ]
 }
 
@@ -428,13 +449,15 @@ pub fn host_args(topo: &Topology, id: usize, paths: &RunPaths, boot: &BootFiles)
         ];
         (id.clone(), args)
     });
+    let gpu = host.gpu.iter().map(|d| (d.id.clone(), gpu_args(d)));
     for (chassis, (id, dev_args)) in (1..).zip(
         nvme.chain(nics)
             .chain(ahci)
             .chain(vga)
             .chain(lsi)
             .chain(virtio_blk)
-            .chain(nvme_sriov),
+            .chain(nvme_sriov)
+            .chain(gpu),
     ) {
         push(
             &mut a,
@@ -754,6 +777,44 @@ mod tests {
         );
         // NICs without a network stay on their host's hub.
         assert!(!args(0).iter().any(|s| s.contains("stream")));
+    }
+
+    #[test]
+    fn gpu_is_display_and_audio_functions_of_one_slot() {
+        let mut t = topo();
+        t.hosts[0]
+            .gpu
+            .push(crate::topology::GpuSpec { id: "gpu0".into() });
+        t.validate().unwrap();
+        let a: Vec<String> = host_args(&t, 0, &paths(), &boot())
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect();
+        // Behind the next root port after the other devices, function 0
+        // multi-function, the HDA controller at function 1 with its codec
+        // on the controller's bus.
+        assert_eq!(
+            value_after(&a, "-device", "gpu0"),
+            [
+                "pcie-root-port,id=rp-gpu0,chassis=8,slot=8",
+                "bochs-display,id=gpu0,bus=rp-gpu0,addr=0.0,multifunction=on",
+                "intel-hda,id=gpu0-hda,bus=rp-gpu0,addr=0.1",
+                "hda-duplex,bus=gpu0-hda.0,audiodev=snd-gpu0"
+            ]
+        );
+        assert_eq!(value_after(&a, "-audiodev", ""), ["none,id=snd-gpu0"]);
+        // The codec's backend comes before the codec.
+        let backend = a.iter().position(|s| s == "none,id=snd-gpu0").unwrap();
+        let codec = a.iter().position(|s| s.starts_with("hda-duplex,")).unwrap();
+        assert!(backend < codec);
+        // One root port more, nothing else moved.
+        assert_eq!(value_after(&a, "-device", "pcie-root-port").len(), 8);
+        assert_eq!(
+            value_after(&a, "-device", "rp-nvsr0")[0],
+            "pcie-root-port,id=rp-nvsr0,chassis=7,slot=7"
+        );
+        // No gpu, no audio backend.
+        assert!(args(0).iter().all(|s| s != "-audiodev"));
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! [[host.igb]]       # a NIC to lend, on the network "lan0"
 //! id = "nic0"
 //! network = "lan0"
+//! [[host.gpu]]       # a two-function device to lend: display + audio
+//! id = "gpu0"
 //! [[host]]
 //! name = "borrower"
 //! memory = "1G"
@@ -180,6 +182,33 @@ pub struct HostSpec {
     /// (the peer-to-peer check's target).
     #[serde(default)]
     pub vga: Vec<VgaSpec>,
+    /// Multi-function display and audio devices to lend, one slot each:
+    /// function 0 a display adapter (QEMU's `bochs-display`,
+    /// `multifunction=on`), function 1 an HDA controller (`intel-hda`)
+    /// with a codec (`hda-duplex`). Neither function has ACS, so Linux puts
+    /// both in one IOMMU group: the devices of the group-lending check
+    /// (docs/groups.md).
+    #[serde(default)]
+    pub gpu: Vec<GpuSpec>,
+}
+
+/// An emulated two-function device: a display adapter at function 0 and
+/// an HDA audio controller at function 1 of one slot, behind a root port of
+/// its own.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSpec {
+    /// Device id, unique in the host; `[a-z0-9-]`. It names the display
+    /// function; the audio function is [`GpuSpec::hda_id`].
+    pub id: String,
+}
+
+impl GpuSpec {
+    /// The QEMU id of the audio function (`<id>-hda`), unique in the host
+    /// like a device id.
+    pub fn hda_id(&self) -> String {
+        format!("{}-hda", self.id)
+    }
 }
 
 /// An emulated display adapter.
@@ -405,7 +434,8 @@ impl Topology {
                 || !h.ahci.is_empty()
                 || !h.lsi.is_empty()
                 || !h.virtio_blk.is_empty()
-                || !h.nvme_sriov.is_empty();
+                || !h.nvme_sriov.is_empty()
+                || !h.gpu.is_empty();
             if lends && !h.iommu {
                 return bad(format!(
                     "host {}: a host that lends devices needs `iommu = true` to isolate them",
@@ -422,10 +452,20 @@ impl Topology {
                 .chain(h.virtio_blk.iter().map(|d| d.id.as_str()))
                 .chain(h.nvme_sriov.iter().map(|d| d.id.as_str()))
                 .chain(h.vga.iter().map(|d| d.id.as_str()))
+                .chain(h.gpu.iter().map(|d| d.id.as_str()))
                 .collect();
             for (j, id) in ids.iter().enumerate() {
                 if !is_name(id) || ids[..j].contains(id) {
                     return bad(format!("host {}: device id {id:?} bad or repeated", h.name));
+                }
+            }
+            for d in &h.gpu {
+                let hda = d.hda_id();
+                if ids.contains(&hda.as_str()) {
+                    return bad(format!(
+                        "host {}: gpu {}'s audio function is named {hda:?}, which another device's id is",
+                        h.name, d.id
+                    ));
                 }
             }
             let disks = h
@@ -634,6 +674,33 @@ mod tests {
                 "[[host.igb]]\nid='n'\n[[host.virtio_net]]\nid='n'\n",
                 "repeated",
             ),
+        ] {
+            let err = parse(&format!("{base}{bad}")).unwrap_err().to_string();
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn gpu_ids_are_unique_with_their_audio_function() {
+        let base = "name='a'\n[[host]]\nname='l'\nmemory='512M'\niommu=true\n";
+        let t = parse(&format!("{base}[[host.gpu]]\nid='gpu0'\n")).unwrap();
+        assert_eq!(t.hosts[0].gpu[0].id, "gpu0");
+        assert_eq!(t.hosts[0].gpu[0].hda_id(), "gpu0-hda");
+        // Lent, so behind an IOMMU.
+        let err = parse("name='a'\n[[host]]\nname='l'\nmemory='512M'\n[[host.gpu]]\nid='g'\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("iommu"), "{err}");
+        for (bad, why) in [
+            ("[[host.gpu]]\nid='g'\n[[host.gpu]]\nid='g'\n", "repeated"),
+            ("[[host.gpu]]\nid='g'\n[[host.vga]]\nid='g'\n", "repeated"),
+            ("[[host.gpu]]\nid='G'\n", "bad or repeated"),
+            // The audio function's id is another device's.
+            (
+                "[[host.gpu]]\nid='g'\n[[host.lsi]]\nid='g-hda'\nsize='1M'\n",
+                "audio function",
+            ),
+            ("[[host.gpu]]\nid='g'\nvram='16M'\n", "unknown field"),
         ] {
             let err = parse(&format!("{base}{bad}")).unwrap_err().to_string();
             assert!(err.contains(why), "{bad:?}: {err}");
