@@ -3,6 +3,7 @@
 #   vmlinuz           copy of /boot/vmlinuz-$KVER
 #   host-initrd.img   busybox + host /init (host-init.sh) + 9p modules
 #   guest-initrd.img  busybox + guest /init (guest-init.sh) + nvme modules
+#                     (and disk, network, display modules loaded on demand)
 #   kver              the kernel release
 #   inputs            what the cache key was computed from
 # into ${DEVLEND_CACHE:-/var/cache/devlend}/images/<sha256 of the inputs>/.
@@ -33,6 +34,13 @@ GUEST_DISK_MODULES=(ahci sym53c8xx sd_mod virtio_blk)
 # lends an igb (82576), the SR-IOV check its VFs (igbvf), the INTx check an
 # e1000 (82540EM).
 GUEST_NET_MODULES=(igb igbvf e1000)
+# Loaded only with a display controller (class 0x03xx) or an audio one
+# (0x0403): the group check lends a bochs-display with an intel-hda at its
+# function 1 (docs/groups.md). The HDA controller's driver loads its
+# codec's driver by request_module(), which the guest cannot serve (no
+# modules.dep in the initramfs): hda-duplex's is the generic codec
+# driver, loaded before the controller's so that the codec finds it.
+GUEST_DISPLAY_MODULES=(bochs snd_hda_codec_generic snd_hda_intel)
 # Fixed timestamp for every file in the archives (reproducibility).
 SOURCE_DATE_EPOCH=0
 export SOURCE_DATE_EPOCH
@@ -143,6 +151,8 @@ GUEST_DISK_KOS=$(resolve_modules "${GUEST_DISK_MODULES[@]}") ||
 	die "a guest disk module is missing from $MODDIR (package $KPKG)"
 GUEST_NET_KOS=$(resolve_modules "${GUEST_NET_MODULES[@]}") ||
 	die "a guest network module is missing from $MODDIR (package $KPKG)"
+GUEST_DISPLAY_KOS=$(resolve_modules "${GUEST_DISPLAY_MODULES[@]}") ||
+	die "a guest display or audio module is missing from $MODDIR (package $KPKG)"
 
 inputs() {
 	echo "devlend-images format 1"
@@ -159,6 +169,7 @@ inputs() {
 	for ko in $GUEST_KOS; do echo "guest-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
 	for ko in $GUEST_DISK_KOS; do echo "guest-disk-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
 	for ko in $GUEST_NET_KOS; do echo "guest-net-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
+	for ko in $GUEST_DISPLAY_KOS; do echo "guest-display-module $ko $(sha256sum <"$MODDIR/$ko" | cut -d' ' -f1)"; done
 	# Every script and init file here (not the docs, not the self-test).
 	local f
 	while IFS= read -r f; do
@@ -211,8 +222,8 @@ add_modules() { # dir kos list-file
 	done
 }
 
-populate() { # dir init-script module-list [disk-module-list net-module-list]
-	local dir=$1 init=$2 kos=$3 disk_kos=${4:-} net_kos=${5:-} applet
+populate() { # dir init-script module-list [disk-module-list net-module-list display-module-list]
+	local dir=$1 init=$2 kos=$3 disk_kos=${4:-} net_kos=${5:-} display_kos=${6:-} applet
 	mkdir -p "$dir"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,etc/devlend,root} "$dir/lib/modules/$KVER"
 	mkdir -m 1777 "$dir/tmp"
 	chmod 700 "$dir/root"
@@ -228,6 +239,7 @@ populate() { # dir init-script module-list [disk-module-list net-module-list]
 	add_modules "$dir" "$kos" etc/devlend/modules
 	add_modules "$dir" "$disk_kos" etc/devlend/modules.disk
 	add_modules "$dir" "$net_kos" etc/devlend/modules.net
+	add_modules "$dir" "$display_kos" etc/devlend/modules.display
 	echo "$KVER" >"$dir/etc/devlend/kver"
 }
 
@@ -243,7 +255,7 @@ step "host initramfs: busybox, host-init.sh, modules: $(echo "$HOST_KOS" | sed '
 populate "$TMP/host" "$HERE/host-init.sh" "$HOST_KOS"
 mkdir -p "$TMP/host/hostroot"
 step "guest initramfs: busybox, guest-init.sh, modules: $(echo "$GUEST_KOS" | sed 's|.*/||' | tr '\n' ' ')"
-populate "$TMP/guest" "$HERE/guest-init.sh" "$GUEST_KOS" "$GUEST_DISK_KOS" "$GUEST_NET_KOS"
+populate "$TMP/guest" "$HERE/guest-init.sh" "$GUEST_KOS" "$GUEST_DISK_KOS" "$GUEST_NET_KOS" "$GUEST_DISPLAY_KOS"
 
 mkdir "$TMP/out"
 step "packing host-initrd.img"

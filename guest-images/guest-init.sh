@@ -77,18 +77,21 @@ load_modules() { # list file
 	done <"$1"
 }
 load_modules /etc/devlend/modules
-# Disk (SCSI, SATA) and Ethernet modules only for a guest given such a
-# controller (class 0x0100, 0x0106, 0x0200).
-disk= net=
+# Disk (SCSI, SATA), Ethernet, display and audio modules only for a guest
+# given such a controller (class 0x0100, 0x0106, 0x0200; display 0x03xx,
+# audio 0x0403).
+disk= net= display=
 for c in /sys/bus/pci/devices/*/class; do
 	[ -r "$c" ] || continue
 	case "$(cat "$c")" in
 	0x0100*|0x0106*) disk=1 ;;
 	0x0200*) net=1 ;;
+	0x03*|0x0403*) display=1 ;;
 	esac
 done
 [ -z "$disk" ] || load_modules /etc/devlend/modules.disk
 [ -z "$net" ] || load_modules /etc/devlend/modules.net
+[ -z "$display" ] || load_modules /etc/devlend/modules.display
 
 # NVMe functions (class 0x0108xx) present on the PCI bus.
 nvme_pci=0
