@@ -11,6 +11,7 @@
 pub mod bench;
 pub mod fabric;
 pub mod fixture;
+pub mod group;
 pub mod guest;
 pub mod kmemleak;
 pub mod lending;
