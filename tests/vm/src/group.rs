@@ -635,6 +635,104 @@ mod tests {
         assert!(err.to_string().contains("no audio function"), "{err}");
     }
 
+    /// A QEMU this test started, killed (by its PID, as a child of ours)
+    /// when the test ends before it exits.
+    struct Qemu(std::process::Child);
+
+    impl Drop for Qemu {
+        fn drop(&mut self) {
+            if self.0.try_wait().ok().flatten().is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+
+    /// The check's guest side with no devlend in it: one QEMU under TCG on
+    /// this machine with the `[[host.gpu]]` device as the cluster gives it
+    /// to a lender (a root port, [`devlend_cluster::qemu::gpu_args`]),
+    /// booting the guest images, whose guest reports its audio function
+    /// and draws the bands; the same QEMU's screendump, taken while the
+    /// guest holds, must show them. Boots a guest under TCG (one to a few
+    /// minutes): `cargo test -p devlend-vmtests --lib -- --ignored
+    /// --nocapture group::tests::tcg`.
+    #[test]
+    #[ignore]
+    fn tcg_guest_draws_what_screendump_reads_back() {
+        use std::time::Instant;
+        let images = devlend_cluster::tools::guest_images_dir().unwrap();
+        let dir = std::env::temp_dir().join(format!("devlend-group-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (sock, console, ppm) = (
+            dir.join("qmp.sock"),
+            dir.join("console.log"),
+            dir.join("screen.ppm"),
+        );
+        let cmd = format!("{}{}", audio_script(20), draw_script(30));
+        let gpu = devlend_cluster::topology::GpuSpec { id: "gpu0".into() };
+        let mut qemu = std::process::Command::new("qemu-system-x86_64");
+        qemu.args([
+            "-machine", "q35", "-accel", "tcg", "-cpu", "max", "-m", "512",
+        ])
+        .args(["-nodefaults", "-display", "none", "-no-reboot"])
+        .arg("-serial")
+        .arg(format!("file:{}", console.display()))
+        .arg("-qmp")
+        .arg(format!("unix:{},server=on,wait=off", sock.display()))
+        .arg("-kernel")
+        .arg(images.join("vmlinuz"))
+        .arg("-initrd")
+        .arg(images.join("guest-initrd.img"))
+        .arg("-append")
+        .arg(crate::guest::kernel_cmdline(&cmd).unwrap())
+        .args(["-device", "pcie-root-port,id=rp-gpu0,chassis=1,slot=1"])
+        .args(devlend_cluster::qemu::gpu_args(&gpu));
+        let t0 = Instant::now();
+        let mut qemu = Qemu(qemu.spawn().unwrap());
+        eprintln!("QEMU pid {}, files in {}", qemu.0.id(), dir.display());
+        let read = || std::fs::read_to_string(&console).unwrap_or_default();
+        while !read().contains("devlend-fb: drew") {
+            let exited = qemu.0.try_wait().unwrap();
+            assert!(
+                exited.is_none() && t0.elapsed() < Duration::from_secs(480),
+                "the guest did not draw (QEMU {exited:?} after {:?}); console:\n{}",
+                t0.elapsed(),
+                read()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        eprintln!("guest drew after {:.1} s", t0.elapsed().as_secs_f64());
+        let img = screendump(&sock, &ppm).unwrap();
+        while qemu.0.try_wait().unwrap().is_none() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(600),
+                "the guest did not power off; console:\n{}",
+                read()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let run = crate::guest::parse_console(read(), t0.elapsed()).unwrap();
+        eprintln!("guest output:\n{}", run.output);
+        assert_eq!(run.rc, 0, "{}", run.output);
+        // Every module of the guest's lists loaded.
+        assert!(!run.console.contains("warning: insmod"), "{}", run.console);
+        let fb = parse_draw_output(&run.output).unwrap();
+        eprintln!("framebuffer: {fb:?}");
+        eprintln!("audio: {}", check_audio(&run.output).unwrap());
+        eprintln!("screendump: {}", check_pattern(&img, &fb).unwrap());
+        // Below the bands, the rest of the screen the guest left alone.
+        let rest = (PATTERN_ROWS..img.height)
+            .flat_map(|y| (0..img.width).map(move |x| (x, y)))
+            .filter(|&(x, y)| img.pixel(x, y) == [0, 0, 0])
+            .count();
+        eprintln!(
+            "screendump: {rest} of {} pixels below the bands are black",
+            u64::from(img.width) * u64::from(img.height - PATTERN_ROWS)
+        );
+        drop(qemu);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn both_scripts_fit_the_guests_command_line() {
         let cmd = format!("{}{}", audio_script(20), draw_script(60));

@@ -219,7 +219,7 @@ pub fn run_with(
     parse_console(console, t0.elapsed())
 }
 
-fn parse_console(console: String, elapsed: Duration) -> anyhow::Result<GuestRun> {
+pub(crate) fn parse_console(console: String, elapsed: Duration) -> anyhow::Result<GuestRun> {
     let begin = console
         .find("DEVLEND-CMD-BEGIN")
         .with_context(|| format!("guest never ran its command; console:\n{console}"))?;
