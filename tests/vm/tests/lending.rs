@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context};
 use devlend_cluster::{tools, Cluster};
 use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::group;
 use devlend_vmtests::guest::{self, GuestOpts};
 use devlend_vmtests::lending::{self, PciDev};
 use devlend_vmtests::libvirt;
@@ -1310,6 +1311,110 @@ echo \"cmb-refused $(dmesg | grep -c 'failed to register the CMB')\"
     Ok(())
 }
 
+/// The mdev type for a device of any class.
+const ANY_TYPE: &str = "devlend-any";
+
+/// A display adapter and an HDA controller, functions 0 and 1 of one slot
+/// of the lender (two-host.toml's `gpu0`: one IOMMU group), lent together
+/// and given to one KVM guest as one multi-function device at functions 0
+/// and 1 of its slot 5 (`./test.sh group`, docs/groups.md). Lending the
+/// display lends the audio function too; the lender gives the group one
+/// IOMMU domain. The guest's `bochs-drm` draws bands of colours into its
+/// framebuffer, which must be what the lender's QEMU shows (QMP
+/// `screendump` of `gpu0`, from outside every VM), and its
+/// `snd_hda_intel` must bind and find its codec (through the HDA's DMA
+/// rings, in the group's domain). Unlending the display gives both back.
+fn group_display_and_audio_lent_as_one_device(c: &mut Cluster) -> anyhow::Result<()> {
+    lent_nvme(c)?;
+    let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
+    let first = |class: &str| -> anyhow::Result<PciDev> {
+        lending::find_all_by_class(l, class)?
+            .into_iter()
+            .next()
+            .with_context(|| format!("the lender has no device of class {class} (gpu0)"))
+    };
+    let (display, audio) = (first("0x038000")?, first("0x040300")?);
+    lending::ensure_lent(l, &display.addr)?;
+    let r = (|| {
+        ensure!(
+            lending::driver_of(l, &audio.addr)?.as_deref() == Some("devlend-lender"),
+            "lending the display did not lend the audio function of its slot"
+        );
+        let owners = sh(
+            l,
+            "dmesg | grep -c \"owning its IOMMU group's domain\" || true",
+        )?;
+        ensure!(
+            owners.trim() != "0",
+            "no function of the group owns its domain"
+        );
+        for d in [&display, &audio] {
+            lending::wait_remote_listed(b, &d.addr, "a function of the group on the borrower")?;
+        }
+        let u0 = lending::create_mdev(b, ANY_TYPE, Some(&remote_name(&display)))?;
+        let r = lending::create_mdev(b, ANY_TYPE, Some(&remote_name(&audio))).and_then(|u1| {
+            let r = group_guest(c, &u0, &u1);
+            let removed = lending::remove_mdev(b, &u1);
+            let r = r?;
+            removed?;
+            Ok(r)
+        });
+        let removed = lending::remove_mdev(b, &u0);
+        let r = r?;
+        removed?;
+        Ok(r)
+    })();
+    let unlent = lending::unlend(c.agent(LENDER)?, &display.addr);
+    let (pattern, audio_seen) = r?;
+    unlent?;
+    let l = c.agent(LENDER)?;
+    ensure!(
+        lending::driver_of(l, &audio.addr)?.as_deref() != Some("devlend-lender"),
+        "unlending the display left the audio function lent"
+    );
+    println!("  the lender's screen, from outside: {pattern}");
+    println!("  the guest's audio: {audio_seen}");
+    Ok(())
+}
+
+/// The guest of [`group_display_and_audio_lent_as_one_device`] with mdevs
+/// `u0` (the display) and `u1` (the audio function): what the lender's
+/// screen showed while it held its drawing, and what it found of audio.
+fn group_guest(c: &Cluster, u0: &str, u1: &str) -> anyhow::Result<(String, String)> {
+    let b = c.agent(BORROWER)?;
+    let extra = format!(
+        "-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/{u0},addr=5.0,multifunction=on \
+         -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/{u1},addr=5.1"
+    );
+    let opts = GuestOpts {
+        mem_mib: GUEST_MIB,
+        extra_qemu_args: &extra,
+        qmp: None,
+    };
+    let script = format!("{}{}", group::audio_script(30), group::draw_script(60));
+    let g = guest::spawn(
+        b,
+        &tools::guest_images_dir()?,
+        &script,
+        &opts,
+        "/tmp/devlend-group.console",
+    )?;
+    let r = (|| {
+        let console = g.wait_for(b, "devlend-fb: drew", Duration::from_secs(300))?;
+        let fb = group::parse_draw_output(&console)?;
+        let shot = std::env::temp_dir().join(format!("devlend-group-{}.ppm", std::process::id()));
+        let img = group::screendump_device(&c.paths().qmp_sock(LENDER), Some("gpu0"), &shot);
+        let _ = std::fs::remove_file(&shot);
+        let pattern = group::check_pattern(&img?, &fb)?;
+        let run = g.wait(b, Duration::from_secs(120))?;
+        Ok((pattern, group::check_audio(&run.output)?))
+    })();
+    if r.is_err() {
+        let _ = g.kill(b);
+    }
+    r
+}
+
 /// The `devlend` CLI end to end: lender and borrower listings, an mdev made
 /// and removed by it, and the VMM arguments it prints, libvirt's validated.
 fn cli_end_to_end(c: &mut Cluster) -> anyhow::Result<()> {
@@ -2137,6 +2242,10 @@ pub fn suite() -> Suite {
         Check {
             name: "p2p_nvme_reads_into_another_nvmes_pmr",
             run: p2p_nvme_reads_into_another_nvmes_pmr,
+        },
+        Check {
+            name: "group_display_and_audio_lent_as_one_device",
+            run: group_display_and_audio_lent_as_one_device,
         },
         Check {
             name: "p2p_nvme_cmb_holds_a_guests_submission_queues",
