@@ -297,15 +297,6 @@ int dl_dma_tables_note(struct dl_lent *lent, u64 iova, u64 last)
 				   &lent->dma_nmids);
 }
 
-/* The domain is fresh: no table is left to count. */
-static void dl_dma_tables_forget(struct dl_lent *lent)
-{
-	xa_destroy(&lent->dma_leaves);
-	xa_destroy(&lent->dma_mids);
-	WRITE_ONCE(lent->dma_nleaves, 0);
-	WRITE_ONCE(lent->dma_nmids, 0);
-}
-
 /*
  * Put the device back into @lent->domain after a fresh domain could not
  * be attached; 0 or -errno (the device stays blocked, maps are refused).
@@ -383,6 +374,10 @@ static void dl_dma_tables_free(struct dl_lent *lent)
 {
 	int ret;
 
+	/* A group's: once no member is held (group.c). */
+	if (lent->grp)
+		return;
+
 	if (!lent->dma_nleaves && !lent->dma_nmids && !lent->dma_detached)
 		return;
 	if (!lent->dead) {
@@ -395,22 +390,15 @@ static void dl_dma_tables_free(struct dl_lent *lent)
 		}
 		dl_lent_count(lent, DL_LCNT_DMA_TABLE_FREES);
 	}
-	dl_dma_tables_forget(lent);
+	dl_lent_tables_forget(lent);
 }
 
-/**
- * dl_dma_iommu_map() - map [@iova, @iova + @len) onto @phys with small
- *	pages only (see the top of this file).
- * @lent: the device; @lent->lock held.
- * @iova: the first IOVA, page aligned.
- * @phys: what it reaches.
- * @len: bytes, page aligned.
- * @prot: IOMMU_* access.
- *
- * Return: 0 with all of it mapped, or -errno with none of it.
+/*
+ * Map [@iova, @iova + @len) onto @phys with small pages only (see the top
+ * of this file): 0 with all of it mapped, or -errno with none of it.
  */
-int dl_dma_iommu_map(struct dl_lent *lent, u64 iova, phys_addr_t phys,
-		     u64 len, int prot)
+static int dl_dma_map_pages(struct dl_lent *lent, u64 iova, phys_addr_t phys,
+			    u64 len, int prot)
 {
 	u64 piece = dl_dma_piece(lent->domain);
 	u64 done, n;
@@ -432,14 +420,8 @@ err_unmap:
 	return ret;
 }
 
-/**
- * dl_dma_iommu_unmap() - take exactly [@iova, @iova + @len) out of the
- *	domain.
- * @lent: the device; @lent->lock held.
- * @iova: the first IOVA.
- * @len: bytes.
- */
-void dl_dma_iommu_unmap(struct dl_lent *lent, u64 iova, u64 len)
+/* Take exactly [@iova, @iova + @len) out of the domain. */
+static void dl_dma_unmap_pages(struct dl_lent *lent, u64 iova, u64 len)
 {
 	size_t unmapped = iommu_unmap(lent->domain, iova, len);
 
@@ -447,6 +429,79 @@ void dl_dma_iommu_unmap(struct dl_lent *lent, u64 iova, u64 len)
 		dev_warn_ratelimited(&lent->pdev->dev,
 				     "lender: unmapped %zu of %llu bytes at IOVA %#llx\n",
 				     unmapped, len, iova);
+}
+
+/**
+ * dl_dma_iommu_unmap() - take exactly [@iova, @iova + @len) out of the
+ *	domain; for a member of a lent group, only the parts of it no other
+ *	member maps.
+ * @lent: the device; @lent->lock held (and its group's DMA lock).
+ * @iova: the first IOVA.
+ * @len: bytes.
+ */
+void dl_dma_iommu_unmap(struct dl_lent *lent, u64 iova, u64 len)
+{
+	u64 cur = iova, last = iova + len - 1, sf, sl;
+	phys_addr_t sp;
+
+	/* A group's: only what no other member maps (group.c). */
+	while (lent->grp &&
+	       dl_lent_group_next_shared(lent, cur, last, &sf, &sl, &sp)) {
+		if (sf > cur)
+			dl_dma_unmap_pages(lent, cur, sf - cur);
+		if (sl == last)
+			return;
+		cur = sl + 1;
+	}
+	dl_dma_unmap_pages(lent, cur, last - cur + 1);
+}
+
+/**
+ * dl_dma_iommu_map() - map [@iova, @iova + @len) onto @phys with small
+ *	pages only, for a device alone in its group; for a member of a lent
+ *	group, only what no other member maps already, which must reach the
+ *	same memory.
+ * @lent: the device; @lent->lock held (and its group's DMA lock).
+ * @iova: the first IOVA, page aligned.
+ * @phys: what it reaches.
+ * @len: bytes, page aligned.
+ * @prot: IOMMU_* access.
+ *
+ * Return: 0 with all of it mapped, or -errno with none of it mapped by
+ * this call: -EEXIST if another member maps part of it elsewhere.
+ */
+int dl_dma_iommu_map(struct dl_lent *lent, u64 iova, phys_addr_t phys,
+		     u64 len, int prot)
+{
+	u64 cur = iova, last = iova + len - 1, sf, sl;
+	phys_addr_t sp;
+	int ret;
+
+	while (lent->grp &&
+	       dl_lent_group_next_shared(lent, cur, last, &sf, &sl, &sp)) {
+		ret = -EEXIST;
+		if (sp != phys + (sf - iova))
+			goto err_undo;
+		dl_lent_count(lent, DL_LCNT_DMA_SHARED);
+		if (sf > cur) {
+			ret = dl_dma_map_pages(lent, cur, phys + (cur - iova),
+					       sf - cur, prot);
+			if (ret)
+				goto err_undo;
+		}
+		if (sl == last)
+			return 0;
+		cur = sl + 1;
+	}
+	ret = dl_dma_map_pages(lent, cur, phys + (cur - iova), last - cur + 1,
+			       prot);
+	if (!ret)
+		return 0;
+err_undo:
+	/* What this call mapped: the parts no other member maps. */
+	if (cur > iova)
+		dl_dma_iommu_unmap(lent, iova, cur - iova);
+	return ret;
 }
 
 /* Enter @m in both indexes, or in neither. */
@@ -556,24 +611,10 @@ static void dl_dma_undo_run(struct dl_lent *lent, u64 iova, u64 len)
 	}
 }
 
-/**
- * dl_lent_dma_map() - map a batch of runs for the holder.
- * @lent: the device; @lent->lock held, the requester checked as holder.
- * @fab: the fabric of the holder.
- * @peer: the holder.
- * @ranges: the runs, as received (little-endian).
- * @count: how many; checked against the message length by the caller.
- *
- * Return: 0 with every run mapped, or -errno with none of them mapped:
- * -EINVAL (alignment, wrap, empty), -ERANGE (not the borrower's RAM, or
- * outside the aperture or in a reserved region), -EEXIST (overlap in IOVA
- * with a mapping, a BAR's too, or a borrower page mapped already), -ENOSPC
- * (more than the borrower's RAM in total, more mappings than the caps, or
- * more page tables than the budget), -EIO (the device is in no domain of
- * ours), -ENOMEM, or what iommu_map() said.
- */
-int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
-		    const struct dl_dma_range *ranges, u32 count)
+/* dl_lent_dma_map(), its group's DMA lock held. */
+static int dl_dma_map_batch(struct dl_lent *lent, struct dl_fabric *fab,
+			    u32 peer, const struct dl_dma_range *ranges,
+			    u32 count)
 {
 	struct iommu_domain_geometry *geo = &lent->domain->geometry;
 	u64 others = DL_DMA_NOT_COUNTED;
@@ -682,6 +723,35 @@ err_undo:
 	return ret;
 }
 
+/**
+ * dl_lent_dma_map() - map a batch of runs for the holder.
+ * @lent: the device; @lent->lock held, the requester checked as holder.
+ * @fab: the fabric of the holder.
+ * @peer: the holder.
+ * @ranges: the runs, as received (little-endian).
+ * @count: how many; checked against the message length by the caller.
+ *
+ * Return: 0 with every run mapped, or -errno with none of them mapped:
+ * -EINVAL (alignment, wrap, empty), -ERANGE (not the borrower's RAM, or
+ * outside the aperture or in a reserved region), -EEXIST (overlap in IOVA
+ * with a mapping, a BAR's too, or a borrower page mapped already), -ENOSPC
+ * (more than the borrower's RAM in total, more mappings than the caps, or
+ * more page tables than the budget), -EIO (the device is in no domain of
+ * ours), -ENOMEM, or what iommu_map() said.
+ */
+int dl_lent_dma_map(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+		    const struct dl_dma_range *ranges, u32 count)
+{
+	int ret;
+
+	lockdep_assert_held(&lent->lock);
+
+	dl_lent_group_dma_lock(lent);
+	ret = dl_dma_map_batch(lent, fab, peer, ranges, count);
+	dl_lent_group_dma_unlock(lent);
+	return ret;
+}
+
 /*
  * Unmap [@first, @last] from @m, which covers more than that: exactly
  * those IOVAs leave the domain, and @m is cut down to what is left of it.
@@ -761,16 +831,18 @@ static int dl_dma_cut(struct dl_lent *lent, struct dl_lent_dma *m,
  */
 int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len)
 {
-	u64 gran = dl_dma_granule(lent->domain);
-	u64 first = ALIGN_DOWN(iova, gran);
-	u64 last = (iova + len - 1) | (gran - 1);
-	u64 others = DL_DMA_NOT_COUNTED;
-	unsigned long idx = first;
+	u64 gran, first, last, others = DL_DMA_NOT_COUNTED;
 	struct dl_lent_dma *m;
+	unsigned long idx;
 	int ret = 0;
 
 	lockdep_assert_held(&lent->lock);
 
+	dl_lent_group_dma_lock(lent);
+	gran = dl_dma_granule(lent->domain);
+	first = ALIGN_DOWN(iova, gran);
+	last = (iova + len - 1) | (gran - 1);
+	idx = first;
 	while ((m = mt_find(&lent->dma, &idx, last))) {
 		u64 m_iova = m->iova, m_last = m->iova + m->len - 1;
 		int err;
@@ -788,6 +860,7 @@ int dl_lent_dma_unmap(struct dl_lent *lent, u64 iova, u64 len)
 		idx = m_last + 1;
 		cond_resched();
 	}
+	dl_lent_group_dma_unlock(lent);
 	return ret;
 }
 
@@ -806,6 +879,7 @@ void dl_lent_dma_unmap_all(struct dl_lent *lent)
 
 	lockdep_assert_held(&lent->lock);
 
+	dl_lent_group_dma_lock(lent);
 	while ((m = mt_find(&lent->dma, &idx, ULONG_MAX))) {
 		dl_dma_remove(lent, m);
 		cond_resched();
@@ -813,6 +887,7 @@ void dl_lent_dma_unmap_all(struct dl_lent *lent)
 	WARN_ON(lent->dma_bytes || lent->dma_count);
 	mtree_destroy(&lent->dma);
 	mtree_destroy(&lent->dma_addr);
+	dl_lent_group_dma_unlock(lent);
 	dl_dma_tables_free(lent);
 }
 
@@ -834,8 +909,11 @@ void dl_lent_dma_unmap_all(struct dl_lent *lent)
 int dl_lent_fault_handler(struct iommu_domain *domain, struct device *dev,
 			  unsigned long iova, int flags, void *token)
 {
-	struct dl_lent *lent = token;
+	/* A group's domain has no token: the member is the device's. */
+	struct dl_lent *lent = token ?: dev_get_drvdata(dev);
 
+	if (!lent)
+		return -EOPNOTSUPP;
 	dl_lent_count(lent, DL_LCNT_FAULTS);
 	WRITE_ONCE(lent->fault_iova, iova);
 	WRITE_ONCE(lent->fault_flags, (flags & IOMMU_FAULT_WRITE) ? 1 : 0);

@@ -417,8 +417,12 @@ static void dl_lent_free_resv(struct dl_lent *lent)
 	}
 }
 
-/* A new paging domain for the device's DMA, its faults reported. */
-static struct iommu_domain *dl_lent_new_domain(struct dl_lent *lent)
+/*
+ * A new paging domain for the device's DMA, its faults reported: for a
+ * group's, with no token (the handler finds the member from the device).
+ */
+static struct iommu_domain *dl_lent_new_domain(struct dl_lent *lent,
+					       bool grouped)
 {
 	struct iommu_domain *domain;
 
@@ -428,7 +432,8 @@ static struct iommu_domain *dl_lent_new_domain(struct dl_lent *lent)
 			PTR_ERR(domain));
 		return domain;
 	}
-	iommu_set_fault_handler(domain, dl_lent_fault_handler, lent);
+	iommu_set_fault_handler(domain, dl_lent_fault_handler,
+				grouped ? NULL : lent);
 	return domain;
 }
 
@@ -492,7 +497,7 @@ static int dl_lent_setup_domain(struct dl_lent *lent)
 	group = iommu_group_get(&pdev->dev);
 	if (!group)
 		return -EINVAL;
-	domain = dl_lent_new_domain(lent);
+	domain = dl_lent_new_domain(lent, n > 1);
 	if (IS_ERR(domain)) {
 		ret = PTR_ERR(domain);
 		goto out_put;
@@ -507,7 +512,8 @@ static int dl_lent_setup_domain(struct dl_lent *lent)
 	ret = iommu_get_group_resv_regions(group, &lent->resv);
 	if (ret)
 		goto err_leave;
-	if (lent->domain) {
+	/* Direct vectors' page, in a group's one domain: not yet. */
+	if (!lent->grp) {
 		ret = dl_lent_irq_direct_reserve(lent);
 		if (ret)
 			goto err_free_resv;

@@ -10,16 +10,22 @@
  *    with one cookie (the &struct dl_lent_grp), which Linux refuses while
  *    another function is bound to a driver that uses the default domain.
  *  - The group has one paging domain, attached with iommu_attach_group()
- *    (iommu_attach_device() refuses a group of more than one device). It
- *    belongs to one member, its owner (the first probed): its holder's DMA
- *    maps fill it, as for a device alone in its group. The others have no
- *    domain of their own (@lent->domain is NULL): their holder's maps are
- *    answered and not made (dma.c), since a guest that holds the group
- *    maps the same RAM at the same addresses for each of its functions,
- *    and their BAR and P2P mappings are refused (the DMA faults, as
- *    before). The borrower gives all the functions of a slot to one VM
- *    (borrower/p2p.c), so that the RAM the owner's maps name is the RAM of
- *    the VM that drives every function.
+ *    (iommu_attach_device() refuses a group of more than one device),
+ *    made at the first member's probe and freed after the last one's
+ *    remove. Every member maps its holder's DMA there, each in its own
+ *    trees as a device alone does (dma.c), under the group's @dma_lock:
+ *    a run another member maps already, onto the same memory, is recorded
+ *    and not mapped again, and an unmap takes out of the IOMMU only what
+ *    no other member still records (dl_lent_group_next_shared()). So a
+ *    function whose guest driver never turns bus mastering on (a display)
+ *    does not keep its siblings' DMA from the RAM they map, and what one
+ *    member's holder unmaps stays reachable only where another member of
+ *    the same holder and VM maps it (the borrower gives a group to one VM:
+ *    borrower/p2p.c). Their BAR DMA, P2P maps and direct interrupts are
+ *    refused (msg.c, driver.c): those map pages of their own in the one
+ *    domain, not brought under @dma_lock yet. The page tables the members
+ *    leave are freed when no member is held, by a fresh domain for the
+ *    group (dl_lent_group_idle_work()).
  *  - One holder: an acquire of a member while another member is held by
  *    another host, or by another incarnation of the same host, is refused
  *    (%DL_REJ_GROUP). The check and the publication of the new holder
@@ -33,11 +39,13 @@
  *    lent again, so that nothing of one holder reaches the next.
  *
  * Locking: dl_grps_lock (the list of groups, each group's members and
- * owner) is taken with no lender lock held, or inside a device's locks at
+ * domain) is taken with no lender lock held, or inside a device's locks at
  * probe and remove. A group's @lock is taken inside a member's lent->lock
  * (acquire, take-back); inside it only other members' holder_lock, which
- * is innermost. The reset work takes no device's lock: pci_reset_bus()
- * tries each device's, and the work comes back later if one is taken.
+ * is innermost. Its @dma_lock is taken inside a member's lent->lock by
+ * dma.c, and by the idle work alone. The idle work takes no device's
+ * lock: pci_reset_bus() tries each device's, and the work comes back
+ * later if one is taken.
  *
  * Below driver.c (probe, remove, lend), msg.c (acquire) and slow.c
  * (take-back); beside dma.c, which attaches fresh domains through
@@ -62,7 +70,9 @@
  * @bus: the bus its functions are on.
  * @slot: their slot.
  * @members: members probed (dl_grps_lock).
- * @owner: the member whose domain is the group's, or NULL (dl_grps_lock).
+ * @domain: the group's domain, every member's @domain (dl_grps_lock, and
+ *	@dma_lock to replace it).
+ * @dma_lock: the members' DMA mappings (their dma trees) and @domain.
  * @lock: holder claims and the reset's state below.
  * @reset_due: a member came back without a reset of its own: the bus is
  *	reset before any member is lent again (@lock).
@@ -76,7 +86,8 @@ struct dl_lent_grp {
 	struct pci_bus *bus;
 	unsigned int slot;
 	unsigned int members;
-	struct dl_lent *owner;
+	struct iommu_domain *domain;
+	struct mutex dma_lock;	/* see above */
 	struct mutex lock;	/* see above */
 	bool reset_due;
 	bool reset_failed;
@@ -208,6 +219,7 @@ static struct dl_lent_grp *dl_grp_find_or_new(struct pci_dev *pdev,
 	grp->bus = pdev->bus;
 	grp->slot = PCI_SLOT(pdev->devfn);
 	mutex_init(&grp->lock);
+	mutex_init(&grp->dma_lock);
 	INIT_DELAYED_WORK(&grp->reset_work, dl_lent_group_reset_work);
 	list_add(&grp->node, &dl_grps);
 	return grp;
@@ -221,35 +233,20 @@ static void dl_grp_free(struct dl_lent_grp *grp)
 {
 	cancel_delayed_work_sync(&grp->reset_work);
 	iommu_group_put(grp->group);
+	mutex_destroy(&grp->dma_lock);
 	mutex_destroy(&grp->lock);
 	kfree(grp);
 }
 
-/* Attach the group to @domain, which @lent owns from now on. */
-static int dl_grp_own_domain(struct dl_lent *lent, struct dl_lent_grp *grp,
-			     struct iommu_domain *domain)
-{
-	int ret;
-
-	ret = iommu_attach_group(domain, grp->group);
-	if (ret) {
-		pci_err(lent->pdev, "lender: cannot attach its IOMMU group to a domain: %d\n",
-			ret);
-		return ret;
-	}
-	lent->domain = domain;
-	WRITE_ONCE(grp->owner, lent);
-	return 0;
-}
-
 /**
  * dl_lent_group_join() - make a device a member of its lent group: claim
- *	DMA ownership with the group's cookie, and own the group's domain if
- *	no member does.
+ *	DMA ownership with the group's cookie, and attach the group to a
+ *	domain if it has none.
  * @lent: the device, being probed (its device lock held).
  * @group: its IOMMU group, of more than one device (dl_lent_group_scan()).
- * @domain: a new paging domain with its fault handler set, for @lent's
- *	DMA: the group's if no member owns one, else freed here.
+ * @domain: a new paging domain with its fault handler set (a handler that
+ *	finds the member from the faulting device): the group's if it has
+ *	none, else freed here.
  *
  * Return: 0; -EPERM if another function is bound to a driver that uses
  * the DMA API (@domain freed); -ENOMEM, or what the IOMMU said.
@@ -276,13 +273,18 @@ int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group,
 	}
 	grp->members++;
 	WRITE_ONCE(lent->grp, grp);
-	if (!grp->owner) {
-		ret = dl_grp_own_domain(lent, grp, domain);
-		if (ret)
+	if (!grp->domain) {
+		ret = iommu_attach_group(domain, grp->group);
+		if (ret) {
+			pci_err(pdev, "lender: cannot attach its IOMMU group to a domain: %d\n",
+				ret);
 			goto err_leave;
+		}
+		grp->domain = domain;
 	} else {
 		iommu_domain_free(domain);
 	}
+	lent->domain = grp->domain;
 	mutex_unlock(&dl_grps_lock);
 	return 0;
 
@@ -303,27 +305,22 @@ err_free:
 }
 
 /**
- * dl_lent_group_leave() - a member goes: its domain, if it owns the
- *	group's, and its DMA ownership.
- * @lent: the member, taken back and out of the table (its device lock
- *	held).
- *
- * When the owner goes first the group is left in its blocking domain
- * (DMA ownership is still claimed by the others): the other members'
- * DMA is blocked, and they are lent to nobody (dl_lent_group_lock())
- * until a member owns a domain again.
+ * dl_lent_group_leave() - a member goes: its DMA ownership, and the
+ *	group's domain after the last member.
+ * @lent: the member, taken back (nothing of it mapped) and out of the
+ *	table (its device lock held).
  */
 void dl_lent_group_leave(struct dl_lent *lent)
 {
 	struct dl_lent_grp *grp = lent->grp;
+	struct iommu_domain *domain = NULL;
 
 	mutex_lock(&dl_grps_lock);
-	if (grp->owner == lent) {
-		if (!lent->dma_detached)
-			iommu_detach_group(lent->domain, grp->group);
-		iommu_domain_free(lent->domain);
-		lent->domain = NULL;
-		WRITE_ONCE(grp->owner, NULL);
+	lent->domain = NULL;
+	if (grp->members == 1) {
+		domain = grp->domain;
+		grp->domain = NULL;
+		iommu_detach_group(domain, grp->group);
 	}
 	iommu_device_release_dma_owner(&lent->pdev->dev);
 	WRITE_ONCE(lent->grp, NULL);
@@ -332,6 +329,8 @@ void dl_lent_group_leave(struct dl_lent *lent)
 	else
 		list_del(&grp->node);
 	mutex_unlock(&dl_grps_lock);
+	if (domain)
+		iommu_domain_free(domain);
 	if (grp)
 		dl_grp_free(grp);
 }
@@ -339,7 +338,7 @@ void dl_lent_group_leave(struct dl_lent *lent)
 /**
  * dl_lent_domain_attach() - attach the device, or its whole group, to
  *	@domain.
- * @lent: the device (a device alone in its group, or a group's owner).
+ * @lent: the device (alone in its group).
  * @domain: a domain of ours.
  *
  * Return: 0 or what the IOMMU said.
@@ -419,8 +418,6 @@ int dl_lent_group_lock(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 		why = "its group's bus reset failed";
 	else if (grp->reset_due)
 		why = "its group waits for its bus reset";
-	else if (!READ_ONCE(grp->owner))
-		why = "its group has no IOMMU domain (a function was unlent alone)";
 	else if (dl_grp_held_by_other(grp, lent, fab, peer, inc))
 		why = "another function of its group is held by another host or incarnation";
 	if (!why)
@@ -467,15 +464,15 @@ bool dl_lent_group_defer_reset(struct dl_lent *lent)
 }
 
 /**
- * dl_lent_group_reset_queue() - after a take-back: queue the group's bus
- *	reset if it is due; it waits for the last member to come back.
+ * dl_lent_group_reset_queue() - after a take-back: queue the group's idle
+ *	work, which waits for the last member to come back.
  * @lent: the device.
  */
 void dl_lent_group_reset_queue(struct dl_lent *lent)
 {
 	struct dl_lent_grp *grp = lent->grp;
 
-	if (grp && READ_ONCE(grp->reset_due))
+	if (grp)
 		mod_delayed_work(system_unbound_wq, &grp->reset_work, 0);
 }
 
@@ -494,13 +491,124 @@ static struct dl_lent *dl_grp_any_member(struct dl_lent_grp *grp)
 }
 
 /**
- * dl_lent_group_reset_work() - reset the bus of a group whose members are
- *	all back, so that the next holder finds none of the last one's state.
+ * dl_lent_group_dma_lock() - before a member's DMA mappings change or are
+ *	read for another member's: the group's @dma_lock; nothing for a
+ *	device alone.
+ * @lent: the device; @lent->lock held.
+ */
+void dl_lent_group_dma_lock(struct dl_lent *lent)
+{
+	if (lent->grp)
+		mutex_lock(&lent->grp->dma_lock);
+}
+
+/**
+ * dl_lent_group_dma_unlock() - end dl_lent_group_dma_lock().
+ * @lent: the device.
+ */
+void dl_lent_group_dma_unlock(struct dl_lent *lent)
+{
+	if (lent->grp)
+		mutex_unlock(&lent->grp->dma_lock);
+}
+
+/**
+ * dl_lent_group_next_shared() - the first part of [@first, @last] another
+ *	member of @lent's group maps (for its own holder's DMA).
+ * @lent: a member; the group's @dma_lock held.
+ * @first: the first IOVA.
+ * @last: the last IOVA.
+ * @s_first: set to the first IOVA of that part.
+ * @s_last: set to its last.
+ * @s_phys: set to what @s_first reaches there.
+ *
+ * Return: true if there is one, false if no other member maps any of it.
+ */
+bool dl_lent_group_next_shared(struct dl_lent *lent, u64 first, u64 last,
+			       u64 *s_first, u64 *s_last, phys_addr_t *s_phys)
+{
+	struct dl_lent_grp *grp = lent->grp;
+	unsigned long idx = 0, at;
+	bool found = false;
+	struct dl_lent_dma *m;
+	struct dl_lent *x;
+
+	lockdep_assert_held(&grp->dma_lock);
+	while ((x = dl_lent_next(&idx))) {
+		if (x != lent && READ_ONCE(x->grp) == grp) {
+			at = first;
+			m = mt_find(&x->dma, &at, last);
+			if (m && (!found || max(m->iova, first) < *s_first)) {
+				*s_first = max(m->iova, first);
+				*s_last = min(m->iova + m->len - 1, last);
+				*s_phys = m->phys + (*s_first - m->iova);
+				found = true;
+			}
+		}
+		dl_lent_put(x);
+	}
+	return found;
+}
+
+/*
+ * Replace the group's domain, which maps nothing, by a fresh one: that
+ * frees the page tables its members' holders left, as dma.c does for a
+ * device alone. Only while no member maps anything; @dma_lock held.
+ */
+static void dl_grp_fresh_domain(struct dl_lent_grp *grp, struct dl_lent *any)
+{
+	struct iommu_domain *old = grp->domain, *fresh;
+	bool mapped = false, tables = false;
+	unsigned long idx = 0;
+	struct dl_lent *x;
+
+	lockdep_assert_held(&grp->dma_lock);
+	while ((x = dl_lent_next(&idx))) {
+		if (READ_ONCE(x->grp) == grp) {
+			mapped |= READ_ONCE(x->dma_count) != 0;
+			tables |= READ_ONCE(x->dma_nleaves) ||
+				  READ_ONCE(x->dma_nmids);
+		}
+		dl_lent_put(x);
+	}
+	if (mapped || !tables)
+		return;
+	fresh = iommu_paging_domain_alloc(&any->pdev->dev);
+	if (IS_ERR(fresh))
+		return;
+	/* The same handler, which finds the member from the device. */
+	iommu_set_fault_handler(fresh, old->handler, old->handler_token);
+	iommu_detach_group(old, grp->group);
+	if (iommu_attach_group(fresh, grp->group)) {
+		iommu_domain_free(fresh);
+		if (iommu_attach_group(old, grp->group))
+			dev_err_ratelimited(&any->pdev->dev,
+					    "lender: its IOMMU group is in no domain of ours (DMA blocked) until it is lent again\n");
+		return;
+	}
+	idx = 0;
+	while ((x = dl_lent_next(&idx))) {
+		if (READ_ONCE(x->grp) == grp) {
+			WRITE_ONCE(x->domain, fresh);
+			dl_lent_tables_forget(x);
+		}
+		dl_lent_put(x);
+	}
+	grp->domain = fresh;
+	iommu_domain_free(old);
+	dl_lent_count(any, DL_LCNT_DMA_TABLE_FREES);
+}
+
+/**
+ * dl_lent_group_reset_work() - once every member of a group is back:
+ *	reset its bus if a member has no reset of its own, so that the next
+ *	holder finds none of the last one's state, and free the page tables
+ *	the holders left.
  * @work: &dl_lent_grp.reset_work.
  *
- * Only when every device of the IOMMU group is a member (lent): the bus
- * reset resets every function of the slot. A member's device lock taken
- * (pci_reset_bus() only tries them) makes it try again shortly.
+ * The bus reset only when every device of the IOMMU group is a member
+ * (lent): it resets every function of the slot. A member's device lock
+ * taken (pci_reset_bus() only tries them) makes it try again shortly.
  */
 void dl_lent_group_reset_work(struct work_struct *work)
 {
@@ -508,19 +616,25 @@ void dl_lent_group_reset_work(struct work_struct *work)
 					       struct dl_lent_grp, reset_work);
 	struct dl_grp_scan s;
 	struct dl_lent *any;
+	bool reset;
 	int ret;
 
 	mutex_lock(&grp->lock);
-	if (!grp->reset_due || grp->reset_failed ||
-	    dl_grp_held_by_other(grp, NULL, NULL, 0, 0)) {
+	if (dl_grp_held_by_other(grp, NULL, NULL, 0, 0)) {
 		mutex_unlock(&grp->lock);
 		return;
 	}
+	reset = grp->reset_due && !grp->reset_failed;
 	mutex_unlock(&grp->lock);
 
 	any = dl_grp_any_member(grp);
 	if (!any)
 		return;
+	mutex_lock(&grp->dma_lock);
+	dl_grp_fresh_domain(grp, any);
+	mutex_unlock(&grp->dma_lock);
+	if (!reset)
+		goto out_put;
 	s = (struct dl_grp_scan){ .pdev = any->pdev };
 	iommu_group_for_each_dev(grp->group, &s, dl_grp_scan_one);
 	if (s.n != READ_ONCE(grp->members)) {
@@ -528,15 +642,13 @@ void dl_lent_group_reset_work(struct work_struct *work)
 		dev_warn_ratelimited(&any->pdev->dev,
 				     "lender: %u of the %u functions of its group are lent; no bus reset until all are\n",
 				     READ_ONCE(grp->members), s.n);
-		dl_lent_put(any);
-		return;
+		goto out_put;
 	}
 	ret = pci_reset_bus(any->pdev);
 	if (ret == -EAGAIN) {
-		dl_lent_put(any);
 		mod_delayed_work(system_unbound_wq, &grp->reset_work,
 				 msecs_to_jiffies(DL_GRP_RESET_RETRY_MS));
-		return;
+		goto out_put;
 	}
 	mutex_lock(&grp->lock);
 	grp->reset_due = false;
@@ -548,6 +660,7 @@ void dl_lent_group_reset_work(struct work_struct *work)
 			 ret);
 	else
 		dl_lent_count(any, DL_LCNT_GROUP_RESETS);
+out_put:
 	dl_lent_put(any);
 }
 

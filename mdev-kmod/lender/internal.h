@@ -114,7 +114,7 @@ enum dl_lender_counter {
 	DL_LCNT_RECLAIMS,	/* taken back without a release */
 	DL_LCNT_RESETS,
 	DL_LCNT_FAULTS,
-	DL_LCNT_DMA_SHARED,	/* maps and unmaps answered through its group's owner */
+	DL_LCNT_DMA_SHARED,	/* runs another member of its group mapped already */
 	DL_LCNT_GROUP_RESETS,	/* bus resets of its IOMMU group */
 	DL_LCNT_NR
 };
@@ -760,6 +760,18 @@ static inline bool dl_lent_p2p_busy(struct dl_lent *lent, u64 first, u64 last)
 extern atomic_t dl_p2p_revoke_gen;
 void dl_lent_holder_publish(struct dl_lent *lent);
 
+/*
+ * The device's domain is fresh: no page table is left to count (dma.c,
+ * and group.c for a group's domain).
+ */
+static inline void dl_lent_tables_forget(struct dl_lent *lent)
+{
+	xa_destroy(&lent->dma_leaves);
+	xa_destroy(&lent->dma_mids);
+	WRITE_ONCE(lent->dma_nleaves, 0);
+	WRITE_ONCE(lent->dma_nmids, 0);
+}
+
 /* group.c */
 /* Functions of one slot: a group of more is not a multi-function device. */
 #define DL_GRP_MAX_MEMBERS	8
@@ -777,6 +789,10 @@ void dl_lent_group_unlock(struct dl_lent *lent);
 bool dl_lent_group_defer_reset(struct dl_lent *lent);
 void dl_lent_group_reset_queue(struct dl_lent *lent);
 void dl_lent_group_reset_work(struct work_struct *work);
+void dl_lent_group_dma_lock(struct dl_lent *lent);
+void dl_lent_group_dma_unlock(struct dl_lent *lent);
+bool dl_lent_group_next_shared(struct dl_lent *lent, u64 first, u64 last,
+			       u64 *s_first, u64 *s_last, phys_addr_t *s_phys);
 u32 dl_lent_group_id(struct dl_lent *lent);
 
 int dl_lent_p2p_dma(struct dl_lent *x, struct dl_fabric *fab, u32 peer,

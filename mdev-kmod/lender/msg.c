@@ -576,26 +576,11 @@ static bool dl_dma_map_ok(const struct dl_fabric_msg *msg)
 	       msg->len == sizeof(*req) + count * sizeof(req->ranges[0]);
 }
 
-/*
- * A member of a lent group that does not own the group's domain maps
- * nothing: its holder's guest maps the same RAM through the owner
- * (group.c). Its maps and unmaps are answered, counted, and not made.
- */
-static bool dl_lent_dma_shared(struct dl_lent *lent)
-{
-	if (lent->domain)
-		return false;
-	dl_lent_count(lent, DL_LCNT_DMA_SHARED);
-	return true;
-}
-
 static int dl_serve_dma_map(struct dl_lender_call *c)
 {
 	const struct dl_dma_map *req = c->msg->data;
 	int err;
 
-	if (dl_lent_dma_shared(c->lent))
-		return 0;
 	err = dl_lent_dma_map(c->lent, c->fab, c->msg->peer, req->ranges,
 			      le32_to_cpu(req->count));
 	/* Overlap and budget are out-of-range requests too, on the wire. */
@@ -618,8 +603,7 @@ static int dl_serve_dma_unmap(struct dl_lender_call *c)
 		err = 0;
 		break;
 	case DL_UNMAP_RANGE:
-		err = dl_lent_dma_shared(c->lent) ? 0 :
-		      dl_lent_dma_unmap(c->lent, iova, len);
+		err = dl_lent_dma_unmap(c->lent, iova, len);
 		break;
 	case -ERANGE:
 		dl_lent_reject(c->lent, DL_REJ_DMA_RANGE);
@@ -753,8 +737,8 @@ static int dl_serve_bar_dma(struct dl_lender_call *c)
 	const struct dl_bar_dma *d = &c->req.bar_dma;
 	int err;
 
-	/* No domain of its own to map a BAR in (group.c): the DMA faults. */
-	if (!c->lent->domain)
+	/* Not in a group's shared domain yet (group.c): the DMA faults. */
+	if (c->lent->grp)
 		return d->flags & DL_BAR_DMA_F_MAP ? -EOPNOTSUPP : 0;
 	err = dl_lent_bar_dma(c->lent, c->fab, c->msg->peer, d->bar,
 			      d->flags & DL_BAR_DMA_F_MAP,
@@ -784,7 +768,7 @@ static int dl_serve_p2p_dma(struct dl_lender_call *c)
 	const struct dl_p2p_dma *d = &c->req.p2p_dma;
 	int err;
 
-	if (!c->lent->domain)
+	if (c->lent->grp)
 		return d->flags & DL_P2P_DMA_F_MAP ? -EOPNOTSUPP : 0;
 	/* A target on another lender: its answer first (p2p_remote.c). */
 	if (le32_to_cpu(d->target_host) != dl_fabric_host_id(c->fab)) {

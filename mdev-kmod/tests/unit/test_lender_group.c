@@ -57,6 +57,18 @@ struct iommu_group {
 	unsigned int attaches, detaches;
 };
 
+void iommu_set_fault_handler(struct iommu_domain *d, iommu_fault_handler_t fn,
+			     void *token);
+struct dl_lent_dma;
+/* A member's mappings: entries sorted by IOVA, in its tree's root. */
+struct fake_maps {
+	struct dl_lent_dma *m[4];
+	unsigned int n;
+};
+static struct dl_lent_dma *fake_mt_find(struct maple_tree *mt,
+					unsigned long *index,
+					unsigned long max);
+#define mt_find(mt, idx, max)	fake_mt_find(mt, idx, max)
 struct iommu_group *iommu_group_get(struct device *dev);
 void iommu_group_put(struct iommu_group *g);
 struct iommu_group *iommu_group_ref_get(struct iommu_group *g);
@@ -92,6 +104,31 @@ static struct iommu_group grp_a, grp_b;
 static struct device not_pci = { .name = "not-pci" };
 static unsigned int domains_alive, bus_resets;
 static int bus_reset_ret;
+
+static struct dl_lent_dma *fake_mt_find(struct maple_tree *mt,
+					unsigned long *index,
+					unsigned long max)
+{
+	struct fake_maps *f = mt->root;
+	unsigned int i;
+
+	for (i = 0; f && i < f->n; i++) {
+		struct dl_lent_dma *m = f->m[i];
+
+		if (m->iova + m->len - 1 >= *index && m->iova <= max) {
+			*index = m->iova + m->len;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+void iommu_set_fault_handler(struct iommu_domain *d, iommu_fault_handler_t fn,
+			     void *token)
+{
+	d->handler = fn;
+	d->handler_token = token;
+}
 
 /* The group of @dev: grp_a holds the slot's functions, grp_b the rest. */
 static struct iommu_group *group_of(struct device *dev)
@@ -362,10 +399,10 @@ static void test_join(void)
 	CHECK(lents[1].domain != NULL);
 	CHECK(grp_a.domain == lents[1].domain);
 	CHECK_EQ(grp_a.attaches, 1);
-	CHECK(grp_a.owner == lents[1].grp);
+	CHECK(grp_a.owner == lents[1].grp);	/* the ownership cookie */
 	CHECK_EQ(probe(0), 0);
 	CHECK(lents[0].grp == lents[1].grp);
-	CHECK(lents[0].domain == NULL);
+	CHECK(lents[0].domain == lents[1].domain);	/* the group's one */
 	CHECK_EQ(grp_a.owner_cnt, 2);
 	CHECK_EQ(domains_alive, 1);	/* the second member's was freed */
 	CHECK_EQ(grp_a.attaches, 1);
@@ -491,44 +528,102 @@ static void test_bus_reset(void)
 }
 
 /*
- * The owner goes first: the group falls back to its blocking domain (DMA
- * blocked for the others), the domain is freed, and the others are lent
- * to nobody; the last member frees the group; a later member owns a new
- * domain.
+ * Members leave in any order: the group keeps its domain until the last
+ * one goes, then falls back to its default domain with its ownership
+ * released and the domain freed.
  */
-static void test_owner_leaves(void)
+static void test_leave(void)
 {
 	setup(2);
 	CHECK_EQ(probe(0), 0);
 	CHECK_EQ(probe(1), 0);
 	remove_dev(0);
-	CHECK(grp_a.domain == &blocking);
-	CHECK_EQ(grp_a.detaches, 1);
-	CHECK_EQ(domains_alive, 0);
-	CHECK(lents[1].grp->owner == NULL);
-	CHECK_EQ(dl_lent_group_lock(&lents[1], fab, 1, 10), -EBUSY);
-	CHECK_EQ(probe(0), 0);
-	CHECK(lents[0].domain != NULL);
-	CHECK(lents[1].grp->owner == &lents[0]);
+	CHECK(grp_a.domain == lents[1].domain);
+	CHECK_EQ(grp_a.detaches, 0);
+	CHECK_EQ(domains_alive, 1);
 	CHECK_EQ(dl_lent_group_lock(&lents[1], fab, 1, 10), 0);
 	dl_lent_group_unlock(&lents[1]);
-	/* Fresh domains (dma.c) go to the whole group. */
-	{
-		struct iommu_domain *fresh = iommu_paging_domain_alloc(NULL);
-
-		dl_lent_domain_detach(&lents[0], lents[0].domain);
-		CHECK_EQ(dl_lent_domain_attach(&lents[0], fresh), 0);
-		CHECK(grp_a.domain == fresh);
-		iommu_domain_free(lents[0].domain);
-		lents[0].domain = fresh;
-	}
+	CHECK_EQ(probe(0), 0);
+	CHECK(lents[0].domain == lents[1].domain);
+	CHECK_EQ(domains_alive, 1);
 	remove_dev(1);
 	remove_dev(0);
 	CHECK(grp_a.domain == NULL);	/* back to its default domain */
+	CHECK_EQ(grp_a.detaches, 1);
 	CHECK_EQ(grp_a.owner_cnt, 0);
 	CHECK_EQ(domains_alive, 0);
 	CHECK_EQ(grp_a.refs, 0);
 	CHECK(list_empty(&dl_grps));
+}
+
+/*
+ * What another member maps is found, clipped to the range asked, with
+ * what it reaches there; a member's own mappings are not "another's".
+ */
+static void test_shared(void)
+{
+	struct dl_lent_dma m0 = { .iova = 0x1000, .len = 0x4000,
+				  .phys = 0x100000 };
+	struct fake_maps f0 = { .m = { &m0 }, .n = 1 };
+	phys_addr_t sp;
+	u64 sf, sl;
+
+	setup(2);
+	CHECK_EQ(probe(0), 0);
+	CHECK_EQ(probe(1), 0);
+	lents[0].dma.root = &f0;
+	CHECK(dl_lent_group_next_shared(&lents[1], 0, 0x8fff, &sf, &sl, &sp));
+	CHECK_EQ(sf, 0x1000);
+	CHECK_EQ(sl, 0x4fff);
+	CHECK_EQ(sp, 0x100000);
+	CHECK(dl_lent_group_next_shared(&lents[1], 0x3000, 0x3fff, &sf, &sl,
+					&sp));
+	CHECK_EQ(sf, 0x3000);
+	CHECK_EQ(sl, 0x3fff);
+	CHECK_EQ(sp, 0x102000);
+	CHECK(!dl_lent_group_next_shared(&lents[1], 0x5000, 0x8fff, &sf, &sl,
+					 &sp));
+	CHECK(!dl_lent_group_next_shared(&lents[0], 0, 0x8fff, &sf, &sl, &sp));
+	lents[0].dma.root = NULL;
+	remove_dev(0);
+	remove_dev(1);
+}
+
+/*
+ * Once no member is held and none maps anything, the page tables they
+ * left go with a fresh domain for the whole group (the same fault
+ * handler, every member's pointer moved, their tables forgotten); not
+ * while a member still maps something.
+ */
+static void test_fresh_domain(void)
+{
+	struct iommu_domain *old;
+	struct dl_lent_grp *grp;
+
+	setup(2);
+	CHECK_EQ(probe(0), 0);
+	CHECK_EQ(probe(1), 0);
+	grp = lents[0].grp;
+	old = grp_a.domain;
+	old->handler_token = &grp_a;
+	lents[0].dma_nleaves = 3;
+	lents[1].dma_count = 1;
+	dl_lent_group_reset_work(&grp->reset_work.work);
+	CHECK(grp_a.domain == old);
+	lents[1].dma_count = 0;
+	dl_lent_group_reset_work(&grp->reset_work.work);
+	CHECK(grp_a.domain != old);
+	CHECK(lents[0].domain == grp_a.domain);
+	CHECK(lents[1].domain == grp_a.domain);
+	CHECK(grp_a.domain->handler_token == &grp_a);
+	CHECK_EQ(lents[0].dma_nleaves, 0);
+	CHECK_EQ(domains_alive, 1);
+	CHECK_EQ(atomic64_read(&lents[0].cnt[DL_LCNT_DMA_TABLE_FREES]) +
+		 atomic64_read(&lents[1].cnt[DL_LCNT_DMA_TABLE_FREES]), 1);
+	CHECK_EQ(bus_resets, 0);	/* none was due */
+	remove_dev(0);
+	remove_dev(1);
+	CHECK_EQ(domains_alive, 0);
 }
 
 static const struct unit_test tests[] = {
@@ -536,7 +631,10 @@ static const struct unit_test tests[] = {
 	{ "one domain per group, owned by its first member", test_join },
 	{ "a group has one holder at a time", test_one_holder },
 	{ "no own reset: the bus is reset once all are back", test_bus_reset },
-	{ "the owner goes first: DMA blocked, nobody lent", test_owner_leaves },
+	{ "members leave in any order; the domain goes with the last",
+	  test_leave },
+	{ "another member's mappings are found, clipped", test_shared },
+	{ "a fresh domain once nothing is held or mapped", test_fresh_domain },
 };
 
 UNIT_SUITE(lender_group_suite, "lender/group.c", tests);

@@ -560,9 +560,14 @@ struct iommu_domain_geometry {
 	dma_addr_t aperture_start;
 	dma_addr_t aperture_end;
 };
+struct iommu_domain;
+typedef int (*iommu_fault_handler_t)(struct iommu_domain *, struct device *,
+				     unsigned long, int, void *);
 /* What the lender's P2P code reads; a test's fake domain embeds it. */
 struct iommu_domain {
 	struct iommu_domain_geometry geometry;
+	iommu_fault_handler_t handler;
+	void *handler_token;
 };
 /* Defined by the test that needs it (test_lender_p2p.c). */
 size_t iommu_unmap(struct iommu_domain *domain, unsigned long iova,
