@@ -43,7 +43,8 @@
  * probe and remove. A group's @lock is taken inside a member's lent->lock
  * (acquire, take-back); inside it only other members' holder_lock, which
  * is innermost. Its @dma_lock is taken inside a member's lent->lock by
- * dma.c, and by the idle work alone. The idle work takes no device's
+ * dma.c, inside dl_grps_lock at probe and remove, and by the idle work
+ * alone. The idle work takes no device's
  * lock: pci_reset_bus() tries each device's, and the work comes back
  * later if one is taken.
  *
@@ -273,9 +274,12 @@ int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group,
 	}
 	grp->members++;
 	WRITE_ONCE(lent->grp, grp);
+	/* The idle work may replace the domain meanwhile (dl_grp_fresh_domain()). */
+	mutex_lock(&grp->dma_lock);
 	if (!grp->domain) {
 		ret = iommu_attach_group(domain, grp->group);
 		if (ret) {
+			mutex_unlock(&grp->dma_lock);
 			pci_err(pdev, "lender: cannot attach its IOMMU group to a domain: %d\n",
 				ret);
 			goto err_leave;
@@ -285,6 +289,7 @@ int dl_lent_group_join(struct dl_lent *lent, struct iommu_group *group,
 		iommu_domain_free(domain);
 	}
 	lent->domain = grp->domain;
+	mutex_unlock(&grp->dma_lock);
 	mutex_unlock(&dl_grps_lock);
 	return 0;
 
@@ -316,12 +321,14 @@ void dl_lent_group_leave(struct dl_lent *lent)
 	struct iommu_domain *domain = NULL;
 
 	mutex_lock(&dl_grps_lock);
+	mutex_lock(&grp->dma_lock);
 	lent->domain = NULL;
 	if (grp->members == 1) {
 		domain = grp->domain;
 		grp->domain = NULL;
 		iommu_detach_group(domain, grp->group);
 	}
+	mutex_unlock(&grp->dma_lock);
 	iommu_device_release_dma_owner(&lent->pdev->dev);
 	WRITE_ONCE(lent->grp, NULL);
 	if (--grp->members)
@@ -560,18 +567,26 @@ static void dl_grp_fresh_domain(struct dl_lent_grp *grp, struct dl_lent *any)
 	struct iommu_domain *old = grp->domain, *fresh;
 	bool mapped = false, tables = false;
 	unsigned long idx = 0;
+	unsigned int seen = 0;
 	struct dl_lent *x;
 
 	lockdep_assert_held(&grp->dma_lock);
+	if (!old)
+		return;
 	while ((x = dl_lent_next(&idx))) {
 		if (READ_ONCE(x->grp) == grp) {
+			seen++;
 			mapped |= READ_ONCE(x->dma_count) != 0;
 			tables |= READ_ONCE(x->dma_nleaves) ||
 				  READ_ONCE(x->dma_nmids);
 		}
 		dl_lent_put(x);
 	}
-	if (mapped || !tables)
+	/*
+	 * A member being probed or removed is not in the table, and would
+	 * keep the old domain: another time.
+	 */
+	if (mapped || !tables || seen != READ_ONCE(grp->members))
 		return;
 	fresh = iommu_paging_domain_alloc(&any->pdev->dev);
 	if (IS_ERR(fresh))
