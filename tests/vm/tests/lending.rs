@@ -1382,9 +1382,20 @@ fn group_display_and_audio_lent_as_one_device(c: &mut Cluster) -> anyhow::Result
 /// screen showed while it held its drawing, and what it found of audio.
 fn group_guest(c: &Cluster, u0: &str, u1: &str) -> anyhow::Result<(String, String)> {
     let b = c.agent(BORROWER)?;
-    let extra = format!(
-        "-device vfio-pci,sysfsdev=/sys/bus/mdev/devices/{u0},addr=5.0,multifunction=on \
-         -device vfio-pci,sysfsdev=/sys/bus/mdev/devices/{u1},addr=5.1"
+    // As a user gets them: from the CLI.
+    let cli = host_bin("devlend", "DEVLEND_CLI")?;
+    let extra = sh(
+        b,
+        &format!(
+            "echo $({cli} qemu-args {u0} --addr 5.0 --multifunction) \
+             $({cli} qemu-args {u1} --addr 5.1)"
+        ),
+    )?
+    .trim()
+    .to_owned();
+    ensure!(
+        extra.contains(",addr=5.0,multifunction=on") && extra.contains(",addr=5.1"),
+        "devlend qemu-args: {extra}"
     );
     let opts = GuestOpts {
         mem_mib: GUEST_MIB,

@@ -9,6 +9,7 @@ use devlend::commands;
 use devlend::lendconf;
 use devlend::output::{self, Printer};
 use devlend::sysfs::Sysfs;
+use devlend::vmmargs;
 use devlend::Result;
 
 const ABOUT: &str = "Lend PCIe devices to other hosts of the fabric, and give borrowed ones to VMs";
@@ -250,6 +251,13 @@ struct VmmArgs {
     /// Bus to put the device on (e.g. a pcie-root-port id).
     #[arg(long)]
     bus: Option<String>,
+    /// Its place on the bus, `slot.function` (e.g. 5.1): the functions of
+    /// a lent IOMMU group go to one slot of one guest.
+    #[arg(long)]
+    addr: Option<String>,
+    /// Function 0 of a multi-function slot (with --addr SLOT.0).
+    #[arg(long)]
+    multifunction: bool,
     /// Do not check that the mdev exists on this host.
     #[arg(long)]
     no_check: bool,
@@ -386,7 +394,11 @@ fn run(cli: Cli) -> Result<()> {
             &sys,
             &a.uuid,
             a.id,
-            a.bus.as_deref(),
+            vmmargs::QemuPlace {
+                bus: a.bus.as_deref(),
+                addr: a.addr.as_deref(),
+                multifunction: a.multifunction,
+            },
             a.no_check,
         )?),
         Cmd::ChArgs(a) => out.vmm_args(&commands::ch_args::run(

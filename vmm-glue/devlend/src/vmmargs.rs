@@ -18,24 +18,57 @@ pub fn valid_qemu_id(id: &str) -> bool {
         && c.all(|x| x.is_ascii_alphanumeric() || matches!(x, '-' | '.' | '_'))
 }
 
+/// Where QEMU puts a device: its bus, its `slot.function` there, and
+/// whether it is function 0 of a multi-function slot (the functions of a
+/// lent IOMMU group given to one guest, docs/groups.md).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QemuPlace<'a> {
+    /// `bus=`.
+    pub bus: Option<&'a str>,
+    /// `addr=`, checked by [`valid_pci_addr`].
+    pub addr: Option<&'a str>,
+    /// `multifunction=on`.
+    pub multifunction: bool,
+}
+
+/// Checks a QEMU PCI address: a slot (hex, up to 1f), optionally `.` and
+/// a function (0 to 7).
+pub fn valid_pci_addr(addr: &str) -> bool {
+    let (slot, func) = match addr.split_once('.') {
+        Some((s, f)) => (s, Some(f)),
+        None => (addr, None),
+    };
+    let slot_ok = !slot.is_empty()
+        && slot.len() <= 2
+        && u8::from_str_radix(slot, 16).is_ok_and(|s| s <= 0x1f);
+    let func_ok = func.is_none_or(|f| f.len() == 1 && matches!(f.as_bytes()[0], b'0'..=b'7'));
+    slot_ok && func_ok
+}
+
 /// QEMU's `-device` property value for the mdev (commas in values are
 /// doubled, QEMU's escaping).
-pub fn qemu_device(uuid: &str, id: &str, bus: Option<&str>) -> String {
+pub fn qemu_device(uuid: &str, id: &str, place: QemuPlace<'_>) -> String {
     let esc = |s: &str| s.replace(',', ",,");
     let mut v = format!(
         "vfio-pci,sysfsdev={},id={}",
         esc(&mdev_sysfs(uuid)),
         esc(id)
     );
-    if let Some(bus) = bus {
+    if let Some(bus) = place.bus {
         v.push_str(&format!(",bus={}", esc(bus)));
+    }
+    if let Some(addr) = place.addr {
+        v.push_str(&format!(",addr={}", esc(addr)));
+    }
+    if place.multifunction {
+        v.push_str(",multifunction=on");
     }
     v
 }
 
 /// QEMU command-line arguments.
-pub fn qemu_args(uuid: &str, id: &str, bus: Option<&str>) -> Vec<String> {
-    vec!["-device".into(), qemu_device(uuid, id, bus)]
+pub fn qemu_args(uuid: &str, id: &str, place: QemuPlace<'_>) -> Vec<String> {
+    vec!["-device".into(), qemu_device(uuid, id, place)]
 }
 
 /// cloud-hypervisor command-line arguments (`--device path=.../,id=...`).
@@ -162,20 +195,48 @@ mod tests {
     #[test]
     fn qemu_args_name_the_mdev_by_sysfsdev() {
         assert_eq!(
-            qemu_args(U, "devlend-83b8f4f2", None),
+            qemu_args(U, "devlend-83b8f4f2", QemuPlace::default()),
             vec![
                 "-device".to_string(),
                 format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=devlend-83b8f4f2")
             ]
         );
+        let on_rp1 = QemuPlace {
+            bus: Some("rp1"),
+            ..QemuPlace::default()
+        };
         assert_eq!(
-            qemu_device(U, "nvme1", Some("rp1")),
+            qemu_device(U, "nvme1", on_rp1),
             format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=nvme1,bus=rp1")
         );
         assert_eq!(
-            qemu_device(U, "a,b", None),
+            qemu_device(U, "a,b", QemuPlace::default()),
             format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=a,,b")
         );
+    }
+
+    #[test]
+    fn functions_of_one_slot() {
+        let fn0 = QemuPlace {
+            addr: Some("5.0"),
+            multifunction: true,
+            ..QemuPlace::default()
+        };
+        assert_eq!(
+            qemu_device(U, "gpu", fn0),
+            format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=gpu,addr=5.0,multifunction=on")
+        );
+        let fn1 = QemuPlace {
+            addr: Some("5.1"),
+            ..QemuPlace::default()
+        };
+        assert!(qemu_device(U, "hda", fn1).ends_with(",id=hda,addr=5.1"));
+        for good in ["5", "5.0", "1f.7", "0a.3"] {
+            assert!(valid_pci_addr(good), "{good}");
+        }
+        for bad in ["", "20", "5.8", "5.", ".1", "x.1", "5.0,bus=x", "123"] {
+            assert!(!valid_pci_addr(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -239,9 +239,16 @@ fn the_commands_sriov_refusal_is_the_lenders_rule() {
         body.contains("return -EBUSY;"),
         "the lender no longer refuses with EBUSY: {body}"
     );
+    // lend checks the device named, and every function of its group.
     let lend = squash(&c_function("lend_store"));
     assert!(
-        lend.contains("ret = dl_lender_vfs_check(pdev);"),
-        "lend no longer applies the rule: {lend}"
+        lend.contains("ret = dl_lender_lend_check(drv, pdev);")
+            && lend.contains("ret = dl_lender_lend_check(drv, m[i]);"),
+        "lend no longer checks what it lends: {lend}"
+    );
+    let check = squash(&c_function("dl_lender_lend_check"));
+    assert!(
+        check.contains("ret = dl_lender_vfs_check(pdev);"),
+        "lend no longer applies the rule: {check}"
     );
 }
