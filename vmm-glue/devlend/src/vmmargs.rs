@@ -41,7 +41,9 @@ pub fn valid_pci_addr(addr: &str) -> bool {
     let slot_ok = !slot.is_empty()
         && slot.len() <= 2
         && u8::from_str_radix(slot, 16).is_ok_and(|s| s <= 0x1f);
-    let func_ok = func.is_none_or(|f| f.len() == 1 && matches!(f.as_bytes()[0], b'0'..=b'7'));
+    let func_ok = func.map_or(true, |f| {
+        f.len() == 1 && matches!(f.as_bytes()[0], b'0'..=b'7')
+    });
     slot_ok && func_ok
 }
 
