@@ -363,7 +363,10 @@ static long dl_vdev_get_info(struct dl_vdev *v, void __user *arg)
 		return -EFAULT;
 	if (info.argsz < minsz)
 		return -EINVAL;
-	info.flags = VFIO_DEVICE_FLAGS_PCI | VFIO_DEVICE_FLAGS_RESET;
+	info.flags = VFIO_DEVICE_FLAGS_PCI;
+	/* As vfio-pci says of a device it cannot reset alone. */
+	if (!(v->info.flags & DL_DEV_F_NO_RESET))
+		info.flags |= VFIO_DEVICE_FLAGS_RESET;
 	info.num_regions = VFIO_PCI_NUM_REGIONS;
 	info.num_irqs = VFIO_PCI_NUM_IRQS;
 	return copy_to_user(arg, &info, minsz) ? -EFAULT : 0;
@@ -500,6 +503,12 @@ static long dl_vdev_ioctl(struct vfio_device *vdev, unsigned int cmd,
 	case VFIO_DEVICE_SET_IRQS:
 		return dl_vdev_set_irqs(v, uarg);
 	case VFIO_DEVICE_RESET:
+		/*
+		 * As vfio-pci answers for a device without reset; its lender
+		 * resets its group's bus once all of the group is back.
+		 */
+		if (v->info.flags & DL_DEV_F_NO_RESET)
+			return -EINVAL;
 		mutex_lock(&v->lock);
 		ret = dl_vdev_reset(v);
 		mutex_unlock(&v->lock);

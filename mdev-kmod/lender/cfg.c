@@ -290,7 +290,9 @@ int dl_lent_cfg_read(struct dl_lent *lent, unsigned int pos,
  * the holder's setting of it comes back afterwards. Direct vectors'
  * entries are the lender's, not Linux's: written again after it.
  *
- * Return: 0 or the -errno of pci_reset_function_locked().
+ * Return: 0, -EOPNOTSUPP for a member of a group that only a bus reset
+ * resets (done once the group is back), or the -errno of
+ * pci_reset_function_locked().
  */
 int dl_lent_reset(struct dl_lent *lent)
 {
@@ -301,6 +303,9 @@ int dl_lent_reset(struct dl_lent *lent)
 	device_lock_assert(&pdev->dev);
 	lockdep_assert_held(&lent->lock);
 
+	/* Only its bus's reset resets it, and its siblings with it: later. */
+	if (lent->grp && !lent->resets_alone)
+		return -EOPNOTSUPP;
 	/* Nothing from the doorbell interrupt reaches it while it resets. */
 	dl_lent_fast_close(lent);
 	atomic_inc(&lent->slow_holds);

@@ -479,6 +479,33 @@ static void dl_lent_leave_domain(struct dl_lent *lent)
 }
 
 /*
+ * Whether @pdev has a reset that resets it alone. Not its bus's: the
+ * functions of a lent group share their bus, and Linux may have kept
+ * "bus" among a function's methods from probing it before its siblings
+ * appeared, though such a reset now fails.
+ */
+static bool dl_lent_probe_resets_alone(struct pci_dev *pdev)
+{
+	u16 pmcsr;
+	u8 cap;
+
+	if (!pcie_reset_flr(pdev, PCI_RESET_PROBE))
+		return true;
+	cap = pci_find_capability(pdev, PCI_CAP_ID_AF);
+	if (cap) {
+		u8 af;
+
+		pci_read_config_byte(pdev, cap + PCI_AF_CAP, &af);
+		if ((af & PCI_AF_CAP_TP) && (af & PCI_AF_CAP_FLR))
+			return true;
+	}
+	if (!pdev->pm_cap || (pdev->dev_flags & PCI_DEV_FLAGS_NO_PM_RESET))
+		return false;
+	pci_read_config_word(pdev, pdev->pm_cap + PCI_PM_CTRL, &pmcsr);
+	return !(pmcsr & PCI_PM_CTRL_NO_SOFT_RESET);
+}
+
+/*
  * The device's DMA confined: a domain of its own, or its group's
  * (group.c); the group's reserved regions; the IOVA of direct vectors,
  * where the device owns a domain.
@@ -503,10 +530,12 @@ static int dl_lent_setup_domain(struct dl_lent *lent)
 		goto out_put;
 	}
 	/* Each takes the domain, or frees it. */
-	if (n > 1)
+	if (n > 1) {
+		lent->resets_alone = dl_lent_probe_resets_alone(pdev);
 		ret = dl_lent_group_join(lent, group, domain);
-	else
+	} else {
 		ret = dl_lent_own_domain(lent, domain);
+	}
 	if (ret)
 		goto out_put;
 	ret = iommu_get_group_resv_regions(group, &lent->resv);

@@ -462,7 +462,7 @@ bool dl_lent_group_defer_reset(struct dl_lent *lent)
 	struct dl_lent_grp *grp = lent->grp;
 
 	lockdep_assert_held(&lent->lock);
-	if (!grp || lent->pdev->reset_methods[0])
+	if (!grp || lent->resets_alone)
 		return false;
 	mutex_lock(&grp->lock);
 	grp->reset_due = true;

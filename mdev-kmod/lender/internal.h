@@ -262,6 +262,9 @@ struct dl_lent_dma {
  *	does not own the group's domain (group.c).
  * @grp: the lent IOMMU group the device is a member of, NULL for a device
  *	alone in its group (group.c).
+ * @resets_alone: for a member of @grp, whether it has a reset of its own
+ *	(FLR, AF FLR, a PM reset); a member without one is reset only with
+ *	its siblings, by its bus's reset (%DL_DEV_F_NO_RESET). Set at probe.
  * @resv: reserved regions of the device's IOMMU group (no DMA there).
  * @saved: config state saved at probe, loaded back after each reset.
  * @orig_cmd: the command register before the device was lent.
@@ -381,6 +384,7 @@ struct dl_lent {
 
 	struct iommu_domain *domain;
 	struct dl_lent_grp *grp;
+	bool resets_alone;
 	struct list_head resv;
 	struct pci_saved_state *saved;
 	u16 orig_cmd;

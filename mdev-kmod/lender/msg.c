@@ -212,6 +212,8 @@ static void dl_lender_fill_info(struct dl_lent *lent, struct dl_dev_info *info)
 		flags |= DL_DEV_F_PCIE;
 	if (pdev->is_virtfn)
 		flags |= DL_DEV_F_VF;
+	if (lent->grp && !lent->resets_alone)
+		flags |= DL_DEV_F_NO_RESET;
 	info->flags = cpu_to_le32(flags);
 	n = pci_msix_vec_count(pdev);
 	info->msix_count = cpu_to_le16(n > 0 ? n : 0);

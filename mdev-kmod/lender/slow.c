@@ -133,7 +133,8 @@ static bool dl_lent_slow_request(struct dl_lent *lent, int *err)
 	}
 	/* DEV_RESET, or a config write with function-level reset. */
 	*err = dl_lent_reset(lent);
-	if (*err) {
+	/* A group member only its bus's reset resets (DL_DEV_F_NO_RESET). */
+	if (*err && *err != -EOPNOTSUPP) {
 		dev_warn_ratelimited(&lent->pdev->dev,
 				     "lender: reset failed: %d\n", *err);
 		*err = -EIO;

@@ -339,6 +339,13 @@ enum dl_lent_state {
 #define DL_DEV_F_PCIE		0x0008
 /* An SR-IOV virtual function; its physical function stays with the lender. */
 #define DL_DEV_F_VF		0x0010
+/*
+ * No function reset: a function of a lent group with neither FLR nor a PM
+ * reset, which only its bus's reset resets, with its siblings. The
+ * lender resets that bus once every function is back; a DL_MSG_DEV_RESET
+ * of it is refused (ENOTSUPP), so a borrower offers its VMM no reset.
+ */
+#define DL_DEV_F_NO_RESET	0x0020
 
 /* struct dl_bar_desc.flags */
 #define DL_BAR_F_PRESENT	0x0001

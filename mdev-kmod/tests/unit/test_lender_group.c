@@ -473,7 +473,7 @@ static void test_bus_reset(void)
 	CHECK_EQ(probe(0), 0);
 	CHECK_EQ(probe(1), 0);
 	grp = lents[0].grp;
-	pdevs[0].reset_methods[0] = 1;	/* FLR */
+	lents[0].resets_alone = true;	/* FLR */
 	CHECK(!dl_lent_group_defer_reset(&lents[0]));
 	CHECK(!grp->reset_due);
 

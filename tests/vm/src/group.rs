@@ -363,7 +363,12 @@ pub fn check_pattern(img: &Image, fb: &FbGeometry) -> anyhow::Result<String> {
 /// none>`), after waiting up to `wait_secs` for a codec to show in
 /// `/proc/asound/card*/codec#*` (the HDA driver probes its codecs after its
 /// own probe returns), and each codec found (`devlend-hda: codec
-/// card0/codec#0 name=<...> vendor=<...>`), then `devlend-hda: codecs <n>`.
+/// card0/codec#0 name=<...> vendor=<...>`), then `devlend-hda: codecs <n>`,
+/// and how often the kernel said its driver gave up on the CORB and RIRB
+/// rings (`devlend-hda: no-dma <n>`): the driver sends codec verbs through
+/// rings in guest RAM, which the controller reads and writes by DMA, and
+/// falls back to one verb at a time through registers when no answer
+/// comes ("switching to single_cmd mode", "No response from codec").
 pub fn audio_script(wait_secs: u32) -> String {
     format!(
         r#"(
@@ -389,6 +394,7 @@ for c in /proc/asound/card*/codec#*; do
 	echo "devlend-hda: codec ${{c#/proc/asound/}} name=$name vendor=$vendor"
 done
 echo "devlend-hda: codecs $n"
+echo "devlend-hda: no-dma $(dmesg | grep -c -e single_cmd -e 'No response from codec')"
 )
 "#,
         ticks = wait_secs * 10
@@ -396,7 +402,9 @@ echo "devlend-hda: codecs $n"
 }
 
 /// Checks what [`audio_script`] printed: an audio function bound to
-/// `snd_hda_intel` and at least one codec found. The summary names them.
+/// `snd_hda_intel`, at least one codec found, and found through the
+/// controller's DMA rings (the kernel reported no fallback). The summary
+/// names them.
 pub fn check_audio(output: &str) -> anyhow::Result<String> {
     let functions: Vec<&str> = output
         .lines()
@@ -423,8 +431,17 @@ pub fn check_audio(output: &str) -> anyhow::Result<String> {
         !codecs.is_empty(),
         "snd_hda_intel bound ({bound:?}) but found no codec:\n{output}"
     );
+    let no_dma = output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("devlend-hda: no-dma "))
+        .with_context(|| format!("the guest did not say how its codec talked:\n{output}"))?;
+    ensure!(
+        no_dma.trim() == "0",
+        "the HDA controller's DMA rings got no answer; its driver fell back to \
+         single commands ({no_dma} kernel messages):\n{output}"
+    );
     Ok(format!(
-        "snd_hda_intel bound to {}; codecs: {}",
+        "snd_hda_intel bound to {}; codecs, through its DMA rings: {}",
         bound
             .iter()
             .map(|f| f.split_whitespace().next().unwrap_or(f))
@@ -616,12 +633,18 @@ mod tests {
     fn audio_checked_for_driver_and_codec() {
         let ok = "devlend-hda: function 0000:01:00.1 0x8086:0x2668 driver snd_hda_intel\n\
                   devlend-hda: codec card0/codec#0 name=Generic vendor=0x1af40022\n\
-                  devlend-hda: codecs 1\n";
+                  devlend-hda: codecs 1\n\
+                  devlend-hda: no-dma 0\n";
         let s = check_audio(ok).unwrap();
         assert_eq!(
             s,
-            "snd_hda_intel bound to 0000:01:00.1; codecs: card0/codec#0 name=Generic vendor=0x1af40022"
+            "snd_hda_intel bound to 0000:01:00.1; codecs, through its DMA rings: \
+             card0/codec#0 name=Generic vendor=0x1af40022"
         );
+        let err = check_audio(&ok.replace("no-dma 0", "no-dma 2")).unwrap_err();
+        assert!(err.to_string().contains("single commands"), "{err}");
+        let err = check_audio(&ok.replace("devlend-hda: no-dma 0\n", "")).unwrap_err();
+        assert!(err.to_string().contains("how its codec talked"), "{err}");
         let err = check_audio(&ok.replace("driver snd_hda_intel", "driver none")).unwrap_err();
         assert!(err.to_string().contains("bound to snd_hda_intel"), "{err}");
         let no_codec: String = ok

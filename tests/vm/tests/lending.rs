@@ -1351,6 +1351,17 @@ fn group_display_and_audio_lent_as_one_device(c: &mut Cluster) -> anyhow::Result
         for d in [&display, &audio] {
             lending::wait_remote_listed(b, &d.addr, "a function of the group on the borrower")?;
         }
+        let counts = |key: &str| -> anyhow::Result<[u64; 2]> {
+            Ok([
+                twohost::lender_counter(l, &display, key)?,
+                twohost::lender_counter(l, &audio, key)?,
+            ])
+        };
+        let (maps0, faults0, resets0) = (
+            counts("dma_map_ranges")?,
+            counts("faults")?,
+            counts("group_resets")?,
+        );
         let u0 = lending::create_mdev(b, ANY_TYPE, Some(&remote_name(&display)))?;
         let r = lending::create_mdev(b, ANY_TYPE, Some(&remote_name(&audio))).and_then(|u1| {
             let r = group_guest(c, &u0, &u1);
@@ -1360,9 +1371,53 @@ fn group_display_and_audio_lent_as_one_device(c: &mut Cluster) -> anyhow::Result
             Ok(r)
         });
         let removed = lending::remove_mdev(b, &u0);
-        let r = r?;
+        let (pattern, audio_seen) = r?;
         removed?;
-        Ok(r)
+        // The HDA function's rings were mapped in the group's one domain,
+        // and no function's DMA faulted there.
+        let (maps, faults) = (counts("dma_map_ranges")?, counts("faults")?);
+        ensure!(
+            maps[1] > maps0[1],
+            "the audio function's DMA was never mapped on the lender (dma_map_ranges {maps0:?} -> {maps:?})"
+        );
+        ensure!(
+            faults == faults0,
+            "the group's DMA faulted on the lender (faults {faults0:?} -> {faults:?})"
+        );
+        // Neither function resets alone: once both are back, their bus.
+        lending::wait_until(
+            "the group's bus reset",
+            Duration::from_secs(30),
+            || {
+                let now = counts("group_resets")?;
+                Ok(if now[0] + now[1] > resets0[0] + resets0[1] {
+                    "reset"
+                } else {
+                    "not yet"
+                }
+                .to_owned())
+            },
+            "reset",
+        )?;
+        for d in [&display, &audio] {
+            let state = twohost::lender_device(l, d)?
+                .get("state")
+                .cloned()
+                .unwrap_or_default();
+            ensure!(
+                state == "available",
+                "{} is {state} after the group's bus reset, not available",
+                d.addr
+            );
+        }
+        Ok((
+            pattern,
+            format!(
+                "{audio_seen}; on the lender, the HDA function's DMA mapped in {} range(s) of \
+                 the group's domain, no fault, and one bus reset for both once back",
+                maps[1] - maps0[1]
+            ),
+        ))
     })();
     let unlent = lending::unlend(c.agent(LENDER)?, &display.addr);
     let (pattern, audio_seen) = r?;
@@ -1402,7 +1457,7 @@ fn group_guest(c: &Cluster, u0: &str, u1: &str) -> anyhow::Result<(String, Strin
         extra_qemu_args: &extra,
         qmp: None,
     };
-    let script = format!("{}{}", group::audio_script(30), group::draw_script(60));
+    let script = format!("{}{}", group::audio_script(30), group::draw_script(20));
     let g = guest::spawn(
         b,
         &tools::guest_images_dir()?,

@@ -321,6 +321,7 @@ fn rust_constants() -> Vec<(&'static str, u64)> {
         DL_DEV_F_INTX,
         DL_DEV_F_PCIE,
         DL_DEV_F_VF,
+        DL_DEV_F_NO_RESET,
         DL_DEV_REF_F_INFO_EXT,
         DL_BAR_F_PRESENT,
         DL_BAR_F_IO,
