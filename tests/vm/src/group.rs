@@ -176,10 +176,20 @@ fn drew_line(width: &str) -> String {
     )
 }
 
+/// Guest kernel parameters for a guest that draws with [`draw_script`]:
+/// the text console stays off the framebuffer (fbcon maps every console to
+/// framebuffer 9, which does not exist). Drawn on a lent display, every
+/// access to its memory is a message to the lender, and fbcon's clearing
+/// and redrawing of the screen took minutes under TCG; the script unbinds
+/// fbcon before it draws anyway.
+pub const GUEST_KERNEL_ARGS: &str = "fbcon=map:9";
+
 /// A guest script (busybox `sh`) that waits for `/dev/fb0`, prints its
 /// geometry (`devlend-fb: geometry <w>x<h> bpp=<n> stride=<bytes>
 /// name=<driver's name>`, from `/sys/class/graphics/fb0`), takes fbcon off
-/// the framebuffer (its cursor would blink over the top left corner),
+/// the framebuffer (its cursor would blink over the top left corner), sets
+/// its mode (with fbcon kept off it, [`GUEST_KERNEL_ARGS`], nothing else
+/// does),
 /// writes [`BANDS`] of [`BAND_ROWS`] full rows each from the top into
 /// `/dev/fb0` (32 bits a pixel, XRGB8888: bytes blue, green, red, 0),
 /// reads them back, prints `devlend-fb: drew ...` and then keeps the guest
@@ -211,6 +221,9 @@ echo "devlend-fb: geometry ${{w}}x$h bpp=$bpp stride=$stride name=$(cat $fb/name
 [ "$bpp" = 32 ] || {{ echo "devlend-fb: cannot draw at $bpp bits a pixel"; exit 1; }}
 [ "$h" -ge {PATTERN_ROWS} ] || {{ echo "devlend-fb: $h rows, fewer than {PATTERN_ROWS}"; exit 1; }}
 echo 0 >/sys/class/graphics/fbcon/cursor_blink 2>/dev/null
+# Without fbcon on it, nothing set the framebuffer's mode: setting its
+# depth again does (fb_set_par), and the display shows the framebuffer.
+cat $fb/bits_per_pixel >$fb/bits_per_pixel || {{ echo "devlend-fb: setting the mode failed"; exit 1; }}
 for v in /sys/class/vtconsole/vtcon*; do
 	case "$(cat $v/name)" in *"frame buffer"*) echo 0 >$v/bind ;; esac
 done
@@ -707,7 +720,7 @@ mod tests {
         .arg("-initrd")
         .arg(images.join("guest-initrd.img"))
         .arg("-append")
-        .arg(crate::guest::kernel_cmdline(&cmd).unwrap())
+        .arg(crate::guest::kernel_cmdline_with(&cmd, GUEST_KERNEL_ARGS).unwrap())
         .args(["-device", "pcie-root-port,id=rp-gpu0,chassis=1,slot=1"])
         .args(devlend_cluster::qemu::gpu_args(&gpu));
         let t0 = Instant::now();

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
 
 use crate::fabric;
@@ -31,6 +31,8 @@ pub struct GuestOpts<'a> {
     pub extra_qemu_args: &'a str,
     /// A QMP socket path inside the host, for hot-plug.
     pub qmp: Option<&'a str>,
+    /// More guest kernel parameters, before devlend's own (no quotes).
+    pub kernel_args: &'a str,
 }
 
 impl Default for GuestOpts<'_> {
@@ -39,6 +41,7 @@ impl Default for GuestOpts<'_> {
             mem_mib: 256,
             extra_qemu_args: "",
             qmp: None,
+            kernel_args: "",
         }
     }
 }
@@ -73,8 +76,22 @@ pub const KERNEL_CMDLINE_MAX: usize = 2047;
 /// when that does not fit, `devlend.cmdz=<base64 of gzip>`; an error when
 /// neither fits.
 pub fn kernel_cmdline(cmd: &str) -> anyhow::Result<String> {
+    kernel_cmdline_with(cmd, "")
+}
+
+/// [`kernel_cmdline`] with more kernel parameters `args` (no quotes).
+pub fn kernel_cmdline_with(cmd: &str, args: &str) -> anyhow::Result<String> {
+    ensure!(
+        !args.contains('\''),
+        "guest kernel parameters with a quote: {args}"
+    );
+    let args = if args.trim().is_empty() {
+        String::new()
+    } else {
+        format!("{} ", args.trim())
+    };
     let head = format!(
-        "console=ttyS0 quiet panic=-1 {}{}",
+        "console=ttyS0 quiet panic=-1 {args}{}{}",
         nvme_wait(),
         extra_append()
     );
@@ -179,7 +196,7 @@ fn qemu_cmdline(
          -append '{append}' {extra}",
         mem = opts.mem_mib,
         img = devlend_cluster::host_view(images).display(),
-        append = kernel_cmdline(cmd)?,
+        append = kernel_cmdline_with(cmd, opts.kernel_args)?,
         extra = opts.extra_qemu_args,
     ))
 }

@@ -281,6 +281,7 @@ pub fn nvme_guest_on_mdev_booting(
             mem_mib,
             extra_qemu_args: &vfio_arg(uuid),
             qmp: None,
+            kernel_args: "",
         },
     );
     let removed = remove_mdev(agent, uuid);

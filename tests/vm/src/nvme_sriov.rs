@@ -194,6 +194,7 @@ fn run(
                 mem_mib: 256,
                 extra_qemu_args: &lending::vfio_arg(&uuid),
                 qmp: None,
+                kernel_args: "",
             },
             "/tmp/nvme-vf.console",
         )?;

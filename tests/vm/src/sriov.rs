@@ -414,6 +414,7 @@ fn sriov_run(
                 mem_mib: 256,
                 extra_qemu_args: &args,
                 qmp: None,
+                kernel_args: "",
             },
             "/tmp/igbvf.console",
         );

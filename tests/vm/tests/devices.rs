@@ -341,6 +341,7 @@ fn lent_whole_to_a_guest(
                 mem_mib: 256,
                 extra_qemu_args: &args.join(" "),
                 qmp: None,
+                kernel_args: "",
             },
             &console,
         )?;

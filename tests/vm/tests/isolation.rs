@@ -576,6 +576,7 @@ fn kill_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
             mem_mib: 160,
             extra_qemu_args: "",
             qmp: Some("/tmp/loss.qmp"),
+            kernel_args: "",
         },
         "/tmp/loss.console",
     )?;
@@ -667,6 +668,7 @@ fn verified_guest_io(c: &Cluster, nvme: &PciDev) -> anyhow::Result<()> {
             mem_mib: 160,
             extra_qemu_args: &lending::vfio_arg(&uuid),
             qmp: None,
+            kernel_args: "",
         },
     );
     let removed = lending::remove_mdev(b, &uuid);
@@ -706,6 +708,7 @@ fn kill_borrower_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
             mem_mib: 160,
             extra_qemu_args: &lending::vfio_arg(&uuid),
             qmp: None,
+            kernel_args: "",
         },
         "/tmp/killb.console",
     )?;
@@ -744,6 +747,7 @@ fn stall_lender_under_kvm_guest(c: &mut Cluster) -> anyhow::Result<()> {
             mem_mib: 160,
             extra_qemu_args: "",
             qmp: Some(STALL_QMP),
+            kernel_args: "",
         },
         "/tmp/stall.console",
     )?;

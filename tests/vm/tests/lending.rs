@@ -380,6 +380,7 @@ fn with_background_guest<T>(
         mem_mib: GUEST_MIB,
         extra_qemu_args: &extra,
         qmp: None,
+        kernel_args: "",
     };
     let r = (|| {
         let g = guest::spawn(b, &tools::guest_images_dir()?, script, &opts, console)?;
@@ -1113,6 +1114,7 @@ fn hotplug_over_qmp(c: &mut Cluster) -> anyhow::Result<()> {
             mem_mib: GUEST_MIB,
             extra_qemu_args: "",
             qmp: Some("/tmp/hp.qmp"),
+            kernel_args: "",
         },
         "/tmp/hp.console",
     )?;
@@ -1456,6 +1458,7 @@ fn group_guest(c: &Cluster, u0: &str, u1: &str) -> anyhow::Result<(String, Strin
         mem_mib: GUEST_MIB,
         extra_qemu_args: &extra,
         qmp: None,
+        kernel_args: group::GUEST_KERNEL_ARGS,
     };
     let script = format!("{}{}", group::audio_script(30), group::draw_script(20));
     let g = guest::spawn(

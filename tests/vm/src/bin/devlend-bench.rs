@@ -592,6 +592,7 @@ fn spawn_paired<'c>(
         mem_mib: GUEST_MIB,
         extra_qemu_args: &extra,
         qmp: Some(&qmp),
+        kernel_args: "",
     };
     let console = format!("/tmp/devlend-bench-{name}.log");
     let guest = guest::spawn(gh.agent, &images, script, &opts, &console)?;
@@ -764,6 +765,7 @@ fn start_side(c: &Cluster, d: &Drives, side: Side, runs: &mut Runs) -> anyhow::R
             mem_mib: GUEST_MIB,
             extra_qemu_args: &dev_arg,
             qmp: None,
+            kernel_args: "",
         };
         let run = guest::run_with(agent, &images, &lending::nvme_guest_script("true"), &opts)?;
         ensure!(
@@ -801,6 +803,7 @@ fn trapped_side(c: &Cluster, d: &Drives, quick: bool, runs: &mut Runs) -> anyhow
         mem_mib: GUEST_MIB,
         extra_qemu_args: &extra,
         qmp: None,
+        kernel_args: "",
     };
     let script = lending::nvme_guest_script(&bench::fio_script(&loads, fio_secs(quick)));
     let g = guest::spawn(
@@ -906,6 +909,7 @@ fn backing_runs(
                     mem_mib: BACKING_GUEST_MIB,
                     extra_qemu_args: &extra,
                     qmp: None,
+                    kernel_args: "",
                 };
                 let run =
                     guest::run_with(agent, &images, &lending::nvme_guest_script("true"), &opts)?;
@@ -977,6 +981,7 @@ fn shadow_doorbells(c: &Cluster, d: &Drives, side: Side, runs: &mut Runs) -> any
             mem_mib: BACKING_GUEST_MIB,
             extra_qemu_args: &dev_arg,
             qmp: None,
+            kernel_args: "",
         };
         let script = lending::nvme_guest_script(&bench::shadow_doorbell_script());
         let run = guest::run_with(agent, &images, &script, &opts)?;

@@ -151,6 +151,7 @@ fn tell(cluster: &mut devlend_cluster::Cluster) -> anyhow::Result<()> {
             mem_mib: 512,
             extra_qemu_args: &lending::vfio_arg(&uuid),
             qmp: None,
+            kernel_args: "",
         },
     )?;
     for line in run.output.lines() {
