@@ -35,12 +35,12 @@ GUEST_DISK_MODULES=(ahci sym53c8xx sd_mod virtio_blk)
 # e1000 (82540EM).
 GUEST_NET_MODULES=(igb igbvf e1000)
 # Loaded only with a display controller (class 0x03xx) or an audio one
-# (0x0403): the group check lends a bochs-display with an intel-hda at its
+# (0x0403): the group check lends a virtio-gpu with an intel-hda at its
 # function 1 (docs/groups.md). The HDA controller's driver loads its
 # codec's driver by request_module(), which the guest cannot serve (no
 # modules.dep in the initramfs): hda-duplex's is the generic codec
 # driver, loaded before the controller's so that the codec finds it.
-GUEST_DISPLAY_MODULES=(bochs snd_hda_codec_generic snd_hda_intel)
+GUEST_DISPLAY_MODULES=(virtio_gpu snd_hda_codec_generic snd_hda_intel)
 # Fixed timestamp for every file in the archives (reproducibility).
 SOURCE_DATE_EPOCH=0
 export SOURCE_DATE_EPOCH

@@ -1,5 +1,5 @@
 //! The group check's common part (docs/groups.md): a lender's two-function
-//! device (`[[host.gpu]]`: a `bochs-display` at function 0, an `intel-hda`
+//! device (`[[host.gpu]]`: a `virtio-gpu-pci` at function 0, an `intel-hda`
 //! with an `hda-duplex` codec at function 1) given to one guest. The guest
 //! draws a pattern into the display's framebuffer ([`draw_script`]), which
 //! is read back from outside with QMP `screendump` of the QEMU that

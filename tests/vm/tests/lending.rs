@@ -1321,11 +1321,13 @@ const ANY_TYPE: &str = "devlend-any";
 /// and given to one KVM guest as one multi-function device at functions 0
 /// and 1 of its slot 5 (`./test.sh group`, docs/groups.md). Lending the
 /// display lends the audio function too; the lender gives the group one
-/// IOMMU domain. The guest's `bochs-drm` draws bands of colours into its
-/// framebuffer, which must be what the lender's QEMU shows (QMP
-/// `screendump` of `gpu0`, from outside every VM), and its
-/// `snd_hda_intel` must bind and find its codec (through the HDA's DMA
-/// rings, in the group's domain). Unlending the display gives both back.
+/// IOMMU domain. The guest's `virtio-gpu` draws bands of colours into its
+/// framebuffer, which the device fetches from guest RAM by DMA and which
+/// must be what the lender's QEMU shows (QMP `screendump` of `gpu0`, from
+/// outside every VM), and its `snd_hda_intel` must bind and find its codec
+/// (through the HDA's DMA rings). Both functions' DMA is mapped in the
+/// group's one domain, none faults, and once both are back one bus reset
+/// resets them. Unlending the display gives both back.
 fn group_display_and_audio_lent_as_one_device(c: &mut Cluster) -> anyhow::Result<()> {
     lent_nvme(c)?;
     let (l, b) = (c.agent(LENDER)?, c.agent(BORROWER)?);
@@ -1359,11 +1361,11 @@ fn group_display_and_audio_lent_as_one_device(c: &mut Cluster) -> anyhow::Result
                 twohost::lender_counter(l, &audio, key)?,
             ])
         };
-        let (maps0, faults0, resets0) = (
-            counts("dma_map_ranges")?,
-            counts("faults")?,
-            counts("group_resets")?,
-        );
+        let mapped = || -> anyhow::Result<[u64; 2]> {
+            let (own, shared) = (counts("dma_map_ranges")?, counts("dma_shared")?);
+            Ok([own[0] + shared[0], own[1] + shared[1]])
+        };
+        let (maps0, faults0, resets0) = (mapped()?, counts("faults")?, counts("group_resets")?);
         let u0 = lending::create_mdev(b, ANY_TYPE, Some(&remote_name(&display)))?;
         let r = lending::create_mdev(b, ANY_TYPE, Some(&remote_name(&audio))).and_then(|u1| {
             let r = group_guest(c, &u0, &u1);
@@ -1375,12 +1377,13 @@ fn group_display_and_audio_lent_as_one_device(c: &mut Cluster) -> anyhow::Result
         let removed = lending::remove_mdev(b, &u0);
         let (pattern, audio_seen) = r?;
         removed?;
-        // The HDA function's rings were mapped in the group's one domain,
-        // and no function's DMA faulted there.
-        let (maps, faults) = (counts("dma_map_ranges")?, counts("faults")?);
+        // Each function's DMA was mapped in the group's one domain (by it,
+        // or found mapped by the other), and none faulted there.
+        let (maps, faults) = (mapped()?, counts("faults")?);
         ensure!(
-            maps[1] > maps0[1],
-            "the audio function's DMA was never mapped on the lender (dma_map_ranges {maps0:?} -> {maps:?})"
+            maps[0] > maps0[0] && maps[1] > maps0[1],
+            "a function's DMA was never mapped on the lender (dma_map_ranges + dma_shared of \
+             display, audio: {maps0:?} -> {maps:?})"
         );
         ensure!(
             faults == faults0,
@@ -1415,8 +1418,10 @@ fn group_display_and_audio_lent_as_one_device(c: &mut Cluster) -> anyhow::Result
         Ok((
             pattern,
             format!(
-                "{audio_seen}; on the lender, the HDA function's DMA mapped in {} range(s) of \
-                 the group's domain, no fault, and one bus reset for both once back",
+                "{audio_seen}; on the lender, the display's and the HDA function's DMA \
+                 mapped in the group's domain ({} and {} range(s), own or shared), no fault, \
+                 and one bus reset for both once back",
+                maps[0] - maps0[0],
                 maps[1] - maps0[1]
             ),
         ))

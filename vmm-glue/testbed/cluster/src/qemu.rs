@@ -126,17 +126,25 @@ fn drive_args(id: &str, file: &Path) -> Vec<String> {
 /// has ACS): the display adapter at function 0, which says it is
 /// multi-function so that the OS looks at the slot's other functions, and
 /// the HDA controller at function 1 with its codec, which plays into an
-/// audio backend that discards (QEMU refuses a codec without one). The
-/// display is 320x240 (its EDID's preferred mode, which the guest's
-/// driver takes): a borrower relays each access to a BAR it cannot map
-/// as a message, and a framebuffer of 1280x800 takes minutes to clear
-/// that way under TCG.
+/// audio backend that discards (QEMU refuses a codec without one).
+///
+/// The display is a `virtio-gpu-pci`, as a GPU does: the guest's driver
+/// has the device fetch what it draws from guest RAM by DMA, through the
+/// IOMMU (`iommu_platform=on`, which a lender requires of a virtio
+/// device). A framebuffer in a BAR (`bochs-display`) would be written
+/// through a borrower's relay, a message per access (the emulated
+/// fabric's windows reach RAM, not a device's memory), which took
+/// minutes for one screen under TCG. 320x240 (the preferred mode of its
+/// EDID, which the guest's driver takes) keeps every transfer small.
 pub fn gpu_args(d: &GpuSpec) -> Vec<String> {
     let id = &d.id;
     let hda = d.hda_id();
     vec![
         "-device".to_owned(),
-        format!("bochs-display,id={id},bus=rp-{id},addr=0.0,multifunction=on,xres=320,yres=240"),
+        format!(
+            "virtio-gpu-pci,id={id},bus=rp-{id},addr=0.0,multifunction=on,\
+             iommu_platform=on,xres=320,yres=240"
+        ),
         "-device".to_owned(),
         format!("intel-hda,id={hda},bus=rp-{id},addr=0.1"),
         "-audiodev".to_owned(),
@@ -801,7 +809,8 @@ mod tests {
             value_after(&a, "-device", "gpu0"),
             [
                 "pcie-root-port,id=rp-gpu0,chassis=8,slot=8",
-                "bochs-display,id=gpu0,bus=rp-gpu0,addr=0.0,multifunction=on,xres=320,yres=240",
+                "virtio-gpu-pci,id=gpu0,bus=rp-gpu0,addr=0.0,multifunction=on,\
+                 iommu_platform=on,xres=320,yres=240",
                 "intel-hda,id=gpu0-hda,bus=rp-gpu0,addr=0.1",
                 "hda-duplex,bus=gpu0-hda.0,audiodev=snd-gpu0"
             ]

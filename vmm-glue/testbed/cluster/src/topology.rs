@@ -183,8 +183,8 @@ pub struct HostSpec {
     #[serde(default)]
     pub vga: Vec<VgaSpec>,
     /// Multi-function display and audio devices to lend, one slot each:
-    /// function 0 a display adapter (QEMU's `bochs-display`,
-    /// `multifunction=on`), function 1 an HDA controller (`intel-hda`)
+    /// function 0 a display adapter (QEMU's `virtio-gpu-pci`,
+    /// `multifunction=on`, `iommu_platform=on`), function 1 an HDA controller (`intel-hda`)
     /// with a codec (`hda-duplex`). Neither function has ACS, so Linux puts
     /// both in one IOMMU group: the devices of the group-lending check
     /// (docs/groups.md).
