@@ -371,12 +371,20 @@ static ssize_t unlend_store(struct device_driver *drv, const char *buf,
 		if (ret == -EBUSY)
 			goto err_unmark;
 	}
+	/* remove() takes each back from the borrower and undoes the lend. */
 	for (i = 0; i < n; i++) {
 		if (!marked[i])
 			continue;
-		/* remove() takes it back from the borrower and undoes the lend. */
 		device_release_driver(&m[i]->dev);
 		device_set_driver_override(&m[i]->dev, "");
+	}
+	/*
+	 * Only once none is ours: a driver on the DMA API cannot bind a
+	 * function while another of its group is owned for DMA (-EBUSY).
+	 */
+	for (i = 0; i < n; i++) {
+		if (!marked[i])
+			continue;
 		ret = device_attach(&m[i]->dev);
 		if (ret < 0)
 			pci_warn(m[i], "lender: reattaching a driver failed: %d\n",
@@ -476,33 +484,6 @@ static void dl_lent_leave_domain(struct dl_lent *lent)
 		iommu_detach_device(lent->domain, &lent->pdev->dev);
 	iommu_domain_free(lent->domain);
 	iommu_device_release_dma_owner(&lent->pdev->dev);
-}
-
-/*
- * Whether @pdev has a reset that resets it alone. Not its bus's: the
- * functions of a lent group share their bus, and Linux may have kept
- * "bus" among a function's methods from probing it before its siblings
- * appeared, though such a reset now fails.
- */
-static bool dl_lent_probe_resets_alone(struct pci_dev *pdev)
-{
-	u16 pmcsr;
-	u8 cap;
-
-	if (!pcie_reset_flr(pdev, PCI_RESET_PROBE))
-		return true;
-	cap = pci_find_capability(pdev, PCI_CAP_ID_AF);
-	if (cap) {
-		u8 af;
-
-		pci_read_config_byte(pdev, cap + PCI_AF_CAP, &af);
-		if ((af & PCI_AF_CAP_TP) && (af & PCI_AF_CAP_FLR))
-			return true;
-	}
-	if (!pdev->pm_cap || (pdev->dev_flags & PCI_DEV_FLAGS_NO_PM_RESET))
-		return false;
-	pci_read_config_word(pdev, pdev->pm_cap + PCI_PM_CTRL, &pmcsr);
-	return !(pmcsr & PCI_PM_CTRL_NO_SOFT_RESET);
 }
 
 /*

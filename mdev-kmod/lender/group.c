@@ -659,7 +659,7 @@ void dl_lent_group_reset_work(struct work_struct *work)
 				     READ_ONCE(grp->members), s.n);
 		goto out_put;
 	}
-	ret = pci_reset_bus(any->pdev);
+	ret = dl_lent_reset_bus(any->pdev);
 	if (ret == -EAGAIN) {
 		mod_delayed_work(system_unbound_wq, &grp->reset_work,
 				 msecs_to_jiffies(DL_GRP_RESET_RETRY_MS));

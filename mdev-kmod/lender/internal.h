@@ -799,6 +799,10 @@ bool dl_lent_group_next_shared(struct dl_lent *lent, u64 first, u64 last,
 			       u64 *s_first, u64 *s_last, phys_addr_t *s_phys);
 u32 dl_lent_group_id(struct dl_lent *lent);
 
+/* reset.c */
+bool dl_lent_probe_resets_alone(struct pci_dev *pdev);
+int dl_lent_reset_bus(struct pci_dev *pdev);
+
 int dl_lent_p2p_dma(struct dl_lent *x, struct dl_fabric *fab, u32 peer,
 		    u32 target_id, unsigned int bar, bool map, u64 iova);
 void dl_lent_p2p_unmap_all(struct dl_lent *x);

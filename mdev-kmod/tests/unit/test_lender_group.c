@@ -83,7 +83,7 @@ int iommu_attach_device(struct iommu_domain *d, struct device *dev);
 void iommu_detach_device(struct iommu_domain *d, struct device *dev);
 void iommu_domain_free(struct iommu_domain *d);
 bool dev_is_pci(struct device *dev);
-int pci_reset_bus(struct pci_dev *pdev);
+int dl_lent_reset_bus(struct pci_dev *pdev);
 bool cancel_delayed_work_sync(struct delayed_work *w);
 #define to_pci_dev(d)		container_of(d, struct pci_dev, dev)
 
@@ -260,7 +260,7 @@ bool dev_is_pci(struct device *dev)
 	return dev != &not_pci;
 }
 
-int pci_reset_bus(struct pci_dev *pdev)
+int dl_lent_reset_bus(struct pci_dev *pdev)
 {
 	bus_resets++;
 	return bus_reset_ret;
