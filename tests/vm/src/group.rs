@@ -176,6 +176,11 @@ fn drew_line(width: &str) -> String {
     )
 }
 
+/// What [`draw_script`] prints once its `drew` line is out whole: wait for
+/// this, not for that line's start, which a console read may cut short
+/// (a guest's serial port is slow under TCG).
+pub const DRAWN: &str = "devlend-fb: holding for";
+
 /// Guest kernel parameters for a guest that draws with [`draw_script`]:
 /// the text console stays off the framebuffer (fbcon maps every console to
 /// framebuffer 9, which does not exist). Drawn on a lent display, every
@@ -241,7 +246,7 @@ head -c $(wc -c </tmp/fb.pat) /dev/fb0 | cmp -s - /tmp/fb.pat && rb=same || rb=d
 echo "devlend-fb: read back from /dev/fb0: $rb"
 sleep 1
 echo "{drew}"
-echo "devlend-fb: holding for {hold_secs} s"
+echo "{DRAWN} {hold_secs} s"
 sleep {hold_secs}
 )
 "#,
@@ -727,7 +732,7 @@ mod tests {
         let mut qemu = Qemu(qemu.spawn().unwrap());
         eprintln!("QEMU pid {}, files in {}", qemu.0.id(), dir.display());
         let read = || std::fs::read_to_string(&console).unwrap_or_default();
-        while !read().contains("devlend-fb: drew") {
+        while !read().contains(DRAWN) {
             let exited = qemu.0.try_wait().unwrap();
             assert!(
                 exited.is_none() && t0.elapsed() < Duration::from_secs(480),

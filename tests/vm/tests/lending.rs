@@ -1490,7 +1490,7 @@ fn group_guest(c: &Cluster, u0: &str, u1: &str) -> anyhow::Result<(String, Strin
         "/tmp/devlend-group.console",
     )?;
     let r = (|| {
-        let console = g.wait_for(b, "devlend-fb: drew", Duration::from_secs(300))?;
+        let console = g.wait_for(b, group::DRAWN, Duration::from_secs(300))?;
         let fb = group::parse_draw_output(&console)?;
         let shot = std::env::temp_dir().join(format!("devlend-group-{}.ppm", std::process::id()));
         let img = group::screendump_device(&c.paths().qmp_sock(LENDER), Some("gpu0"), &shot);
