@@ -87,10 +87,10 @@ need_cmd sha256sum coreutils
 MODDIR=/lib/modules/$KVER
 if [ -n "${DEVLEND_KERNEL_DIR:-}" ]; then
 	# A kernel of no package: the debug kernel that
-	# qemu-scripts/build-debug-kernel.sh built, KVER its release.
+	# qemu-scripts/build-host-kernel.sh built, KVER its release.
 	VMLINUZ=$DEVLEND_KERNEL_DIR/vmlinuz
 	[ -f "$VMLINUZ" ] || die "$VMLINUZ is missing (DEVLEND_KERNEL_DIR=$DEVLEND_KERNEL_DIR)"
-	[ -f "$MODDIR/modules.dep" ] || die "$MODDIR/modules.dep is missing; run qemu-scripts/build-debug-kernel.sh"
+	[ -f "$MODDIR/modules.dep" ] || die "$MODDIR/modules.dep is missing; run qemu-scripts/build-host-kernel.sh"
 	KPKG=local
 	KPKG_VER=$DEVLEND_KERNEL_DIR
 else

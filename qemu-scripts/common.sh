@@ -42,13 +42,13 @@ devlend_setup_and_build() {
 }
 
 # DEVLEND_DEBUG_KERNEL=1: the hosts (and their guests) boot a debug kernel
-# of the same version (KASAN, lockdep, kmemleak; build-debug-kernel.sh),
+# of the same version (KASAN, lockdep, kmemleak; build-host-kernel.sh debug),
 # with Linux's NTB modules and devlend's modules built against it. The
 # style gates and unit tests still use Debian's headers (KVER).
 devlend_use_debug_kernel() {
 	local top=$1 dk rel
 	step "building the debug kernel for the hosts (cached by its inputs; about an hour the first time)"
-	dk=$(bash "$top/qemu-scripts/build-debug-kernel.sh" "$KVER" | tail -n 1)
+	dk=$(bash "$top/qemu-scripts/build-host-kernel.sh" debug "$KVER" | tail -n 1)
 	rel=$(cat "$dk/release")
 	echo "debug kernel: $rel in $dk"
 	export HOST_KVER=$rel

@@ -1,4 +1,4 @@
-# Sourced by build-ntb.sh, build-debug-kernel.sh and build-p2p-guest-kernel.sh:
+# Sourced by build-ntb.sh, build-host-kernel.sh and build-p2p-guest-kernel.sh:
 # Debian's kernel source
 # of the very version the hosts' headers are. Debian keeps one
 # linux-source-6.12 package, whatever its version, so it is installed at

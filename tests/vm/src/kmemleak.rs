@@ -1,5 +1,5 @@
 //! kmemleak, where the hosts' kernel has it (the debug kernel of
-//! `qemu-scripts/build-debug-kernel.sh`): the leak checks ask it for objects
+//! `qemu-scripts/build-host-kernel.sh`): the leak checks ask it for objects
 //! that devlend allocated and nothing references any more. Debian's kernel
 //! has no kmemleak; there the checks say so and rely on their counters.
 

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Build a debug kernel for the emulated hosts: Debian's kernel of the hosts'
+# Build a kernel for the emulated hosts: Debian's kernel of the hosts'
 # version, from its linux-source package and Debian's own configuration,
-# trimmed to the modules the hosts load (debug-kernel/modules, by make
-# localmodconfig) and with KASAN, lockdep (PROVE_LOCKING), kmemleak and
-# Linux's NTB stack turned on (debug-kernel/debug.config).
+# trimmed to the modules the hosts load (host-kernel/modules, by make
+# localmodconfig), with a flavour's options on top:
+#   debug  KASAN, lockdep (PROVE_LOCKING), kmemleak and Linux's NTB stack
+#          (host-kernel/debug.config)
+#   mig    IOMMUFD, whose iova_bitmap VFIO's device dirty logging needs
+#          for live migration (host-kernel/mig.config); Debian's config
+#          has none, so every DMA logging report fails there
 #
-#   build-debug-kernel.sh <kver>   prints, last, the output directory:
+#   build-host-kernel.sh <flavour> <kver>   prints, last, the output directory:
 #     vmlinuz     the kernel image
 #     release     its release (uname -r), e.g. 6.12.117-dldebug
 #     build/      the configured, built tree (out-of-tree modules build
@@ -13,24 +17,27 @@
 #     modules/    modules_install output; /lib/modules/<release> links
 #                 to modules/lib/modules/<release>, because the hosts
 #                 boot with the outer machine's / as their root
+#     ntb/        (debug) Linux's NTB modules of this kernel, with a
+#                 Module.symvers of their symbols only, laid out as
+#                 build-ntb.sh lays them out
 #
-# Cached in ${DEVLEND_CACHE:-/var/cache/devlend}/debug-kernel/<key>/, the
-# key a hash of what makes the kernel: the kernel version, the source
-# version, Debian's config, the compiler and the files in debug-kernel/
-# (LAYOUT below changes when this script builds differently). The first
-# build takes about an hour on two cores. Needs root (apt-get,
-# /lib/modules).
-#     ntb/        Linux's NTB modules of this kernel, with a Module.symvers
-#                 of their symbols only, laid out as build-ntb.sh lays
-#                 them out
+# Cached in ${DEVLEND_CACHE:-/var/cache/devlend}/<flavour>-kernel/<key>/,
+# the key a hash of what makes the kernel: the kernel version, the source
+# version, Debian's config, the compiler and the module list and flavour
+# fragment (LAYOUT below changes when this script builds differently).
+# The first debug build takes about an hour on two cores, a mig build
+# about half that. Needs root (apt-get, /lib/modules).
 set -euo pipefail
 
 step() { printf '==> %s\n' "$*" >&2; }
-die() { printf 'build-debug-kernel: %s\n' "$*" >&2; exit 2; }
+die() { printf 'build-host-kernel: %s\n' "$*" >&2; exit 2; }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-KVER=${1:-}
-[ -n "$KVER" ] || die "usage: $0 <kernel version, e.g. 6.12.117+deb12-amd64>"
+FLAVOUR=${1:-}
+KVER=${2:-}
+[ -n "$KVER" ] || die "usage: $0 <debug|mig> <kernel version, e.g. 6.12.117+deb12-amd64>"
+FRAGMENT=$HERE/host-kernel/$FLAVOUR.config
+[ -f "$FRAGMENT" ] || die "no flavour '$FLAVOUR' (host-kernel/$FLAVOUR.config)"
 BASE_CONFIG=/boot/config-$KVER
 [ -f "$BASE_CONFIG" ] || die "$BASE_CONFIG is missing: install linux-image-$KVER"
 
@@ -44,14 +51,16 @@ key=$({
 	echo "layout $LAYOUT $KVER $SRC_VER"
 	sha256sum <"$BASE_CONFIG"
 	gcc --version | head -n 1
-	cat "$HERE/debug-kernel/modules" "$HERE/debug-kernel/debug.config"
+	echo "flavour $FLAVOUR"
+	cat "$HERE/host-kernel/modules" "$FRAGMENT"
 } | sha256sum | cut -c1-16)
-OUT=$CACHE/debug-kernel/$key
+OUT=$CACHE/$FLAVOUR-kernel/$key
 
 # The hosts see the outer machine's / as theirs, so modprobe in a host
-# finds the debug kernel's modules through this link. Linux's NTB modules
-# are also laid out as build-ntb.sh lays them out, for the ntb checks and
-# for building devlend's NTB modules against them.
+# finds the host kernel's modules through this link. A kernel with Linux's
+# NTB modules (debug) also gets them laid out as build-ntb.sh lays them
+# out, for the ntb checks and for building devlend's NTB modules against
+# them.
 install_outputs() {
 	local rel ntb
 	rel=$(cat "$OUT/release")
@@ -59,6 +68,7 @@ install_outputs() {
 		die "cannot link /lib/modules/$rel (needs root)"
 	ntb=$OUT/ntb
 	[ -f "$ntb/Module.symvers" ] && return 0
+	[ -d "$OUT/modules/lib/modules/$rel/kernel/drivers/ntb" ] || return 0
 	rm -rf "$ntb.new"
 	mkdir -p "$ntb.new"
 	find "$OUT/modules/lib/modules/$rel/kernel/drivers/ntb" -name '*.ko' -exec cp {} "$ntb.new/" \;
@@ -68,33 +78,33 @@ install_outputs() {
 }
 
 if [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/release" ]; then
-	step "reusing the debug kernel $(cat "$OUT/release") in $OUT"
+	step "reusing the $FLAVOUR host kernel $(cat "$OUT/release") in $OUT"
 	install_outputs
 	echo "$OUT"
 	exit 0
 fi
 
-mkdir -p "$CACHE/debug-kernel" || die "cannot create $CACHE/debug-kernel (set DEVLEND_CACHE)"
-work=$CACHE/debug-kernel/$key.build
+mkdir -p "$CACHE/$FLAVOUR-kernel" || die "cannot create $CACHE/$FLAVOUR-kernel (set DEVLEND_CACHE)"
+work=$CACHE/$FLAVOUR-kernel/$key.build
 if [ ! -f "$work/.devlend-configured" ]; then
 	rm -rf "$work"
 	mkdir -p "$work"
 	step "unpacking $(basename "$SRC_TARBALL") $SRC_VER"
 	tar -xJf "$SRC_TARBALL" -C "$work" --strip-components=1
 	cp "$BASE_CONFIG" "$work/.config"
-	# Debian's config, then only the modules the hosts use, then debug.
-	sed '/^#/d; /^$/d; s/$/ 0 0/' "$HERE/debug-kernel/modules" >"$work/lsmod"
+	# Debian's config, then only the modules the hosts use, then the flavour.
+	sed '/^#/d; /^$/d; s/$/ 0 0/' "$HERE/host-kernel/modules" >"$work/lsmod"
 	make -s -C "$work" olddefconfig >&2
 	make -s -C "$work" LSMOD="$work/lsmod" localmodconfig </dev/null >&2 2>/dev/null
 	"$work/scripts/kconfig/merge_config.sh" -m -O "$work" "$work/.config" \
-		"$HERE/debug-kernel/debug.config" >/dev/null
+		"$FRAGMENT" >/dev/null
 	make -s -C "$work" olddefconfig >&2
 	# Every option asked for must have survived the dependency resolution.
-	kernel_config_took "$HERE/debug-kernel/debug.config" "$work/.config"
+	kernel_config_took "$FRAGMENT" "$work/.config"
 	touch "$work/.devlend-configured"
 fi
 
-step "building the debug kernel (KASAN, lockdep, kmemleak; about an hour on two cores)"
+step "building the $FLAVOUR host kernel (about an hour on two cores for debug, half that for mig)"
 nice make -s -C "$work" -j"$(nproc)" bzImage modules >&2
 rel=$(make -s -C "$work" kernelrelease)
 
@@ -111,5 +121,5 @@ mv "$work" "$OUT.new/build"
 rm -rf "$OUT"
 mv "$OUT.new" "$OUT"
 install_outputs
-step "debug kernel $rel ready in $OUT"
+step "$FLAVOUR host kernel $rel ready in $OUT"
 echo "$OUT"
