@@ -1139,8 +1139,10 @@ static int dl_dma_fill(struct dl_vdev *v, bool fresh)
 	err = dl_dma_drain(&bt);
 	if (!ret)
 		ret = err;
-	if (bt.sent)
+	if (bt.sent) {
 		v->dma.mapped = true;
+		v->dma.map_gen++;
+	}
 	if (v->dma.npinned > before) {
 		v->dma.fill.fills++;
 		v->dma.fill.ns += ktime_get_ns() - t0;
@@ -1495,6 +1497,31 @@ void dl_dma_init(struct dl_vdev *v)
 void dl_dma_cancel_repin(struct dl_vdev *v)
 {
 	cancel_delayed_work_sync(&v->dma.repin_work);
+}
+
+/**
+ * dl_dma_wrote_since() - whether the device may have written guest memory
+ *	since a mark: it is mapped for its DMA now, or was mapped again since.
+ * @v: the mdev; caller holds v->lock.
+ * @mark: what the last call left here (0 at first); updated.
+ *
+ * For device dirty logging (migrate.c): only the lender's IOMMU sees the
+ * device's writes, and it does not say which pages they hit, so every
+ * page the device may reach counts as written while it may reach it.
+ *
+ * Return: true if it may have.
+ */
+bool dl_dma_wrote_since(struct dl_vdev *v, u64 *mark)
+{
+	bool wrote;
+
+	lockdep_assert_held(&v->lock);
+
+	mutex_lock(&v->dma.lock);
+	wrote = v->dma.mapped || v->dma.map_gen != *mark;
+	*mark = v->dma.map_gen;
+	mutex_unlock(&v->dma.lock);
+	return wrote;
 }
 
 /**

@@ -320,6 +320,7 @@ enum dl_vdev_state {
 	DL_VDEV_BORROWED,	/* holding it */
 	DL_VDEV_LOST,		/* held it; the lender took it back or died */
 	DL_VDEV_RETURNING,	/* giving it back (DEV_RELEASE); closing */
+	DL_VDEV_INCOMING,	/* a migration's destination: its source holds it */
 };
 
 /**
@@ -492,6 +493,7 @@ struct dl_vdev_config {
  *	its locked memory; NULL while there are none.
  * @nbulk: pages pinned in bulk and not through VFIO.
  * @mapped: the lender may hold mappings of the device.
+ * @map_gen: counts fills that had the lender map something.
  * @on: bus mastering is on: guest memory is to be mapped.
  * @repin_work: pins and maps again after a dma_unmap().
  * @repin_tries: failed runs of @repin_work in a row.
@@ -536,6 +538,7 @@ struct dl_vdev_dma {
 	struct mm_struct *pin_mm;
 	unsigned long nbulk;
 	bool mapped;
+	u64 map_gen;
 	bool on;
 	struct delayed_work repin_work;
 	unsigned int repin_tries;
@@ -633,6 +636,9 @@ struct dl_vdev_mmap {
  * @direct_fallbacks: MSI-X vectors that stayed relayed although
  *	direct_irq asked for them direct (no doorbell vector free, or the
  *	lender said no) (&dl_vdev.lock).
+ * @latched: the guest is stopped for a migration (migrate.c): interrupts
+ *	are noted in @pending, not signalled (@lock).
+ * @pending: per index, the vectors that fired while @latched (@lock).
  */
 struct dl_vdev_irq {
 	spinlock_t lock;		/* the eventfds */
@@ -649,6 +655,8 @@ struct dl_vdev_irq {
 	struct eventfd_ctx *req_trigger;
 	atomic64_t direct_fires;
 	u64 direct_fallbacks;
+	bool latched;
+	DECLARE_BITMAP(pending[DL_B_NR_IRQ_TYPES], DL_MIG_PENDING_VECS);
 };
 
 /**
@@ -727,6 +735,48 @@ struct dl_vdev_bar_dma {
 };
 
 /**
+ * struct dl_vdev_mig - an mdev's live migration (migrate.c): the VFIO
+ *	migration state machine and device dirty logging. Written by
+ *	migrate.c only, under &dl_vdev.lock.
+ * @state: the VFIO migration state.
+ * @incoming: the next open is a migration's destination (the mdev's
+ *	`migration` attribute): it holds nothing until its guest's state
+ *	is loaded and it takes the device over.
+ * @quiesced: the lender stopped the device for this mdev's guest, which
+ *	is stopped; it resumes the device when the guest runs.
+ * @ticket: the lender's ticket for it, for the migration stream; 0 once
+ *	used (a destination that took the device over) or when not
+ *	quiesced.
+ * @file: the data file of the saving or resuming state, or NULL.
+ * @st: the device state saved (source) or loaded (destination).
+ * @loaded: @st was read and checked (destination).
+ * @logging: device dirty logging is on.
+ * @wrote: while logging, the device may have written guest memory: it was
+ *	mapped for its DMA at some time since the logging started.
+ * @fills: dl_dma_wrote_since()'s mark.
+ * @quiesces: quiesces the lender granted.
+ * @unsettled: quiesces refused because the device did not settle.
+ * @takeovers: devices taken over from a migration's source.
+ * @settle_ms: the lender's wait for the device, at the last quiesce.
+ */
+struct dl_vdev_mig {
+	enum vfio_device_mig_state state;
+	bool incoming;
+	bool quiesced;
+	u64 ticket;
+	struct dl_mig_file *file;
+	struct dl_mig_state st;
+	bool loaded;
+	bool logging;
+	bool wrote;
+	u64 fills;
+	u64 quiesces;
+	u64 unsettled;
+	u64 takeovers;
+	u32 settle_ms;
+};
+
+/**
  * struct dl_vdev - one mdev: a VFIO PCI device that stands for a remote
  *	device. The fields here are vdev.c's (and parent.c's, which creates
  *	the mdev and sets its target); each part below is written by one file
@@ -746,6 +796,7 @@ struct dl_vdev_bar_dma {
  * @dma: pinned and mapped guest memory (dma.c).
  * @irq: the interrupts (irq.c).
  * @bar_dma: the BARs mapped for the device's own DMA (bar_dma.c).
+ * @mig: live migration (migrate.c).
  */
 struct dl_vdev {
 	struct vfio_device vdev;
@@ -765,6 +816,7 @@ struct dl_vdev {
 	struct dl_vdev_mmap mm;
 	struct dl_vdev_bar_dma bar_dma;
 	struct dl_vdev_p2p p2p;
+	struct dl_vdev_mig mig;
 };
 
 static inline struct dl_vdev *to_dl_vdev(struct vfio_device *vdev)
@@ -805,6 +857,12 @@ void dl_session_init(struct dl_vdev *v);
 int dl_session_open(struct dl_vdev *v);
 void dl_session_close(struct dl_vdev *v);
 int dl_session_borrow(struct dl_vdev *v);
+bool dl_session_incoming(struct dl_vdev *v);
+void dl_session_set_incoming(struct dl_vdev *v, bool incoming);
+int dl_session_takeover(struct dl_vdev *v, u32 from, u64 ticket);
+int dl_session_quiesce(struct dl_vdev *v, u32 settle_ms, u32 timeout_ms,
+		       u64 *ticket, u32 *waited_ms);
+int dl_session_resume(struct dl_vdev *v);
 int dl_session_request(struct dl_vdev *v, u16 type, const void *data,
 		       size_t len, void *resp, size_t resp_size);
 void dl_session_refused(struct dl_vdev *v, int err);
@@ -813,6 +871,16 @@ void dl_session_release(struct dl_vdev *v);
 
 /* vdev.c */
 extern const struct vfio_device_ops dl_vdev_ops;
+
+/* migrate.c */
+void dl_mig_init(struct dl_vdev *v);
+bool dl_mig_supported(void);
+bool dl_mig_open(struct dl_vdev *v);
+void dl_mig_reset(struct dl_vdev *v);
+void dl_mig_close(struct dl_vdev *v);
+bool dl_mig_stopped(struct dl_vdev *v);
+int dl_mig_set_incoming(struct dl_vdev *v, bool incoming);
+const char *dl_mig_show(struct dl_vdev *v);
 void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		   void *priv);
 
@@ -875,6 +943,7 @@ void dl_dma_unmap_range(struct dl_vdev *v, u64 iova, u64 len);
 void dl_dma_init(struct dl_vdev *v);
 void dl_dma_cancel_repin(struct dl_vdev *v);
 void dl_dma_destroy(struct dl_vdev *v);
+bool dl_dma_wrote_since(struct dl_vdev *v, u64 *mark);
 
 /* lease.c */
 struct dl_lease *dl_lease_new(struct dl_borrower *b, u32 host, u32 dev_id,
@@ -929,6 +998,12 @@ void dl_irq_destroy(struct dl_vdev *v);
 /* Milliseconds between sends of an owed INTx unmask. */
 #define DL_INTX_RETRY_MS	100
 void dl_irq_signal_lost(struct dl_vdev *v);
+void dl_irq_latch(struct dl_vdev *v);
+void dl_irq_unlatch(struct dl_vdev *v, bool deliver);
+void dl_irq_pending_save(struct dl_vdev *v, struct dl_mig_state *st);
+void dl_irq_pending_load(struct dl_vdev *v, const struct dl_mig_state *st);
+int dl_irq_replay(struct dl_vdev *v);
+u32 dl_irq_max_vectors(struct dl_vdev *v);
 void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		 void *priv);
 bool dl_irq_fire_atomic(struct dl_fabric *fab, const struct dl_fabric_msg *msg,

@@ -105,6 +105,9 @@ static int dl_irq_lender_set(struct dl_vdev *v, unsigned int index, u32 count)
 
 	lockdep_assert_held(&v->lock);
 
+	/* Its migration's source holds it: set up after the takeover. */
+	if (dl_session_incoming(v))
+		return 0;
 	if (count) {
 		ret = dl_session_borrow(v);
 		if (ret)
@@ -143,6 +146,27 @@ static void dl_intx_forget_unmask(struct dl_vdev *v)
 }
 
 /*
+ * Vector @vector of @index fired: its eventfd is signalled, or, while the
+ * guest is stopped for a migration, it is noted for later (migrate.c).
+ * v->irq.lock held.
+ */
+static void dl_irq_signal_vec(struct dl_vdev *v, unsigned int index,
+			      u32 vector)
+{
+	struct dl_irq_ctx *ctx = &v->irq.irqs[index];
+
+	if (vector >= ctx->count)
+		return;
+	if (v->irq.latched) {
+		if (vector < DL_MIG_PENDING_VECS)
+			set_bit(vector, v->irq.pending[index]);
+		return;
+	}
+	if (ctx->trig[vector])
+		eventfd_signal(ctx->trig[vector]);
+}
+
+/*
  * A doorbell of a direct vector (hard interrupt, under the fabric's
  * doorbell lock): signal the vector's eventfd, as a relayed fire does.
  */
@@ -151,11 +175,9 @@ static void dl_irq_direct_db(struct dl_fabric *fab, unsigned int vector,
 {
 	struct dl_irq_direct_vec *dv = priv;
 	struct dl_vdev *v = dv->v;
-	struct dl_irq_ctx *ctx = &v->irq.irqs[VFIO_PCI_MSIX_IRQ_INDEX];
 
 	spin_lock(&v->irq.lock);
-	if (dv->index < ctx->count && ctx->trig[dv->index])
-		eventfd_signal(ctx->trig[dv->index]);
+	dl_irq_signal_vec(v, VFIO_PCI_MSIX_IRQ_INDEX, dv->index);
 	spin_unlock(&v->irq.lock);
 	atomic64_inc(&v->irq.direct_fires);
 }
@@ -292,7 +314,8 @@ static int dl_irq_enable(struct dl_vdev *v, unsigned int index, u32 nvec)
 	ctx->count = nvec;
 	spin_unlock_irq(&v->irq.lock);
 	ctx->lender_count = nvec;
-	if (index == VFIO_PCI_MSIX_IRQ_INDEX && READ_ONCE(dl_direct_irq))
+	if (index == VFIO_PCI_MSIX_IRQ_INDEX && READ_ONCE(dl_direct_irq) &&
+	    !dl_session_incoming(v))
 		dl_irq_direct_setup(v, ctx, nvec);
 	return 0;
 }
@@ -648,7 +671,6 @@ void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 	const struct dl_irq_fire *f = msg->data;
 	struct dl_borrower *b = priv;
 	unsigned int index, vector;
-	struct dl_irq_ctx *ctx;
 	unsigned long flags;
 	struct dl_vdev *v;
 	u32 dev_id;
@@ -677,9 +699,7 @@ void dl_irq_fire(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 		    v->sess.host != msg->peer || v->sess.dev_id != dev_id)
 			continue;
 		spin_lock(&v->irq.lock);
-		ctx = &v->irq.irqs[index];
-		if (vector < ctx->count && ctx->trig[vector])
-			eventfd_signal(ctx->trig[vector]);
+		dl_irq_signal_vec(v, index, vector);
 		spin_unlock(&v->irq.lock);
 		break;
 	}
@@ -700,6 +720,135 @@ bool dl_irq_fire_atomic(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 {
 	dl_irq_fire(fab, msg, priv);
 	return true;
+}
+
+/**
+ * dl_irq_latch() - the guest stops for a migration: interrupts from now
+ *	on are noted, not signalled.
+ * @v: the mdev; caller holds v->lock.
+ */
+void dl_irq_latch(struct dl_vdev *v)
+{
+	spin_lock_irq(&v->irq.lock);
+	v->irq.latched = true;
+	spin_unlock_irq(&v->irq.lock);
+}
+
+/**
+ * dl_irq_unlatch() - interrupts are signalled again.
+ * @v: the mdev; caller holds v->lock.
+ * @deliver: signal those noted meanwhile (the guest runs here), else
+ *	forget them (they went with the guest, or it is reset).
+ */
+void dl_irq_unlatch(struct dl_vdev *v, bool deliver)
+{
+	struct dl_irq_ctx *ctx;
+	unsigned int index;
+	unsigned long i;
+
+	spin_lock_irq(&v->irq.lock);
+	v->irq.latched = false;
+	for (index = 0; index < DL_B_NR_IRQ_TYPES; index++) {
+		ctx = &v->irq.irqs[index];
+		for_each_set_bit(i, v->irq.pending[index], DL_MIG_PENDING_VECS)
+			if (deliver && i < ctx->count && ctx->trig[i])
+				eventfd_signal(ctx->trig[i]);
+		bitmap_zero(v->irq.pending[index], DL_MIG_PENDING_VECS);
+	}
+	spin_unlock_irq(&v->irq.lock);
+}
+
+/* The index whose interrupts a migration carries: the one enabled. */
+static unsigned int dl_irq_active_index(struct dl_vdev *v)
+{
+	if (v->irq.irqs[VFIO_PCI_MSIX_IRQ_INDEX].count)
+		return VFIO_PCI_MSIX_IRQ_INDEX;
+	if (v->irq.irqs[VFIO_PCI_MSI_IRQ_INDEX].count)
+		return VFIO_PCI_MSI_IRQ_INDEX;
+	return VFIO_PCI_INTX_IRQ_INDEX;
+}
+
+/**
+ * dl_irq_pending_save() - the interrupts noted while latched, into a
+ *	migration stream's state.
+ * @v: the mdev, latched; caller holds v->lock.
+ * @st: the state.
+ */
+void dl_irq_pending_save(struct dl_vdev *v, struct dl_mig_state *st)
+{
+	unsigned int index = dl_irq_active_index(v);
+	unsigned long *pending = v->irq.pending[index];
+	u32 i, n = 0;
+
+	spin_lock_irq(&v->irq.lock);
+	for_each_set_bit(i, pending, DL_MIG_PENDING_VECS) {
+		st->pending[i / 64] |= cpu_to_le64(1ULL << (i % 64));
+		n++;
+	}
+	spin_unlock_irq(&v->irq.lock);
+	st->irq_index = cpu_to_le32(index);
+	st->nr_pending = cpu_to_le32(n);
+}
+
+/**
+ * dl_irq_pending_load() - interrupts a migration stream says fired after
+ *	its source stopped: noted, signalled when the guest runs here.
+ * @v: the mdev, latched; caller holds v->lock.
+ * @st: the state, checked (dl_mig_state_check()).
+ */
+void dl_irq_pending_load(struct dl_vdev *v, const struct dl_mig_state *st)
+{
+	unsigned int index = le32_to_cpu(st->irq_index);
+	u32 i;
+
+	if (index >= DL_B_NR_IRQ_TYPES)
+		return;
+	spin_lock_irq(&v->irq.lock);
+	for (i = 0; i < DL_MIG_PENDING_VECS; i++)
+		if (le64_to_cpu(st->pending[i / 64]) & (1ULL << (i % 64)))
+			set_bit(i, v->irq.pending[index]);
+	spin_unlock_irq(&v->irq.lock);
+}
+
+/**
+ * dl_irq_max_vectors() - the most vectors of any index of the device.
+ * @v: the mdev, open.
+ *
+ * Return: the count.
+ */
+u32 dl_irq_max_vectors(struct dl_vdev *v)
+{
+	return max3(1U, (u32)v->info.msi_count, (u32)v->info.msix_count);
+}
+
+/**
+ * dl_irq_replay() - the device was taken over from a migration's source:
+ *	the lender takes the vectors the guest enabled here (SET_IRQS, kept
+ *	virtual until now), and MSI-X vectors go direct where asked.
+ * @v: the mdev, holding the device; caller holds v->lock.
+ *
+ * Return: 0 or the error of the first request that failed.
+ */
+int dl_irq_replay(struct dl_vdev *v)
+{
+	struct dl_irq_ctx *ctx;
+	unsigned int index;
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	for (index = 0; index < DL_B_NR_IRQ_TYPES; index++) {
+		ctx = &v->irq.irqs[index];
+		if (!ctx->lender_count)
+			continue;
+		ret = dl_irq_lender_set(v, index, ctx->lender_count);
+		if (ret)
+			return ret;
+		if (index == VFIO_PCI_MSIX_IRQ_INDEX && !ctx->direct &&
+		    READ_ONCE(dl_direct_irq))
+			dl_irq_direct_setup(v, ctx, ctx->lender_count);
+	}
+	return 0;
 }
 
 /**

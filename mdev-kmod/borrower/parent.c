@@ -204,6 +204,7 @@ static ssize_t state_show(struct device *dev, struct device_attribute *attr,
 		[DL_VDEV_BORROWED] = "borrowed",
 		[DL_VDEV_LOST] = "lost",
 		[DL_VDEV_RETURNING] = "returning",
+		[DL_VDEV_INCOMING] = "incoming",
 	};
 	struct dl_vdev *v = dev_get_drvdata(dev);
 
@@ -249,10 +250,66 @@ static ssize_t open_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(open);
 
+/**
+ * migration_show() - the mdev's live migration: "incoming" (the next open,
+ *	or this one, is a migration's destination), the VFIO migration
+ *	state ("running", "stop", ...), or "unsupported" where VFIO cannot
+ *	report the device's dirty pages (no CONFIG_IOMMUFD_DRIVER).
+ * @dev: the mdev's device.
+ * @attr: its "migration" attribute.
+ * @buf: where to print it.
+ *
+ * Return: the bytes printed.
+ */
+static ssize_t migration_show(struct device *dev, struct device_attribute *attr,
+			      char *buf)
+{
+	struct dl_vdev *v = dev_get_drvdata(dev);
+	const char *s;
+
+	mutex_lock(&v->lock);
+	s = dl_mig_show(v);
+	mutex_unlock(&v->lock);
+	return sysfs_emit(buf, "%s\n", s);
+}
+
+/**
+ * migration_store() - "incoming": the next open is a migration's
+ *	destination (its remote_device must name the source's device);
+ *	"none": it is not.
+ * @dev: the mdev's device.
+ * @attr: its "migration" attribute.
+ * @buf: what was written.
+ * @count: its bytes.
+ *
+ * Return: @count, -EINVAL, -EBUSY while open, or -EOPNOTSUPP.
+ */
+static ssize_t migration_store(struct device *dev,
+			       struct device_attribute *attr, const char *buf,
+			       size_t count)
+{
+	struct dl_vdev *v = dev_get_drvdata(dev);
+	bool incoming;
+	int ret;
+
+	if (sysfs_streq(buf, "incoming"))
+		incoming = true;
+	else if (sysfs_streq(buf, "none"))
+		incoming = false;
+	else
+		return -EINVAL;
+	mutex_lock(&v->lock);
+	ret = dl_mig_set_incoming(v, incoming);
+	mutex_unlock(&v->lock);
+	return ret ? ret : count;
+}
+static DEVICE_ATTR_RW(migration);
+
 static struct attribute *dl_mdev_attrs[] = {
 	&dev_attr_remote_device.attr,
 	&dev_attr_state.attr,
 	&dev_attr_open.attr,
+	&dev_attr_migration.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(dl_mdev);

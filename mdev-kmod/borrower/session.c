@@ -121,64 +121,54 @@ struct dl_acquire {
 	bool refused;
 };
 
-/* Asks for the device once; see struct dl_acquire for what is learnt. */
-static int dl_session_acquire(struct dl_vdev *v, struct dl_acquire *a)
+/*
+ * Asks for the device once, with @type (DEV_ACQUIRE, or MIG_TAKEOVER) and
+ * its payload @req of @len bytes, which starts with the dev_id; the grant
+ * is a struct dl_dev_ref. See struct dl_acquire for what is learnt.
+ */
+static int dl_session_acquire(struct dl_vdev *v, u16 type, const void *req,
+			      size_t len, struct dl_acquire *a)
 {
-	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->sess.dev_id) };
+	__le32 dev_id = cpu_to_le32(v->sess.dev_id);
 	struct dl_dev_ref resp;
-	struct dl_fabric_req req = {
+	struct dl_fabric_req fr = {
 		.resp = &resp,
 		.resp_size = sizeof(resp),
 	};
 	int ret;
 
-	ret = dl_fabric_req_submit(v->b->fab, v->sess.host, DL_MSG_DEV_ACQUIRE,
-				   &ref, sizeof(ref), &req);
+	ret = dl_fabric_req_submit(v->b->fab, v->sess.host, type, req, len,
+				   &fr);
 	if (!ret)
-		ret = dl_fabric_req_wait(v->b->fab, &req, DL_B_TIMEOUT_MS);
+		ret = dl_fabric_req_wait(v->b->fab, &fr, DL_B_TIMEOUT_MS);
 	/* A grant of another device is no grant of this one; nor a refusal. */
-	if (!ret && (req.resp_len < sizeof(resp) ||
-		     resp.dev_id != ref.dev_id))
+	if (!ret && (fr.resp_len < sizeof(resp) || resp.dev_id != dev_id))
 		ret = -EPROTO;
-	a->inc = req.peer_inc;
+	a->inc = fr.peer_inc;
 	/*
 	 * Only a status the lender chose is a refusal; a malformed grant is
 	 * still a grant, and no answer may hide one.
 	 */
-	a->refused = req.done && (ret == -EINVAL || ret == -EOPNOTSUPP ||
-				  ret == -EBUSY || ret == -ENODEV ||
-				  ret == -EIO);
+	a->refused = fr.done && (ret == -EINVAL || ret == -EOPNOTSUPP ||
+				 ret == -EBUSY || ret == -ENODEV ||
+				 ret == -EIO);
 	dl_session_refused(v, ret);
 	return ret;
 }
 
-/**
- * dl_session_borrow() - acquire the remote device unless held already.
- * @v: the mdev, open; caller holds v->lock.
- *
- * Return: 0, -EIO if the mdev is lost, -EBUSY if someone else holds the
- * device, or another -errno of the request.
+/*
+ * Borrows the device, under a new lease, with @type (DEV_ACQUIRE, or
+ * MIG_TAKEOVER) and its payload; caller holds v->lock and checked the
+ * state.
  */
-int dl_session_borrow(struct dl_vdev *v)
+static int dl_session_take(struct dl_vdev *v, u16 type, const void *req,
+			   size_t len)
 {
 	struct dl_borrower *b = v->b;
 	struct dl_acquire acq;
 	struct dl_lease *lease;
 	unsigned int tries;
 	int ret;
-
-	lockdep_assert_held(&v->lock);
-
-	switch (READ_ONCE(v->sess.state)) {
-	case DL_VDEV_BORROWED:
-		return 0;
-	case DL_VDEV_LOST:
-		return -EIO;
-	case DL_VDEV_RETURNING:
-		return -EBUSY;
-	case DL_VDEV_IDLE:
-		break;
-	}
 
 	lease = dl_lease_new(b, v->sess.host, v->sess.dev_id, v->remote->incarnation);
 	if (IS_ERR(lease)) {
@@ -191,7 +181,7 @@ int dl_session_borrow(struct dl_vdev *v)
 	}
 	/* EIO: the lender is still taking it back from its last holder. */
 	for (tries = 0; ; tries++) {
-		ret = dl_session_acquire(v, &acq);
+		ret = dl_session_acquire(v, type, req, len, &acq);
 		if (ret != -EIO || tries >= DL_B_BUSY_TRIES)
 			break;
 		msleep(DL_B_BUSY_MS);
@@ -214,7 +204,7 @@ int dl_session_borrow(struct dl_vdev *v)
 		dl_lease_put(b, lease);
 	}
 	mutex_unlock(&b->lock);
-	if (ret == -EBUSY) {
+	if (ret == -EBUSY && type == DL_MSG_DEV_ACQUIRE) {
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "remote device %u:%u (%s) is held by another host\n",
 				    v->sess.host, v->sess.dev_id, v->info.name);
@@ -222,7 +212,8 @@ int dl_session_borrow(struct dl_vdev *v)
 	}
 	if (ret) {
 		dev_err_ratelimited(dl_vdev_dev(v),
-				    "cannot borrow remote device %u:%u: %d\n",
+				    "cannot %s remote device %u:%u: %d\n",
+				    type == DL_MSG_DEV_ACQUIRE ? "borrow" : "take over",
 				    v->sess.host, v->sess.dev_id, ret);
 		return ret;
 	}
@@ -250,6 +241,151 @@ int dl_session_borrow(struct dl_vdev *v)
 		dev_info(dl_vdev_dev(v), "borrowed remote device %u:%u (%s on %s)\n",
 			 v->sess.host, v->sess.dev_id, v->info.name, v->remote->lender);
 	return ret;
+}
+
+/**
+ * dl_session_borrow() - acquire the remote device unless held already.
+ * @v: the mdev, open; caller holds v->lock.
+ *
+ * Return: 0, -EIO if the mdev is lost, -EBUSY if someone else holds the
+ * device, or another -errno of the request.
+ */
+int dl_session_borrow(struct dl_vdev *v)
+{
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->sess.dev_id) };
+
+	lockdep_assert_held(&v->lock);
+
+	switch (READ_ONCE(v->sess.state)) {
+	case DL_VDEV_BORROWED:
+		return 0;
+	case DL_VDEV_LOST:
+		return -EIO;
+	case DL_VDEV_RETURNING:
+	case DL_VDEV_INCOMING:	/* its migration's source holds it */
+		return -EBUSY;
+	case DL_VDEV_IDLE:
+		break;
+	}
+	return dl_session_take(v, DL_MSG_DEV_ACQUIRE, &ref, sizeof(ref));
+}
+
+/**
+ * dl_session_takeover() - take the device over from a migration's source.
+ * @v: the mdev, open as a migration's destination; caller holds v->lock.
+ * @from: the source's host id, from the migration stream.
+ * @ticket: the lender's ticket, from the migration stream.
+ *
+ * Return: 0 (the mdev holds the device, quiesced), -EINVAL if the mdev is
+ * not a destination, or the error of the request (-EBUSY: the lender knows
+ * no such quiesce; the mdev stays a destination).
+ */
+int dl_session_takeover(struct dl_vdev *v, u32 from, u64 ticket)
+{
+	struct dl_mig_takeover t = {
+		.dev_id = cpu_to_le32(v->sess.dev_id),
+		.from_host = cpu_to_le32(from),
+		.ticket = cpu_to_le64(ticket),
+	};
+
+	lockdep_assert_held(&v->lock);
+
+	if (READ_ONCE(v->sess.state) != DL_VDEV_INCOMING)
+		return -EINVAL;
+	return dl_session_take(v, DL_MSG_MIG_TAKEOVER, &t, sizeof(t));
+}
+
+/**
+ * dl_session_incoming() - whether the mdev is a migration's destination
+ *	that has not taken its device over: nothing may reach the device,
+ *	which its migration's source holds.
+ * @v: the mdev.
+ *
+ * Return: true if so.
+ */
+bool dl_session_incoming(struct dl_vdev *v)
+{
+	return READ_ONCE(v->sess.state) == DL_VDEV_INCOMING;
+}
+
+/**
+ * dl_session_set_incoming() - make an open mdev that holds nothing a
+ *	migration's destination, or an ordinary one again (its migration
+ *	stream said the source held nothing).
+ * @v: the mdev; caller holds v->lock.
+ * @incoming: which.
+ */
+void dl_session_set_incoming(struct dl_vdev *v, bool incoming)
+{
+	enum dl_vdev_state from = incoming ? DL_VDEV_IDLE : DL_VDEV_INCOMING;
+
+	lockdep_assert_held(&v->lock);
+
+	mutex_lock(&v->b->lock);
+	if (READ_ONCE(v->sess.state) == from)
+		dl_session_set_state(v, incoming ? DL_VDEV_INCOMING :
+					 DL_VDEV_IDLE);
+	mutex_unlock(&v->b->lock);
+}
+
+/**
+ * dl_session_quiesce() - ask the lender to stop the device once it
+ *	settles, for this host's guest's migration.
+ * @v: the mdev, holding the device; caller holds v->lock.
+ * @settle_ms: quiet time asked for.
+ * @timeout_ms: most time the lender waits.
+ * @ticket: set to the lender's ticket.
+ * @waited_ms: set to how long it waited.
+ *
+ * Return: 0; -ETIMEDOUT if the device did not settle (it runs on), -EPROTO
+ * for a malformed answer, or another error of the request.
+ */
+int dl_session_quiesce(struct dl_vdev *v, u32 settle_ms, u32 timeout_ms,
+		       u64 *ticket, u32 *waited_ms)
+{
+	struct dl_mig_quiesce q = {
+		.dev_id = cpu_to_le32(v->sess.dev_id),
+		.settle_ms = cpu_to_le32(settle_ms),
+		.timeout_ms = cpu_to_le32(timeout_ms),
+	};
+	struct dl_mig_ticket t;
+	size_t len = 0;
+	int ret;
+
+	lockdep_assert_held(&v->lock);
+
+	if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED)
+		return -EIO;
+	/* The lender answers after its wait. */
+	ret = dl_fabric_request(v->b->fab, v->sess.host, DL_MSG_MIG_QUIESCE,
+				&q, sizeof(q), &t, sizeof(t), &len,
+				DL_B_TIMEOUT_MS + timeout_ms);
+	if (!ret && (len < sizeof(t) || t.dev_id != q.dev_id || !t.ticket))
+		ret = -EPROTO;
+	dl_session_refused(v, ret);
+	if (ret)
+		return ret;
+	*ticket = le64_to_cpu(t.ticket);
+	*waited_ms = le32_to_cpu(t.waited_ms);
+	return 0;
+}
+
+/**
+ * dl_session_resume() - bus mastering back at the lender after a quiesce.
+ * @v: the mdev, holding the device; caller holds v->lock.
+ *
+ * Return: 0 or an error of the request.
+ */
+int dl_session_resume(struct dl_vdev *v)
+{
+	struct dl_dev_ref ref = { .dev_id = cpu_to_le32(v->sess.dev_id) };
+
+	lockdep_assert_held(&v->lock);
+
+	if (READ_ONCE(v->sess.state) != DL_VDEV_BORROWED)
+		return -EIO;
+	return dl_session_request(v, DL_MSG_MIG_RESUME, &ref, sizeof(ref),
+				  NULL, 0);
 }
 
 /**

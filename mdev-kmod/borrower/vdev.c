@@ -53,6 +53,17 @@ static int dl_vdev_reset(struct dl_vdev *v)
 
 	lockdep_assert_held(&v->lock);
 
+	/* A quiesced device resumes first: the lender resets no other. */
+	dl_mig_reset(v);
+	/*
+	 * A migration's destination: its source holds the device, whose
+	 * state the destination takes over as it is. The VMM's reset at
+	 * start (QEMU's) is the config space's alone.
+	 */
+	if (dl_session_incoming(v)) {
+		dl_config_after_reset(v);
+		return 0;
+	}
 	ret = dl_session_borrow(v);
 	if (ret)
 		return ret;
@@ -150,7 +161,13 @@ static int dl_vdev_open(struct vfio_device *vdev)
 		goto err_disown;
 	}
 	dl_rinfo_decode(&v->info, &di);
-	if (v->info.borrower != DL_NO_HOST && v->info.borrower != b->host_id) {
+	/* A migration's destination opens while its source holds it. */
+	if (dl_mig_open(v)) {
+		dev_info(dl_vdev_dev(v), "open as a migration's destination for remote device %u:%u (%s), held by host %u\n",
+			 v->sess.host, v->sess.dev_id, v->info.name,
+			 v->info.borrower);
+	} else if (v->info.borrower != DL_NO_HOST &&
+		   v->info.borrower != b->host_id) {
 		dev_err(dl_vdev_dev(v), "remote device %u:%u (%s) is held by host %u\n",
 			v->sess.host, v->sess.dev_id, v->info.name, v->info.borrower);
 		ret = -EBUSY;
@@ -197,6 +214,7 @@ static void dl_vdev_close(struct vfio_device *vdev)
 	dl_irq_release_all(v);
 	/* The VMM's mappings stay until it unmaps them: they fault now. */
 	dl_mmap_drop(v);
+	dl_mig_close(v);
 	dl_dma_disable(v);
 	dl_session_release(v);
 	/* What the lender may still map is the lease's business now. */
@@ -566,12 +584,16 @@ void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
 
 /*
  * The session lost the device: the BARs' mappings go first, then the
- * user is told.
+ * user is told, unless its guest is stopped: after a migration the
+ * device was taken over by the destination, and the source's QEMU must
+ * not unplug it from a guest that runs elsewhere now. A guest that runs
+ * here again finds it lost then (dl_mig_run() fails).
  */
 static void dl_vdev_lost(struct dl_vdev *v)
 {
 	dl_mmap_drop(v);
-	dl_irq_signal_lost(v);
+	if (!dl_mig_stopped(v))
+		dl_irq_signal_lost(v);
 }
 
 /* How the session tells the mdev it lost its device. */
@@ -614,6 +636,7 @@ static int dl_vdev_init(struct vfio_device *vdev)
 	v->session_ops = &dl_vdev_session_ops;
 	v->config_ops = &dl_vdev_config_ops;
 	dl_session_init(v);
+	dl_mig_init(v);
 	return 0;
 }
 

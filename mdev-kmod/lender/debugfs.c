@@ -39,6 +39,7 @@ const char * const dl_lender_reject_names[DL_REJ_NR] = {
 	[DL_REJ_BAR_DMA] = "bar_dma",
 	[DL_REJ_P2P_DMA] = "p2p_dma",
 	[DL_REJ_GROUP] = "group",
+	[DL_REJ_MIG] = "mig",
 };
 
 const char * const dl_lender_counter_names[DL_LCNT_NR] = {
@@ -77,6 +78,10 @@ const char * const dl_lender_counter_names[DL_LCNT_NR] = {
 	[DL_LCNT_FAULTS] = "faults",
 	[DL_LCNT_DMA_SHARED] = "dma_shared",
 	[DL_LCNT_GROUP_RESETS] = "group_resets",
+	[DL_LCNT_MIG_QUIESCES] = "mig_quiesces",
+	[DL_LCNT_MIG_UNSETTLED] = "mig_unsettled",
+	[DL_LCNT_MIG_TAKEOVERS] = "mig_takeovers",
+	[DL_LCNT_MIG_RESUMES] = "mig_resumes",
 };
 
 /*

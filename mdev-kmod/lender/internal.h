@@ -76,6 +76,7 @@ enum dl_lender_reject {
 	DL_REJ_BAR_DMA,		/* a BAR its own DMA cannot reach there */
 	DL_REJ_P2P_DMA,		/* another device's BAR it cannot reach there */
 	DL_REJ_GROUP,		/* acquire: its IOMMU group is another's, or resets */
+	DL_REJ_MIG,		/* a takeover without the quiesce it names */
 	DL_REJ_NR
 };
 
@@ -116,6 +117,10 @@ enum dl_lender_counter {
 	DL_LCNT_FAULTS,
 	DL_LCNT_DMA_SHARED,	/* runs another member of its group mapped already */
 	DL_LCNT_GROUP_RESETS,	/* bus resets of its IOMMU group */
+	DL_LCNT_MIG_QUIESCES,	/* stopped for a holder's migration */
+	DL_LCNT_MIG_UNSETTLED,	/* quiesces refused: it did not settle */
+	DL_LCNT_MIG_TAKEOVERS,	/* handed to a migration's destination */
+	DL_LCNT_MIG_RESUMES,	/* bus mastering back after a quiesce */
 	DL_LCNT_NR
 };
 
@@ -316,6 +321,12 @@ struct dl_lent_dma {
  *	direct MSI-X vectors write, or 0 if there is none (@lock).
  * @direct_page: the doorbell page mapped at @direct_iova, or 0 (@lock).
  * @ndirect: direct vectors (@lock; read without it by debugfs).
+ * @mig_quiesced: stopped for the holder's migration (migrate.c): bus
+ *	mastering off until it resumes (@lock).
+ * @mig_master: bus mastering was on when it was quiesced (@lock).
+ * @mig_ticket: what the migration's destination must present, 0 once
+ *	used or void (@lock).
+ * @mig_req: a quiesce request's payload, for the slow work (@lock).
  * @slow_work: does what may block off the fabric's receive and liveness
  *	works: a request (DEV_RESET, DEV_RELEASE), which it then answers, and
  *	the take-back from a holder that went down.
@@ -424,6 +435,11 @@ struct dl_lent {
 	u64 direct_iova;
 	phys_addr_t direct_page;
 	u32 ndirect;
+
+	bool mig_quiesced;
+	bool mig_master;
+	u64 mig_ticket;
+	struct dl_mig_quiesce mig_req;
 
 	struct work_struct slow_work;
 	unsigned long slow_busy;
@@ -798,6 +814,14 @@ void dl_lent_group_dma_unlock(struct dl_lent *lent);
 bool dl_lent_group_next_shared(struct dl_lent *lent, u64 first, u64 last,
 			       u64 *s_first, u64 *s_last, phys_addr_t *s_phys);
 u32 dl_lent_group_id(struct dl_lent *lent);
+
+/* migrate.c */
+int dl_lent_mig_quiesce(struct dl_lent *lent, const struct dl_mig_quiesce *q,
+			struct dl_mig_ticket *t);
+int dl_lent_mig_resume(struct dl_lent *lent);
+void dl_lent_mig_forget(struct dl_lent *lent);
+int dl_lent_mig_takeover(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
+			 const struct dl_mig_takeover *t);
 
 /* reset.c */
 bool dl_lent_probe_resets_alone(struct pci_dev *pdev);

@@ -27,12 +27,13 @@
 #include <linux/unaligned.h>
 
 #include "../include/dl_dma_rules.h"
+#include "../include/dl_mig_rules.h"
 #include "internal.h"
 
 /* Who may do what to a device. */
 enum dl_access {
 	DL_ACC_ANY,		/* list, info, acquire */
-	DL_ACC_READ,		/* config reads: nobody else holds it */
+	DL_ACC_READ,		/* config reads: any host it is lent to */
 	DL_ACC_HOLDER,		/* everything else */
 };
 
@@ -118,7 +119,11 @@ static struct dl_lent *dl_lender_open(struct dl_fabric *fab,
 		*err = -EAGAIN;
 		goto err_unlock;
 	}
-	if (acc == DL_ACC_READ && lent->state == DL_LENT_AVAILABLE)
+	/*
+	 * Config reads have no side effects; a migration's destination reads
+	 * config space before it takes the device over (migrate.c).
+	 */
+	if (acc == DL_ACC_READ)
 		return lent;
 
 	dl_lent_reject(lent, DL_REJ_NOT_HOLDER);
@@ -301,6 +306,8 @@ union dl_lender_req {
 	struct dl_bar_dma bar_dma;
 	struct dl_p2p_dma p2p_dma;
 	struct dl_p2p_export p2p_export;
+	struct dl_mig_quiesce mig_quiesce;
+	struct dl_mig_takeover mig_takeover;
 };
 
 union dl_lender_resp {
@@ -462,8 +469,45 @@ static int dl_serve_acquire(struct dl_lender_call *c)
 /* DEV_RELEASE and DEV_RESET: checked here, done and answered by the slow work. */
 static int dl_serve_slow(struct dl_lender_call *c)
 {
+	/* A reset would restore bus mastering behind the migration's back. */
+	if (c->msg->type == DL_MSG_DEV_RESET && c->lent->mig_quiesced)
+		return -EBUSY;
 	dl_lent_slow_take(c->lent, c->fab, c->msg);
 	return DL_LENDER_LATER;
+}
+
+static bool dl_mig_quiesce_ok(const struct dl_fabric_msg *msg)
+{
+	return dl_settle_args_ok(msg->data);
+}
+
+/* MIG_QUIESCE: it waits for the device, so the slow work does it. */
+static int dl_serve_mig_quiesce(struct dl_lender_call *c)
+{
+	c->lent->mig_req = c->req.mig_quiesce;
+	return dl_serve_slow(c);
+}
+
+static int dl_serve_mig_resume(struct dl_lender_call *c)
+{
+	return dl_lent_mig_resume(c->lent);
+}
+
+static int dl_serve_mig_takeover(struct dl_lender_call *c)
+{
+	int err;
+
+	err = dl_lent_mig_takeover(c->lent, c->fab, c->msg->peer,
+				   &c->req.mig_takeover);
+	/* Held for a peer that went down: unanswered, as at an acquire. */
+	if (err == -ENOTCONN)
+		return DL_LENDER_LATER;
+	if (!err) {
+		c->resp.ref.dev_id = c->req.mig_takeover.dev_id;
+		c->resp.ref.flags = 0;
+		c->resp_len = sizeof(c->resp.ref);
+	}
+	return err;
 }
 
 static int dl_serve_cfg_read(struct dl_lender_call *c)
@@ -522,6 +566,9 @@ static int dl_serve_cfg_write(struct dl_lender_call *c)
 
 	if (!dl_cfg_access_ok(c->lent, a))
 		return -EINVAL;
+	/* Bus mastering stays off until the migration resumes it. */
+	if (c->lent->mig_quiesced)
+		return -EBUSY;
 	dl_lent_count(c->lent, DL_LCNT_CFG_WRITES);
 	ret = dl_lent_cfg_write(c->lent, le16_to_cpu(a->offset), a->size,
 				le32_to_cpu(a->value));
@@ -852,6 +899,13 @@ static const struct dl_lender_op dl_lender_ops[] = {
 	  false, dl_p2p_dma_ok, dl_serve_p2p_dma },
 	{ DL_MSG_P2P_EXPORT, sizeof(struct dl_p2p_export), DL_ACC_HOLDER,
 	  false, dl_p2p_export_ok, dl_serve_p2p_export },
+	{ DL_MSG_MIG_QUIESCE, sizeof(struct dl_mig_quiesce), DL_ACC_HOLDER,
+	  false, dl_mig_quiesce_ok, dl_serve_mig_quiesce },
+	{ DL_MSG_MIG_RESUME, sizeof(struct dl_dev_ref), DL_ACC_HOLDER, false,
+	  dl_ref_ok, dl_serve_mig_resume },
+	/* From a host that holds nothing yet: dl_lent_mig_takeover() checks. */
+	{ DL_MSG_MIG_TAKEOVER, sizeof(struct dl_mig_takeover), DL_ACC_ANY,
+	  false, NULL, dl_serve_mig_takeover },
 };
 
 static const struct dl_lender_op *dl_lender_op_find(u16 type)
@@ -885,7 +939,9 @@ static void dl_lender_on_dev_msg(struct dl_fabric *fab,
 		     offsetof(struct dl_bar_window, dev_id) ||
 		     offsetof(struct dl_bar_dma, dev_id) ||
 		     offsetof(struct dl_p2p_dma, dev_id) ||
-		     offsetof(struct dl_p2p_export, dev_id));
+		     offsetof(struct dl_p2p_export, dev_id) ||
+		     offsetof(struct dl_mig_quiesce, dev_id) ||
+		     offsetof(struct dl_mig_takeover, dev_id));
 
 	if (WARN_ON_ONCE(!op))
 		goto out_respond;

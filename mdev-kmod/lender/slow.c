@@ -56,6 +56,7 @@ void dl_lent_reclaim(struct dl_lent *lent, const char *why)
 	lent->state = DL_LENT_RETURNING;
 
 	pci_clear_master(pdev);
+	dl_lent_mig_forget(lent);
 	dl_lent_irq_release(lent);
 	dl_lent_unmap_all(lent);
 	/* Before the reset: nobody else may reach its BARs after it. */
@@ -110,7 +111,8 @@ void dl_lent_slow_queue(struct dl_lent *lent)
  * hands. Its holder may have gone (and the device been taken back) since
  * it was queued: then the answer says it holds nothing.
  */
-static bool dl_lent_slow_request(struct dl_lent *lent, int *err)
+static bool dl_lent_slow_request(struct dl_lent *lent, int *err,
+				 struct dl_mig_ticket *ticket, size_t *resp_len)
 {
 	const struct dl_fabric_msg *msg = &lent->slow_msg;
 
@@ -131,6 +133,12 @@ static bool dl_lent_slow_request(struct dl_lent *lent, int *err)
 		*err = 0;
 		return true;
 	}
+	if (msg->type == DL_MSG_MIG_QUIESCE) {
+		*err = dl_lent_mig_quiesce(lent, &lent->mig_req, ticket);
+		if (!*err)
+			*resp_len = sizeof(*ticket);
+		return false;
+	}
 	/* DEV_RESET, or a config write with function-level reset. */
 	*err = dl_lent_reset(lent);
 	/* A group member only its bus's reset resets (DL_DEV_F_NO_RESET). */
@@ -144,7 +152,8 @@ static bool dl_lent_slow_request(struct dl_lent *lent, int *err)
 
 /**
  * dl_lent_slow_work() - take the device back from a holder that went
- *	down, and do a queued DEV_RELEASE or DEV_RESET and answer it.
+ *	down, and do a queued DEV_RELEASE, DEV_RESET or MIG_QUIESCE and
+ *	answer it.
  * @work: &dl_lent.slow_work, queued by dl_lent_slow_queue().
  *
  * If the device lock is taken (the device is being removed, which cancels
@@ -153,7 +162,9 @@ static bool dl_lent_slow_request(struct dl_lent *lent, int *err)
 void dl_lent_slow_work(struct work_struct *work)
 {
 	struct dl_lent *lent = container_of(work, struct dl_lent, slow_work);
+	struct dl_mig_ticket ticket;
 	bool changed = false, answer;
+	size_t resp_len = 0;
 	int err = 0;
 
 	if (!device_trylock(&lent->pdev->dev)) {
@@ -172,14 +183,15 @@ void dl_lent_slow_work(struct work_struct *work)
 	}
 	answer = test_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
 	if (answer)
-		changed |= dl_lent_slow_request(lent, &err);
+		changed |= dl_lent_slow_request(lent, &err, &ticket, &resp_len);
 	clear_bit(DL_LENT_SLOW_BUSY, &lent->slow_busy);
 	dl_lent_fast_update(lent);
 	mutex_unlock(&lent->lock);
 	device_unlock(&lent->pdev->dev);
 
 	if (answer)
-		dl_lender_respond(lent->slow_fab, &lent->slow_msg, err, NULL, 0);
+		dl_lender_respond(lent->slow_fab, &lent->slow_msg, err,
+				  resp_len ? &ticket : NULL, resp_len);
 	if (changed)
 		dl_lender_broadcast_changed(lent->dev_id);
 	dl_lent_put(lent);

@@ -256,6 +256,10 @@ enum dl_msg_type {
 	DL_MSG_NTB_MSG = 44,	/* post: dl_ntb_reg, a message register */
 	DL_MSG_NTB_MW = 45,	/* post: dl_ntb_mw, an inbound translation */
 	DL_MSG_NTB_XLATE = 46,	/* dl_ntb_xlate -> dl_ntb_xlate: an emulation hook */
+	/* Live migration of a borrower's guest (docs/migration.md). */
+	DL_MSG_MIG_QUIESCE = 47,	/* dl_mig_quiesce -> dl_mig_ticket */
+	DL_MSG_MIG_RESUME = 48,	/* dl_dev_ref -> empty: bus mastering back */
+	DL_MSG_MIG_TAKEOVER = 49,	/* dl_mig_takeover -> dl_dev_ref */
 };
 
 /* struct dl_msg_hdr.flags */
@@ -937,6 +941,116 @@ struct dl_ntb_xlate {
 	__le64 addr;
 } __attribute__((packed));
 
+/*
+ * Live migration (protocol 1 addition, docs/migration.md). The holder's
+ * guest stops: it asks its lender to quiesce the device (wait until it
+ * settles, then stop its DMA) and gets a ticket. The ticket travels in
+ * the guest's migration stream (struct dl_mig_state) to the destination
+ * borrower, which presents it to take the device over. The lender checks
+ * that the device is quiesced for that ticket and still held by the host
+ * the ticket names, unmaps everything the old holder had mapped, lets its
+ * interrupt vectors go, and makes the sender the holder; bus mastering
+ * stays off until the new holder resumes the device (%DL_MSG_MIG_RESUME).
+ * A holder whose migration failed resumes it too, and the ticket is void.
+ */
+
+/* Most a holder may ask the lender to wait for the device to settle. */
+#define DL_MIG_TIMEOUT_MAX_MS	10000
+
+/**
+ * struct dl_mig_quiesce - %DL_MSG_MIG_QUIESCE, holder to lender: stop the
+ * device once it settles: no interrupt and no pending transaction (PCIe
+ * Device Status) for @settle_ms, within @timeout_ms; then bus mastering
+ * goes off. Answered with a &struct dl_mig_ticket, or -ETIMEDOUT if the
+ * device did not settle (bus mastering is then left as it was).
+ * @dev_id: the device.
+ * @settle_ms: quiet time asked for, at least 1.
+ * @timeout_ms: most time to wait, at least @settle_ms, at most
+ *	%DL_MIG_TIMEOUT_MAX_MS.
+ * @reserved: zero.
+ */
+struct dl_mig_quiesce {
+	__le32 dev_id;
+	__le32 settle_ms;
+	__le32 timeout_ms;
+	__le32 reserved;
+} __attribute__((packed));
+
+/**
+ * struct dl_mig_ticket - the answer to %DL_MSG_MIG_QUIESCE.
+ * @dev_id: the device.
+ * @waited_ms: how long the lender waited for it to settle.
+ * @ticket: what the next holder presents (nonzero; the lender's alone,
+ *	random, valid until it is used, the device resumed or taken back).
+ */
+struct dl_mig_ticket {
+	__le32 dev_id;
+	__le32 waited_ms;
+	__le64 ticket;
+} __attribute__((packed));
+
+/**
+ * struct dl_mig_takeover - %DL_MSG_MIG_TAKEOVER, the migration's
+ * destination to the lender: make me the holder of @dev_id, quiesced by
+ * @from_host with @ticket. Answered with the &struct dl_dev_ref, or
+ * -EBUSY (not quiesced, not held by @from_host, the ticket is not the
+ * one) or -EINVAL (the sender is @from_host, or not up).
+ * @dev_id: the device.
+ * @from_host: its holder, the migration's source.
+ * @ticket: from the source's &struct dl_mig_ticket.
+ */
+struct dl_mig_takeover {
+	__le32 dev_id;
+	__le32 from_host;
+	__le64 ticket;
+} __attribute__((packed));
+
+#define DL_MIG_STATE_MAGIC	0x474d4c44	/* "DLMG" */
+#define DL_MIG_STATE_VERSION	1
+/* Vectors whose interrupts a migration stream carries, at most. */
+#define DL_MIG_PENDING_VECS	2048
+
+/* struct dl_mig_state.flags */
+#define DL_MIG_F_HELD		0x1	/* the source held the device, quiesced */
+
+/**
+ * struct dl_mig_state - what a borrower's mdev puts in its guest's
+ * migration stream (the VFIO migration data of the device), read back by
+ * the destination's mdev, which checks every field: it comes from a
+ * migration stream, which the destination trusts no more than a peer.
+ * All of it is little-endian whatever the hosts are.
+ * @magic: %DL_MIG_STATE_MAGIC.
+ * @version: %DL_MIG_STATE_VERSION.
+ * @size: sizeof(struct dl_mig_state).
+ * @flags: DL_MIG_F_*.
+ * @lender: the lender's host id.
+ * @dev_id: the device there.
+ * @incarnation: the lender's incarnation that lent it.
+ * @from_host: the source borrower's host id.
+ * @reserved: zero.
+ * @ticket: with %DL_MIG_F_HELD, the lender's &struct dl_mig_ticket.
+ * @irq_index: the VFIO interrupt index whose vectors @pending counts
+ *	(INTx 0, MSI 1, MSI-X 2).
+ * @nr_pending: how many bits of @pending are set.
+ * @pending: interrupts that fired after the source's guest stopped, one
+ *	bit per vector: the destination signals them when its guest runs.
+ */
+struct dl_mig_state {
+	__le32 magic;
+	__le16 version;
+	__le16 size;
+	__le32 flags;
+	__le32 lender;
+	__le32 dev_id;
+	__le32 from_host;
+	__le64 incarnation;
+	__le64 ticket;
+	__le32 irq_index;
+	__le32 nr_pending;
+	__le64 reserved;
+	__le64 pending[DL_MIG_PENDING_VECS / 64];
+} __attribute__((packed));
+
 #define DL_CTL_HEADER_SIZE	128
 #define DL_HOST_INFO_SIZE	256
 #define DL_RING_CTRL_SIZE	128
@@ -971,5 +1085,9 @@ struct dl_ntb_xlate {
 #define DL_NTB_REG_SIZE		8
 #define DL_NTB_MW_SIZE		24
 #define DL_NTB_XLATE_SIZE	32
+#define DL_MIG_QUIESCE_SIZE	16
+#define DL_MIG_TICKET_SIZE	16
+#define DL_MIG_TAKEOVER_SIZE	16
+#define DL_MIG_STATE_SIZE	312
 
 #endif /* DEVLEND_WIRE_H */

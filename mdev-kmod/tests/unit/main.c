@@ -36,6 +36,7 @@ static const struct unit_suite *const suites[] = {
 	&window_suite,
 	&lender_p2p_suite,
 	&lender_group_suite,
+	&mig_rules_suite,
 };
 
 int main(void)

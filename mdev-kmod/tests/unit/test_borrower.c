@@ -472,6 +472,11 @@ int dl_session_borrow(struct dl_vdev *vd)
 	return 0;
 }
 
+bool dl_session_incoming(struct dl_vdev *vd)
+{
+	return vd->sess.state == DL_VDEV_INCOMING;
+}
+
 static int fake_reset(struct dl_vdev *vd)
 {
 	(void)vd;

@@ -155,7 +155,8 @@ static struct {
 		     cfg_write, irq_set, intx_masked, dma_map, dma_unmap,
 		     dma_unmap_all, fast_update, irq_direct,
 		     bar_window, bar_dma, p2p_dma, holder_publish, p2p_remote,
-		     p2p_export, group_lock, group_unlock;
+		     p2p_export, group_lock, group_unlock, mig_resume,
+		     mig_takeover;
 	u64 group_inc;
 	bool published_in_group;
 	u32 export_to;
@@ -367,6 +368,21 @@ int dl_lent_p2p_fence_check(struct dl_lent *y)
 	return fence_ret;
 }
 
+int dl_lent_mig_resume(struct dl_lent *l)
+{
+	calls.mig_resume++;
+	l->mig_quiesced = false;
+	return 0;
+}
+
+int dl_lent_mig_takeover(struct dl_lent *l, struct dl_fabric *f, u32 peer,
+			 const struct dl_mig_takeover *t)
+{
+	calls.mig_takeover++;
+	return l->mig_quiesced && le64_to_cpu(t->ticket) == l->mig_ticket ?
+	       0 : -EBUSY;
+}
+
 int dl_lent_p2p_export(struct dl_lent *y, struct dl_fabric *f, u32 holder,
 		       unsigned int bar, u32 to_host)
 {
@@ -553,6 +569,8 @@ union payload {
 	struct dl_bar_dma bar_dma;
 	struct dl_p2p_dma p2p;
 	struct dl_p2p_export export;
+	struct dl_mig_quiesce quiesce;
+	struct dl_mig_takeover takeover;
 	struct {
 		struct dl_dma_map map;
 		struct dl_dma_range range[2];
@@ -619,6 +637,16 @@ static size_t good(u16 type, union payload *p)
 		p->export.bar = 2;
 		p->export.to_host = cpu_to_le32(3);
 		return sizeof(p->export);
+	case DL_MSG_MIG_QUIESCE:
+		p->quiesce.settle_ms = cpu_to_le32(50);
+		p->quiesce.timeout_ms = cpu_to_le32(3000);
+		return sizeof(p->quiesce);
+	case DL_MSG_MIG_RESUME:
+		return sizeof(p->ref);
+	case DL_MSG_MIG_TAKEOVER:
+		p->takeover.from_host = cpu_to_le32(1);
+		p->takeover.ticket = cpu_to_le64(0x77);
+		return sizeof(p->takeover);
 	}
 	return 0;
 }
@@ -646,6 +674,9 @@ static const struct {
 	{ DL_MSG_BAR_DMA, true },
 	{ DL_MSG_P2P_DMA, true },
 	{ DL_MSG_P2P_EXPORT, true },
+	{ DL_MSG_MIG_QUIESCE, true },
+	{ DL_MSG_MIG_RESUME, true },
+	{ DL_MSG_MIG_TAKEOVER, false },
 };
 
 /*
@@ -993,14 +1024,18 @@ static void test_not_the_holder(void)
 	for (i = 0; i < ARRAY_SIZE(types); i++) {
 		u16 t = types[i].type;
 
-		if (t == DL_MSG_DEV_INFO)
+		/* Config reads are anyone's (a migration's destination). */
+		if (t == DL_MSG_DEV_INFO || t == DL_MSG_CFG_READ ||
+		    t == DL_MSG_CFG_READ_BLOCK)
 			continue;
 		len = good(t, &p);
 		CHECK_EQ(send(OTHER, t, &p, len), -EBUSY);
 	}
-	/* Everything but DEV_INFO and DEV_ACQUIRE, again. */
-	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 2 * holder_only + 2);
+	/* The holder's requests, again. */
+	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 2 * holder_only);
 	CHECK_EQ(rej(DL_REJ_BUSY), 1);	/* the acquire */
+	/* A takeover without a quiesce: refused by migrate.c. */
+	CHECK_EQ(calls.mig_takeover, 1);
 	CHECK(nothing_done());
 	CHECK_EQ(lent.state, DL_LENT_BORROWED);
 	CHECK_EQ(lent.borrower, HOLDER);
@@ -1186,13 +1221,16 @@ static void test_cfg_read(void)
 	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), 0);
 	CHECK_EQ(cnt(DL_LCNT_CFG_READS), 4);
 
-	/* Held: the holder reads, another host is busy. */
+	/*
+	 * Held: the holder reads, and so does another host it is lent to (a
+	 * migration's destination reads before it takes the device over).
+	 */
 	hold(HOLDER);
 	len = good(DL_MSG_CFG_READ, &p);
 	CHECK_EQ(send(HOLDER, DL_MSG_CFG_READ, &p, len), 0);
-	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), -EBUSY);
-	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 1);
-	CHECK_EQ(calls.cfg_read, 1 + 16 + 16 + 1 + 1);
+	CHECK_EQ(send(OTHER, DL_MSG_CFG_READ, &p, len), 0);
+	CHECK_EQ(rej(DL_REJ_NOT_HOLDER), 0);
+	CHECK_EQ(calls.cfg_read, 1 + 16 + 16 + 1 + 1 + 1);
 }
 
 /*
@@ -1554,6 +1592,71 @@ static void test_group_member_maps(void)
 	CHECK_EQ(rej(DL_REJ_BAR_DMA) + rej(DL_REJ_P2P_DMA), 0);
 }
 
+/*
+ * Live migration: a quiesce is the holder's, checked (settle and timeout
+ * bounds) and done by the slow work; while the device is quiesced the
+ * holder's config writes and resets are refused (either could turn bus
+ * mastering back on), resume is the holder's, and a takeover is anyone's
+ * to ask, migrate.c deciding.
+ */
+static void test_migration(void)
+{
+	union payload p;
+	size_t len;
+
+	setup();
+	hold(HOLDER);
+	len = good(DL_MSG_MIG_QUIESCE, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_MIG_QUIESCE, &p, len), -EBUSY);
+	p.quiesce.settle_ms = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_MIG_QUIESCE, &p, len), -EINVAL);
+	p.quiesce.settle_ms = cpu_to_le32(50);
+	p.quiesce.timeout_ms = cpu_to_le32(DL_MIG_TIMEOUT_MAX_MS + 1);
+	CHECK_EQ(send(HOLDER, DL_MSG_MIG_QUIESCE, &p, len), -EINVAL);
+	CHECK_EQ(grej(DL_REJ_MALFORMED), 2);
+	CHECK(nothing_done());
+	len = good(DL_MSG_MIG_QUIESCE, &p);
+	lent.slow_busy = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_MIG_QUIESCE, &p, len), NO_ANSWER);
+	CHECK_EQ(calls.slow_queue, 1);
+	CHECK_EQ(le32_to_cpu(lent.mig_req.settle_ms), 50);
+	CHECK_EQ(le32_to_cpu(lent.mig_req.timeout_ms), 3000);
+	lent.slow_busy = 0;
+
+	/* Quiesced: no config write, no reset; reads and BARs go on. */
+	lent.mig_quiesced = true;
+	lent.mig_ticket = 0x77;
+	len = good(DL_MSG_CFG_WRITE, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_WRITE, &p, len), -EBUSY);
+	CHECK_EQ(calls.cfg_write, 0);
+	len = good(DL_MSG_DEV_RESET, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_DEV_RESET, &p, len), -EBUSY);
+	CHECK_EQ(calls.slow_queue, 1);
+	len = good(DL_MSG_CFG_READ, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_READ, &p, len), 0);
+
+	/* A takeover by another host, with the ticket: migrate.c's call. */
+	len = good(DL_MSG_MIG_TAKEOVER, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_MIG_TAKEOVER, &p, len), 0);
+	CHECK_EQ(calls.mig_takeover, 1);
+	CHECK_EQ(ans.len, sizeof(struct dl_dev_ref));
+	CHECK_EQ(get_unaligned((__le32 *)ans.data), cpu_to_le32(DEV));
+	p.takeover.ticket = cpu_to_le64(0x78);
+	CHECK_EQ(send(OTHER, DL_MSG_MIG_TAKEOVER, &p, len), -EBUSY);
+
+	/* Resume: the holder's only; then writes go through again. */
+	len = good(DL_MSG_MIG_RESUME, &p);
+	CHECK_EQ(send(OTHER, DL_MSG_MIG_RESUME, &p, len), -EBUSY);
+	p.ref.flags = cpu_to_le32(1);
+	CHECK_EQ(send(HOLDER, DL_MSG_MIG_RESUME, &p, len), -EINVAL);
+	p.ref.flags = 0;
+	CHECK_EQ(send(HOLDER, DL_MSG_MIG_RESUME, &p, len), 0);
+	CHECK_EQ(calls.mig_resume, 1);
+	len = good(DL_MSG_CFG_WRITE, &p);
+	CHECK_EQ(send(HOLDER, DL_MSG_CFG_WRITE, &p, len), 0);
+	CHECK_EQ(calls.cfg_write, 1);
+}
+
 static const struct unit_test tests[] = {
 	{ "BAR_DMA rules: alignment, the MSI-X table and PBA left out",
 	  test_bar_dma_rules },
@@ -1568,7 +1671,9 @@ static const struct unit_test tests[] = {
 	{ "DEV_ACQUIRE takes an available device only", test_acquire },
 	{ "DEV_ACQUIRE of a group member group.c refuses", test_acquire_refused_for_group },
 	{ "a group member maps RAM, not BARs, for now", test_group_member_maps },
-	{ "config reads: anyone while free, ranges checked", test_cfg_read },
+	{ "config reads: anyone it is lent to, ranges checked", test_cfg_read },
+	{ "migration: quiesce waits in the slow work; while quiesced no config write or reset; resume and takeover",
+	  test_migration },
 	{ "config writes; resets and releases go to the slow work", test_cfg_write_and_slow },
 	{ "busy while a reset holds the locks, without waiting", test_locked_by_slow_work },
 	{ "BAR accesses answered with bar.c's verdict", test_bar_access },

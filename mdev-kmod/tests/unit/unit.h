@@ -53,5 +53,6 @@ extern const struct unit_suite cfg_model_suite;
 extern const struct unit_suite window_suite;
 extern const struct unit_suite lender_p2p_suite;
 extern const struct unit_suite lender_group_suite;
+extern const struct unit_suite mig_rules_suite;
 
 #endif /* UNIT_H */

@@ -581,8 +581,12 @@ const T_P2P_EXPORT: u16 = sys::DL_MSG_P2P_EXPORT as u16;
 /// Lender to lender (`lender/p2p_remote.c`).
 const T_P2P_LOOKUP: u16 = sys::DL_MSG_P2P_LOOKUP as u16;
 const T_P2P_REVOKE: u16 = sys::DL_MSG_P2P_REVOKE as u16;
+/// Live migration (`lender/migrate.c`), holder and destination to lender.
+const T_MIG_QUIESCE: u16 = sys::DL_MSG_MIG_QUIESCE as u16;
+const T_MIG_RESUME: u16 = sys::DL_MSG_MIG_RESUME as u16;
+const T_MIG_TAKEOVER: u16 = sys::DL_MSG_MIG_TAKEOVER as u16;
 /// The last type a lender knows.
-const T_LAST_KNOWN: u16 = T_P2P_REVOKE;
+const T_LAST_KNOWN: u16 = T_MIG_TAKEOVER;
 /// The emulated NTB port's hello (`ntb-emu/main.c`), used by the flood.
 const T_NTB_HELLO: u16 = sys::DL_MSG_NTB_HELLO as u16;
 
@@ -620,6 +624,9 @@ fn fixed_size(t: u16) -> Option<usize> {
         T_BAR_DMA => sys::DL_BAR_DMA_SIZE,
         T_P2P_DMA => sys::DL_P2P_DMA_SIZE,
         T_P2P_EXPORT => sys::DL_P2P_EXPORT_SIZE,
+        T_MIG_QUIESCE => sys::DL_MIG_QUIESCE_SIZE,
+        T_MIG_RESUME => sys::DL_DEV_REF_SIZE,
+        T_MIG_TAKEOVER => sys::DL_MIG_TAKEOVER_SIZE,
         _ => return None,
     })
 }
@@ -729,7 +736,10 @@ impl Model {
             | T_BAR_WINDOW
             | T_BAR_DMA
             | T_P2P_DMA
-            | T_P2P_EXPORT => self.lending(msg_type, payload, req_id),
+            | T_P2P_EXPORT
+            | T_MIG_QUIESCE
+            | T_MIG_RESUME
+            | T_MIG_TAKEOVER => self.lending(msg_type, payload, req_id),
             // Another lender's: checked, then nothing of ours matches.
             T_P2P_LOOKUP | T_P2P_REVOKE => {
                 let bad = if msg_type == T_P2P_LOOKUP {
@@ -823,6 +833,16 @@ impl Model {
                         || (flags & sys::DL_P2P_DMA_F_MAP == 0 && p[16..24] != [0; 8])
                 }
                 T_P2P_EXPORT => p[5..8] != [0; 3] || p[12..16] != [0; 4],
+                T_MIG_RESUME => le32(p, 4) != 0,
+                // dl_settle_args_ok(): a settle time, a timeout from it to
+                // the most, reserved zero.
+                T_MIG_QUIESCE => {
+                    let (settle, timeout) = (le32(p, 4), le32(p, 8));
+                    settle == 0
+                        || timeout < settle
+                        || timeout > sys::DL_MIG_TIMEOUT_MAX_MS
+                        || le32(p, 12) != 0
+                }
                 _ => false,
             };
         if malformed || reserved {

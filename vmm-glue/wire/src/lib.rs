@@ -134,6 +134,10 @@ const _: () = {
     assert!(size_of::<sys::dl_ntb_reg>() == sys::DL_NTB_REG_SIZE);
     assert!(size_of::<sys::dl_ntb_mw>() == sys::DL_NTB_MW_SIZE);
     assert!(size_of::<sys::dl_ntb_xlate>() == sys::DL_NTB_XLATE_SIZE);
+    assert!(size_of::<sys::dl_mig_quiesce>() == sys::DL_MIG_QUIESCE_SIZE);
+    assert!(size_of::<sys::dl_mig_ticket>() == sys::DL_MIG_TICKET_SIZE);
+    assert!(size_of::<sys::dl_mig_takeover>() == sys::DL_MIG_TAKEOVER_SIZE);
+    assert!(size_of::<sys::dl_mig_state>() == sys::DL_MIG_STATE_SIZE);
     // The largest fixed payload fits a slot of the default size, which is
     // what the server formats.
     assert!(DL_MSG_HDR_SIZE + sys::DL_DEV_INFO_FULL_SIZE <= DL_DEFAULT_SLOT_SIZE as usize);

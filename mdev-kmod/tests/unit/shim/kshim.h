@@ -384,6 +384,7 @@ static inline unsigned long xa_to_value(const void *entry)
 /* Bitmaps, bit by bit: the tests' windows are small. */
 #define BITS_PER_LONG		64
 #define BITS_TO_LONGS(n)	(((n) + BITS_PER_LONG - 1) / BITS_PER_LONG)
+#define DECLARE_BITMAP(name, bits)	unsigned long name[BITS_TO_LONGS(bits)]
 
 static inline bool kshim_test_bit(const unsigned long *map, unsigned long i)
 {
@@ -606,6 +607,18 @@ struct vfio_device {
 	struct device *dev;
 	struct kvm *kvm;
 	struct device device;
+};
+
+/* The VFIO migration states (uapi/linux/vfio.h). */
+enum vfio_device_mig_state {
+	VFIO_DEVICE_STATE_ERROR = 0,
+	VFIO_DEVICE_STATE_STOP = 1,
+	VFIO_DEVICE_STATE_RUNNING = 2,
+	VFIO_DEVICE_STATE_STOP_COPY = 3,
+	VFIO_DEVICE_STATE_RESUMING = 4,
+	VFIO_DEVICE_STATE_RUNNING_P2P = 5,
+	VFIO_DEVICE_STATE_PRE_COPY = 6,
+	VFIO_DEVICE_STATE_PRE_COPY_P2P = 7,
 };
 
 struct vfio_device_ops;
