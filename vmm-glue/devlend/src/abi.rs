@@ -147,6 +147,9 @@ paths! {
     MDEV_STATE = "/sys/bus/mdev/devices/<uuid>/" "state";
     /// Whether a VMM has an mdev open.
     MDEV_OPEN = "/sys/bus/mdev/devices/<uuid>/" "open";
+    /// An mdev's live migration: `incoming`, its VFIO migration state, or
+    /// `unsupported`; `incoming` or `none` written.
+    MDEV_MIGRATION = "/sys/bus/mdev/devices/<uuid>/" "migration";
 }
 
 paths! {

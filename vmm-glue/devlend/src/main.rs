@@ -221,6 +221,27 @@ enum MdevCmd {
         /// Wait up to SECONDS for a free device (of the type, or the --device named) instead of failing; 0: do not wait.
         #[arg(long, value_name = "SECONDS", default_value_t = 0)]
         wait: u64,
+        /// The mdev is a live migration's destination (with --device, the source's): see `devlend mdev incoming`.
+        #[arg(long, requires = "device")]
+        incoming: bool,
+    },
+    /// Make an mdev a live migration's destination (before its VMM opens it).
+    #[command(
+        long_about = "Make an mdev a live migration's destination, before its VMM opens it.\n\n\
+        The destination's QEMU opens its mdev (at the same guest PCI address as the source's) \
+        while the source's guest still uses the device. An mdev told so holds nothing until the \
+        guest's state arrives: its config writes, resets and interrupt setup stay its own, and \
+        when QEMU loads the device's state it takes the device over from the source, which the \
+        lender stopped for it. The mdev must name the source's device (--device at create). \
+        --cancel makes its next open an ordinary one again. Fails with exit status 3 where the \
+        host's VFIO cannot report the device's dirty pages (docs/migration.md)."
+    )]
+    Incoming {
+        /// The mdev's UUID.
+        uuid: String,
+        /// Its next open is an ordinary one again.
+        #[arg(long)]
+        cancel: bool,
     },
     /// This host's devlend mdevs.
     List,
@@ -376,6 +397,7 @@ fn run(cli: Cli) -> Result<()> {
             device,
             uuid,
             wait,
+            incoming,
         }) => {
             let req = commands::mdev::create::Request {
                 mtype: mtype.as_deref(),
@@ -383,8 +405,14 @@ fn run(cli: Cli) -> Result<()> {
                 uuid: uuid.as_deref(),
                 wait,
             };
-            let c = commands::mdev::create::run(&sys, &req, |r| out.note_held(r))?;
+            let mut c = commands::mdev::create::run(&sys, &req, |r| out.note_held(r))?;
+            if incoming {
+                c.mdev = commands::mdev::incoming::run(&sys, &c.mdev.uuid, true)?;
+            }
             out.mdev_created(&c);
+        }
+        Cmd::Mdev(MdevCmd::Incoming { uuid, cancel }) => {
+            out.mdev_incoming(&commands::mdev::incoming::run(&sys, &uuid, !cancel)?);
         }
         Cmd::Mdev(MdevCmd::List) => out.mdevs(&commands::mdev::list::run(&sys)?),
         Cmd::Mdev(MdevCmd::Remove { uuid }) => {
@@ -398,6 +426,7 @@ fn run(cli: Cli) -> Result<()> {
                 bus: a.bus.as_deref(),
                 addr: a.addr.as_deref(),
                 multifunction: a.multifunction,
+                migratable: false,
             },
             a.no_check,
         )?),

@@ -393,12 +393,35 @@ impl Printer {
         );
     }
 
+    /// `devlend mdev incoming` (the human form on stderr: nothing to parse).
+    pub fn mdev_incoming(&self, m: &Mdev) {
+        if self.json {
+            return print_json(m);
+        }
+        if m.migration.as_deref() == Some("incoming") {
+            eprintln!(
+                "mdev {} is a migration's destination: start its VMM with -incoming, the guest's device at the same PCI address as the source's (`devlend qemu-args {} --addr ...`)",
+                m.uuid, m.uuid
+            );
+        } else {
+            eprintln!("mdev {}: its next open is an ordinary one", m.uuid);
+        }
+    }
+
     /// `devlend mdev list`.
     pub fn mdevs(&self, m: &[Mdev]) {
         self.listing(
             m,
             Some("no devlend mdevs on this host (`devlend mdev create` makes one)"),
-            &["UUID", "TYPE", "PARENT", "REMOTE", "STATE", "IOMMU"],
+            &[
+                "UUID",
+                "TYPE",
+                "PARENT",
+                "REMOTE",
+                "STATE",
+                "IOMMU",
+                "MIGRATION",
+            ],
             |m| {
                 vec![
                     m.uuid.clone(),
@@ -407,6 +430,7 @@ impl Printer {
                     or_dash(&m.remote_device),
                     or_dash(&m.state),
                     or_dash(&m.iommu_group),
+                    or_dash(&m.migration),
                 ]
             },
         );

@@ -201,8 +201,21 @@ pub struct Mdev {
     pub state: Option<String>,
     /// IOMMU group.
     pub iommu_group: Option<u32>,
+    /// `migration`: `incoming` (opened as a migration's destination), its
+    /// VFIO migration state (`running`, `stop`, ...), or `unsupported`
+    /// (the host's VFIO cannot report the device's dirty pages).
+    pub migration: Option<String>,
     /// The path a VMM opens.
     pub sysfs_path: String,
+}
+
+impl Mdev {
+    /// Whether a guest with this mdev can live-migrate (docs/migration.md).
+    pub fn migratable(&self) -> bool {
+        self.migration
+            .as_deref()
+            .is_some_and(|m| m != "unsupported")
+    }
 }
 
 /// How often `mdev create --wait` looks for a free device again.
@@ -776,6 +789,7 @@ impl Sysfs {
             iommu_group: fs::read_link(d.join(MDEV_IOMMU_GROUP))
                 .ok()
                 .and_then(|p| file_name(&p).parse().ok()),
+            migration: self.read_opt(&d.join(MDEV_MIGRATION)),
             sysfs_path: format!("/{MDEV_DEVICES}/{uuid}"),
             uuid,
         }
@@ -1035,6 +1049,38 @@ impl Sysfs {
             }
             std::thread::sleep(WAIT_POLL.min(deadline - now));
         }
+    }
+
+    /// Makes the next open of the mdev `uuid` a live migration's
+    /// destination (`incoming`: it takes its device over from the
+    /// migration's source when the guest's state arrives), or not.
+    pub fn mdev_set_incoming(&self, uuid: &str, incoming: bool) -> Result<Mdev> {
+        let m = self.find_mdev(uuid)?;
+        let d = self.path(MDEV_DEVICES).join(&m.uuid);
+        if m.migration.is_none() {
+            return Err(CliError::not_found(
+                format!("mdev {} has no migration attribute", m.uuid),
+                "the borrower module predates live migration: load this version's devlend_borrower",
+            ));
+        }
+        if m.migration.as_deref() == Some("unsupported") {
+            return Err(CliError::not_found(
+                format!("mdev {} cannot migrate on this host", m.uuid),
+                "this kernel's VFIO cannot report a device's dirty pages (it needs CONFIG_IOMMUFD_DRIVER, which Debian's 6.12 lacks; docs/migration.md)",
+            ));
+        }
+        if incoming && m.remote_device.as_deref().map_or(true, |r| r == "any") {
+            return Err(CliError::usage(format!(
+                "mdev {} stands for any device: a migration's destination must name its source's (`devlend mdev create --device ... --incoming`)",
+                m.uuid
+            )));
+        }
+        self.write(
+            &d.join(MDEV_MIGRATION),
+            if incoming { "incoming" } else { "none" },
+            "refused while a VMM has the mdev open; `dmesg` may say why",
+        )?;
+        Ok(self.mdev(&d))
     }
 
     /// Removes an mdev, unless a VMM has it open (see

@@ -2,6 +2,7 @@
 //! per subcommand.
 
 pub mod create;
+pub mod incoming;
 pub mod list;
 pub mod remove;
 pub mod types;
