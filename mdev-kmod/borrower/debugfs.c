@@ -50,7 +50,7 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 		   dfires, dfallbacks, READ_ONCE(b->p2p_sent),
 		   READ_ONCE(b->p2p_refused));
 	list_for_each_entry(v, &b->vdevs, node)
-		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu irq_direct=%u irq_direct_fires=%llu bar_windows=%llu bar_window_races=%llu bar_zaps=%llu bar_faults=%lld bar_sigbus=%lld\n",
+		seq_printf(s, "mdev %s state=%d pinned=%lu unmap_windows=%u unmap_window_ms=%llu kept=%lu fills=%llu fill_us=%llu fill_pin_us=%llu fill_pages=%llu fill_runs=%llu fill_msgs=%llu fill_bulk_pages=%llu bulk_refused=%llu intx_unmask_retries=%llu window_pages=%lu window_refused=%llu irq_direct=%u irq_direct_fires=%llu bar_windows=%llu bar_window_races=%llu bar_zaps=%llu bar_faults=%lld bar_sigbus=%lld mig_quiesces=%llu mig_unsettled=%llu mig_takeovers=%llu mig_settle_ms=%u\n",
 			   dev_name(dl_vdev_dev(v)), READ_ONCE(v->sess.state),
 			   READ_ONCE(v->dma.npinned), READ_ONCE(v->dma.windows),
 			   READ_ONCE(v->dma.window_ms), READ_ONCE(v->dma.nkept),
@@ -68,7 +68,11 @@ static void dl_borrower_show_one(struct seq_file *s, struct dl_borrower *b)
 			   READ_ONCE(v->mm.windows),
 			   READ_ONCE(v->mm.window_races), READ_ONCE(v->mm.zaps),
 			   atomic64_read(&v->mm.faults),
-			   atomic64_read(&v->mm.sigbus));
+			   atomic64_read(&v->mm.sigbus),
+			   READ_ONCE(v->mig.quiesces),
+			   READ_ONCE(v->mig.unsettled),
+			   READ_ONCE(v->mig.takeovers),
+			   READ_ONCE(v->mig.settle_ms));
 	dl_lease_show(s, b);
 	mutex_unlock(&b->lock);
 }

@@ -936,6 +936,12 @@ extern unsigned int dl_fault_unmap_delay_ms;
  * it (irq.c); read at each MSI-X enable. Off by default for now.
  */
 extern bool dl_direct_irq;
+/*
+ * Module parameters mig_settle_ms and mig_timeout_ms: what a quiesce asks
+ * the lender for (migrate.c), clamped to what it grants.
+ */
+extern unsigned int dl_mig_settle_ms;
+extern unsigned int dl_mig_timeout_ms;
 int dl_dma_enable(struct dl_vdev *v);
 void dl_dma_disable(struct dl_vdev *v);
 void dl_dma_lease_gone(struct dl_vdev *v);

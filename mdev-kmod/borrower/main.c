@@ -56,6 +56,18 @@ module_param_named(direct_irq, dl_direct_irq, bool, 0644);
 MODULE_PARM_DESC(direct_irq,
 		 "Have lent devices' MSI-X vectors ring this host's doorbells themselves, with no lender CPU per interrupt, where the lender and the fabric can (default off: relayed by the lender)");
 
+/* See internal.h; read by migrate.c at each quiesce. */
+unsigned int dl_mig_settle_ms = 250;
+module_param_named(mig_settle_ms, dl_mig_settle_ms, uint, 0644);
+MODULE_PARM_DESC(mig_settle_ms,
+		 "Live migration: how long a lent device must show no interrupt and no pending transaction before its lender stops its DMA (default 250)");
+
+/* See internal.h; read by migrate.c at each quiesce. */
+unsigned int dl_mig_timeout_ms = 3000;
+module_param_named(mig_timeout_ms, dl_mig_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(mig_timeout_ms,
+		 "Live migration: how long the lender waits for a device to settle before the migration fails back to the source (default 3000, at most 10000)");
+
 static const u16 dl_borrower_msgs[] = {
 	DL_MSG_DEV_CHANGED,
 	DL_MSG_IRQ_FIRE,

@@ -51,10 +51,6 @@
 #include "internal.h"
 #include "../include/dl_mig_rules.h"
 
-/* The quiet time and the most wait the lender is asked for at STOP. */
-#define DL_MIG_SETTLE_MS	50
-#define DL_MIG_TIMEOUT_MS	3000
-
 /**
  * struct dl_mig_file - the data file of a saving or resuming state.
  * @filp: the file.
@@ -207,6 +203,9 @@ static void dl_mig_save(struct dl_vdev *v)
  */
 static int dl_mig_stop(struct dl_vdev *v)
 {
+	u32 settle = clamp(READ_ONCE(dl_mig_settle_ms), 1U, DL_MIG_TIMEOUT_MAX_MS);
+	u32 timeout = clamp(READ_ONCE(dl_mig_timeout_ms), settle,
+			    DL_MIG_TIMEOUT_MAX_MS);
 	u32 waited;
 	int ret;
 
@@ -214,8 +213,7 @@ static int dl_mig_stop(struct dl_vdev *v)
 	    (v->mig.quiesced && v->mig.ticket))
 		return 0;
 	dl_irq_latch(v);
-	ret = dl_session_quiesce(v, DL_MIG_SETTLE_MS, DL_MIG_TIMEOUT_MS,
-				 &v->mig.ticket, &waited);
+	ret = dl_session_quiesce(v, settle, timeout, &v->mig.ticket, &waited);
 	if (ret) {
 		if (ret == -ETIMEDOUT)
 			v->mig.unsettled++;
