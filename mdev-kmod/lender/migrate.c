@@ -178,7 +178,8 @@ void dl_lent_mig_forget(struct dl_lent *lent)
  *
  * Return: 0; -EBUSY if the device is not quiesced for this ticket, not
  * held by @t->from_host, or in a lent group; -EINVAL if @peer is the
- * holder or not up.
+ * holder or not up; -ENOTCONN if @peer went down once it was made the
+ * holder (the device is to be taken back from it).
  */
 int dl_lent_mig_takeover(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 			 const struct dl_mig_takeover *t)
@@ -217,14 +218,15 @@ int dl_lent_mig_takeover(struct dl_lent *lent, struct dl_fabric *fab, u32 peer,
 	lent->borrower = peer;
 	lent->borrower_inc = pinfo.incarnation;
 	lent->fab = fab;
-	/* As at an acquire: a holder that went down meanwhile is taken back. */
+	/*
+	 * As at an acquire: the new holder may have gone down meanwhile, and
+	 * its take-back have walked the devices before it was named holder.
+	 * The caller then has the slow work take the device back.
+	 */
 	smp_mb();
 	if (dl_fabric_peer_info(fab, peer, &pinfo) || !pinfo.up ||
-	    pinfo.incarnation != lent->borrower_inc) {
-		dl_lent_slow_mark(lent, DL_LENT_SLOW_RECLAIM);
-		dl_lent_slow_queue(lent);
-		return -EINVAL;
-	}
+	    pinfo.incarnation != lent->borrower_inc)
+		return -ENOTCONN;
 	dl_lent_holder_publish(lent);
 	dl_lent_changed_queue(lent);
 	dl_lent_count(lent, DL_LCNT_MIG_TAKEOVERS);

@@ -499,9 +499,12 @@ static int dl_serve_mig_takeover(struct dl_lender_call *c)
 
 	err = dl_lent_mig_takeover(c->lent, c->fab, c->msg->peer,
 				   &c->req.mig_takeover);
-	/* Held for a peer that went down: unanswered, as at an acquire. */
-	if (err == -ENOTCONN)
+	/* Held for a peer that went down: taken back, unanswered (acquire). */
+	if (err == -ENOTCONN) {
+		dl_lent_slow_mark(c->lent, DL_LENT_SLOW_RECLAIM);
+		dl_lent_slow_queue(c->lent);
 		return DL_LENDER_LATER;
+	}
 	if (!err) {
 		c->resp.ref.dev_id = c->req.mig_takeover.dev_id;
 		c->resp.ref.flags = 0;
