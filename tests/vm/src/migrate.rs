@@ -289,8 +289,13 @@ pub struct MigrateOpts {
     pub downtime_limit_ms: Option<u64>,
     /// `max-bandwidth` (bytes/s); QEMU's default is 128 MiB/s.
     pub max_bandwidth: Option<u64>,
-    /// How long the migration may take, from `migrate` to its end.
+    /// How long the migration may take, from `migrate` to its end; one
+    /// still running then is cancelled.
     pub timeout: Duration,
+    /// Migration capabilities set on both sides before it starts
+    /// (`migrate-set-capabilities`), e.g. `("switchover-ack", true)` with
+    /// `("return-path", true)` for a VFIO device that wants it.
+    pub capabilities: Vec<(String, bool)>,
 }
 
 impl Default for MigrateOpts {
@@ -299,6 +304,7 @@ impl Default for MigrateOpts {
             downtime_limit_ms: Some(2000),
             max_bandwidth: Some(1 << 30),
             timeout: Duration::from_secs(600),
+            capabilities: Vec::new(),
         }
     }
 }
@@ -400,6 +406,27 @@ pub struct MigratingGuest {
     leg: u32,
     /// The host of every leg so far (0: where it started).
     hosts: Vec<String>,
+}
+
+/// A migration [`MigratingGuest::start_migration`] started and
+/// [`MigratingGuest::finish_migration`] has not waited for yet.
+#[derive(Debug)]
+pub struct PendingMigration {
+    dst: String,
+    incoming: BackgroundGuest,
+    leg: u32,
+}
+
+impl PendingMigration {
+    /// The destination host.
+    pub fn destination_host(&self) -> &str {
+        &self.dst
+    }
+
+    /// The destination's QEMU (e.g. to kill it mid-migration).
+    pub fn destination(&self) -> &BackgroundGuest {
+        &self.incoming
+    }
 }
 
 /// The port the destination listens on for leg `leg`.
@@ -576,24 +603,51 @@ impl MigratingGuest {
         dst_args: &str,
         opts: &MigrateOpts,
     ) -> anyhow::Result<MigrationStats> {
+        let m = self.start_migration(s, dst, dst_args, opts)?;
+        self.finish_migration(s, m, opts.timeout)
+    }
+
+    /// The first half of [`MigratingGuest::try_migrate_to`]: the
+    /// destination QEMU started with `-incoming defer` and listening
+    /// (`migrate-incoming`), the source's `migrate` issued; returns at
+    /// once. Between this and [`MigratingGuest::finish_migration`] a check
+    /// can watch the migration ([`MigratingGuest::query_migrate`]) or do
+    /// something to it, e.g. kill the destination
+    /// ([`PendingMigration::destination`]).
+    pub fn start_migration(
+        &mut self,
+        s: &mut Scope<'_>,
+        dst: &str,
+        dst_args: &str,
+        opts: &MigrateOpts,
+    ) -> anyhow::Result<PendingMigration> {
         self.spec.check(dst_args)?;
         ensure!(dst != self.host, "the guest already runs on {dst}");
         let (src, leg) = (self.host.clone(), self.leg + 1);
         let uri = format!("tcp:{}:{}", mig_ip(dst)?, port(leg));
         let sock = self.spec.qmp_sock();
         kvm_up(s.agent(dst)?)?;
+        let caps = if opts.capabilities.is_empty() {
+            Vec::new()
+        } else {
+            let list: Vec<Value> = opts
+                .capabilities
+                .iter()
+                .map(|(c, on)| json!({ "capability": c, "state": on }))
+                .collect();
+            vec![cmd_with(
+                "migrate-set-capabilities",
+                json!({ "capabilities": list }),
+            )]
+        };
 
         // The destination: the same command line, its own arguments, and
         // -incoming defer; migrate-incoming opens the port.
         let args = format!("{dst_args} -incoming defer");
         let incoming = spawn(s, dst, &self.spec, &args, &self.spec.console(leg))?;
-        let listen = qmp(
-            s.agent(dst)?,
-            &sock,
-            &[cmd_with("migrate-incoming", json!({ "uri": uri }))],
-            Duration::from_secs(60),
-        );
-        if let Err(e) = listen {
+        let mut cmds = caps.clone();
+        cmds.push(cmd_with("migrate-incoming", json!({ "uri": uri })));
+        if let Err(e) = qmp(s.agent(dst)?, &sock, &cmds, Duration::from_secs(60)) {
             let console = incoming.console(s.agent(dst)?).unwrap_or_default();
             guest::kill_pid(s.agent(dst)?, incoming.pid)?;
             return Err(e.context(format!(
@@ -601,7 +655,7 @@ impl MigratingGuest {
             )));
         }
 
-        // The source: parameters, then migrate, then wait for the end.
+        // The source: capabilities, parameters, then migrate.
         let mut params = serde_json::Map::new();
         if let Some(ms) = opts.downtime_limit_ms {
             params.insert("downtime-limit".into(), json!(ms));
@@ -609,43 +663,69 @@ impl MigratingGuest {
         if let Some(b) = opts.max_bandwidth {
             params.insert("max-bandwidth".into(), json!(b));
         }
-        let started = qmp(
-            s.agent(&src)?,
-            &sock,
-            &[
-                cmd_with("migrate-set-parameters", Value::Object(params)),
-                cmd_with("migrate", json!({ "uri": uri })),
-            ],
-            Duration::from_secs(30),
-        );
-        if let Err(e) = started {
+        let mut cmds = caps;
+        cmds.push(cmd_with("migrate-set-parameters", Value::Object(params)));
+        cmds.push(cmd_with("migrate", json!({ "uri": uri })));
+        if let Err(e) = qmp(s.agent(&src)?, &sock, &cmds, Duration::from_secs(30)) {
             guest::kill_pid(s.agent(dst)?, incoming.pid)?;
             return Err(e.context(format!("starting the migration {src} -> {dst}")));
         }
-        let (out, _) = devlend_qmp(
-            s.agent(&src)?,
-            &sock,
-            &[
-                "--wait-migration".to_owned(),
-                opts.timeout.as_secs().to_string(),
-            ],
-            opts.timeout,
-        )?;
-        let last = out
-            .lines()
-            .rev()
-            .find(|l| l.trim_start().starts_with('{'))
-            .with_context(|| format!("no query-migrate answer from the source:\n{out}"))?;
-        let v: Value = serde_json::from_str(last)
-            .with_context(|| format!("query-migrate answered {last:?}"))?;
-        let mut st = MigrationStats::from_query_migrate(&src, dst, &v)?;
+        Ok(PendingMigration {
+            dst: dst.to_owned(),
+            incoming,
+            leg,
+        })
+    }
+
+    /// The source's `query-migrate` now.
+    pub fn query_migrate(&self, c: &Cluster) -> anyhow::Result<Value> {
+        Ok(self.qmp(c, &[cmd("query-migrate")])?.remove(0))
+    }
+
+    /// The second half of [`MigratingGuest::try_migrate_to`]: waits up
+    /// to `timeout` for the migration `m` to end (one still running then
+    /// is cancelled, `migrate_cancel`), and after a completed one moves the
+    /// guest to the destination and quits the source.
+    pub fn finish_migration(
+        &mut self,
+        s: &mut Scope<'_>,
+        m: PendingMigration,
+        timeout: Duration,
+    ) -> anyhow::Result<MigrationStats> {
+        let (src, dst, sock) = (self.host.clone(), m.dst.clone(), self.spec.qmp_sock());
+        let wait = |s: &Scope<'_>, timeout: Duration| -> anyhow::Result<Value> {
+            let (out, _) = devlend_qmp(
+                s.agent(&src)?,
+                &sock,
+                &["--wait-migration".to_owned(), timeout.as_secs().to_string()],
+                timeout,
+            )?;
+            let last = out
+                .lines()
+                .rev()
+                .find(|l| l.trim_start().starts_with('{'))
+                .with_context(|| format!("no query-migrate answer from the source:\n{out}"))?;
+            serde_json::from_str(last).with_context(|| format!("query-migrate answered {last:?}"))
+        };
+        let mut v = wait(s, timeout)?;
+        let status = v.get("status").and_then(Value::as_str).unwrap_or("none");
+        if !["completed", "failed", "cancelled"].contains(&status) {
+            // Not over in time: cancelled, so the source keeps the guest.
+            eprintln!(
+                "  the migration {src} -> {dst} is still {status} after {timeout:?}; cancelling it"
+            );
+            self.qmp(s, &[cmd("migrate_cancel")])?;
+            v = wait(s, Duration::from_secs(120))?;
+        }
+        let mut st = MigrationStats::from_query_migrate(&src, &dst, &v)?;
         st.source_state = self
             .run_state(s)
             .unwrap_or_else(|e| format!("unknown: {e:#}"));
+        let incoming = m.incoming;
 
         if st.status != "completed" {
             // The guest stays on the source; the destination goes.
-            let a = s.agent(dst)?;
+            let a = s.agent(&dst)?;
             if incoming.running(a)? {
                 guest::kill_pid(a, incoming.pid)?;
             }
@@ -656,7 +736,7 @@ impl MigratingGuest {
         let t0 = Instant::now();
         loop {
             let state = qmp(
-                s.agent(dst)?,
+                s.agent(&dst)?,
                 &sock,
                 &[cmd("query-status")],
                 Duration::from_secs(30),
@@ -680,9 +760,9 @@ impl MigratingGuest {
             st.source_state
         );
         let old = std::mem::replace(&mut self.guest, incoming);
-        self.host = dst.to_owned();
-        self.leg = leg;
-        self.hosts.push(dst.to_owned());
+        self.host.clone_from(&dst);
+        self.leg = m.leg;
+        self.hosts.push(dst);
         let a = s.agent(&src)?;
         // The source may close the socket before it answers quit.
         let _ = qmp(a, &sock, &[cmd("quit")], Duration::from_secs(30));
