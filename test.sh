@@ -38,6 +38,9 @@ devlend_setup_and_build "$top"
 timed "p2p guest kernel"
 devlend_p2p_guest_images "$top"
 
+timed "mig host kernel"
+devlend_mig_kernel "$top"
+
 timed "style"
 step "style: rustfmt, clippy, checkpatch --strict, no call loops between a module's files"
 cargo fmt --all -- --check
@@ -72,13 +75,29 @@ export DEVLEND_DEB
 # (devlend's NTB backend with 256 MiB windows behind the adapters' IOMMUs,
 # hosts with RAM above 4 GiB), devices (devices besides the NVMe: an AHCI
 # controller with MSI, an e1000 with INTx, an igb NIC and its VFs) and
-# multihost (four hosts) boot their own. Arguments select checks by name
-# in every suite (`./test.sh window`).
-VM_SUITES=(twohost window devices multihost)
+# multihost (four hosts) boot their own, and so does migrate (live
+# migration between two borrowers), whose hosts boot the mig kernel
+# (devlend_mig_kernel) while the others keep Debian's. Arguments select
+# checks by name in every suite (`./test.sh window`).
+VM_SUITES=(twohost window devices multihost migrate)
 for suite in "${VM_SUITES[@]}"; do
 	timed "VM suite $suite"
 	step "VM tests: $suite (boots the emulated cluster under TCG; a few minutes)"
-	cargo test -p devlend-vmtests --test "$suite" -- "$@"
+	if [ "$suite" = migrate ]; then
+		# Only this suite's hosts boot the mig kernel, with devlend's
+		# modules built for it; its nested guests keep Debian's kernel.
+		# DEVLEND_HOST_APPEND is the debug kernel's.
+		(
+			export DEVLEND_GUEST_IMAGES=${DEVLEND_GUEST_IMAGES:-$DEVLEND_IMAGES}
+			export HOST_KVER=$DEVLEND_MIG_HOST_KVER
+			export DEVLEND_KMOD_DIR=$DEVLEND_MIG_KMOD_DIR
+			export DEVLEND_IMAGES=$DEVLEND_MIG_IMAGES
+			unset DEVLEND_HOST_APPEND
+			cargo test -p devlend-vmtests --test "$suite" -- "$@"
+		)
+	else
+		cargo test -p devlend-vmtests --test "$suite" -- "$@"
+	fi
 done
 
 end_step

@@ -76,6 +76,39 @@ devlend_use_debug_kernel() {
 	DEVLEND_IMAGES=$(DEVLEND_KERNEL_DIR=$dk bash "$top/guest-images/build.sh" "$rel" | tail -n 1)
 }
 
+# The migrate suite's hosts boot the "mig" kernel: Debian's of the same
+# version with IOMMUFD, which VFIO's device dirty logging needs for live
+# migration (build-host-kernel.sh mig). Only that suite: this exports
+# DEVLEND_MIG_HOST_KVER, DEVLEND_MIG_KMOD_DIR (devlend's modules built
+# against it) and DEVLEND_MIG_IMAGES (host images for its release), and
+# test.sh maps them onto HOST_KVER, DEVLEND_KMOD_DIR and DEVLEND_IMAGES in
+# the migrate suite's own subshell; the nested guests keep Debian's kernel
+# (DEVLEND_GUEST_IMAGES), the other suites all of Debian's.
+devlend_mig_kernel() {
+	local top=$1 mk rel
+	step "building the mig host kernel for the migrate suite (cached by its inputs; about half an hour the first time)"
+	mk=$(bash "$top/qemu-scripts/build-host-kernel.sh" mig "$KVER" | tail -n 1)
+	rel=$(cat "$mk/release")
+	echo "mig kernel: $rel in $mk"
+	export DEVLEND_MIG_HOST_KVER=$rel
+
+	# A copy of the module sources per checkout (the kernel's cache is
+	# shared), built afresh, so the checkout's own modules stay built for
+	# Debian's kernel. The mig kernel has no NTB: no devlend_ntb.
+	step "building the kernel modules (mdev-kmod, W=1, against $rel)"
+	export DEVLEND_MIG_KMOD_DIR=$top/target/mig-kmod
+	rm -rf "$DEVLEND_MIG_KMOD_DIR"
+	mkdir -p "$DEVLEND_MIG_KMOD_DIR"
+	(cd "$top/mdev-kmod" && git ls-files -z -- . 2>/dev/null || find . -type f -print0) |
+		(cd "$top/mdev-kmod" && xargs -0 cp -p --parents -t "$DEVLEND_MIG_KMOD_DIR")
+	make -C "$DEVLEND_MIG_KMOD_DIR" KDIR="$mk/build" W=1 >/dev/null
+
+	step "building host images for $rel (cached by their inputs)"
+	DEVLEND_MIG_IMAGES=$(DEVLEND_KERNEL_DIR=$mk bash "$top/guest-images/build.sh" "$rel" | tail -n 1)
+	export DEVLEND_MIG_IMAGES
+	echo "mig host images: $DEVLEND_MIG_IMAGES"
+}
+
 # The guest images of the peer-to-peer checks (DEVLEND_P2P_GUEST_IMAGES):
 # a kernel with PCI peer-to-peer DMA, which Debian's kernels lack, so that
 # a guest's nvme driver keeps its submission queues in a controller memory

@@ -17,6 +17,7 @@ pub mod kmemleak;
 pub mod lending;
 pub mod libvirt;
 pub mod lockdep;
+pub mod migrate;
 pub mod ntb;
 pub mod nvme_sriov;
 pub mod ownership;

@@ -633,6 +633,19 @@ mod tests {
     }
 
     #[test]
+    fn migrate_topology_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../qemu-scripts/topologies/migrate.toml");
+        let t = Topology::load(&path).unwrap();
+        let names: Vec<&str> = t.hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["lender", "borrower", "borrower2"]);
+        assert!(t.hosts[0].iommu);
+        assert_eq!(t.hosts[0].nvme[0].size, Size(128 << 20));
+        // The migration stream's network joins the two borrowers' own NICs.
+        assert_eq!(t.networks(), [("mig", vec![(1, "mig"), (2, "mig")])]);
+    }
+
+    #[test]
     fn ntb_limits() {
         let base = "name='a'\n[[host]]\nname='h'\nmemory='512M'\n";
         let t = parse(base).unwrap();
