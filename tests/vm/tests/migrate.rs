@@ -5,15 +5,17 @@
 //! device dirty logging); see docs/testing.md. The reusable parts are in
 //! `devlend_vmtests::migrate`. `./test.sh migrate` selects these checks.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
+use devlend_vmtests::lending::PciDev;
 use devlend_vmtests::migrate::{
     self, GuestSpec, MigrateOpts, MigratingGuest, MigrationStats, BORROWER, BORROWER2, LENDER,
 };
-use devlend_vmtests::{lending, Check, Scope, Suite};
+use devlend_vmtests::{lending, twohost, Check, Scope, Suite};
 
 /// The hosts of `migrate.toml`.
 const HOSTS: [&str; 3] = [LENDER, BORROWER, BORROWER2];
@@ -162,6 +164,331 @@ fn migrate_guest_without_device_round_trip(c: &mut Cluster) -> anyhow::Result<()
     Ok(())
 }
 
+/// Blocks of 4 KiB the NVMe workload rewrites and reads back each round,
+/// from [`NVME_BASE_BLOCK`] on.
+const NVME_BLOCKS: u64 = 16;
+/// Where they start: 32 MiB into the namespace, clear of anything else.
+const NVME_BASE_BLOCK: u64 = 8192;
+
+/// The guest's NVMe workload: rounds of O_DIRECT writes of
+/// [`NVME_BLOCKS`] blocks, each a pattern naming its round and block, then
+/// O_DIRECT reads of all of them, each compared with what was written.
+/// Prints `nvme-round <n> ok` after each verified round, `IOERR` or
+/// `MISMATCH` lines for anything else; the kernel's own I/O errors show on
+/// the console too.
+fn nvme_workload() -> String {
+    format!(
+        r#"dev=/dev/nvme0n1
+i=0
+while [ ! -b $dev ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done
+[ -b $dev ] || {{ echo "IOERR no $dev"; exit 1; }}
+echo "nvme-ready $dev"
+round=0
+while :; do
+  round=$((round+1))
+  b=0
+  while [ $b -lt {blocks} ]; do
+    yes "devlend-mig r$round b$b " | head -c 4096 > /tmp/w$b
+    dd if=/tmp/w$b of=$dev bs=4096 seek=$(({base}+b)) count=1 oflag=direct conv=notrunc 2>/tmp/err >/dev/null \
+      || echo "IOERR write round $round block $b: $(cat /tmp/err)"
+    b=$((b+1))
+  done
+  b=0
+  bad=0
+  while [ $b -lt {blocks} ]; do
+    dd if=$dev of=/tmp/r bs=4096 skip=$(({base}+b)) count=1 iflag=direct 2>/tmp/err >/dev/null \
+      || {{ echo "IOERR read round $round block $b: $(cat /tmp/err)"; bad=1; }}
+    cmp -s /tmp/w$b /tmp/r || {{ echo "MISMATCH round $round block $b"; bad=1; }}
+    b=$((b+1))
+  done
+  [ $bad = 0 ] && echo "nvme-round $round ok"
+done
+"#,
+        blocks = NVME_BLOCKS,
+        base = NVME_BASE_BLOCK
+    )
+}
+
+/// The rounds the workload verified, in the order printed.
+fn nvme_rounds(console: &str) -> Vec<u64> {
+    console
+        .lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("nvme-round ")?;
+            rest.strip_suffix(" ok")?.parse().ok()
+        })
+        .collect()
+}
+
+/// What on a console says an I/O went wrong.
+fn io_trouble(console: &str) -> Vec<&str> {
+    console
+        .lines()
+        .filter(|l| {
+            l.contains("IOERR")
+                || l.contains("MISMATCH")
+                || l.contains("I/O error")
+                || l.contains("I/O Error")
+                || (l.contains("nvme") && (l.contains("timeout") || l.contains("reset")))
+        })
+        .collect()
+}
+
+/// The first UUID in what `devlend mdev create` printed.
+fn uuid_in(out: &str) -> anyhow::Result<String> {
+    out.split(|c: char| !(c.is_ascii_hexdigit() || c == '-'))
+        .find(|w| w.split('-').map(str::len).eq([8, 4, 4, 4, 12]))
+        .map(str::to_owned)
+        .with_context(|| format!("no UUID in {out:?}"))
+}
+
+/// One block of round `round`, block `block`, as the workload writes it
+/// (`yes "devlend-mig r<round> b<block> " | head -c 4096`).
+fn nvme_block(round: u64, block: u64) -> Vec<u8> {
+    let line = format!("devlend-mig r{round} b{block} \n");
+    line.repeat(4096 / line.len() + 1).into_bytes()[..4096].to_vec()
+}
+
+/// The migration counters of the borrower's mdev `uuid` (debugfs).
+fn mdev_mig(a: &devlend_agent::AgentClient, uuid: &str) -> anyhow::Result<(u64, u64)> {
+    let text = sh(a, "cat /sys/kernel/debug/devlend/borrower")?;
+    let kv = text
+        .lines()
+        .map(fabric::parse_kv)
+        .find(|kv| kv.get("mdev").map(String::as_str) == Some(uuid))
+        .with_context(|| format!("mdev {uuid} not in the borrower's debugfs:\n{text}"))?;
+    Ok((
+        fabric::counter(&kv, "mig_quiesces")?,
+        fabric::counter(&kv, "mig_takeovers")?,
+    ))
+}
+
+/// The lender's migration counters of the NVMe: quiesces, takeovers,
+/// resumes, devices that did not settle.
+fn lender_mig(c: &Cluster, nvme: &PciDev) -> anyhow::Result<[u64; 4]> {
+    let l = c.agent(LENDER)?;
+    Ok([
+        twohost::lender_counter(l, nvme, "mig_quiesces")?,
+        twohost::lender_counter(l, nvme, "mig_takeovers")?,
+        twohost::lender_counter(l, nvme, "mig_resumes")?,
+        twohost::lender_counter(l, nvme, "mig_unsettled")?,
+    ])
+}
+
+/// Waits until the guest's console on its current host shows `n` more
+/// verified NVMe rounds than `after`; the rounds there.
+fn wait_rounds(
+    c: &Cluster,
+    g: &MigratingGuest,
+    after: u64,
+    n: u64,
+    timeout: Duration,
+) -> anyhow::Result<Vec<u64>> {
+    let t0 = Instant::now();
+    loop {
+        let console = g.console(c)?;
+        let trouble = io_trouble(&console);
+        ensure!(
+            trouble.is_empty(),
+            "I/O trouble in the guest on {}: {trouble:?}\nconsole:\n{console}",
+            g.host()
+        );
+        let rounds = nvme_rounds(&console);
+        if rounds.iter().filter(|&&r| r > after).count() as u64 >= n {
+            return Ok(rounds);
+        }
+        ensure!(
+            g.guest().running(c.agent(g.host())?)?,
+            "the guest's QEMU on {} exited; console:\n{console}",
+            g.host()
+        );
+        ensure!(
+            t0.elapsed() < timeout,
+            "the guest on {} verified {:?} rounds in {timeout:?}, not {n} after round {after}; console:\n{console}",
+            g.host(),
+            rounds
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// One leg with the NVMe: the guest moves to `dst`, whose mdev `dst_uuid`
+/// is a migration's destination; its verified I/O goes on there from the
+/// round after the last one the source verified (no round lost, none
+/// failed), the lender quiesced the device for the source and handed it
+/// to the destination (its counters), and the destination's mdev took it
+/// over.
+fn nvme_leg(
+    s: &mut Scope<'_>,
+    g: &mut MigratingGuest,
+    nvme: &PciDev,
+    dst: &str,
+    dst_uuid: &str,
+    cli: &str,
+) -> anyhow::Result<MigrationStats> {
+    let src = g.host().to_owned();
+    let dst_args = sh(
+        s.agent(dst)?,
+        &format!("{cli} qemu-args {dst_uuid} --addr 5"),
+    )?
+    .trim()
+    .to_owned();
+    ensure!(
+        dst_args.contains("x-pre-copy-dirty-page-tracking=off"),
+        "`devlend qemu-args` on {dst} did not make the device migratable: {dst_args}"
+    );
+    let mig_before = lender_mig(s, nvme)?;
+    let (_, took_before) = mdev_mig(s.agent(dst)?, dst_uuid)?;
+    let st = g.migrate_to(s, dst, &dst_args, &MigrateOpts::default())?;
+    println!("  {}", st.summary());
+    let before = nvme_rounds(&g.leg_console(s, g.legs() - 1)?);
+    let last_src = before.last().copied().unwrap_or(0);
+    let rounds = wait_rounds(s, g, last_src, 3, Duration::from_secs(300))?;
+    let first_dst = rounds.iter().copied().find(|&r| r > last_src).unwrap_or(0);
+    ensure!(
+        first_dst <= last_src + 2,
+        "the guest verified round {last_src} on {src} and round {first_dst} first on {dst}: \
+         rounds between were lost"
+    );
+    let mig_after = lender_mig(s, nvme)?;
+    let (_, took_after) = mdev_mig(s.agent(dst)?, dst_uuid)?;
+    ensure!(
+        mig_after[0] > mig_before[0] && mig_after[1] == mig_before[1] + 1,
+        "the lender's counters (quiesces, takeovers, resumes, unsettled) went from \
+         {mig_before:?} to {mig_after:?}: not one quiesce and one takeover"
+    );
+    ensure!(
+        mig_after[2] > mig_before[2],
+        "the lender never resumed the device for {dst}: {mig_after:?}"
+    );
+    ensure!(
+        took_after == took_before + 1,
+        "mdev {dst_uuid} on {dst} took the device over {took_after} times, was {took_before}"
+    );
+    println!(
+        "  verified NVMe rounds: ..{last_src} on {src}, {first_dst}..{} on {dst}, none failed; \
+         the lender quiesced the device for {src} and handed it to {dst} (quiesces, takeovers, \
+         resumes, unsettled: {mig_before:?} -> {mig_after:?})",
+        rounds.last().copied().unwrap_or(0)
+    );
+    Ok(st)
+}
+
+/// A guest with the lender's NVMe, lent to it through an mdev, writes and
+/// reads back with O_DIRECT, round after round, and migrates borrower ->
+/// borrower2 -> borrower while it does. The destination's mdev is made a
+/// migration's destination with the CLI (`devlend mdev create --device
+/// ... --incoming`, then `devlend mdev incoming` for the way back) and the
+/// guest gets it with `devlend qemu-args`, at the same PCI address on both
+/// sides. Required on each leg: the migration completes, the guest's
+/// verified rounds go on on the destination (no round failed, no I/O
+/// error, no NVMe timeout or reset in its kernel log), the lender counted
+/// one quiesce and one takeover and resumed the device, and the
+/// destination's mdev took it over. At the end the guest is stopped and
+/// every block of the lender's backing file holds the pattern of the last
+/// round the guest verified (or of the one it was writing).
+fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Result<()> {
+    migrate::mig_network_ready(c)?;
+    let mut s = Scope::new(c);
+    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
+    let nvme = lending::find_by_class(s.agent(LENDER)?, lending::NVME_CLASS)?;
+    lending::ensure_lent(s.agent(LENDER)?, &nvme.addr)?;
+    let remote = format!("{LENDER}/{}", nvme.addr);
+    for b in migrate::BORROWERS {
+        lending::wait_remote_listed(s.agent(b)?, &nvme.addr, "the lender's NVMe")?;
+    }
+    // Both mdevs while the device is free: an mdev takes one of its
+    // type's available instances when it is made.
+    let mut uuids = Vec::new();
+    for (b, flag) in [(BORROWER, ""), (BORROWER2, " --incoming")] {
+        let out = sh(
+            s.agent(b)?,
+            &format!("{cli} mdev create --device {remote}{flag} 2>&1"),
+        )?;
+        let uuid = uuid_in(&out)?;
+        let (h, u) = (b.to_owned(), uuid.clone());
+        s.defer(format!("remove mdev {uuid} on {b}"), move |c| {
+            let a = c.agent(&h)?;
+            if sh(a, &format!("test -e /sys/bus/mdev/devices/{u}")).is_ok() {
+                lending::remove_mdev(a, &u)?;
+            }
+            Ok(())
+        });
+        uuids.push(uuid);
+    }
+    let (src_uuid, dst_uuid) = (uuids[0].clone(), uuids[1].clone());
+    let dst_state = sh(
+        s.agent(BORROWER2)?,
+        &format!("cat /sys/bus/mdev/devices/{dst_uuid}/migration"),
+    )?;
+    ensure!(
+        dst_state.trim() == "incoming",
+        "the destination's mdev reads {dst_state:?}, not incoming"
+    );
+    println!("  mdev {src_uuid} on {BORROWER}, and {dst_uuid} on {BORROWER2} made a destination, both for {remote}");
+
+    let src_args = sh(
+        s.agent(BORROWER)?,
+        &format!("{cli} qemu-args {src_uuid} --addr 5"),
+    )?
+    .trim()
+    .to_owned();
+    let spec = GuestSpec::new("nvme", &nvme_workload());
+    let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
+    let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
+    println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+
+    let there = nvme_leg(&mut s, &mut g, &nvme, BORROWER2, &dst_uuid, &cli)?;
+    // The way back: the source's mdev, closed since its QEMU quit.
+    sh(
+        s.agent(BORROWER)?,
+        &format!("{cli} mdev incoming {src_uuid}"),
+    )?;
+    let back = nvme_leg(&mut s, &mut g, &nvme, BORROWER, &src_uuid, &cli)?;
+    for st in [&there, &back] {
+        println!(
+            "  with the NVMe, downtime {} -> {}: {} ms (total {} ms)",
+            st.from,
+            st.to,
+            st.downtime_ms.unwrap_or(0),
+            st.total_time_ms.unwrap_or(0)
+        );
+    }
+
+    // The bytes in the lender's file: the guest stopped mid-round at the
+    // latest, each block is of the last round it verified or the next.
+    g.qmp(&s, &[migrate::cmd("stop")])?;
+    std::thread::sleep(Duration::from_secs(2));
+    let console = g.console(&s)?;
+    let last = nvme_rounds(&console).last().copied().unwrap_or(0);
+    let file = s.paths().nvme_file(LENDER, "nvme0");
+    let mut f = std::fs::File::open(&file).with_context(|| format!("{}", file.display()))?;
+    let mut newer = 0;
+    for b in 0..NVME_BLOCKS {
+        let mut got = vec![0u8; 4096];
+        f.seek(SeekFrom::Start((NVME_BASE_BLOCK + b) * 4096))?;
+        f.read_exact(&mut got)?;
+        if got == nvme_block(last + 1, b) {
+            newer += 1;
+        } else {
+            ensure!(
+                got == nvme_block(last, b),
+                "block {b} of the lender's {} is neither of round {last} nor {}: {:?}",
+                file.display(),
+                last + 1,
+                String::from_utf8_lossy(&got[..64])
+            );
+        }
+    }
+    println!(
+        "  the lender's backing file holds round {last} in {} of {NVME_BLOCKS} blocks and round {} in {newer}",
+        NVME_BLOCKS - newer,
+        last + 1
+    );
+    g.kill(&s)?;
+    Ok(())
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -171,6 +498,10 @@ fn main() {
         Check {
             name: "migrate_guest_without_device_round_trip",
             run: migrate_guest_without_device_round_trip,
+        },
+        Check {
+            name: "migrate_nvme_guest_round_trip_keeps_its_bytes",
+            run: migrate_nvme_guest_round_trip_keeps_its_bytes,
         },
     ];
     Suite::new("migrate", checks)
