@@ -143,6 +143,25 @@ resolve_modules() {
 	}' "$MODDIR/modules.dep"
 }
 
+# A kernel built here (build-host-kernel.sh's host kernels) has only the
+# modules of its module list (qemu-scripts/host-kernel/modules), which
+# the hosts use; its guests go without the disk and network drivers it
+# lacks (the checks' nested guests boot Debian's kernel with its images).
+if [ "$KPKG" = local ]; then
+	for list in GUEST_DISK_MODULES GUEST_NET_MODULES; do
+		declare -n names=$list
+		keep=()
+		for n in "${names[@]}"; do
+			if resolve_modules "$n" >/dev/null 2>&1; then
+				keep+=("$n")
+			else
+				step "no module $n in $KVER: its guests go without it"
+			fi
+		done
+		names=("${keep[@]}")
+		unset -n names
+	done
+fi
 HOST_KOS=$(resolve_modules "${HOST_MODULES[@]}") ||
 	die "a host module is missing from $MODDIR (package $KPKG)"
 GUEST_KOS=$(resolve_modules "${GUEST_MODULES[@]}") ||

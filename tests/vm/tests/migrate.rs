@@ -15,7 +15,7 @@ use devlend_vmtests::lending::PciDev;
 use devlend_vmtests::migrate::{
     self, GuestSpec, MigrateOpts, MigratingGuest, MigrationStats, BORROWER, BORROWER2, LENDER,
 };
-use devlend_vmtests::{lending, twohost, Check, Scope, Suite};
+use devlend_vmtests::{lending, ownership, twohost, Check, Scope, Suite};
 
 /// The hosts of `migrate.toml`.
 const HOSTS: [&str; 3] = [LENDER, BORROWER, BORROWER2];
@@ -136,10 +136,15 @@ fn leg(
 /// `postmigrate` and its QEMU is quit and gone, and on the destination
 /// the counter goes on from where the source stopped (no reboot, no tick
 /// skipped but the one the switch-over may cut) with every buffer
-/// intact. Prints QEMU's downtime and total time per leg: the baseline
+/// intact; neither borrower's kernel logged a WARN, BUG or oops. Prints
+/// QEMU's downtime and total time per leg: the baseline
 /// the same guest with a borrowed device is compared to.
 fn migrate_guest_without_device_round_trip(c: &mut Cluster) -> anyhow::Result<()> {
     migrate::mig_network_ready(c)?;
+    let marks = [
+        ownership::kernel_log_lines(c.agent(BORROWER)?)?,
+        ownership::kernel_log_lines(c.agent(BORROWER2)?)?,
+    ];
     let mut s = Scope::new(c);
     let spec = GuestSpec::new("plain", &migrate::ram_workload("0.2"));
     let mut g = MigratingGuest::start(&mut s, BORROWER, spec, "")?;
@@ -161,6 +166,10 @@ fn migrate_guest_without_device_round_trip(c: &mut Cluster) -> anyhow::Result<()
         );
     }
     g.kill(&s)?;
+    for (h, since) in migrate::BORROWERS.into_iter().zip(marks) {
+        let t = ownership::kernel_trouble(s.agent(h)?, since, false)?;
+        ensure!(t.is_empty(), "{h}'s kernel log:\n{}", t.join("\n"));
+    }
     Ok(())
 }
 
