@@ -164,10 +164,21 @@ pub fn remove_order(driver_c: &str) -> Result<(bool, String), String> {
 /// Item 5 from `borrower/session.c`'s text.
 pub fn lease_incarnation(session_c: &str) -> Result<(bool, String), String> {
     let code = strip_comments(session_c);
-    let body = function_body(&code, "dl_session_borrow")?;
+    let mut body = function_body(&code, "dl_session_borrow")?;
+    // The lease may be taken in a helper the borrow shares with the
+    // migration's takeover (dl_session_take()): read that one.
+    if !body.contains("dl_lease_new") {
+        if let Some(helper) = lease_helper(&code, body) {
+            body = function_body(&code, &helper)?;
+        }
+    }
     // Where the ACQUIRE goes out: in the body, or through a helper of the
-    // file that sends it.
-    let (acq_at, acq_code) = if let Some(at) = body.find("DL_MSG_DEV_ACQUIRE") {
+    // file that sends it (the one that reads the request's peer_inc).
+    let (acq_at, acq_code) = if let Some(at) = body.find("DL_MSG_DEV_ACQUIRE(") {
+        (at, body.to_string())
+    } else if let Some((at, helper)) = request_helper(&code, body) {
+        (at, function_body(&code, &helper)?.to_string())
+    } else if let Some(at) = body.find("DL_MSG_DEV_ACQUIRE") {
         (at, body.to_string())
     } else {
         let helper = acquire_helper(&code)?;
@@ -243,6 +254,38 @@ pub fn acquire_recheck(msg_c: &str) -> Result<(bool, bool, String), String> {
 }
 
 /// The function of the file whose body sends DL_MSG_DEV_ACQUIRE.
+/// The functions of the file `body` calls (`dl_session_*(`), in order.
+fn called_session_fns(body: &str) -> Vec<(usize, String)> {
+    body.match_indices("dl_session_")
+        .filter_map(|(at, _)| {
+            let name: String = body[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            body[at + name.len()..]
+                .starts_with('(')
+                .then_some((at, name))
+        })
+        .collect()
+}
+
+/// The function of the file `body` calls that takes the lease.
+fn lease_helper(code: &str, body: &str) -> Option<String> {
+    called_session_fns(body)
+        .into_iter()
+        .map(|(_, name)| name)
+        .find(|name| function_body(code, name).is_ok_and(|b| b.contains("dl_lease_new")))
+}
+
+/// The call in `body` of the file's function that sends the request and
+/// reads its `peer_inc`: where, and its name.
+fn request_helper(code: &str, body: &str) -> Option<(usize, String)> {
+    called_session_fns(body).into_iter().find(|(_, name)| {
+        function_body(code, name)
+            .is_ok_and(|b| b.contains("dl_fabric_req_submit") && b.contains("peer_inc"))
+    })
+}
+
 fn acquire_helper(code: &str) -> Result<String, String> {
     let at = code
         .find("DL_MSG_DEV_ACQUIRE")
