@@ -263,8 +263,8 @@ fn mdev_mig(a: &devlend_agent::AgentClient, uuid: &str) -> anyhow::Result<(u64, 
     let text = sh(a, "cat /sys/kernel/debug/devlend/borrower")?;
     let kv = text
         .lines()
+        .find(|l| l.starts_with(&format!("mdev {uuid} ")))
         .map(fabric::parse_kv)
-        .find(|kv| kv.get("mdev").map(String::as_str) == Some(uuid))
         .with_context(|| format!("mdev {uuid} not in the borrower's debugfs:\n{text}"))?;
     Ok((
         fabric::counter(&kv, "mig_quiesces")?,
