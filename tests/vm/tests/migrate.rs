@@ -59,6 +59,25 @@ fn migrate_hosts_fabric_and_network_up(c: &mut Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// devlend's modules loaded on the three hosts, each seeing the two
+/// others up (a check may run alone, or after a reset).
+fn modules_and_peers_up(c: &Cluster) -> anyhow::Result<()> {
+    let mut ids = Vec::new();
+    for h in HOSTS {
+        let a = c.agent(h)?;
+        lending::ensure_module(a).with_context(|| format!("devlend's modules on {h}"))?;
+        ids.push((h, fabric::host_id(a)?));
+    }
+    for (h, me) in &ids {
+        let a = c.agent(h)?;
+        for (other, id) in ids.iter().filter(|(_, id)| id != me) {
+            fabric::wait_peer_state(a, *id, "up", devlend_vmtests::twohost::WAIT)
+                .with_context(|| format!("{h} waiting for {other} up"))?;
+        }
+    }
+    Ok(())
+}
+
 /// Waits until the guest's console on its current host has at least
 /// `n` complete ticks; those ticks.
 fn wait_ticks(
@@ -397,6 +416,7 @@ fn nvme_leg(
 /// every block of the lender's backing file holds the pattern of the last
 /// round the guest verified (or of the one it was writing).
 fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Result<()> {
+    modules_and_peers_up(c)?;
     migrate::mig_network_ready(c)?;
     let mut s = Scope::new(c);
     let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
