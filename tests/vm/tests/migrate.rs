@@ -27,7 +27,6 @@ const HOSTS: [&str; 3] = [LENDER, BORROWER, BORROWER2];
 /// at 10.77.0.1 and 10.77.0.2 ping each other.
 fn migrate_hosts_fabric_and_network_up(c: &mut Cluster) -> anyhow::Result<()> {
     let want = std::env::var("HOST_KVER").ok().filter(|v| !v.is_empty());
-    let mut ids = Vec::new();
     for h in HOSTS {
         let a = c.agent(h)?;
         let rel = sh(a, "uname -r")?.trim().to_owned();
@@ -39,16 +38,8 @@ fn migrate_hosts_fabric_and_network_up(c: &mut Cluster) -> anyhow::Result<()> {
         if let Some(want) = &want {
             ensure!(rel == *want, "{h} runs {rel}, not {want} (HOST_KVER)");
         }
-        lending::ensure_module(a).with_context(|| format!("devlend's modules on {h}"))?;
-        ids.push((h, fabric::host_id(a)?));
     }
-    for (h, me) in &ids {
-        let a = c.agent(h)?;
-        for (other, id) in ids.iter().filter(|(_, id)| id != me) {
-            fabric::wait_peer_state(a, *id, "up", devlend_vmtests::twohost::WAIT)
-                .with_context(|| format!("{h} waiting for {other} up"))?;
-        }
-    }
+    modules_and_peers_up(c)?;
     println!("  each of the 3 hosts sees the 2 others up");
     for b in migrate::BORROWERS {
         migrate::kvm_up(c.agent(b)?)?;
