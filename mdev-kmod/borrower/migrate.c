@@ -239,6 +239,18 @@ static int dl_mig_run(struct dl_vdev *v)
 {
 	int ret;
 
+	/*
+	 * Lost while the guest was stopped (taken over by a migration's
+	 * destination, or its lender went down): the user is told now, as
+	 * of a loss while it runs (dl_vdev_lost() kept quiet then).
+	 */
+	if (READ_ONCE(v->sess.state) == DL_VDEV_LOST) {
+		v->mig.quiesced = false;
+		v->mig.ticket = 0;
+		dl_irq_unlatch(v, false);
+		dl_irq_signal_lost(v);
+		return 0;
+	}
 	if (v->mig.quiesced) {
 		ret = dl_session_resume(v);
 		if (ret) {
