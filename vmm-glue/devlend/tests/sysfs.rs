@@ -1041,3 +1041,54 @@ fn sriov_vfs_are_shown_with_their_pf_and_a_pf_with_vfs_is_not_lent() {
     write(&r, "\n");
     assert!(json(&b.devlend(&["remote", "--json"]))[0]["pf"].is_null());
 }
+
+/// `mdev incoming` writes `incoming` (or `none` with --cancel) to the
+/// mdev's `migration`; it refuses an mdev of any device (exit 2) and one
+/// whose host cannot migrate it (exit 3, nothing written); `qemu-args`
+/// adds what a migratable mdev's QEMU needs, and nothing otherwise.
+#[test]
+fn mdev_incoming_and_qemu_args_for_a_migratable_mdev() {
+    let t = borrower();
+    t.add_mdev(UUID, "devlend-nvme", "0:1");
+    let m = t.adapter().join(UUID).join("migration");
+    fs::write(&m, "running\n").unwrap();
+
+    let o = t.devlend(&["qemu-args", UUID]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(",x-pre-copy-dirty-page-tracking=off"),
+        "{}",
+        stdout(&o)
+    );
+    let o = t.devlend(&["mdev", "incoming", UUID]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(&m).unwrap(), "incoming");
+    assert!(stderr(&o).contains("-incoming"), "{}", stderr(&o));
+    let o = t.devlend(&["mdev", "incoming", UUID, "--cancel"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(&m).unwrap(), "none");
+
+    // A host whose VFIO cannot report the device's dirty pages.
+    fs::write(&m, "unsupported\n").unwrap();
+    let o = t.devlend(&["mdev", "incoming", UUID]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("CONFIG_IOMMUFD_DRIVER"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(fs::read_to_string(&m).unwrap(), "unsupported\n");
+    let o = t.devlend(&["qemu-args", UUID]);
+    assert!(!stdout(&o).contains("x-pre-copy"), "{}", stdout(&o));
+
+    // An mdev of any device cannot stand for the source's.
+    const ANY: &str = "11111111-2222-3333-4444-555555555555";
+    t.add_mdev(ANY, "devlend-nvme", "any");
+    fs::write(t.adapter().join(ANY).join("migration"), "running\n").unwrap();
+    let o = t.devlend(&["mdev", "incoming", ANY]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        fs::read_to_string(t.adapter().join(ANY).join("migration")).unwrap(),
+        "running\n"
+    );
+}
