@@ -744,6 +744,9 @@ struct dl_vdev_bar_dma {
  *	is loaded and it takes the device over.
  * @quiesced: the lender stopped the device for this mdev's guest, which
  *	is stopped; it resumes the device when the guest runs.
+ * @stop_err: the quiesce at this stop failed (-ETIMEDOUT: the device did
+ *	not settle): the device runs on, and the stop's copy is refused
+ *	with this error, which fails the migration; 0 otherwise.
  * @ticket: the lender's ticket for it, for the migration stream; 0 once
  *	used (a destination that took the device over) or when not
  *	quiesced.
@@ -763,6 +766,7 @@ struct dl_vdev_mig {
 	enum vfio_device_mig_state state;
 	bool incoming;
 	bool quiesced;
+	int stop_err;
 	u64 ticket;
 	struct dl_mig_file *file;
 	struct dl_mig_state st;

@@ -9,8 +9,10 @@
  *  - Source, RUNNING -> STOP: interrupts are latched (noted, not
  *    signalled), then the lender quiesces the device (it waits until the
  *    device settles, then turns bus mastering off) and answers with a
- *    ticket. A device that does not settle fails the arc: the guest keeps
- *    its device, running, and QEMU fails the migration.
+ *    ticket. A device that does not settle keeps running: the arc
+ *    succeeds (QEMU would reset a device whose stop fails) and the next
+ *    one, STOP -> STOP_COPY, is refused, which fails the migration; the
+ *    guest keeps its device, untouched.
  *  - Source, STOP -> STOP_COPY: the state (lender, device, ticket, the
  *    latched interrupts) is the data QEMU reads.
  *  - Destination: the mdev was opened as a migration's destination (its
@@ -200,6 +202,15 @@ static void dl_mig_save(struct dl_vdev *v)
  * RUNNING -> STOP: the device's DMA stops once it settles; its interrupts
  * from now on are latched. A destination that has not taken its device
  * over, and an mdev that holds nothing, have nothing to stop.
+ *
+ * A quiesce that fails (the device did not settle, the lender is down)
+ * does not fail this arc: QEMU resets a device whose RUNNING -> STOP
+ * fails (its recover state there is ERROR), which would reset the device
+ * under the guest that keeps it. The device runs on instead, its
+ * interrupts latched for the guest's return, and the next arc, STOP ->
+ * STOP_COPY, is refused (QEMU recovers to STOP there, with no reset):
+ * the migration fails before any state is saved, and the guest runs on
+ * here with its device.
  */
 static int dl_mig_stop(struct dl_vdev *v)
 {
@@ -222,8 +233,8 @@ static int dl_mig_stop(struct dl_vdev *v)
 				    v->sess.host, v->sess.dev_id, ret,
 				    ret == -ETIMEDOUT ? " (it did not settle)" : "");
 		v->mig.ticket = 0;
-		dl_irq_unlatch(v, true);
-		return ret;
+		v->mig.stop_err = ret;
+		return 0;
 	}
 	v->mig.quiesced = true;
 	v->mig.quiesces++;
@@ -233,12 +244,14 @@ static int dl_mig_stop(struct dl_vdev *v)
 
 /*
  * STOP -> RUNNING: the device resumes (bus mastering back), and what
- * fired while the guest was stopped is signalled.
+ * fired while the guest was stopped is signalled. A device whose quiesce
+ * failed at the stop never stopped: nothing to resume.
  */
 static int dl_mig_run(struct dl_vdev *v)
 {
 	int ret;
 
+	v->mig.stop_err = 0;
 	/*
 	 * Lost while the guest was stopped (taken over by a migration's
 	 * destination, or its lender went down): the user is told now, as
@@ -375,6 +388,13 @@ static struct file *dl_mig_step(struct dl_vdev *v,
 	}
 	if (cur == VFIO_DEVICE_STATE_STOP &&
 	    next == VFIO_DEVICE_STATE_STOP_COPY) {
+		/* Not stopped: no state may go out (see dl_mig_stop()). */
+		if (v->mig.stop_err) {
+			dev_err_ratelimited(dl_vdev_dev(v),
+					    "remote device %u:%u was not stopped: its state is not saved, the migration fails\n",
+					    v->sess.host, v->sess.dev_id);
+			return ERR_PTR(v->mig.stop_err);
+		}
 		dl_mig_save(v);
 		f = dl_mig_file_new(v, true);
 		return IS_ERR(f) ? ERR_CAST(f) : f->filp;
@@ -560,6 +580,7 @@ bool dl_mig_open(struct dl_vdev *v)
 {
 	v->mig.state = VFIO_DEVICE_STATE_RUNNING;
 	v->mig.quiesced = false;
+	v->mig.stop_err = 0;
 	v->mig.ticket = 0;
 	v->mig.loaded = false;
 	v->mig.logging = false;
@@ -581,6 +602,7 @@ void dl_mig_reset(struct dl_vdev *v)
 	if (v->mig.quiesced)
 		dl_session_resume(v);
 	v->mig.quiesced = false;
+	v->mig.stop_err = 0;
 	v->mig.ticket = 0;
 	dl_irq_unlatch(v, false);
 	v->mig.state = VFIO_DEVICE_STATE_RUNNING;
@@ -596,6 +618,7 @@ void dl_mig_close(struct dl_vdev *v)
 	dl_mig_file_disable(v);
 	dl_irq_unlatch(v, false);
 	v->mig.quiesced = false;
+	v->mig.stop_err = 0;
 	v->mig.ticket = 0;
 	v->mig.logging = false;
 	v->mig.incoming = false;
