@@ -935,6 +935,14 @@ extern unsigned int dl_fault_intx_unmask_every;
 extern unsigned int dl_fault_unmap_delay_ms;
 
 /*
+ * Tests only (module parameter fault_mig_resume_delay_ms): a device this
+ * host took over by migration is resumed that many ms late (at most 60 s)
+ * when its guest is to run, QEMU's main loop held meanwhile: the window
+ * in which a check kills the destination mid-handover.
+ */
+extern unsigned int dl_fault_mig_resume_delay_ms;
+
+/*
  * Module parameter direct_irq: ask lenders to have each MSI-X vector ring
  * a doorbell of this host itself, through the fabric, instead of relaying
  * it (irq.c); read at each MSI-X enable. Off by default for now.

@@ -50,6 +50,13 @@ module_param_named(fault_unmap_delay_ms, dl_fault_unmap_delay_ms, uint, 0644);
 MODULE_PARM_DESC(fault_unmap_delay_ms,
 		 "Tests only: each dma_unmap() from VFIO returns this many ms late, as one that waits on a slow lender (0: at once)");
 
+/* See internal.h; read by migrate.c when a migrated-in device resumes. */
+unsigned int dl_fault_mig_resume_delay_ms;
+module_param_named(fault_mig_resume_delay_ms, dl_fault_mig_resume_delay_ms,
+		   uint, 0644);
+MODULE_PARM_DESC(fault_mig_resume_delay_ms,
+		 "Tests only: a device taken over by a migration is resumed this many ms late, when its guest is to run (at most 60000; 0: at once)");
+
 /* See internal.h; read by irq.c when MSI-X is enabled. */
 bool dl_direct_irq;
 module_param_named(direct_irq, dl_direct_irq, bool, 0644);

@@ -43,11 +43,13 @@
  * guest rather than lose the device's writes.
  */
 #include <linux/anon_inodes.h>
+#include <linux/delay.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/iova_bitmap.h>
 #include <linux/module.h>
 #include <linux/pci.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 
 #include "internal.h"
@@ -243,6 +245,38 @@ static int dl_mig_stop(struct dl_vdev *v)
 }
 
 /*
+ * The guest runs again here without its device: it was lost while the
+ * guest was stopped (taken over by a migration's destination, or its
+ * lender went down), or the lender says this host no longer holds it.
+ * The user is told now, as of a loss while it runs (dl_vdev_lost() kept
+ * quiet then); what fired for the device is dropped.
+ */
+static void dl_mig_run_without(struct dl_vdev *v)
+{
+	v->mig.quiesced = false;
+	v->mig.ticket = 0;
+	dl_irq_unlatch(v, false);
+	dl_irq_signal_lost(v);
+}
+
+/*
+ * Tests: a device taken over by migration is resumed late, a window in
+ * which its destination can be killed mid-handover; a fatal signal ends
+ * the wait (its QEMU is being killed).
+ */
+static int dl_mig_fault_resume_delay(struct dl_vdev *v)
+{
+	unsigned int ms = min(READ_ONCE(dl_fault_mig_resume_delay_ms), 60000U);
+
+	if (!ms || !v->mig.loaded)
+		return 0;
+	dev_info(dl_vdev_dev(v), "fault_mig_resume_delay_ms: resuming remote device %u:%u in %u ms\n",
+		 v->sess.host, v->sess.dev_id, ms);
+	msleep_interruptible(ms);
+	return fatal_signal_pending(current) ? -EINTR : 0;
+}
+
+/*
  * STOP -> RUNNING: the device resumes (bus mastering back), and what
  * fired while the guest was stopped is signalled. A device whose quiesce
  * failed at the stop never stopped: nothing to resume.
@@ -252,20 +286,26 @@ static int dl_mig_run(struct dl_vdev *v)
 	int ret;
 
 	v->mig.stop_err = 0;
-	/*
-	 * Lost while the guest was stopped (taken over by a migration's
-	 * destination, or its lender went down): the user is told now, as
-	 * of a loss while it runs (dl_vdev_lost() kept quiet then).
-	 */
 	if (READ_ONCE(v->sess.state) == DL_VDEV_LOST) {
-		v->mig.quiesced = false;
-		v->mig.ticket = 0;
-		dl_irq_unlatch(v, false);
-		dl_irq_signal_lost(v);
+		dl_mig_run_without(v);
 		return 0;
 	}
 	if (v->mig.quiesced) {
-		ret = dl_session_resume(v);
+		ret = dl_mig_fault_resume_delay(v);
+		if (!ret)
+			ret = dl_session_resume(v);
+		/*
+		 * Not the holder (held by another: -EBUSY; by nobody:
+		 * -EINVAL): taken over or taken back, the lender's
+		 * DEV_CHANGED still on its way.
+		 */
+		if (ret == -EBUSY || ret == -EINVAL) {
+			dev_err_ratelimited(dl_vdev_dev(v),
+					    "remote device %u:%u is no longer held here: the guest runs on without it\n",
+					    v->sess.host, v->sess.dev_id);
+			dl_mig_run_without(v);
+			return 0;
+		}
 		if (ret) {
 			dev_err_ratelimited(dl_vdev_dev(v),
 					    "remote device %u:%u cannot resume: %d\n",

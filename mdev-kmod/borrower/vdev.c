@@ -587,7 +587,7 @@ void dl_vdev_fault(struct dl_fabric *fab, const struct dl_fabric_msg *msg,
  * user is told, unless its guest is stopped: after a migration the
  * device was taken over by the destination, and the source's QEMU must
  * not unplug it from a guest that runs elsewhere now. A guest that runs
- * here again finds it lost then (dl_mig_run() fails).
+ * here again is told then (dl_mig_run()).
  */
 static void dl_vdev_lost(struct dl_vdev *v)
 {

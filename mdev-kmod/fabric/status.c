@@ -29,6 +29,8 @@ int dl_status_to_errno(u32 status)
 		return -ENODEV;
 	case DL_STATUS_EIO:
 		return -EIO;
+	case DL_STATUS_ETIMEDOUT:
+		return -ETIMEDOUT;
 	default:
 		return -EPROTO;
 	}
@@ -56,6 +58,8 @@ u32 dl_errno_to_status(int err)
 		return DL_STATUS_EBUSY;
 	case -ENODEV:
 		return DL_STATUS_ENODEV;
+	case -ETIMEDOUT:
+		return DL_STATUS_ETIMEDOUT;
 	default:
 		return DL_STATUS_EIO;
 	}

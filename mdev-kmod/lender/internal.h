@@ -605,6 +605,14 @@ extern bool dl_fault_p2p_revoke_ignore;
  */
 extern unsigned int dl_fault_p2p_lookup_stall_ms;
 
+/*
+ * Tests only (module parameter fault_mig_unsettled): the settle rule of
+ * a migration's quiesce sees an interrupt at each look, as for a device
+ * that keeps interrupting (a NIC under a flood), so it never settles and
+ * the holder is told -ETIMEDOUT (migrate.c).
+ */
+extern bool dl_fault_mig_unsettled;
+
 /**
  * struct dl_lender_fab - the lender's context for one fabric it serves;
  *	added and removed by main.c, walked by the broadcast (peers.c).

@@ -57,6 +57,12 @@ module_param_named(fault_p2p_lookup_stall_ms, dl_fault_p2p_lookup_stall_ms,
 MODULE_PARM_DESC(fault_p2p_lookup_stall_ms,
 		 "Tests only: answer other lenders' P2P lookups this many ms late, holding up the receive work as a stalled host would (at most 10000; 0: off)");
 
+/* See internal.h; read by migrate.c at each quiesce. */
+bool dl_fault_mig_unsettled;
+module_param_named(fault_mig_unsettled, dl_fault_mig_unsettled, bool, 0644);
+MODULE_PARM_DESC(fault_mig_unsettled,
+		 "Tests only: devices quiesced for a migration never settle, as one that keeps interrupting would not (0: off)");
+
 static int dl_lender_fabric_add(struct dl_fabric *fab, void **ctx)
 {
 	struct dl_lender_fab *lf;

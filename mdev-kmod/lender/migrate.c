@@ -83,6 +83,7 @@ int dl_lent_mig_quiesce(struct dl_lent *lent, const struct dl_mig_quiesce *q,
 	enum dl_settle_verdict v;
 	struct dl_settle s;
 	unsigned long end;
+	u64 faked = 0;
 	u16 cmd;
 
 	device_lock_assert(&pdev->dev);
@@ -105,8 +106,12 @@ int dl_lent_mig_quiesce(struct dl_lent *lent, const struct dl_mig_quiesce *q,
 			le32_to_cpu(q->settle_ms), le32_to_cpu(q->timeout_ms));
 	do {
 		msleep(DL_MIG_LOOK_MS);
+		/* Tests: a device that fires at every look never settles. */
+		if (READ_ONCE(dl_fault_mig_unsettled))
+			faked++;
 		v = dl_settle_look(&s, jiffies_to_msecs(jiffies),
-				   dl_mig_fires(lent), dl_mig_pending(pdev));
+				   dl_mig_fires(lent) + faked,
+				   dl_mig_pending(pdev));
 	} while (v == DL_SETTLE_WAIT);
 	t->waited_ms = cpu_to_le32(jiffies_to_msecs(jiffies) - s.start_ms);
 	if (v == DL_SETTLE_TIMEOUT) {

@@ -273,6 +273,7 @@ enum dl_msg_status {
 	DL_STATUS_EBUSY = 3,	/* resource held by someone else */
 	DL_STATUS_ENODEV = 4,	/* no such device */
 	DL_STATUS_EIO = 5,	/* the operation failed on the device */
+	DL_STATUS_ETIMEDOUT = 6,	/* the device did not settle in time */
 };
 
 /**

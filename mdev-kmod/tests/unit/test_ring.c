@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * fabric/ring.c and rx.c: how much of a ring each kind of message may
+ * fabric/ring.c, rx.c and status.c: how much of a ring each kind of message may
  * use, the producer/consumer arithmetic with indices that wrap at 2^32,
  * full and corrupt rings, messages written and taken through real slots,
  * and stores stopped when the peer's slot no longer vouches for its inbox.
@@ -15,6 +15,7 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #include "../../fabric/ring.c"
 #include "../../fabric/rx.c"
+#include "../../fabric/status.c"
 #pragma GCC diagnostic pop
 
 #include "unit.h"
@@ -773,6 +774,29 @@ static void test_bind_and_fence(void)
 	CHECK_EQ(le32_to_cpu(out_mem.ctrl.cons), 1);
 }
 
+/*
+ * status.c: each status a responder can send reaches the requester as the
+ * errno it stands for, whatever a peer writes maps to some errno, and an
+ * errno the wire has no word for travels as EIO.
+ */
+static void test_status(void)
+{
+	static const int errnos[] = {
+		0, -EINVAL, -EOPNOTSUPP, -EBUSY, -ENODEV, -EIO, -ETIMEDOUT,
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(errnos); i++)
+		CHECK_EQ(dl_status_to_errno(dl_errno_to_status(errnos[i])),
+			 errnos[i]);
+	CHECK_EQ(dl_errno_to_status(-ETIMEDOUT), DL_STATUS_ETIMEDOUT);
+	CHECK_EQ(dl_errno_to_status(-ERANGE), DL_STATUS_EINVAL);
+	CHECK_EQ(dl_errno_to_status(-ENOMEM), DL_STATUS_EIO);
+	CHECK_EQ(dl_errno_to_status(-EPROTO), DL_STATUS_EIO);
+	CHECK_EQ(dl_status_to_errno(DL_STATUS_ETIMEDOUT + 1), -EPROTO);
+	CHECK_EQ(dl_status_to_errno(0xffffffffU), -EPROTO);
+}
+
 static const struct unit_test tests[] = {
 	{ "share: responses keep half, urgent requests their 8 slots",
 	  test_share },
@@ -797,6 +821,10 @@ static const struct unit_test tests[] = {
 	  test_receive_backpressure },
 	{ "binding: stores stop when the peer's slot stops vouching; rebind at 0",
 	  test_bind_and_fence },
+	{ "status: each status its errno both ways; unknown ones EPROTO",
+	  test_status },
 };
 
-UNIT_SUITE(ring_suite, "fabric/ring.c and rx.c: ring index arithmetic", tests);
+UNIT_SUITE(ring_suite,
+	   "fabric/ring.c, rx.c and status.c: ring index arithmetic, statuses",
+	   tests);

@@ -5,7 +5,8 @@ use std::fmt;
 use crate::bytes::check_len;
 use crate::sys::{
     DL_MSG_F_RESPONSE, DL_MSG_HDR_SIZE, DL_MSG_PING, DL_PING_SIZE, DL_STATUS_EBUSY,
-    DL_STATUS_EINVAL, DL_STATUS_EIO, DL_STATUS_ENODEV, DL_STATUS_ENOTSUPP, DL_STATUS_OK,
+    DL_STATUS_EINVAL, DL_STATUS_EIO, DL_STATUS_ENODEV, DL_STATUS_ENOTSUPP, DL_STATUS_ETIMEDOUT,
+    DL_STATUS_OK,
 };
 use crate::WireError;
 
@@ -56,16 +57,19 @@ pub enum MsgStatus {
     NoDevice,
     /// The operation failed on the device.
     Io,
+    /// The device did not settle in time (a migration's quiesce).
+    TimedOut,
 }
 
 impl MsgStatus {
-    const ALL: [(MsgStatus, u32); 6] = [
+    const ALL: [(MsgStatus, u32); 7] = [
         (MsgStatus::Ok, DL_STATUS_OK),
         (MsgStatus::Invalid, DL_STATUS_EINVAL),
         (MsgStatus::NotSupported, DL_STATUS_ENOTSUPP),
         (MsgStatus::Busy, DL_STATUS_EBUSY),
         (MsgStatus::NoDevice, DL_STATUS_ENODEV),
         (MsgStatus::Io, DL_STATUS_EIO),
+        (MsgStatus::TimedOut, DL_STATUS_ETIMEDOUT),
     ];
 
     /// The status with wire value `raw`, if there is one.

@@ -364,6 +364,7 @@ fn rust_constants() -> Vec<(&'static str, u64)> {
         DL_STATUS_EBUSY,
         DL_STATUS_ENODEV,
         DL_STATUS_EIO,
+        DL_STATUS_ETIMEDOUT,
         DL_CTL_HEADER_SIZE,
         DL_HOST_INFO_SIZE,
         DL_RING_CTRL_SIZE,
