@@ -268,8 +268,9 @@ fn nvme_block(round: u64, block: u64) -> Vec<u8> {
     line.repeat(4096 / line.len() + 1).into_bytes()[..4096].to_vec()
 }
 
-/// The migration counters of the borrower's mdev `uuid` (debugfs).
-fn mdev_mig(a: &devlend_agent::AgentClient, uuid: &str) -> anyhow::Result<(u64, u64)> {
+/// The migration counters of the borrower's mdev `uuid` (debugfs):
+/// quiesces, takeovers, devices that did not settle.
+fn mdev_mig(a: &devlend_agent::AgentClient, uuid: &str) -> anyhow::Result<(u64, u64, u64)> {
     let text = sh(a, "cat /sys/kernel/debug/devlend/borrower")?;
     let kv = text
         .lines()
@@ -279,6 +280,7 @@ fn mdev_mig(a: &devlend_agent::AgentClient, uuid: &str) -> anyhow::Result<(u64, 
     Ok((
         fabric::counter(&kv, "mig_quiesces")?,
         fabric::counter(&kv, "mig_takeovers")?,
+        fabric::counter(&kv, "mig_unsettled")?,
     ))
 }
 
@@ -346,18 +348,13 @@ fn nvme_leg(
     cli: &str,
 ) -> anyhow::Result<MigrationStats> {
     let src = g.host().to_owned();
-    let dst_args = sh(
-        s.agent(dst)?,
-        &format!("{cli} qemu-args {dst_uuid} --addr 5"),
-    )?
-    .trim()
-    .to_owned();
+    let dst_args = qemu_args(s, cli, dst, dst_uuid)?;
     ensure!(
         dst_args.contains("x-pre-copy-dirty-page-tracking=off"),
         "`devlend qemu-args` on {dst} did not make the device migratable: {dst_args}"
     );
     let mig_before = lender_mig(s, nvme)?;
-    let (_, took_before) = mdev_mig(s.agent(dst)?, dst_uuid)?;
+    let (_, took_before, _) = mdev_mig(s.agent(dst)?, dst_uuid)?;
     let st = g.migrate_to(s, dst, &dst_args, &MigrateOpts::default())?;
     println!("  {}", st.summary());
     let before = nvme_rounds(&g.leg_console(s, g.legs() - 1)?);
@@ -370,7 +367,7 @@ fn nvme_leg(
          rounds between were lost"
     );
     let mig_after = lender_mig(s, nvme)?;
-    let (_, took_after) = mdev_mig(s.agent(dst)?, dst_uuid)?;
+    let (_, took_after, _) = mdev_mig(s.agent(dst)?, dst_uuid)?;
     ensure!(
         mig_after[0] > mig_before[0] && mig_after[1] == mig_before[1] + 1,
         "the lender's counters (quiesces, takeovers, resumes, unsettled) went from \
@@ -393,6 +390,87 @@ fn nvme_leg(
     Ok(st)
 }
 
+/// The lender's NVMe, lent, listed on both borrowers, and an mdev for it
+/// on each: `src` an ordinary one, `dst` a migration's destination
+/// (`devlend mdev create --incoming`), both made while the device is free
+/// (an mdev takes one of its type's available instances when it is
+/// made), removed when the scope ends. The NVMe and the two UUIDs.
+fn nvme_and_mdevs(
+    s: &mut Scope<'_>,
+    cli: &str,
+    src: &str,
+    dst: &str,
+) -> anyhow::Result<(PciDev, String, String)> {
+    let nvme = lending::find_by_class(s.agent(LENDER)?, lending::NVME_CLASS)?;
+    lending::ensure_lent(s.agent(LENDER)?, &nvme.addr)?;
+    let remote = format!("{LENDER}/{}", nvme.addr);
+    for b in migrate::BORROWERS {
+        lending::wait_remote_listed(s.agent(b)?, &nvme.addr, "the lender's NVMe")?;
+    }
+    let mut uuids = Vec::new();
+    for (b, flag) in [(src, ""), (dst, " --incoming")] {
+        let out = sh(
+            s.agent(b)?,
+            &format!("{cli} mdev create --device {remote}{flag} 2>&1"),
+        )?;
+        let uuid = uuid_in(&out)?;
+        let (h, u) = (b.to_owned(), uuid.clone());
+        s.defer(format!("remove mdev {uuid} on {b}"), move |c| {
+            let a = c.agent(&h)?;
+            if sh(a, &format!("test -e /sys/bus/mdev/devices/{u}")).is_ok() {
+                lending::remove_mdev(a, &u)?;
+            }
+            Ok(())
+        });
+        uuids.push(uuid);
+    }
+    let dst_uuid = uuids.pop().context("two mdevs")?;
+    let src_uuid = uuids.pop().context("two mdevs")?;
+    let dst_state = sh(
+        s.agent(dst)?,
+        &format!("cat /sys/bus/mdev/devices/{dst_uuid}/migration"),
+    )?;
+    ensure!(
+        dst_state.trim() == "incoming",
+        "the destination's mdev reads {dst_state:?}, not incoming"
+    );
+    println!(
+        "  mdev {src_uuid} on {src}, and {dst_uuid} on {dst} made a destination, both for {remote}"
+    );
+    Ok((nvme, src_uuid, dst_uuid))
+}
+
+/// `devlend qemu-args` for mdev `uuid` on `host`, at guest slot 5 (the
+/// same on both sides of a migration).
+fn qemu_args(s: &Scope<'_>, cli: &str, host: &str, uuid: &str) -> anyhow::Result<String> {
+    Ok(
+        sh(s.agent(host)?, &format!("{cli} qemu-args {uuid} --addr 5"))?
+            .trim()
+            .to_owned(),
+    )
+}
+
+/// Sets a module parameter of devlend's on `host` to `value` now, and back
+/// to 0 when the scope ends.
+fn fault(s: &mut Scope<'_>, host: &str, param: &str, value: &str) -> anyhow::Result<()> {
+    sh(s.agent(host)?, &format!("echo {value} > {param}"))?;
+    let (h, p) = (host.to_owned(), param.to_owned());
+    s.defer(format!("{param} back to 0 on {host}"), move |c| {
+        sh(c.agent(&h)?, &format!("echo 0 > {p}")).map(|_| ())
+    });
+    Ok(())
+}
+
+/// The host id of `host` and the lender's view of the NVMe now: its state
+/// and its holder's id (`-` for none).
+fn nvme_holder(c: &Cluster, nvme: &PciDev) -> anyhow::Result<(String, String)> {
+    let d = twohost::lender_device(c.agent(LENDER)?, nvme)?;
+    Ok((
+        d.get("state").cloned().unwrap_or_default(),
+        d.get("borrower").cloned().unwrap_or_default(),
+    ))
+}
+
 /// A guest with the lender's NVMe, lent to it through an mdev, writes and
 /// reads back with O_DIRECT, round after round, and migrates borrower ->
 /// borrower2 -> borrower while it does. The destination's mdev is made a
@@ -411,48 +489,8 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
     migrate::mig_network_ready(c)?;
     let mut s = Scope::new(c);
     let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
-    let nvme = lending::find_by_class(s.agent(LENDER)?, lending::NVME_CLASS)?;
-    lending::ensure_lent(s.agent(LENDER)?, &nvme.addr)?;
-    let remote = format!("{LENDER}/{}", nvme.addr);
-    for b in migrate::BORROWERS {
-        lending::wait_remote_listed(s.agent(b)?, &nvme.addr, "the lender's NVMe")?;
-    }
-    // Both mdevs while the device is free: an mdev takes one of its
-    // type's available instances when it is made.
-    let mut uuids = Vec::new();
-    for (b, flag) in [(BORROWER, ""), (BORROWER2, " --incoming")] {
-        let out = sh(
-            s.agent(b)?,
-            &format!("{cli} mdev create --device {remote}{flag} 2>&1"),
-        )?;
-        let uuid = uuid_in(&out)?;
-        let (h, u) = (b.to_owned(), uuid.clone());
-        s.defer(format!("remove mdev {uuid} on {b}"), move |c| {
-            let a = c.agent(&h)?;
-            if sh(a, &format!("test -e /sys/bus/mdev/devices/{u}")).is_ok() {
-                lending::remove_mdev(a, &u)?;
-            }
-            Ok(())
-        });
-        uuids.push(uuid);
-    }
-    let (src_uuid, dst_uuid) = (uuids[0].clone(), uuids[1].clone());
-    let dst_state = sh(
-        s.agent(BORROWER2)?,
-        &format!("cat /sys/bus/mdev/devices/{dst_uuid}/migration"),
-    )?;
-    ensure!(
-        dst_state.trim() == "incoming",
-        "the destination's mdev reads {dst_state:?}, not incoming"
-    );
-    println!("  mdev {src_uuid} on {BORROWER}, and {dst_uuid} on {BORROWER2} made a destination, both for {remote}");
-
-    let src_args = sh(
-        s.agent(BORROWER)?,
-        &format!("{cli} qemu-args {src_uuid} --addr 5"),
-    )?
-    .trim()
-    .to_owned();
+    let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
+    let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
     let spec = GuestSpec::new("nvme", &nvme_workload());
     let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
     let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
@@ -509,6 +547,202 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
     Ok(())
 }
 
+/// The lender's test-only `fault_mig_unsettled`: the NVMe never settles.
+const UNSETTLED: &str = "/sys/module/devlend_lender/parameters/fault_mig_unsettled";
+/// The borrower's test-only `fault_mig_resume_delay_ms`.
+const RESUME_DELAY: &str = "/sys/module/devlend_borrower/parameters/fault_mig_resume_delay_ms";
+
+/// A device that does not settle fails the migration back to the source
+/// (docs/migration.md). The guest of the round trip, under verified
+/// O_DIRECT I/O on the borrowed NVMe, is migrated borrower -> borrower2
+/// while the lender's settle rule sees an interrupt at every look (its
+/// test-only `fault_mig_unsettled`, as for a device that keeps
+/// interrupting). Required: the migration fails (QEMU's status `failed`)
+/// and the source runs the guest again; the lender counted the device
+/// unsettled once and neither quiesced nor handed it over; the source's
+/// mdev counted it unsettled too (the lender's answer, `-ETIMEDOUT`, got
+/// there as such); the source still holds the device; and the guest
+/// verifies three more rounds of I/O on the source, with no I/O error,
+/// timeout or reset in its log.
+fn migrate_unsettled_device_fails_back_to_the_source(c: &mut Cluster) -> anyhow::Result<()> {
+    modules_and_peers_up(c)?;
+    migrate::mig_network_ready(c)?;
+    let mut s = Scope::new(c);
+    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
+    let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
+    let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
+    let dst_args = qemu_args(&s, &cli, BORROWER2, &dst_uuid)?;
+    let spec = GuestSpec::new("unsettled", &nvme_workload());
+    let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
+    let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
+    println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+
+    fault(&mut s, LENDER, UNSETTLED, "1")?;
+    let lender0 = lender_mig(&s, &nvme)?;
+    let mdev0 = mdev_mig(s.agent(BORROWER)?, &src_uuid)?;
+    let st = g.try_migrate_to(&mut s, BORROWER2, &dst_args, &MigrateOpts::default())?;
+    sh(s.agent(LENDER)?, &format!("echo 0 > {UNSETTLED}"))?;
+    println!("  {}", st.summary());
+    ensure!(
+        st.status == "failed",
+        "the migration of a device that does not settle ended {}, not failed: {}",
+        st.status,
+        st.summary()
+    );
+    ensure!(
+        st.source_state == "running",
+        "after the failed migration the source is {}, not running",
+        st.source_state
+    );
+    let lender1 = lender_mig(&s, &nvme)?;
+    let mdev1 = mdev_mig(s.agent(BORROWER)?, &src_uuid)?;
+    ensure!(
+        lender1[3] == lender0[3] + 1 && lender1[0] == lender0[0] && lender1[1] == lender0[1],
+        "the lender's counters (quiesces, takeovers, resumes, unsettled) went from {lender0:?} \
+         to {lender1:?}: not one unsettled device, nothing quiesced or handed over"
+    );
+    ensure!(
+        mdev1.2 == mdev0.2 + 1 && mdev1.1 == mdev0.1,
+        "the source's mdev counted (quiesces, takeovers, unsettled) {mdev0:?} -> {mdev1:?}: \
+         not one unsettled device"
+    );
+    let src_id = fabric::host_id(s.agent(BORROWER)?)?.to_string();
+    let (state, holder) = nvme_holder(&s, &nvme)?;
+    ensure!(
+        holder == src_id,
+        "after the failed migration the lender has the NVMe {state}, held by {holder}, \
+         not by {BORROWER} (host {src_id})"
+    );
+    let last = nvme_rounds(&g.console(&s)?).last().copied().unwrap_or(0);
+    let rounds = wait_rounds(&s, &g, last, 3, Duration::from_secs(300))?;
+    println!(
+        "  the lender counted the NVMe unsettled and kept it with {BORROWER} (quiesces, \
+         takeovers, resumes, unsettled: {lender0:?} -> {lender1:?}; the source's mdev: \
+         {mdev0:?} -> {mdev1:?}); the guest verified rounds {}..{} there after the failure",
+        last + 1,
+        rounds.last().copied().unwrap_or(0)
+    );
+    g.kill(&s)?;
+    Ok(())
+}
+
+/// A destination killed mid-handover leaves the device with the source or
+/// returned to the pool, never stuck (docs/migration.md). The round
+/// trip's guest, under verified NVMe I/O, is migrated borrower ->
+/// borrower2, whose mdev takes the device over and then, when its guest
+/// is to run, resumes it 30 s late (its test-only
+/// `fault_mig_resume_delay_ms`); in that window borrower2's QEMU is
+/// killed. Required: the lender counted the takeover (the handover
+/// reached it), the migration ended (completed or failed, either may
+/// be), and within a minute the lender has the NVMe held by the source
+/// or by nobody and available, never by the killed destination;
+/// no host's kernel logged a WARN, BUG or oops.
+fn migrate_destination_killed_mid_handover_leaves_the_device_with_source_or_pool(
+    c: &mut Cluster,
+) -> anyhow::Result<()> {
+    modules_and_peers_up(c)?;
+    migrate::mig_network_ready(c)?;
+    let mut marks = Vec::new();
+    for h in HOSTS {
+        marks.push(ownership::kernel_log_lines(c.agent(h)?)?);
+    }
+    let mut s = Scope::new(c);
+    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
+    let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
+    let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
+    let dst_args = qemu_args(&s, &cli, BORROWER2, &dst_uuid)?;
+    let spec = GuestSpec::new("killed", &nvme_workload());
+    let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
+    let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
+    println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+
+    fault(&mut s, BORROWER2, RESUME_DELAY, "30000")?;
+    let lender0 = lender_mig(&s, &nvme)?;
+    let since = marks[2];
+    let m = g.start_migration(&mut s, BORROWER2, &dst_args, &MigrateOpts::default())?;
+    // The destination took the device over and holds it, not resumed.
+    let t0 = Instant::now();
+    loop {
+        let log = sh(
+            s.agent(BORROWER2)?,
+            &format!("dmesg | tail -n +{}", since + 1),
+        )?;
+        if log.contains("fault_mig_resume_delay_ms: resuming") {
+            break;
+        }
+        ensure!(
+            m.destination().running(s.agent(BORROWER2)?)?,
+            "the destination QEMU on {BORROWER2} exited before it took the device over"
+        );
+        ensure!(
+            t0.elapsed() < Duration::from_secs(300),
+            "the destination never reached its guest's start in 300 s: {}",
+            g.query_migrate(&s)?
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (state, holder) = nvme_holder(&s, &nvme)?;
+    let dst_id = fabric::host_id(s.agent(BORROWER2)?)?.to_string();
+    let src_id = fabric::host_id(s.agent(BORROWER)?)?.to_string();
+    println!("  {BORROWER2} took the NVMe over and waits to resume it: the lender has it {state}, held by {holder}");
+    m.destination().kill(s.agent(BORROWER2)?)?;
+    println!("  killed the destination QEMU on {BORROWER2} mid-handover");
+
+    let t0 = Instant::now();
+    let status = loop {
+        let v = g.query_migrate(&s)?;
+        let st = v
+            .get("status")
+            .and_then(|v| v.as_str())
+            .unwrap_or("none")
+            .to_owned();
+        if ["completed", "failed", "cancelled"].contains(&st.as_str()) {
+            break st;
+        }
+        ensure!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the migration is still {st} 120 s after its destination was killed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let lender1 = lender_mig(&s, &nvme)?;
+    ensure!(
+        lender1[1] == lender0[1] + 1,
+        "the lender's counters (quiesces, takeovers, resumes, unsettled) went from {lender0:?} \
+         to {lender1:?}: the destination never took the device over"
+    );
+    let t0 = Instant::now();
+    let (state, holder) = loop {
+        let (state, holder) = nvme_holder(&s, &nvme)?;
+        if holder != dst_id && (holder == src_id || (holder == "-" && state == "available")) {
+            break (state, holder);
+        }
+        ensure!(
+            t0.elapsed() < Duration::from_secs(60),
+            "60 s after its destination was killed the lender has the NVMe {state}, held by \
+             {holder} ({BORROWER2} is host {dst_id}, {BORROWER} host {src_id}): stuck"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    println!(
+        "  the migration ended {status} on {BORROWER}; the lender has the NVMe {state}, held by \
+         {holder} ({} {:.1} s after the kill; quiesces, takeovers, resumes, unsettled: \
+         {lender0:?} -> {lender1:?})",
+        if holder == src_id {
+            "the source's"
+        } else {
+            "back in the pool"
+        },
+        t0.elapsed().as_secs_f64()
+    );
+    g.kill(&s)?;
+    for (h, since) in HOSTS.into_iter().zip(marks) {
+        let t = ownership::kernel_trouble(s.agent(h)?, since, false)?;
+        ensure!(t.is_empty(), "{h}'s kernel log:\n{}", t.join("\n"));
+    }
+    Ok(())
+}
+
 fn main() {
     let checks = vec![
         Check {
@@ -522,6 +756,14 @@ fn main() {
         Check {
             name: "migrate_nvme_guest_round_trip_keeps_its_bytes",
             run: migrate_nvme_guest_round_trip_keeps_its_bytes,
+        },
+        Check {
+            name: "migrate_unsettled_device_fails_back_to_the_source",
+            run: migrate_unsettled_device_fails_back_to_the_source,
+        },
+        Check {
+            name: "migrate_destination_killed_mid_handover_leaves_the_device_with_source_or_pool",
+            run: migrate_destination_killed_mid_handover_leaves_the_device_with_source_or_pool,
         },
     ];
     Suite::new("migrate", checks)
