@@ -804,43 +804,83 @@ done"
     )
 }
 
-/// A guest command of verified block I/O, for a guest with a (borrowed)
-/// disk: every round `i` writes `mib` MiB of a pattern of its own
-/// ([`io_pattern`]) with O_DIRECT to block device `dev` at `offset_mib`
-/// MiB, reads it back with O_DIRECT and compares; prints `tick <i> ok`,
-/// or `tick <i> BAD write|read|verify: <what dd or cmp said>` (an I/O
-/// error, or bytes that are not the round's). `rounds`: how many (0: until
-/// the guest is stopped); `pause`: the sleep between rounds. The lender's
-/// backing file then holds [`io_pattern`] of the last round at
-/// `offset_mib`. Its lines are [`ticks`] like [`ram_workload`]'s.
-pub fn block_workload(dev: &str, offset_mib: u64, mib: u64, rounds: u32, pause: &str) -> String {
+/// Blocks of 4 KiB the NVMe workload rewrites and reads back each round,
+/// from [`NVME_BASE_BLOCK`] on.
+pub const NVME_BLOCKS: u64 = 16;
+/// Where they start: 32 MiB into the namespace, clear of anything else.
+pub const NVME_BASE_BLOCK: u64 = 8192;
+
+/// The guest's NVMe workload: rounds of O_DIRECT writes of
+/// [`NVME_BLOCKS`] blocks, each a pattern naming its round and block, then
+/// O_DIRECT reads of all of them, each compared with what was written.
+/// Prints `nvme-round <n> ok` after each verified round, `IOERR` or
+/// `MISMATCH` lines for anything else; the kernel's own I/O errors show on
+/// the console too. `rounds`: how many (0: until the guest is stopped).
+/// The lender's backing file then holds [`nvme_block`] of the last round
+/// in each block.
+pub fn nvme_workload(rounds: u64) -> String {
     format!(
-        "i=0
-while [ {rounds} -eq 0 ] || [ $i -lt {rounds} ]; do
-  i=$((i + 1))
-  yes \"devlend-mig round $i\" | head -c {bytes} > /tmp/pat
-  if ! e=$(dd if=/tmp/pat of={dev} bs=64k seek={seek} oflag=direct conv=fsync 2>&1); then
-    echo \"tick $i BAD write: $(echo $e)\"
-  elif ! e=$(dd if={dev} of=/tmp/back bs=64k skip={seek} count={count} iflag=direct 2>&1); then
-    echo \"tick $i BAD read: $(echo $e)\"
-  elif ! cmp -s /tmp/pat /tmp/back; then
-    echo \"tick $i BAD verify: $(cmp /tmp/pat /tmp/back 2>&1 | head -n 1)\"
-  else
-    echo \"tick $i ok\"
-  fi
-  sleep {pause}
-done",
-        bytes = mib << 20,
-        seek = offset_mib * 16,
-        count = mib * 16,
+        r#"dev=/dev/nvme0n1
+i=0
+while [ ! -b $dev ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done
+[ -b $dev ] || {{ echo "IOERR no $dev"; exit 1; }}
+echo "nvme-ready $dev"
+round=0
+while [ {rounds} -eq 0 ] || [ $round -lt {rounds} ]; do
+  round=$((round+1))
+  b=0
+  while [ $b -lt {blocks} ]; do
+    yes "devlend-mig r$round b$b " | head -c 4096 > /tmp/w$b
+    dd if=/tmp/w$b of=$dev bs=4096 seek=$(({base}+b)) count=1 oflag=direct conv=notrunc 2>/tmp/err >/dev/null \
+      || echo "IOERR write round $round block $b: $(cat /tmp/err)"
+    b=$((b+1))
+  done
+  b=0
+  bad=0
+  while [ $b -lt {blocks} ]; do
+    dd if=$dev of=/tmp/r bs=4096 skip=$(({base}+b)) count=1 iflag=direct 2>/tmp/err >/dev/null \
+      || {{ echo "IOERR read round $round block $b: $(cat /tmp/err)"; bad=1; }}
+    cmp -s /tmp/w$b /tmp/r || {{ echo "MISMATCH round $round block $b"; bad=1; }}
+    b=$((b+1))
+  done
+  [ $bad = 0 ] && echo "nvme-round $round ok"
+done
+"#,
+        blocks = NVME_BLOCKS,
+        base = NVME_BASE_BLOCK
     )
 }
 
-/// The bytes round `round` of [`block_workload`] writes: `len` bytes of
-/// `devlend-mig round <round>\n` over and over (`yes | head -c`).
-pub fn io_pattern(round: u64, len: usize) -> Vec<u8> {
-    let line = format!("devlend-mig round {round}\n");
-    line.bytes().cycle().take(len).collect()
+/// The rounds the workload verified, in the order printed.
+pub fn nvme_rounds(console: &str) -> Vec<u64> {
+    console
+        .lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("nvme-round ")?;
+            rest.strip_suffix(" ok")?.parse().ok()
+        })
+        .collect()
+}
+
+/// What on a console says an I/O went wrong.
+pub fn io_trouble(console: &str) -> Vec<&str> {
+    console
+        .lines()
+        .filter(|l| {
+            l.contains("IOERR")
+                || l.contains("MISMATCH")
+                || l.contains("I/O error")
+                || l.contains("I/O Error")
+                || (l.contains("nvme") && (l.contains("timeout") || l.contains("reset")))
+        })
+        .collect()
+}
+
+/// One block of round `round`, block `block`, as the workload writes it
+/// (`yes "devlend-mig r<round> b<block> " | head -c 4096`).
+pub fn nvme_block(round: u64, block: u64) -> Vec<u8> {
+    let line = format!("devlend-mig r{round} b{block} \n");
+    line.repeat(4096 / line.len() + 1).into_bytes()[..4096].to_vec()
 }
 
 /// One line of [`ram_workload`]: its counter and whether the buffers were
@@ -1001,33 +1041,34 @@ mod tests {
     }
 
     #[test]
-    fn io_pattern_is_yes_head() {
-        assert_eq!(io_pattern(7, 25), b"devlend-mig round 7\ndevle");
-        let w = block_workload("/dev/nvme0n1", 16, 4, 0, "0.5");
-        assert!(
-            w.contains("seek=256 ") && w.contains("count=64 ") && w.contains("head -c 4194304")
-        );
+    fn nvme_block_is_yes_head() {
+        let b = nvme_block(7, 3);
+        assert_eq!(b.len(), 4096);
+        assert_eq!(&b[..33], b"devlend-mig r7 b3 \ndevlend-mig r7");
+        let w = nvme_workload(0);
+        assert!(w.contains("yes \"devlend-mig r$round b$b \" | head -c 4096"));
+        assert!(w.contains("seek=$((8192+b))") && w.contains("-lt 16 ]"));
         assert!(crate::guest::kernel_cmdline(&w).is_ok());
+        let console = "nvme-ready /dev/nvme0n1\nnvme-round 1 ok\n[ 3.1] nvme nvme0: I/O timeout\nnvme-round 2 ok\nnvme-rou";
+        assert_eq!(nvme_rounds(console), [1, 2]);
+        assert_eq!(io_trouble(console), ["[ 3.1] nvme nvme0: I/O timeout"]);
     }
 
-    /// [`block_workload`] in a guest with busybox's tools as the
-    /// migrating guests have them (no 9p share), on an emulated NVMe: its
-    /// rounds pass, and the backing file holds the last round's
-    /// [`io_pattern`]. One QEMU under TCG on this machine, no cluster
+    /// [`nvme_workload`] in a guest with busybox's tools as the migrating
+    /// guests have them (no 9p share), on an emulated NVMe: its rounds
+    /// pass, and the backing file holds the last round's [`nvme_block`]s
+    /// and nothing else. One QEMU under TCG on this machine, no cluster
     /// (about a minute): `cargo test -p devlend-vmtests --lib --
     /// --ignored --nocapture migrate::tests::tcg`.
     #[test]
     #[ignore]
-    fn tcg_guest_block_workload_writes_its_pattern() {
+    fn tcg_guest_nvme_workload_writes_its_blocks() {
         let images = devlend_cluster::tools::guest_images_dir().unwrap();
         let dir = std::env::temp_dir().join(format!("devlend-migwl-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let disk = dir.join("disk.img");
-        std::fs::write(&disk, vec![0u8; 32 << 20]).unwrap();
-        let cmd = format!(
-            "{}\necho rounds-done",
-            block_workload("/dev/nvme0n1", 8, 4, 3, "0")
-        );
+        std::fs::write(&disk, vec![0u8; 64 << 20]).unwrap();
+        let cmd = format!("{}\necho rounds-done", nvme_workload(3));
         let out = std::process::Command::new("timeout")
             .args([
                 "600",
@@ -1061,16 +1102,16 @@ mod tests {
         let run = crate::guest::parse_console(console, Duration::ZERO).unwrap();
         eprintln!("guest output:\n{}", run.output);
         assert_eq!(run.rc, 0);
-        let t = ticks(&run.output);
-        assert_eq!(
-            t,
-            (1..=3).map(|n| Tick { n, ok: true }).collect::<Vec<_>>(),
-            "{}",
-            run.output
-        );
+        assert_eq!(nvme_rounds(&run.output), [1, 2, 3], "{}", run.output);
+        assert!(io_trouble(&run.output).is_empty(), "{}", run.output);
         let bytes = std::fs::read(&disk).unwrap();
-        assert!(bytes[(8 << 20)..(12 << 20)] == io_pattern(3, 4 << 20)[..]);
-        assert!(bytes[..(8 << 20)].iter().all(|&b| b == 0));
+        let base = (NVME_BASE_BLOCK * 4096) as usize;
+        for b in 0..NVME_BLOCKS {
+            let at = base + (b as usize) * 4096;
+            assert!(bytes[at..at + 4096] == nvme_block(3, b)[..], "block {b}");
+        }
+        let end = base + (NVME_BLOCKS as usize) * 4096;
+        assert!(bytes[..base].iter().chain(&bytes[end..]).all(|&b| b == 0));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -14,6 +14,7 @@ use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::lending::PciDev;
 use devlend_vmtests::migrate::{
     self, GuestSpec, MigrateOpts, MigratingGuest, MigrationStats, BORROWER, BORROWER2, LENDER,
+    NVME_BASE_BLOCK, NVME_BLOCKS,
 };
 use devlend_vmtests::{lending, ownership, twohost, Check, Scope, Suite};
 
@@ -183,89 +184,12 @@ fn migrate_guest_without_device_round_trip(c: &mut Cluster) -> anyhow::Result<()
     Ok(())
 }
 
-/// Blocks of 4 KiB the NVMe workload rewrites and reads back each round,
-/// from [`NVME_BASE_BLOCK`] on.
-const NVME_BLOCKS: u64 = 16;
-/// Where they start: 32 MiB into the namespace, clear of anything else.
-const NVME_BASE_BLOCK: u64 = 8192;
-
-/// The guest's NVMe workload: rounds of O_DIRECT writes of
-/// [`NVME_BLOCKS`] blocks, each a pattern naming its round and block, then
-/// O_DIRECT reads of all of them, each compared with what was written.
-/// Prints `nvme-round <n> ok` after each verified round, `IOERR` or
-/// `MISMATCH` lines for anything else; the kernel's own I/O errors show on
-/// the console too.
-fn nvme_workload() -> String {
-    format!(
-        r#"dev=/dev/nvme0n1
-i=0
-while [ ! -b $dev ] && [ $i -lt 300 ]; do sleep 1; i=$((i+1)); done
-[ -b $dev ] || {{ echo "IOERR no $dev"; exit 1; }}
-echo "nvme-ready $dev"
-round=0
-while :; do
-  round=$((round+1))
-  b=0
-  while [ $b -lt {blocks} ]; do
-    yes "devlend-mig r$round b$b " | head -c 4096 > /tmp/w$b
-    dd if=/tmp/w$b of=$dev bs=4096 seek=$(({base}+b)) count=1 oflag=direct conv=notrunc 2>/tmp/err >/dev/null \
-      || echo "IOERR write round $round block $b: $(cat /tmp/err)"
-    b=$((b+1))
-  done
-  b=0
-  bad=0
-  while [ $b -lt {blocks} ]; do
-    dd if=$dev of=/tmp/r bs=4096 skip=$(({base}+b)) count=1 iflag=direct 2>/tmp/err >/dev/null \
-      || {{ echo "IOERR read round $round block $b: $(cat /tmp/err)"; bad=1; }}
-    cmp -s /tmp/w$b /tmp/r || {{ echo "MISMATCH round $round block $b"; bad=1; }}
-    b=$((b+1))
-  done
-  [ $bad = 0 ] && echo "nvme-round $round ok"
-done
-"#,
-        blocks = NVME_BLOCKS,
-        base = NVME_BASE_BLOCK
-    )
-}
-
-/// The rounds the workload verified, in the order printed.
-fn nvme_rounds(console: &str) -> Vec<u64> {
-    console
-        .lines()
-        .filter_map(|l| {
-            let rest = l.trim().strip_prefix("nvme-round ")?;
-            rest.strip_suffix(" ok")?.parse().ok()
-        })
-        .collect()
-}
-
-/// What on a console says an I/O went wrong.
-fn io_trouble(console: &str) -> Vec<&str> {
-    console
-        .lines()
-        .filter(|l| {
-            l.contains("IOERR")
-                || l.contains("MISMATCH")
-                || l.contains("I/O error")
-                || l.contains("I/O Error")
-                || (l.contains("nvme") && (l.contains("timeout") || l.contains("reset")))
-        })
-        .collect()
-}
-
 /// The first UUID in what `devlend mdev create` printed.
 fn uuid_in(out: &str) -> anyhow::Result<String> {
     out.split(|c: char| !(c.is_ascii_hexdigit() || c == '-'))
         .find(|w| w.split('-').map(str::len).eq([8, 4, 4, 4, 12]))
         .map(str::to_owned)
         .with_context(|| format!("no UUID in {out:?}"))
-}
-
-/// One block of round `round`, block `block`, as the workload writes it
-/// (`yes "devlend-mig r<round> b<block> " | head -c 4096`).
-fn nvme_block(round: u64, block: u64) -> Vec<u8> {
-    let line = format!("devlend-mig r{round} b{block} \n");
-    line.repeat(4096 / line.len() + 1).into_bytes()[..4096].to_vec()
 }
 
 /// The migration counters of the borrower's mdev `uuid` (debugfs):
@@ -308,13 +232,13 @@ fn wait_rounds(
     let t0 = Instant::now();
     loop {
         let console = g.console(c)?;
-        let trouble = io_trouble(&console);
+        let trouble = migrate::io_trouble(&console);
         ensure!(
             trouble.is_empty(),
             "I/O trouble in the guest on {}: {trouble:?}\nconsole:\n{console}",
             g.host()
         );
-        let rounds = nvme_rounds(&console);
+        let rounds = migrate::nvme_rounds(&console);
         if rounds.iter().filter(|&&r| r > after).count() as u64 >= n {
             return Ok(rounds);
         }
@@ -357,7 +281,7 @@ fn nvme_leg(
     let (_, took_before, _) = mdev_mig(s.agent(dst)?, dst_uuid)?;
     let st = g.migrate_to(s, dst, &dst_args, &MigrateOpts::default())?;
     println!("  {}", st.summary());
-    let before = nvme_rounds(&g.leg_console(s, g.legs() - 1)?);
+    let before = migrate::nvme_rounds(&g.leg_console(s, g.legs() - 1)?);
     let last_src = before.last().copied().unwrap_or(0);
     let rounds = wait_rounds(s, g, last_src, 3, Duration::from_secs(300))?;
     let first_dst = rounds.iter().copied().find(|&r| r > last_src).unwrap_or(0);
@@ -491,7 +415,7 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
     let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
     let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
     let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
-    let spec = GuestSpec::new("nvme", &nvme_workload());
+    let spec = GuestSpec::new("nvme", &migrate::nvme_workload(0));
     let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
     let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
     println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
@@ -518,7 +442,7 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
     g.qmp(&s, &[migrate::cmd("stop")])?;
     std::thread::sleep(Duration::from_secs(2));
     let console = g.console(&s)?;
-    let last = nvme_rounds(&console).last().copied().unwrap_or(0);
+    let last = migrate::nvme_rounds(&console).last().copied().unwrap_or(0);
     let file = s.paths().nvme_file(LENDER, "nvme0");
     let mut f = std::fs::File::open(&file).with_context(|| format!("{}", file.display()))?;
     let mut newer = 0;
@@ -526,11 +450,11 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
         let mut got = vec![0u8; 4096];
         f.seek(SeekFrom::Start((NVME_BASE_BLOCK + b) * 4096))?;
         f.read_exact(&mut got)?;
-        if got == nvme_block(last + 1, b) {
+        if got == migrate::nvme_block(last + 1, b) {
             newer += 1;
         } else {
             ensure!(
-                got == nvme_block(last, b),
+                got == migrate::nvme_block(last, b),
                 "block {b} of the lender's {} is neither of round {last} nor {}: {:?}",
                 file.display(),
                 last + 1,
@@ -572,7 +496,7 @@ fn migrate_unsettled_device_fails_back_to_the_source(c: &mut Cluster) -> anyhow:
     let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
     let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
     let dst_args = qemu_args(&s, &cli, BORROWER2, &dst_uuid)?;
-    let spec = GuestSpec::new("unsettled", &nvme_workload());
+    let spec = GuestSpec::new("unsettled", &migrate::nvme_workload(0));
     let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
     let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
     println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
@@ -613,7 +537,10 @@ fn migrate_unsettled_device_fails_back_to_the_source(c: &mut Cluster) -> anyhow:
         "after the failed migration the lender has the NVMe {state}, held by {holder}, \
          not by {BORROWER} (host {src_id})"
     );
-    let last = nvme_rounds(&g.console(&s)?).last().copied().unwrap_or(0);
+    let last = migrate::nvme_rounds(&g.console(&s)?)
+        .last()
+        .copied()
+        .unwrap_or(0);
     let rounds = wait_rounds(&s, &g, last, 3, Duration::from_secs(300))?;
     println!(
         "  the lender counted the NVMe unsettled and kept it with {BORROWER} (quiesces, \
@@ -651,7 +578,7 @@ fn migrate_destination_killed_mid_handover_leaves_the_device_with_source_or_pool
     let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
     let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
     let dst_args = qemu_args(&s, &cli, BORROWER2, &dst_uuid)?;
-    let spec = GuestSpec::new("killed", &nvme_workload());
+    let spec = GuestSpec::new("killed", &migrate::nvme_workload(0));
     let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
     let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
     println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
