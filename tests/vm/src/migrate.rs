@@ -41,8 +41,9 @@ use devlend_agent::AgentClient;
 use devlend_cluster::Cluster;
 use serde_json::{json, Value};
 
-use crate::fabric::{sh, sh_timeout};
+use crate::fabric::{self, sh, sh_timeout};
 use crate::guest::{self, BackgroundGuest, GuestOpts};
+use crate::lending::{self, PciDev};
 use crate::Scope;
 
 /// The lender's host name in `migrate.toml`.
@@ -777,6 +778,163 @@ impl MigratingGuest {
     pub fn kill(&self, c: &Cluster) -> anyhow::Result<()> {
         self.guest.kill(c.agent(&self.host)?)
     }
+}
+
+/// The hosts of `migrate.toml`.
+pub const MIG_HOSTS: [&str; 3] = [LENDER, BORROWER, BORROWER2];
+/// devlend's modules loaded on the three hosts, each seeing the two
+/// others up (a check may run alone, or after a reset).
+pub fn modules_and_peers_up(c: &Cluster) -> anyhow::Result<()> {
+    let mut ids = Vec::new();
+    for h in MIG_HOSTS {
+        let a = c.agent(h)?;
+        lending::ensure_module(a).with_context(|| format!("devlend's modules on {h}"))?;
+        ids.push((h, fabric::host_id(a)?));
+    }
+    for (h, me) in &ids {
+        let a = c.agent(h)?;
+        for (other, id) in ids.iter().filter(|(_, id)| id != me) {
+            fabric::wait_peer_state(a, *id, "up", crate::twohost::WAIT)
+                .with_context(|| format!("{h} waiting for {other} up"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the guest's console on its current host has at least
+/// `n` complete ticks; those ticks.
+pub fn wait_ticks(
+    c: &Cluster,
+    g: &MigratingGuest,
+    n: usize,
+    timeout: Duration,
+) -> anyhow::Result<Vec<Tick>> {
+    let t0 = Instant::now();
+    loop {
+        let console = g.console(c)?;
+        let t = ticks(&console);
+        if t.len() >= n {
+            return Ok(t);
+        }
+        ensure!(
+            g.guest().running(c.agent(g.host())?)?,
+            "the guest's QEMU on {} exited after {} ticks; console:\n{console}",
+            g.host(),
+            t.len()
+        );
+        ensure!(
+            t0.elapsed() < timeout,
+            "the guest on {} printed {} ticks in {timeout:?}, not {n}; console:\n{console}",
+            g.host(),
+            t.len()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The first UUID in what `devlend mdev create` printed.
+pub fn uuid_in(out: &str) -> anyhow::Result<String> {
+    out.split(|c: char| !(c.is_ascii_hexdigit() || c == '-'))
+        .find(|w| w.split('-').map(str::len).eq([8, 4, 4, 4, 12]))
+        .map(str::to_owned)
+        .with_context(|| format!("no UUID in {out:?}"))
+}
+
+/// Waits until the guest's console on its current host shows `n` more
+/// verified NVMe rounds than `after`; the rounds there.
+pub fn wait_rounds(
+    c: &Cluster,
+    g: &MigratingGuest,
+    after: u64,
+    n: u64,
+    timeout: Duration,
+) -> anyhow::Result<Vec<u64>> {
+    let t0 = Instant::now();
+    loop {
+        let console = g.console(c)?;
+        let trouble = io_trouble(&console);
+        ensure!(
+            trouble.is_empty(),
+            "I/O trouble in the guest on {}: {trouble:?}\nconsole:\n{console}",
+            g.host()
+        );
+        let rounds = nvme_rounds(&console);
+        if rounds.iter().filter(|&&r| r > after).count() as u64 >= n {
+            return Ok(rounds);
+        }
+        ensure!(
+            g.guest().running(c.agent(g.host())?)?,
+            "the guest's QEMU on {} exited; console:\n{console}",
+            g.host()
+        );
+        ensure!(
+            t0.elapsed() < timeout,
+            "the guest on {} verified {:?} rounds in {timeout:?}, not {n} after round {after}; console:\n{console}",
+            g.host(),
+            rounds
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The lender's NVMe, lent, listed on both borrowers, and an mdev for it
+/// on each: `src` an ordinary one, `dst` a migration's destination
+/// (`devlend mdev create --incoming`), both made while the device is free
+/// (an mdev takes one of its type's available instances when it is
+/// made), removed when the scope ends. The NVMe and the two UUIDs.
+pub fn nvme_and_mdevs(
+    s: &mut Scope<'_>,
+    cli: &str,
+    src: &str,
+    dst: &str,
+) -> anyhow::Result<(PciDev, String, String)> {
+    let nvme = lending::find_by_class(s.agent(LENDER)?, lending::NVME_CLASS)?;
+    lending::ensure_lent(s.agent(LENDER)?, &nvme.addr)?;
+    let remote = format!("{LENDER}/{}", nvme.addr);
+    for b in BORROWERS {
+        lending::wait_remote_listed(s.agent(b)?, &nvme.addr, "the lender's NVMe")?;
+    }
+    let mut uuids = Vec::new();
+    for (b, flag) in [(src, ""), (dst, " --incoming")] {
+        let out = sh(
+            s.agent(b)?,
+            &format!("{cli} mdev create --device {remote}{flag} 2>&1"),
+        )?;
+        let uuid = uuid_in(&out)?;
+        let (h, u) = (b.to_owned(), uuid.clone());
+        s.defer(format!("remove mdev {uuid} on {b}"), move |c| {
+            let a = c.agent(&h)?;
+            if sh(a, &format!("test -e /sys/bus/mdev/devices/{u}")).is_ok() {
+                lending::remove_mdev(a, &u)?;
+            }
+            Ok(())
+        });
+        uuids.push(uuid);
+    }
+    let dst_uuid = uuids.pop().context("two mdevs")?;
+    let src_uuid = uuids.pop().context("two mdevs")?;
+    let dst_state = sh(
+        s.agent(dst)?,
+        &format!("cat /sys/bus/mdev/devices/{dst_uuid}/migration"),
+    )?;
+    ensure!(
+        dst_state.trim() == "incoming",
+        "the destination's mdev reads {dst_state:?}, not incoming"
+    );
+    println!(
+        "  mdev {src_uuid} on {src}, and {dst_uuid} on {dst} made a destination, both for {remote}"
+    );
+    Ok((nvme, src_uuid, dst_uuid))
+}
+
+/// `devlend qemu-args` for mdev `uuid` on `host`, at guest slot 5 (the
+/// same on both sides of a migration).
+pub fn qemu_args(s: &Scope<'_>, cli: &str, host: &str, uuid: &str) -> anyhow::Result<String> {
+    Ok(
+        sh(s.agent(host)?, &format!("{cli} qemu-args {uuid} --addr 5"))?
+            .trim()
+            .to_owned(),
+    )
 }
 
 /// A guest command that works its CPU and RAM and prints a counter: every

@@ -16,10 +16,13 @@ use devlend_vmtests::migrate::{
     self, GuestSpec, MigrateOpts, MigratingGuest, MigrationStats, BORROWER, BORROWER2, LENDER,
     NVME_BASE_BLOCK, NVME_BLOCKS,
 };
-use devlend_vmtests::{lending, ownership, twohost, Check, Scope, Suite};
+use devlend_vmtests::migrate::{
+    modules_and_peers_up, nvme_and_mdevs, qemu_args, wait_rounds, wait_ticks,
+};
+use devlend_vmtests::{ownership, twohost, Check, Scope, Suite};
 
 /// The hosts of `migrate.toml`.
-const HOSTS: [&str; 3] = [LENDER, BORROWER, BORROWER2];
+const HOSTS: [&str; 3] = migrate::MIG_HOSTS;
 
 /// The cluster as the migration checks need it: every host runs the
 /// kernel the suite was set up for (`HOST_KVER`, the mig kernel under
@@ -49,56 +52,6 @@ fn migrate_hosts_fabric_and_network_up(c: &mut Cluster) -> anyhow::Result<()> {
         println!("  {line}");
     }
     Ok(())
-}
-
-/// devlend's modules loaded on the three hosts, each seeing the two
-/// others up (a check may run alone, or after a reset).
-fn modules_and_peers_up(c: &Cluster) -> anyhow::Result<()> {
-    let mut ids = Vec::new();
-    for h in HOSTS {
-        let a = c.agent(h)?;
-        lending::ensure_module(a).with_context(|| format!("devlend's modules on {h}"))?;
-        ids.push((h, fabric::host_id(a)?));
-    }
-    for (h, me) in &ids {
-        let a = c.agent(h)?;
-        for (other, id) in ids.iter().filter(|(_, id)| id != me) {
-            fabric::wait_peer_state(a, *id, "up", devlend_vmtests::twohost::WAIT)
-                .with_context(|| format!("{h} waiting for {other} up"))?;
-        }
-    }
-    Ok(())
-}
-
-/// Waits until the guest's console on its current host has at least
-/// `n` complete ticks; those ticks.
-fn wait_ticks(
-    c: &Cluster,
-    g: &MigratingGuest,
-    n: usize,
-    timeout: Duration,
-) -> anyhow::Result<Vec<migrate::Tick>> {
-    let t0 = Instant::now();
-    loop {
-        let console = g.console(c)?;
-        let t = migrate::ticks(&console);
-        if t.len() >= n {
-            return Ok(t);
-        }
-        ensure!(
-            g.guest().running(c.agent(g.host())?)?,
-            "the guest's QEMU on {} exited after {} ticks; console:\n{console}",
-            g.host(),
-            t.len()
-        );
-        ensure!(
-            t0.elapsed() < timeout,
-            "the guest on {} printed {} ticks in {timeout:?}, not {n}; console:\n{console}",
-            g.host(),
-            t.len()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
 }
 
 /// One leg of the round trip: the guest moves to `dst` and its counter
@@ -184,14 +137,6 @@ fn migrate_guest_without_device_round_trip(c: &mut Cluster) -> anyhow::Result<()
     Ok(())
 }
 
-/// The first UUID in what `devlend mdev create` printed.
-fn uuid_in(out: &str) -> anyhow::Result<String> {
-    out.split(|c: char| !(c.is_ascii_hexdigit() || c == '-'))
-        .find(|w| w.split('-').map(str::len).eq([8, 4, 4, 4, 12]))
-        .map(str::to_owned)
-        .with_context(|| format!("no UUID in {out:?}"))
-}
-
 /// The migration counters of the borrower's mdev `uuid` (debugfs):
 /// quiesces, takeovers, devices that did not settle.
 fn mdev_mig(a: &devlend_agent::AgentClient, uuid: &str) -> anyhow::Result<(u64, u64, u64)> {
@@ -218,43 +163,6 @@ fn lender_mig(c: &Cluster, nvme: &PciDev) -> anyhow::Result<[u64; 4]> {
         twohost::lender_counter(l, nvme, "mig_resumes")?,
         twohost::lender_counter(l, nvme, "mig_unsettled")?,
     ])
-}
-
-/// Waits until the guest's console on its current host shows `n` more
-/// verified NVMe rounds than `after`; the rounds there.
-fn wait_rounds(
-    c: &Cluster,
-    g: &MigratingGuest,
-    after: u64,
-    n: u64,
-    timeout: Duration,
-) -> anyhow::Result<Vec<u64>> {
-    let t0 = Instant::now();
-    loop {
-        let console = g.console(c)?;
-        let trouble = migrate::io_trouble(&console);
-        ensure!(
-            trouble.is_empty(),
-            "I/O trouble in the guest on {}: {trouble:?}\nconsole:\n{console}",
-            g.host()
-        );
-        let rounds = migrate::nvme_rounds(&console);
-        if rounds.iter().filter(|&&r| r > after).count() as u64 >= n {
-            return Ok(rounds);
-        }
-        ensure!(
-            g.guest().running(c.agent(g.host())?)?,
-            "the guest's QEMU on {} exited; console:\n{console}",
-            g.host()
-        );
-        ensure!(
-            t0.elapsed() < timeout,
-            "the guest on {} verified {:?} rounds in {timeout:?}, not {n} after round {after}; console:\n{console}",
-            g.host(),
-            rounds
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
 }
 
 /// One leg with the NVMe: the guest moves to `dst`, whose mdev `dst_uuid`
@@ -312,66 +220,6 @@ fn nvme_leg(
         rounds.last().copied().unwrap_or(0)
     );
     Ok(st)
-}
-
-/// The lender's NVMe, lent, listed on both borrowers, and an mdev for it
-/// on each: `src` an ordinary one, `dst` a migration's destination
-/// (`devlend mdev create --incoming`), both made while the device is free
-/// (an mdev takes one of its type's available instances when it is
-/// made), removed when the scope ends. The NVMe and the two UUIDs.
-fn nvme_and_mdevs(
-    s: &mut Scope<'_>,
-    cli: &str,
-    src: &str,
-    dst: &str,
-) -> anyhow::Result<(PciDev, String, String)> {
-    let nvme = lending::find_by_class(s.agent(LENDER)?, lending::NVME_CLASS)?;
-    lending::ensure_lent(s.agent(LENDER)?, &nvme.addr)?;
-    let remote = format!("{LENDER}/{}", nvme.addr);
-    for b in migrate::BORROWERS {
-        lending::wait_remote_listed(s.agent(b)?, &nvme.addr, "the lender's NVMe")?;
-    }
-    let mut uuids = Vec::new();
-    for (b, flag) in [(src, ""), (dst, " --incoming")] {
-        let out = sh(
-            s.agent(b)?,
-            &format!("{cli} mdev create --device {remote}{flag} 2>&1"),
-        )?;
-        let uuid = uuid_in(&out)?;
-        let (h, u) = (b.to_owned(), uuid.clone());
-        s.defer(format!("remove mdev {uuid} on {b}"), move |c| {
-            let a = c.agent(&h)?;
-            if sh(a, &format!("test -e /sys/bus/mdev/devices/{u}")).is_ok() {
-                lending::remove_mdev(a, &u)?;
-            }
-            Ok(())
-        });
-        uuids.push(uuid);
-    }
-    let dst_uuid = uuids.pop().context("two mdevs")?;
-    let src_uuid = uuids.pop().context("two mdevs")?;
-    let dst_state = sh(
-        s.agent(dst)?,
-        &format!("cat /sys/bus/mdev/devices/{dst_uuid}/migration"),
-    )?;
-    ensure!(
-        dst_state.trim() == "incoming",
-        "the destination's mdev reads {dst_state:?}, not incoming"
-    );
-    println!(
-        "  mdev {src_uuid} on {src}, and {dst_uuid} on {dst} made a destination, both for {remote}"
-    );
-    Ok((nvme, src_uuid, dst_uuid))
-}
-
-/// `devlend qemu-args` for mdev `uuid` on `host`, at guest slot 5 (the
-/// same on both sides of a migration).
-fn qemu_args(s: &Scope<'_>, cli: &str, host: &str, uuid: &str) -> anyhow::Result<String> {
-    Ok(
-        sh(s.agent(host)?, &format!("{cli} qemu-args {uuid} --addr 5"))?
-            .trim()
-            .to_owned(),
-    )
 }
 
 /// Sets a module parameter of devlend's on `host` to `value` now, and back
