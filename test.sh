@@ -84,15 +84,9 @@ for suite in "${VM_SUITES[@]}"; do
 	timed "VM suite $suite"
 	step "VM tests: $suite (boots the emulated cluster under TCG; a few minutes)"
 	if [ "$suite" = migrate ]; then
-		# Only this suite's hosts boot the mig kernel, with devlend's
-		# modules built for it; its nested guests keep Debian's kernel.
-		# DEVLEND_HOST_APPEND is the debug kernel's.
+		# Only this suite's hosts boot the mig kernel.
 		(
-			export DEVLEND_GUEST_IMAGES=${DEVLEND_GUEST_IMAGES:-$DEVLEND_IMAGES}
-			export HOST_KVER=$DEVLEND_MIG_HOST_KVER
-			export DEVLEND_KMOD_DIR=$DEVLEND_MIG_KMOD_DIR
-			export DEVLEND_IMAGES=$DEVLEND_MIG_IMAGES
-			unset DEVLEND_HOST_APPEND
+			devlend_use_mig_kernel
 			cargo test -p devlend-vmtests --test "$suite" -- "$@"
 		)
 	else

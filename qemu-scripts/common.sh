@@ -81,8 +81,9 @@ devlend_use_debug_kernel() {
 # migration (build-host-kernel.sh mig). Only that suite: this exports
 # DEVLEND_MIG_HOST_KVER, DEVLEND_MIG_KMOD_DIR (devlend's modules built
 # against it) and DEVLEND_MIG_IMAGES (host images for its release), and
-# test.sh maps them onto HOST_KVER, DEVLEND_KMOD_DIR and DEVLEND_IMAGES in
-# the migrate suite's own subshell; the nested guests keep Debian's kernel
+# devlend_use_mig_kernel maps them onto HOST_KVER, DEVLEND_KMOD_DIR and
+# DEVLEND_IMAGES in the migrate suite's own subshell (test.sh) or for the
+# migration benchmark (bench.sh); the nested guests keep Debian's kernel
 # (DEVLEND_GUEST_IMAGES), the other suites all of Debian's.
 devlend_mig_kernel() {
 	local top=$1 mk rel
@@ -107,6 +108,17 @@ devlend_mig_kernel() {
 	DEVLEND_MIG_IMAGES=$(DEVLEND_KERNEL_DIR=$mk bash "$top/guest-images/build.sh" "$rel" | tail -n 1)
 	export DEVLEND_MIG_IMAGES
 	echo "mig host images: $DEVLEND_MIG_IMAGES"
+}
+
+# From here on the hosts boot the mig kernel, with devlend's modules built
+# for it (after devlend_mig_kernel); the nested guests keep Debian's
+# kernel. DEVLEND_HOST_APPEND is the debug kernel's.
+devlend_use_mig_kernel() {
+	export DEVLEND_GUEST_IMAGES=${DEVLEND_GUEST_IMAGES:-$DEVLEND_IMAGES}
+	export HOST_KVER=$DEVLEND_MIG_HOST_KVER
+	export DEVLEND_KMOD_DIR=$DEVLEND_MIG_KMOD_DIR
+	export DEVLEND_IMAGES=$DEVLEND_MIG_IMAGES
+	unset DEVLEND_HOST_APPEND
 }
 
 # The guest images of the peer-to-peer checks (DEVLEND_P2P_GUEST_IMAGES):
