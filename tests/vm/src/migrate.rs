@@ -79,6 +79,20 @@ pub fn mig_ip(host: &str) -> anyhow::Result<&'static str> {
 /// reboot; nothing changes when it is up); its interface's name.
 pub fn mig_nic_up(agent: &AgentClient, host: &str) -> anyhow::Result<String> {
     let (mac, ip) = mig_end(host)?;
+    own_nic_up(agent, mac, ip).with_context(|| format!("{host}'s NIC on mig"))
+}
+
+/// The lender's own NIC (virtio-net) on the hub of its lent igb, the far
+/// end of the NIC check's pings: its MAC (the topology's scheme: the igb
+/// is the lender's NIC 0, 52:54:00:d1:00:00, its peer ...:01) and address.
+pub const IGB_PEER: (&str, &str) = ("52:54:00:d1:00:01", "10.79.0.1");
+/// The address of the guest that borrows the igb, on that hub.
+pub const IGB_GUEST_IP: &str = "10.79.0.2";
+
+/// Brings a host's own virtio-net NIC with MAC `mac` up at `ip`/24, IPv6
+/// off (quiet until asked); again after a reboot, nothing changed when it
+/// is up. Its interface's name.
+pub fn own_nic_up(agent: &AgentClient, mac: &str, ip: &str) -> anyhow::Result<String> {
     let out = sh(
         agent,
         &format!(
@@ -95,8 +109,7 @@ fi
 ip link set $n up
 echo $n"
         ),
-    )
-    .with_context(|| format!("{host}'s NIC on mig"))?;
+    )?;
     Ok(out.trim().to_owned())
 }
 
@@ -877,11 +890,8 @@ pub fn wait_rounds(
     }
 }
 
-/// The lender's NVMe, lent, listed on both borrowers, and an mdev for it
-/// on each: `src` an ordinary one, `dst` a migration's destination
-/// (`devlend mdev create --incoming`), both made while the device is free
-/// (an mdev takes one of its type's available instances when it is
-/// made), removed when the scope ends. The NVMe and the two UUIDs.
+/// The lender's NVMe and its mdev pair ([`mdev_pair`]): the NVMe and the
+/// two UUIDs.
 pub fn nvme_and_mdevs(
     s: &mut Scope<'_>,
     cli: &str,
@@ -889,10 +899,35 @@ pub fn nvme_and_mdevs(
     dst: &str,
 ) -> anyhow::Result<(PciDev, String, String)> {
     let nvme = lending::find_by_class(s.agent(LENDER)?, lending::NVME_CLASS)?;
-    lending::ensure_lent(s.agent(LENDER)?, &nvme.addr)?;
-    let remote = format!("{LENDER}/{}", nvme.addr);
+    let (src_uuid, dst_uuid) = mdev_pair(s, cli, &nvme, "the lender's NVMe", src, dst)?;
+    Ok((nvme, src_uuid, dst_uuid))
+}
+
+/// The lender's igb (82576), the NIC the NIC check lends.
+pub fn igb(c: &Cluster) -> anyhow::Result<PciDev> {
+    lending::find_all_by_class(c.agent(LENDER)?, "0x020000")?
+        .into_iter()
+        .find(|d| d.vendor == "0x8086" && d.device == "0x10c9")
+        .context("the lender has no igb (8086:10c9)")
+}
+
+/// The lender's device `dev` lent, listed on both borrowers, and an mdev
+/// for it on each: `src` an ordinary one, `dst` a migration's destination
+/// (`devlend mdev create --incoming`), both made while the device is free
+/// (an mdev takes one of its type's available instances when it is
+/// made), removed when the scope ends. The two UUIDs.
+pub fn mdev_pair(
+    s: &mut Scope<'_>,
+    cli: &str,
+    dev: &PciDev,
+    what: &str,
+    src: &str,
+    dst: &str,
+) -> anyhow::Result<(String, String)> {
+    lending::ensure_lent(s.agent(LENDER)?, &dev.addr)?;
+    let remote = format!("{LENDER}/{}", dev.addr);
     for b in BORROWERS {
-        lending::wait_remote_listed(s.agent(b)?, &nvme.addr, "the lender's NVMe")?;
+        lending::wait_remote_listed(s.agent(b)?, &dev.addr, what)?;
     }
     let mut uuids = Vec::new();
     for (b, flag) in [(src, ""), (dst, " --incoming")] {
@@ -924,7 +959,7 @@ pub fn nvme_and_mdevs(
     println!(
         "  mdev {src_uuid} on {src}, and {dst_uuid} on {dst} made a destination, both for {remote}"
     );
-    Ok((nvme, src_uuid, dst_uuid))
+    Ok((src_uuid, dst_uuid))
 }
 
 /// `devlend qemu-args` for mdev `uuid` on `host`, at guest slot 5 (the
@@ -1007,6 +1042,71 @@ done
         blocks = NVME_BLOCKS,
         base = NVME_BASE_BLOCK
     )
+}
+
+/// The guest's NIC workload, for a guest that borrows the lender's igb:
+/// its interface (the one whose driver is igb; the guest's init loads it)
+/// up at `guest_ip`/24; once `peer_ip` answers, `nic-ready <if>`; then
+/// rounds of 10 pings, one a second, each round's busybox summary printed
+/// as `nic-round <n> <t> packets transmitted, <r> packets received, ...`.
+/// `NICERR` lines for what went wrong.
+pub fn nic_workload(peer_ip: &str, guest_ip: &str) -> String {
+    format!(
+        r#"n=
+i=0
+while [ -z "$n" ] && [ $i -lt 300 ]; do
+  for d in /sys/class/net/*; do
+    [ "$(basename "$(readlink $d/device/driver 2>/dev/null)")" = igb ] && n=${{d##*/}}
+  done
+  [ -n "$n" ] || {{ sleep 1; i=$((i+1)); }}
+done
+[ -n "$n" ] || {{ echo "NICERR no igb interface"; exit 1; }}
+ip addr add {guest_ip}/24 dev $n
+ip link set $n up
+i=0
+until ping -c 1 -W 1 {peer_ip} >/dev/null 2>&1; do
+  i=$((i+1))
+  [ $i -lt 120 ] || {{ echo "NICERR {peer_ip} never answered"; exit 1; }}
+done
+echo "nic-ready $n"
+r=0
+while :; do
+  r=$((r+1))
+  echo "nic-round $r $(ping -c 10 {peer_ip} | grep 'packets')"
+done
+"#
+    )
+}
+
+/// One round of [`nic_workload`]: its number, pings sent, replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingRound {
+    /// The round.
+    pub n: u64,
+    /// Pings sent.
+    pub sent: u64,
+    /// Replies received.
+    pub received: u64,
+}
+
+/// The complete rounds of [`nic_workload`] on a console, in order.
+pub fn ping_rounds(console: &str) -> Vec<PingRound> {
+    console
+        .lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("nic-round ")?;
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            // <n> <t> packets transmitted, <r> packets received, ...
+            if w.len() < 6 || w[2] != "packets" || !w[3].starts_with("transmitted") {
+                return None;
+            }
+            Some(PingRound {
+                n: w[0].parse().ok()?,
+                sent: w[1].parse().ok()?,
+                received: w[4].parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 /// The rounds the workload verified, in the order printed.
@@ -1271,6 +1371,64 @@ mod tests {
         let end = base + (NVME_BLOCKS as usize) * 4096;
         assert!(bytes[..base].iter().chain(&bytes[end..]).all(|&b| b == 0));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ping_rounds_are_parsed() {
+        let c = "nic-ready eth0\nnic-round 1 10 packets transmitted, 10 packets received, 0% packet loss\n\
+                 nic-round 2 10 packets transmitted, 7 packets received, 30% packet loss\n\
+                 nic-round 3 \nnic-round 4 10 packets transmi";
+        assert_eq!(
+            ping_rounds(c),
+            [
+                PingRound {
+                    n: 1,
+                    sent: 10,
+                    received: 10
+                },
+                PingRound {
+                    n: 2,
+                    sent: 10,
+                    received: 7
+                },
+            ]
+        );
+        let w = nic_workload("10.79.0.1", "10.79.0.2");
+        assert!(w.contains("ip addr add 10.79.0.2/24") && w.contains("ping -c 10 10.79.0.1"));
+        assert!(crate::guest::kernel_cmdline(&w).is_ok());
+    }
+
+    /// [`nic_workload`] in a guest as the migrating guests are, with an
+    /// igb on QEMU's user network, pinging its gateway: the guest's init
+    /// loads igb, the workload finds its interface and its rounds count
+    /// the replies. One QEMU under TCG on this machine, no cluster (about
+    /// a minute): `cargo test -p devlend-vmtests --lib -- --ignored
+    /// --nocapture migrate::tests::tcg`.
+    #[test]
+    #[ignore]
+    fn tcg_guest_nic_workload_counts_its_pings() {
+        let images = devlend_cluster::tools::guest_images_dir().unwrap();
+        let out = std::process::Command::new("timeout")
+            .args(["90", "qemu-system-x86_64", "-machine", "q35"])
+            .args(["-accel", "tcg", "-cpu", "max", "-m", "256", "-nodefaults"])
+            .args(["-display", "none", "-no-reboot", "-serial", "stdio"])
+            .arg("-kernel")
+            .arg(images.join("vmlinuz"))
+            .arg("-initrd")
+            .arg(images.join("guest-initrd.img"))
+            .arg("-append")
+            .arg(crate::guest::kernel_cmdline(&nic_workload("10.0.2.2", "10.0.2.15")).unwrap())
+            .args(["-netdev", "user,id=n0", "-device", "igb,netdev=n0"])
+            .output()
+            .unwrap();
+        let console = String::from_utf8_lossy(&out.stdout).into_owned();
+        let rounds = ping_rounds(&console);
+        assert!(console.contains("nic-ready "), "{console}");
+        assert!(rounds.len() >= 2, "{console}");
+        assert!(
+            rounds.iter().all(|r| r.sent == 10 && r.received == 10),
+            "{rounds:?}"
+        );
     }
 
     #[test]

@@ -319,6 +319,136 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
     Ok(())
 }
 
+/// Pings the NIC check's guest may lose per leg: those in flight when it
+/// stopped (its pings stop with it, one a second) and the replies the
+/// igb drops while its DMA is off at the lender.
+const PING_LOSS_PER_LEG: u64 = 3;
+
+/// A guest with the lender's igb NIC (MSI-X), lent to it through an mdev,
+/// pings the lender's own NIC on the igb's wire, once a second, while it
+/// migrates borrower -> borrower2 -> borrower. The NIC never moves: the
+/// lender quiesces it for the source and hands it to the destination, so
+/// neither the far end nor any switch learns anything new. Required on
+/// each leg: the migration completes, the lender counted one quiesce and
+/// one takeover of the igb and resumed it, the guest's rounds of pings go
+/// on on the destination with replies (the NIC works there: interrupts
+/// and DMA into the destination's copy of the guest's RAM). Over both
+/// legs the pings lost are counted, and must be at most
+/// [`PING_LOSS_PER_LEG`] per leg.
+fn migrate_nic_guest_pinging_round_trip_counts_its_losses(c: &mut Cluster) -> anyhow::Result<()> {
+    modules_and_peers_up(c)?;
+    migrate::mig_network_ready(c)?;
+    let (peer_mac, peer_ip) = migrate::IGB_PEER;
+    migrate::own_nic_up(c.agent(LENDER)?, peer_mac, peer_ip)
+        .context("the lender's own NIC on the igb's wire")?;
+    let mut s = Scope::new(c);
+    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
+    let igb = migrate::igb(&s)?;
+    let (src_uuid, dst_uuid) =
+        migrate::mdev_pair(&mut s, &cli, &igb, "the lender's igb", BORROWER, BORROWER2)?;
+    let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
+    let spec = GuestSpec::new(
+        "nic",
+        &migrate::nic_workload(peer_ip, migrate::IGB_GUEST_IP),
+    );
+    let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
+    wait_ping_rounds(&s, &g, 0, 2)?;
+    println!("  the guest pings {peer_ip} through the lent igb on {BORROWER}");
+
+    let mut downtimes = Vec::new();
+    for (dst, uuid) in [(BORROWER2, &dst_uuid), (BORROWER, &src_uuid)] {
+        let src = g.host().to_owned();
+        sh(s.agent(dst)?, &format!("{cli} mdev incoming {uuid}"))?;
+        let dst_args = qemu_args(&s, &cli, dst, uuid)?;
+        let before = lender_mig(&s, &igb)?;
+        let st = g.migrate_to(&mut s, dst, &dst_args, &MigrateOpts::default())?;
+        println!("  {}", st.summary());
+        let last = migrate::ping_rounds(&g.leg_console(&s, g.legs() - 1)?)
+            .last()
+            .map_or(0, |r| r.n);
+        let rounds = wait_ping_rounds(&s, &g, last, 2)?;
+        let after = lender_mig(&s, &igb)?;
+        ensure!(
+            after[0] > before[0] && after[1] == before[1] + 1 && after[2] > before[2],
+            "the lender's counters of the igb (quiesces, takeovers, resumes, unsettled) went \
+             from {before:?} to {after:?}: not quiesced for {src}, handed to {dst} and resumed"
+        );
+        let replies: u64 = rounds.iter().map(|r| r.received).sum();
+        println!(
+            "  rounds {}..{} on {dst}: {replies} replies (quiesces, takeovers, resumes, \
+             unsettled: {before:?} -> {after:?})",
+            rounds.first().map_or(0, |r| r.n),
+            rounds.last().map_or(0, |r| r.n)
+        );
+        downtimes.push(st.downtime_ms.unwrap_or(0));
+    }
+
+    // Every round of every leg: what was sent, what came back.
+    let mut all = Vec::new();
+    for leg in 0..=g.legs() {
+        all.extend(migrate::ping_rounds(&g.leg_console(&s, leg)?));
+    }
+    let sent: u64 = all.iter().map(|r| r.sent).sum();
+    let received: u64 = all.iter().map(|r| r.received).sum();
+    let lost = sent - received.min(sent);
+    let bound = PING_LOSS_PER_LEG * u64::from(g.legs());
+    println!(
+        "  over {} rounds and 2 legs (downtime {downtimes:?} ms) the guest sent {sent} pings \
+         and got {received} replies: {lost} lost (at most {bound} allowed)",
+        all.len()
+    );
+    ensure!(
+        lost <= bound,
+        "the guest lost {lost} of {sent} pings over 2 legs, more than {bound}: {all:?}"
+    );
+    g.kill(&s)?;
+    Ok(())
+}
+
+/// Waits until the NIC guest's console on its current host shows `n`
+/// rounds of pings after round `after`, each with a reply; those rounds.
+fn wait_ping_rounds(
+    c: &Cluster,
+    g: &MigratingGuest,
+    after: u64,
+    n: usize,
+) -> anyhow::Result<Vec<migrate::PingRound>> {
+    let t0 = Instant::now();
+    loop {
+        let console = g.console(c)?;
+        ensure!(
+            !console.contains("NICERR"),
+            "the NIC guest on {} failed:\n{console}",
+            g.host()
+        );
+        let rounds: Vec<_> = migrate::ping_rounds(&console)
+            .into_iter()
+            .filter(|r| r.n > after)
+            .collect();
+        if rounds.len() >= n {
+            ensure!(
+                rounds.iter().all(|r| r.received > 0),
+                "rounds of pings without a reply on {}: {rounds:?}",
+                g.host()
+            );
+            return Ok(rounds);
+        }
+        ensure!(
+            g.guest().running(c.agent(g.host())?)?,
+            "the guest's QEMU on {} exited; console:\n{console}",
+            g.host()
+        );
+        ensure!(
+            t0.elapsed() < Duration::from_secs(600),
+            "the NIC guest on {} printed {} rounds after round {after} in 600 s, not {n}; \
+             console:\n{console}",
+            g.host(),
+            rounds.len()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// The lender's test-only `fault_mig_unsettled`: the NVMe never settles.
 const UNSETTLED: &str = "/sys/module/devlend_lender/parameters/fault_mig_unsettled";
 /// The borrower's test-only `fault_mig_resume_delay_ms`.
@@ -531,6 +661,10 @@ fn main() {
         Check {
             name: "migrate_nvme_guest_round_trip_keeps_its_bytes",
             run: migrate_nvme_guest_round_trip_keeps_its_bytes,
+        },
+        Check {
+            name: "migrate_nic_guest_pinging_round_trip_counts_its_losses",
+            run: migrate_nic_guest_pinging_round_trip_counts_its_losses,
         },
         Check {
             name: "migrate_unsettled_device_fails_back_to_the_source",

@@ -641,6 +641,8 @@ mod tests {
         assert_eq!(names, ["lender", "borrower", "borrower2"]);
         assert!(t.hosts[0].iommu);
         assert_eq!(t.hosts[0].nvme[0].size, Size(128 << 20));
+        // The NIC check's igb, its other end the lender's own NIC.
+        assert!(t.hosts[0].igb.len() == 1 && t.hosts[0].igb[0].peer);
         // The migration stream's network joins the two borrowers' own NICs.
         assert_eq!(t.networks(), [("mig", vec![(1, "mig"), (2, "mig")])]);
     }
