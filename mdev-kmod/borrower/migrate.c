@@ -31,16 +31,20 @@
  * answers "not the holder", which means it holds nothing of the source).
  *
  * Dirty logging: only the lender's IOMMU sees the device's writes, and it
- * does not say which pages they hit. So while the device may reach guest
- * memory (bus mastering on at any time since logging started), every
- * page of every range QEMU asks about is reported written. That is
- * correct, and cheap once the device is stopped; during pre-copy it would
- * make every round send all of guest RAM again, so QEMU is told to read
- * the log only at the stop (x-pre-copy-dirty-page-tracking=off, printed
- * by `devlend qemu-args`). It needs a kernel whose VFIO can report device
- * dirty pages at all (CONFIG_IOMMUFD_DRIVER, which Debian's lacks): on
- * any other, the mdev offers no migration, and QEMU blocks migrating its
- * guest rather than lose the device's writes.
+ * does not say which pages they hit. So once the device may have reached
+ * guest memory (bus mastering on at any time since logging started),
+ * every page of every range QEMU asks about is reported written, but
+ * only while the device is stopped: while it runs it may write a page
+ * again after any report, so a report then would be stale at once, and
+ * would make every pre-copy round send all of guest RAM. QEMU reads the
+ * log once more after it stops the device (its last sync, in the
+ * downtime), and that report covers every write. Pre-copy so converges
+ * on the vCPUs' writes alone, with QEMU's defaults (no
+ * x-pre-copy-dirty-page-tracking, so libvirt can run it). It needs a
+ * kernel whose VFIO can report device dirty pages at all
+ * (CONFIG_IOMMUFD_DRIVER, which Debian's lacks): on any other, the mdev
+ * offers no migration, and QEMU blocks migrating its guest rather than
+ * lose the device's writes.
  */
 #include <linux/anon_inodes.h>
 #include <linux/delay.h>
@@ -557,6 +561,20 @@ static int dl_mig_log_stop(struct vfio_device *vdev)
 	return 0;
 }
 
+/*
+ * Whether the device can write guest memory no more: the guest is stopped
+ * and the lender quiesced the device (or this mdev held none). One whose
+ * quiesce failed runs on; its migration fails at STOP_COPY.
+ */
+static bool dl_mig_device_stopped(struct dl_vdev *v)
+{
+	enum vfio_device_mig_state s = v->mig.state;
+
+	if (s != VFIO_DEVICE_STATE_STOP && s != VFIO_DEVICE_STATE_STOP_COPY)
+		return false;
+	return !v->mig.stop_err;
+}
+
 static int dl_mig_log_read_and_clear(struct vfio_device *vdev,
 				     unsigned long iova, unsigned long length,
 				     struct iova_bitmap *dirty)
@@ -568,10 +586,13 @@ static int dl_mig_log_read_and_clear(struct vfio_device *vdev,
 	if (!v->mig.logging) {
 		ret = -EINVAL;
 	} else {
-		/* Nothing says which pages it wrote: all it could reach. */
 		if (dl_dma_wrote_since(v, &v->mig.fills))
 			v->mig.wrote = true;
-		if (v->mig.wrote)
+		/*
+		 * Nothing says which pages it wrote: all it could reach, once
+		 * it can write no more (see the top of this file).
+		 */
+		if (v->mig.wrote && dl_mig_device_stopped(v))
 			iova_bitmap_set(dirty, iova, length);
 	}
 	mutex_unlock(&v->lock);

@@ -426,7 +426,6 @@ fn run(cli: Cli) -> Result<()> {
                 bus: a.bus.as_deref(),
                 addr: a.addr.as_deref(),
                 multifunction: a.multifunction,
-                migratable: false,
             },
             a.no_check,
         )?),

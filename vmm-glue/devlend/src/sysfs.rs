@@ -209,15 +209,6 @@ pub struct Mdev {
     pub sysfs_path: String,
 }
 
-impl Mdev {
-    /// Whether a guest with this mdev can live-migrate (docs/migration.md).
-    pub fn migratable(&self) -> bool {
-        self.migration
-            .as_deref()
-            .is_some_and(|m| m != "unsupported")
-    }
-}
-
 /// How often `mdev create --wait` looks for a free device again.
 pub const WAIT_POLL: Duration = Duration::from_millis(500);
 

@@ -29,11 +29,6 @@ pub struct QemuPlace<'a> {
     pub addr: Option<&'a str>,
     /// `multifunction=on`.
     pub multifunction: bool,
-    /// The mdev can live-migrate: `x-pre-copy-dirty-page-tracking=off`,
-    /// so that QEMU reads the device's dirty pages only once the guest is
-    /// stopped (the mdev reports every page the device can reach while it
-    /// runs: docs/migration.md).
-    pub migratable: bool,
 }
 
 /// Checks a QEMU PCI address: a slot (hex, up to 1f), optionally `.` and
@@ -69,9 +64,6 @@ pub fn qemu_device(uuid: &str, id: &str, place: QemuPlace<'_>) -> String {
     }
     if place.multifunction {
         v.push_str(",multifunction=on");
-    }
-    if place.migratable {
-        v.push_str(",x-pre-copy-dirty-page-tracking=off");
     }
     v
 }
@@ -223,22 +215,6 @@ mod tests {
             qemu_device(U, "a,b", QemuPlace::default()),
             format!("vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=a,,b")
         );
-    }
-
-    #[test]
-    fn a_migratable_mdev_has_qemu_read_its_dirty_pages_at_the_stop() {
-        let p = QemuPlace {
-            addr: Some("5"),
-            migratable: true,
-            ..QemuPlace::default()
-        };
-        assert_eq!(
-            qemu_device(U, "nvme", p),
-            format!(
-                "vfio-pci,sysfsdev=/sys/bus/mdev/devices/{U},id=nvme,addr=5,x-pre-copy-dirty-page-tracking=off"
-            )
-        );
-        assert!(!qemu_device(U, "nvme", QemuPlace::default()).contains("x-pre-copy"));
     }
 
     #[test]

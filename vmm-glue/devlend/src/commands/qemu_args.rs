@@ -7,19 +7,17 @@ use crate::vmmargs::{self, QemuPlace};
 
 /// `-device vfio-pci,sysfsdev=...` for the mdev `uuid` (checked to exist
 /// unless `no_check`), with device id `id` (default
-/// `devlend-<first group of the UUID>`), where `place` says; for an mdev
-/// that can live-migrate, with what its migration needs.
+/// `devlend-<first group of the UUID>`), where `place` says. A migratable
+/// mdev needs nothing more: it reports its device's dirty pages as QEMU's
+/// defaults read them (docs/migration.md).
 pub fn run(
     sys: &Sysfs,
     uuid: &str,
     id: Option<String>,
-    mut place: QemuPlace<'_>,
+    place: QemuPlace<'_>,
     no_check: bool,
 ) -> Result<Vec<String>> {
     let uuid = mdev_uuid(sys, uuid, no_check)?;
-    if !no_check {
-        place.migratable = sys.find_mdev(&uuid)?.migratable();
-    }
     let id = id.unwrap_or_else(|| vmmargs::default_id(&uuid));
     check_id(&id)?;
     if let Some(addr) = place.addr {
