@@ -5,7 +5,9 @@
 //! docs/performance.md for how to read the result.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use devlend_agent::AgentClient;
@@ -1164,6 +1166,54 @@ pub fn parse_shadow_doorbells(out: &str) -> anyhow::Result<(u64, u64)> {
         "dbbuf line {line:?}"
     );
     Ok((kv[1].parse()?, kv[3].parse()?))
+}
+
+/// A benchmark's end: its JSON result, with `secs` (since `t0`) added,
+/// written to `out` (its folder made), then `<what> done in N s; result:`
+/// and the file's path, the last line printed.
+pub fn write_result(
+    out: &Path,
+    mut json: serde_json::Value,
+    t0: Instant,
+    what: &str,
+) -> anyhow::Result<()> {
+    json["secs"] = serde_json::json!(t0.elapsed().as_secs_f64());
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(out, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("writing {}", out.display()))?;
+    println!(
+        "\n{what} done in {:.0} s; result:",
+        t0.elapsed().as_secs_f64()
+    );
+    let shown = std::fs::canonicalize(out).unwrap_or_else(|_| out.to_owned());
+    println!("{}", shown.display());
+    Ok(())
+}
+
+/// A benchmark binary's `main`: logging, its options (`parse`; bad ones
+/// exit 2), then `run` (a failure exits 1, `BENCHMARK FAILED: ...`).
+pub fn bench_main<O>(
+    name: &str,
+    parse: impl FnOnce() -> anyhow::Result<O>,
+    run: impl FnOnce(&O) -> anyhow::Result<()>,
+) -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let o = match parse() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&o) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\nBENCHMARK FAILED: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(test)]

@@ -814,6 +814,37 @@ pub fn modules_and_peers_up(c: &Cluster) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Watches the guest's console on its current host, every half second,
+/// until `look` finds there what it waits for (`Ok(Some(..))`), which it
+/// returns; an error if `look` fails, or if the guest's QEMU exits or
+/// `timeout` passes first (`what`: what it waits for, for the message).
+pub fn watch_console<T>(
+    c: &Cluster,
+    g: &MigratingGuest,
+    timeout: Duration,
+    what: &str,
+    mut look: impl FnMut(&str) -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
+    let t0 = Instant::now();
+    loop {
+        let console = g.console(c)?;
+        if let Some(found) = look(&console)? {
+            return Ok(found);
+        }
+        ensure!(
+            g.guest().running(c.agent(g.host())?)?,
+            "the guest's QEMU on {} exited before {what}; console:\n{console}",
+            g.host()
+        );
+        ensure!(
+            t0.elapsed() < timeout,
+            "the guest on {} did not show {what} in {timeout:?}; console:\n{console}",
+            g.host()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Waits until the guest's console on its current host has at least
 /// `n` complete ticks; those ticks.
 pub fn wait_ticks(
@@ -822,27 +853,10 @@ pub fn wait_ticks(
     n: usize,
     timeout: Duration,
 ) -> anyhow::Result<Vec<Tick>> {
-    let t0 = Instant::now();
-    loop {
-        let console = g.console(c)?;
-        let t = ticks(&console);
-        if t.len() >= n {
-            return Ok(t);
-        }
-        ensure!(
-            g.guest().running(c.agent(g.host())?)?,
-            "the guest's QEMU on {} exited after {} ticks; console:\n{console}",
-            g.host(),
-            t.len()
-        );
-        ensure!(
-            t0.elapsed() < timeout,
-            "the guest on {} printed {} ticks in {timeout:?}, not {n}; console:\n{console}",
-            g.host(),
-            t.len()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    watch_console(c, g, timeout, &format!("{n} ticks"), |console| {
+        let t = ticks(console);
+        Ok((t.len() >= n).then_some(t))
+    })
 }
 
 /// The first UUID in what `devlend mdev create` printed.
@@ -862,32 +876,18 @@ pub fn wait_rounds(
     n: u64,
     timeout: Duration,
 ) -> anyhow::Result<Vec<u64>> {
-    let t0 = Instant::now();
-    loop {
-        let console = g.console(c)?;
-        let trouble = io_trouble(&console);
+    let what = format!("{n} verified NVMe rounds after round {after}");
+    watch_console(c, g, timeout, &what, |console| {
+        let trouble = io_trouble(console);
         ensure!(
             trouble.is_empty(),
             "I/O trouble in the guest on {}: {trouble:?}\nconsole:\n{console}",
             g.host()
         );
-        let rounds = nvme_rounds(&console);
-        if rounds.iter().filter(|&&r| r > after).count() as u64 >= n {
-            return Ok(rounds);
-        }
-        ensure!(
-            g.guest().running(c.agent(g.host())?)?,
-            "the guest's QEMU on {} exited; console:\n{console}",
-            g.host()
-        );
-        ensure!(
-            t0.elapsed() < timeout,
-            "the guest on {} verified {:?} rounds in {timeout:?}, not {n} after round {after}; console:\n{console}",
-            g.host(),
-            rounds
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        let rounds = nvme_rounds(console);
+        let new = rounds.iter().filter(|&&r| r > after).count() as u64;
+        Ok((new >= n).then_some(rounds))
+    })
 }
 
 /// The lender's NVMe and its mdev pair ([`mdev_pair`]): the NVMe and the

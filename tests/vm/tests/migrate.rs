@@ -415,46 +415,52 @@ fn wait_ping_rounds(
     after: u64,
     n: usize,
 ) -> anyhow::Result<Vec<migrate::PingRound>> {
-    let t0 = Instant::now();
-    loop {
-        let console = g.console(c)?;
+    let what = format!("{n} rounds of pings after round {after}");
+    migrate::watch_console(c, g, Duration::from_secs(600), &what, |console| {
         ensure!(
             !console.contains("NICERR"),
             "the NIC guest on {} failed:\n{console}",
             g.host()
         );
-        let rounds: Vec<_> = migrate::ping_rounds(&console)
+        let rounds: Vec<_> = migrate::ping_rounds(console)
             .into_iter()
             .filter(|r| r.n > after)
             .collect();
-        if rounds.len() >= n {
-            ensure!(
-                rounds.iter().all(|r| r.received > 0),
-                "rounds of pings without a reply on {}: {rounds:?}",
-                g.host()
-            );
-            return Ok(rounds);
+        if rounds.len() < n {
+            return Ok(None);
         }
         ensure!(
-            g.guest().running(c.agent(g.host())?)?,
-            "the guest's QEMU on {} exited; console:\n{console}",
+            rounds.iter().all(|r| r.received > 0),
+            "rounds of pings without a reply on {}: {rounds:?}",
             g.host()
         );
-        ensure!(
-            t0.elapsed() < Duration::from_secs(600),
-            "the NIC guest on {} printed {} rounds after round {after} in 600 s, not {n}; \
-             console:\n{console}",
-            g.host(),
-            rounds.len()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        Ok(Some(rounds))
+    })
 }
 
 /// The lender's test-only `fault_mig_unsettled`: the NVMe never settles.
 const UNSETTLED: &str = "/sys/module/devlend_lender/parameters/fault_mig_unsettled";
 /// The borrower's test-only `fault_mig_resume_delay_ms`.
 const RESUME_DELAY: &str = "/sys/module/devlend_borrower/parameters/fault_mig_resume_delay_ms";
+
+/// The failure checks' start: the lender's NVMe with its mdev pair (the
+/// source's on borrower, a destination on borrower2), and a guest `name`
+/// under verified NVMe I/O on borrower, three rounds done. The NVMe, the
+/// source's mdev, the destination's QEMU arguments, and the guest.
+fn nvme_guest_to_move(
+    s: &mut Scope<'_>,
+    name: &str,
+) -> anyhow::Result<(PciDev, String, String, MigratingGuest)> {
+    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
+    let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(s, &cli, BORROWER, BORROWER2)?;
+    let src_args = qemu_args(s, &cli, BORROWER, &src_uuid)?;
+    let dst_args = qemu_args(s, &cli, BORROWER2, &dst_uuid)?;
+    let spec = GuestSpec::new(name, &migrate::nvme_workload(0));
+    let g = MigratingGuest::start(s, BORROWER, spec, &src_args)?;
+    let r = wait_rounds(s, &g, 0, 3, Duration::from_secs(600))?;
+    println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+    Ok((nvme, src_uuid, dst_args, g))
+}
 
 /// A device that does not settle fails the migration back to the source
 /// (docs/migration.md). The guest of the round trip, under verified
@@ -472,14 +478,7 @@ fn migrate_unsettled_device_fails_back_to_the_source(c: &mut Cluster) -> anyhow:
     modules_and_peers_up(c)?;
     migrate::mig_network_ready(c)?;
     let mut s = Scope::new(c);
-    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
-    let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
-    let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
-    let dst_args = qemu_args(&s, &cli, BORROWER2, &dst_uuid)?;
-    let spec = GuestSpec::new("unsettled", &migrate::nvme_workload(0));
-    let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
-    let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
-    println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+    let (nvme, src_uuid, dst_args, mut g) = nvme_guest_to_move(&mut s, "unsettled")?;
 
     fault(&mut s, LENDER, UNSETTLED, "1")?;
     let lender0 = lender_mig(&s, &nvme)?;
@@ -554,14 +553,7 @@ fn migrate_destination_killed_mid_handover_leaves_the_device_with_source_or_pool
         marks.push(ownership::kernel_log_lines(c.agent(h)?)?);
     }
     let mut s = Scope::new(c);
-    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
-    let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
-    let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
-    let dst_args = qemu_args(&s, &cli, BORROWER2, &dst_uuid)?;
-    let spec = GuestSpec::new("killed", &migrate::nvme_workload(0));
-    let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
-    let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
-    println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+    let (nvme, _, dst_args, mut g) = nvme_guest_to_move(&mut s, "killed")?;
 
     fault(&mut s, BORROWER2, RESUME_DELAY, "30000")?;
     let lender0 = lender_mig(&s, &nvme)?;

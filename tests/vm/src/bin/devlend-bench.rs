@@ -1502,36 +1502,9 @@ fn run(o: &Opts) -> anyhow::Result<()> {
         c.keep_logs(true);
     }
     c.shutdown();
-    let mut json = result?;
-    json["secs"] = serde_json::json!(t0.elapsed().as_secs_f64());
-    if let Some(dir) = o.out.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    std::fs::write(&o.out, serde_json::to_string_pretty(&json)?)
-        .with_context(|| format!("writing {}", o.out.display()))?;
-    println!(
-        "\nbenchmark done in {:.0} s; result:",
-        t0.elapsed().as_secs_f64()
-    );
-    let shown = std::fs::canonicalize(&o.out).unwrap_or_else(|_| o.out.clone());
-    println!("{}", shown.display());
-    Ok(())
+    bench::write_result(&o.out, result?, t0, "benchmark")
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    let o = match parse() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("devlend-bench: {e:#}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&o) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("\nBENCHMARK FAILED: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    bench::bench_main("devlend-bench", parse, run)
 }
