@@ -209,8 +209,8 @@ static void dl_mig_save(struct dl_vdev *v)
  * from now on are latched. A destination that has not taken its device
  * over, and an mdev that holds nothing, have nothing to stop.
  *
- * A quiesce that fails (the device did not settle, the lender is down)
- * does not fail this arc: QEMU resets a device whose RUNNING -> STOP
+ * A quiesce that fails (the device did not settle, the answer was lost,
+ * the lender is down) does not fail this arc: QEMU resets a device whose RUNNING -> STOP
  * fails (its recover state there is ERROR), which would reset the device
  * under the guest that keeps it. The device runs on instead, its
  * interrupts latched for the guest's return, and the next arc, STOP ->
@@ -237,7 +237,8 @@ static int dl_mig_stop(struct dl_vdev *v)
 		dev_err_ratelimited(dl_vdev_dev(v),
 				    "remote device %u:%u cannot be stopped for migration: %d%s\n",
 				    v->sess.host, v->sess.dev_id, ret,
-				    ret == -ETIMEDOUT ? " (it did not settle)" : "");
+				    ret == -ETIMEDOUT ?
+				    " (it did not settle, or the answer was lost)" : "");
 		v->mig.ticket = 0;
 		v->mig.stop_err = ret;
 		return 0;
@@ -287,12 +288,27 @@ static int dl_mig_fault_resume_delay(struct dl_vdev *v)
  */
 static int dl_mig_run(struct dl_vdev *v)
 {
+	int stop_err = v->mig.stop_err;
 	int ret;
 
 	v->mig.stop_err = 0;
 	if (READ_ONCE(v->sess.state) == DL_VDEV_LOST) {
 		dl_mig_run_without(v);
 		return 0;
+	}
+	/*
+	 * The quiesce failed at the stop, but its answer may only have been
+	 * lost (a timeout here reads as "did not settle"): the lender may
+	 * have quiesced the device after all. Resuming is harmless for a
+	 * device that was never quiesced (the lender answers 0), so ask;
+	 * a device that most likely runs on is not failed for its answer.
+	 */
+	if (stop_err && !v->mig.quiesced) {
+		ret = dl_session_resume(v);
+		if (ret)
+			dev_warn_ratelimited(dl_vdev_dev(v),
+					     "remote device %u:%u: resume after a failed quiesce: %d\n",
+					     v->sess.host, v->sess.dev_id, ret);
 	}
 	if (v->mig.quiesced) {
 		ret = dl_mig_fault_resume_delay(v);
