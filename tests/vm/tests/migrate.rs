@@ -235,8 +235,8 @@ fn fault(s: &mut Scope<'_>, host: &str, param: &str, value: &str) -> anyhow::Res
     Ok(())
 }
 
-/// The host id of `host` and the lender's view of the NVMe now: its state
-/// and its holder's id (`-` for none).
+/// The lender's view of the NVMe now: its state and its holder's host id
+/// (`-` for none).
 fn nvme_holder(c: &Cluster, nvme: &PciDev) -> anyhow::Result<(String, String)> {
     let d = twohost::lender_device(c.agent(LENDER)?, nvme)?;
     Ok((
