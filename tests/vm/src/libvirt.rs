@@ -36,10 +36,14 @@ const CAPS_DIR: &str = "/var/cache/libvirt/qemu/capabilities";
 /// of every run. libvirt checks each cached entry itself (the binary's and
 /// the daemon's times, the kernel, KVM, the CPU) and probes again when one
 /// is stale, so a stale or missing cache costs time, never a wrong answer.
-fn caps_cache() -> PathBuf {
+/// One per host kernel release (`kver`): the migrate suite's hosts run
+/// another kernel than the others', and one cache for both would be
+/// probed again, and rewritten, by each in turn.
+fn caps_cache(kver: &str) -> PathBuf {
     std::env::var_os("DEVLEND_CACHE")
         .map_or_else(|| PathBuf::from("/var/cache/devlend"), PathBuf::from)
         .join("libvirt-qemu-caps")
+        .join(kver)
 }
 
 /// A running `libvirtd` (with `systemd-udevd`, whose events tell libvirt's
@@ -51,6 +55,8 @@ pub struct Libvirt {
     /// The cluster's writable share (the same path on the outer machine
     /// and in the host): how the capability cache comes back out.
     share: PathBuf,
+    /// The host's kernel release: which capability cache is its.
+    kver: String,
 }
 
 impl Libvirt {
@@ -58,11 +64,45 @@ impl Libvirt {
     /// QEMU capability cache of earlier runs ([`caps_cache`]); returns once
     /// `virsh` gets an answer. `share` is the cluster's writable share.
     pub fn start(agent: &AgentClient, share: &Path) -> anyhow::Result<Self> {
+        Self::start_with(agent, share, None)
+    }
+
+    /// [`Libvirt::start`], with libvirtd also listening on TCP at
+    /// `addr`:16509 with no authentication (a closed test network), so
+    /// that another host's libvirt can migrate a domain here
+    /// (`qemu+tcp://<addr>/system`).
+    pub fn start_listening(agent: &AgentClient, share: &Path, addr: &str) -> anyhow::Result<Self> {
+        Self::start_with(agent, share, Some(addr))
+    }
+
+    fn start_with(agent: &AgentClient, share: &Path, listen: Option<&str>) -> anyhow::Result<Self> {
+        let kver = crate::fabric::sh(agent, "uname -r")?.trim().to_owned();
         let rw = RwRoot::mount(agent)?;
         let lv = Libvirt {
             rw,
             share: share.to_owned(),
+            kver,
         };
+        // A host UUID of its own: the hosts share the outer machine's
+        // root, and libvirt refuses a migration between hosts whose UUIDs
+        // match ("Attempt to migrate guest to the same host").
+        let r: [u32; 4] = rand::random();
+        let mut conf = format!(
+            "host_uuid = \"{:08x}-{:04x}-4{:03x}-8{:03x}-{:04x}{:08x}\"\n",
+            r[0],
+            r[1] >> 16,
+            r[1] & 0xfff,
+            r[2] >> 20,
+            r[2] & 0xffff,
+            r[3]
+        );
+        let mut flag = "";
+        if let Some(addr) = listen {
+            conf.push_str(&format!(
+                "listen_tls = 0\nlisten_tcp = 1\nlisten_addr = \"{addr}\"\nauth_tcp = \"none\"\n"
+            ));
+            flag = " --listen";
+        }
         let started = Instant::now();
         // The writable root's lower layer is the outer root: the outer
         // cache directory is read there as it is, and whatever the outer
@@ -80,13 +120,14 @@ grep -q '^libvirt-qemu:' /etc/group || echo 'libvirt-qemu:x:64055:' >>/etc/group
 mkdir -p /etc/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 cat >/etc/libvirt/qemu.conf <<'EOF'
 {QEMU_CONF}EOF
+printf '{conf}' >/etc/libvirt/libvirtd.conf
 /lib/systemd/systemd-udevd --daemon
 udevadm settle -t 60
-/usr/sbin/libvirtd --daemon
+/usr/sbin/libvirtd --daemon{flag}
 for i in $(seq 300); do [ -S /run/libvirt/libvirt-sock ] && break; sleep 0.2; done
 virsh -c qemu:///system version >/dev/null
 echo $given",
-            cache = caps_cache().display()
+            cache = caps_cache(&lv.kver).display()
         );
         match lv.rw.sh_timeout(agent, &setup, Duration::from_secs(180)) {
             Ok(given) => println!(
@@ -151,7 +192,7 @@ echo $given",
                 caps = self.rw.path(CAPS_DIR)
             ),
         )?;
-        let cache = caps_cache();
+        let cache = caps_cache(&self.kver);
         std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
         for entry in
             std::fs::read_dir(&out).with_context(|| format!("reading {}", out.display()))?

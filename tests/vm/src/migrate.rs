@@ -899,7 +899,7 @@ pub fn nvme_and_mdevs(
     dst: &str,
 ) -> anyhow::Result<(PciDev, String, String)> {
     let nvme = lending::find_by_class(s.agent(LENDER)?, lending::NVME_CLASS)?;
-    let (src_uuid, dst_uuid) = mdev_pair(s, cli, &nvme, "the lender's NVMe", src, dst)?;
+    let (src_uuid, dst_uuid) = mdev_pair(s, cli, &nvme, "the lender's NVMe", (src, dst), None)?;
     Ok((nvme, src_uuid, dst_uuid))
 }
 
@@ -915,14 +915,15 @@ pub fn igb(c: &Cluster) -> anyhow::Result<PciDev> {
 /// for it on each: `src` an ordinary one, `dst` a migration's destination
 /// (`devlend mdev create --incoming`), both made while the device is free
 /// (an mdev takes one of its type's available instances when it is
-/// made), removed when the scope ends. The two UUIDs.
+/// made), removed when the scope ends; both with UUID `uuid` if given
+/// (libvirt migrates a domain's mdev by its UUID). The two UUIDs.
 pub fn mdev_pair(
     s: &mut Scope<'_>,
     cli: &str,
     dev: &PciDev,
     what: &str,
-    src: &str,
-    dst: &str,
+    (src, dst): (&str, &str),
+    uuid: Option<&str>,
 ) -> anyhow::Result<(String, String)> {
     lending::ensure_lent(s.agent(LENDER)?, &dev.addr)?;
     let remote = format!("{LENDER}/{}", dev.addr);
@@ -930,10 +931,11 @@ pub fn mdev_pair(
         lending::wait_remote_listed(s.agent(b)?, &dev.addr, what)?;
     }
     let mut uuids = Vec::new();
+    let given = uuid.map_or_else(String::new, |u| format!(" --uuid {u}"));
     for (b, flag) in [(src, ""), (dst, " --incoming")] {
         let out = sh(
             s.agent(b)?,
-            &format!("{cli} mdev create --device {remote}{flag} 2>&1"),
+            &format!("{cli} mdev create --device {remote}{given}{flag} 2>&1"),
         )?;
         let uuid = uuid_in(&out)?;
         let (h, u) = (b.to_owned(), uuid.clone());

@@ -12,6 +12,7 @@ use anyhow::{ensure, Context};
 use devlend_cluster::Cluster;
 use devlend_vmtests::fabric::{self, sh};
 use devlend_vmtests::lending::PciDev;
+use devlend_vmtests::libvirt::{self, Libvirt};
 use devlend_vmtests::migrate::{
     self, GuestSpec, MigrateOpts, MigratingGuest, MigrationStats, BORROWER, BORROWER2, LENDER,
     NVME_BASE_BLOCK, NVME_BLOCKS,
@@ -346,8 +347,14 @@ fn migrate_nic_guest_pinging_round_trip_counts_its_losses(c: &mut Cluster) -> an
     let mut s = Scope::new(c);
     let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
     let igb = migrate::igb(&s)?;
-    let (src_uuid, dst_uuid) =
-        migrate::mdev_pair(&mut s, &cli, &igb, "the lender's igb", BORROWER, BORROWER2)?;
+    let (src_uuid, dst_uuid) = migrate::mdev_pair(
+        &mut s,
+        &cli,
+        &igb,
+        "the lender's igb",
+        (BORROWER, BORROWER2),
+        None,
+    )?;
     let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
     let spec = GuestSpec::new(
         "nic",
@@ -436,6 +443,152 @@ fn wait_ping_rounds(
         );
         Ok(Some(rounds))
     })
+}
+
+/// The UUID of the libvirt check's mdev, the same on both borrowers:
+/// libvirt migrates a domain's `<hostdev type='mdev'>` by its UUID.
+const LIBVIRT_MDEV: &str = "d1ee0030-0000-4000-8000-000000000030";
+
+/// libvirt as operators run it: Debian's libvirtd on both borrowers (the
+/// destination's listening on `mig`), a transient domain from `devlend
+/// libvirt-xml --domain` with the lender's NVMe as `<hostdev
+/// type='mdev'>`, its guest under verified O_DIRECT I/O, moved with
+/// `virsh migrate --live` to borrower2, whose mdev of the same UUID was
+/// made a destination (`devlend mdev create --uuid ... --incoming`).
+/// Required: virsh succeeds, the domain runs on borrower2 and not on
+/// borrower, its verified rounds go on there with no I/O trouble, the
+/// lender handed the device over once and resumed it, and borrower2's
+/// mdev took it over.
+fn migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest(c: &mut Cluster) -> anyhow::Result<()> {
+    modules_and_peers_up(c)?;
+    migrate::mig_network_ready(c)?;
+    let share = c.paths().share.clone();
+    let images = devlend_cluster::tools::guest_images_dir()?;
+    let mut s = Scope::new(c);
+    let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
+    let nvme = devlend_vmtests::lending::find_by_class(
+        s.agent(LENDER)?,
+        devlend_vmtests::lending::NVME_CLASS,
+    )?;
+    migrate::mdev_pair(
+        &mut s,
+        &cli,
+        &nvme,
+        "the lender's NVMe",
+        (BORROWER, BORROWER2),
+        Some(LIBVIRT_MDEV),
+    )?;
+    let src = Libvirt::start(s.agent(BORROWER)?, &share)?;
+    let dst =
+        match Libvirt::start_listening(s.agent(BORROWER2)?, &share, migrate::mig_ip(BORROWER2)?) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = src.stop(s.agent(BORROWER)?);
+                return Err(e);
+            }
+        };
+    let res = virsh_migrate(&s, &src, &dst, &cli, &images, &nvme);
+    let stopped = [src.stop(s.agent(BORROWER)?), dst.stop(s.agent(BORROWER2)?)];
+    res?;
+    for st in stopped {
+        st?;
+    }
+    Ok(())
+}
+
+/// The body of [`migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest`],
+/// between the daemons' start and stop.
+fn virsh_migrate(
+    s: &Scope<'_>,
+    src: &Libvirt,
+    dst: &Libvirt,
+    cli: &str,
+    images: &std::path::Path,
+    nvme: &devlend_vmtests::lending::PciDev,
+) -> anyhow::Result<()> {
+    let (a1, a2) = (s.agent(BORROWER)?, s.agent(BORROWER2)?);
+    let console = "/tmp/dl-mig.console";
+    let dom = src.rw.sh(
+        a1,
+        &format!("{cli} libvirt-xml --domain dl-mig --memory 256 {LIBVIRT_MDEV}"),
+    )?;
+    let dom = libvirt::boot_guest_domain(&dom, images, &migrate::nvme_workload(0), console)?;
+    src.rw.sh(
+        a1,
+        &format!(
+            "echo {} | base64 -d >/tmp/dom.xml",
+            devlend_vmtests::guest::base64(dom.as_bytes())
+        ),
+    )?;
+    src.virsh(a1, "create /tmp/dom.xml")?;
+    let read = |lv: &Libvirt, a: &devlend_agent::AgentClient| {
+        sh(
+            a,
+            &format!("cat {} 2>/dev/null || true", lv.rw.path(console)),
+        )
+    };
+    let rounds_on = |lv: &Libvirt, a: &devlend_agent::AgentClient, after: u64, n: usize| {
+        let t0 = Instant::now();
+        loop {
+            let out = read(lv, a)?;
+            let trouble = migrate::io_trouble(&out);
+            ensure!(
+                trouble.is_empty(),
+                "I/O trouble in the guest: {trouble:?}\n{out}"
+            );
+            let r = migrate::nvme_rounds(&out);
+            if r.iter().filter(|&&x| x > after).count() >= n {
+                return Ok(r);
+            }
+            ensure!(
+                t0.elapsed() < Duration::from_secs(600),
+                "the libvirt guest verified {r:?} in 600 s, not {n} rounds after {after}:\n{out}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    let r = rounds_on(src, a1, 0, 3)?;
+    println!("  libvirt's domain dl-mig verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+
+    let before = lender_mig(s, nvme)?;
+    let (_, took0, _) = mdev_mig(a2, LIBVIRT_MDEV)?;
+    let ip = migrate::mig_ip(BORROWER2)?;
+    let t0 = Instant::now();
+    src.virsh(
+        a1,
+        &format!("migrate --live dl-mig qemu+tcp://{ip}/system tcp://{ip}"),
+    )?;
+    let took = t0.elapsed().as_secs_f64();
+    let state = dst.virsh(a2, "domstate dl-mig")?;
+    ensure!(
+        state.trim() == "running",
+        "dl-mig on {BORROWER2} is {state:?}"
+    );
+    let left = src.virsh(a1, "list --name")?;
+    ensure!(
+        !left.contains("dl-mig"),
+        "dl-mig still runs on {BORROWER}: {left}"
+    );
+    let last = migrate::nvme_rounds(&read(src, a1)?)
+        .last()
+        .copied()
+        .unwrap_or(0);
+    let r = rounds_on(dst, a2, last, 2)?;
+    let after = lender_mig(s, nvme)?;
+    let (_, took1, _) = mdev_mig(a2, LIBVIRT_MDEV)?;
+    ensure!(
+        after[1] == before[1] + 1 && after[2] > before[2] && took1 == took0 + 1,
+        "the lender's counters (quiesces, takeovers, resumes, unsettled) went from {before:?} \
+         to {after:?}, {BORROWER2}'s mdev took the device over {} times: not one handover",
+        took1 - took0
+    );
+    println!(
+        "  virsh migrate --live moved dl-mig to {BORROWER2} in {took:.1} s; its rounds went on \
+         from {} to {} there (quiesces, takeovers, resumes, unsettled: {before:?} -> {after:?})",
+        last + 1,
+        r.last().copied().unwrap_or(0)
+    );
+    Ok(())
 }
 
 /// The lender's test-only `fault_mig_unsettled`: the NVMe never settles.
@@ -659,6 +812,10 @@ fn main() {
         Check {
             name: "migrate_nic_guest_pinging_round_trip_counts_its_losses",
             run: migrate_nic_guest_pinging_round_trip_counts_its_losses,
+        },
+        Check {
+            name: "migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest",
+            run: migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest,
         },
         Check {
             name: "migrate_unsettled_device_fails_back_to_the_source",
