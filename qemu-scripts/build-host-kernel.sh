@@ -26,7 +26,11 @@
 # version, Debian's config, the compiler and the module list and flavour
 # fragment (LAYOUT below changes when this script builds differently).
 # The first debug build takes about an hour on two cores, a mig build
-# about half that. Needs root (apt-get, /lib/modules).
+# about half that. A build whose module list or fragment changed starts
+# from a copy of the newest cached tree of the same flavour, source and
+# compiler (its "seed" file says which), configured afresh: Kbuild then
+# compiles only what the changed options touch, minutes instead of an
+# hour. Needs root (apt-get, /lib/modules).
 set -euo pipefail
 
 step() { printf '==> %s\n' "$*" >&2; }
@@ -47,11 +51,16 @@ kernel_source "$KVER"
 
 LAYOUT=1
 CACHE=${DEVLEND_CACHE:-/var/cache/devlend}
-key=$({
+# What a tree can be reused from: everything in the key but the module
+# list and the fragment, whose changes Kbuild follows itself.
+seed_key=$({
 	echo "layout $LAYOUT $KVER $SRC_VER"
 	sha256sum <"$BASE_CONFIG"
 	gcc --version | head -n 1
 	echo "flavour $FLAVOUR"
+} | sha256sum | cut -c1-16)
+key=$({
+	echo "$seed_key"
 	cat "$HERE/host-kernel/modules" "$FRAGMENT"
 } | sha256sum | cut -c1-16)
 OUT=$CACHE/$FLAVOUR-kernel/$key
@@ -86,11 +95,31 @@ fi
 
 mkdir -p "$CACHE/$FLAVOUR-kernel" || die "cannot create $CACHE/$FLAVOUR-kernel (set DEVLEND_CACHE)"
 work=$CACHE/$FLAVOUR-kernel/$key.build
+# seed_tree: the newest cached tree of this flavour built from the same
+# source, configuration and compiler (its seed-key file matches).
+seed_tree() {
+	local d
+	for d in $(ls -td "$CACHE/$FLAVOUR-kernel"/*/ 2>/dev/null); do
+		d=${d%/}
+		if [ -d "$d/build" ] && [ "$(cat "$d/seed-key" 2>/dev/null)" = "$seed_key" ]; then
+			echo "$d/build"
+			return 0
+		fi
+	done
+	return 1
+}
+
 if [ ! -f "$work/.devlend-configured" ]; then
 	rm -rf "$work"
-	mkdir -p "$work"
-	step "unpacking $(basename "$SRC_TARBALL") $SRC_VER"
-	tar -xJf "$SRC_TARBALL" -C "$work" --strip-components=1
+	if seed=$(seed_tree); then
+		step "starting from the cached tree $seed (only what changed is compiled again)"
+		cp -a "$seed" "$work"
+		rm -f "$work/.devlend-configured"
+	else
+		mkdir -p "$work"
+		step "unpacking $(basename "$SRC_TARBALL") $SRC_VER"
+		tar -xJf "$SRC_TARBALL" -C "$work" --strip-components=1
+	fi
 	cp "$BASE_CONFIG" "$work/.config"
 	# Debian's config, then only the modules the hosts use, then the flavour.
 	sed '/^#/d; /^$/d; s/$/ 0 0/' "$HERE/host-kernel/modules" >"$work/lsmod"
@@ -117,6 +146,7 @@ ln -sfn "$OUT/build" "$OUT.new/modules/lib/modules/$rel/build"
 rm -f "$OUT.new/modules/lib/modules/$rel/source"
 cp "$work/arch/x86/boot/bzImage" "$OUT.new/vmlinuz"
 echo "$rel" >"$OUT.new/release"
+echo "$seed_key" >"$OUT.new/seed-key"
 mv "$work" "$OUT.new/build"
 rm -rf "$OUT"
 mv "$OUT.new" "$OUT"
