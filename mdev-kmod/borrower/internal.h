@@ -56,6 +56,7 @@
 #include <linux/rwsem.h>
 #include <linux/seq_file.h>
 #include <linux/spinlock.h>
+#include <linux/uuid.h>
 #include <linux/vfio.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -146,9 +147,12 @@ struct dl_rinfo {
  * @ntargets: mdevs of this host that target it (remote_device).
  * @owner: the mdev that has it open (its session's callback), or NULL.
  * @borrow_seq: &dl_borrower.borrow_seq when @owner last borrowed it.
+ * @incoming_uuid: the mdev to be created as this device's migration
+ *	destination (its incoming_mdev file), if @incoming_set.
+ * @incoming_set: @incoming_uuid names one.
  *
- * @info, @gone, @ntargets, @owner and @borrow_seq are under
- * &dl_borrower.lock.
+ * @info, @gone, @ntargets, @owner, @borrow_seq, @incoming_uuid and
+ * @incoming_set are under &dl_borrower.lock.
  */
 struct dl_remote {
 	struct kobject kobj;
@@ -163,6 +167,8 @@ struct dl_remote {
 	unsigned int ntargets;
 	struct dl_remote_owner *owner;
 	u64 borrow_seq;
+	guid_t incoming_uuid;
+	bool incoming_set;
 };
 
 /**
@@ -847,6 +853,8 @@ void dl_rinfo_decode(struct dl_rinfo *ri, const struct dl_dev_info *di);
 bool dl_remote_matches(const struct dl_remote *r, const struct dl_mtype *mt);
 bool dl_remote_is_free(const struct dl_remote *r);
 struct dl_remote *dl_remote_find(struct dl_borrower *b, const char *spec);
+struct dl_remote *dl_remote_incoming_for(struct dl_borrower *b,
+					 const guid_t *uuid);
 void dl_remote_put(struct dl_remote *r);
 struct dl_remote *dl_remote_get(struct dl_remote *r);
 

@@ -20,7 +20,9 @@
  * it at another device, or at "any" (then it chooses when it is first
  * opened); a device another mdev of this host targets cannot be chosen
  * (-EBUSY). Another host may hold the device: then the open fails with
- * -EBUSY.
+ * -EBUSY. A migration's destination is named before it is created
+ * (remote.c, incoming_mdev): it takes the source's device, which the
+ * source holds, without counting against the type's free ones.
  *
  * Each mdev has, besides what the mdev core gives it:
  *   remote_device  "any" or "<host-id>:<dev_id>"; writable while the mdev
@@ -339,6 +341,33 @@ static void dl_mdev_unlist(struct dl_vdev *v)
 	mutex_unlock(&b->lock);
 }
 
+/*
+ * An mdev named beforehand as a migration's destination for @r (its
+ * incoming_mdev file) takes it whoever holds it, as long as it fits the
+ * mdev's type and no other mdev of this host targets it; it borrows
+ * nothing before its guest runs (migrate.c).
+ */
+static int dl_mdev_take_incoming(struct dl_vdev *v, struct dl_remote *r)
+{
+	lockdep_assert_held(&v->b->lock);
+
+	if (!dl_remote_matches(r, v->mtype)) {
+		dev_err(dl_vdev_dev(v), "remote device %u:%u, named for this mdev's migration, is not of type %s\n",
+			r->host, r->dev_id, v->mtype->type.sysfs_name);
+		return -EINVAL;
+	}
+	if (r->ntargets) {
+		dev_err(dl_vdev_dev(v), "remote device %u:%u, named for this mdev's migration, is the target of another mdev of this host\n",
+			r->host, r->dev_id);
+		return -EBUSY;
+	}
+	r->ntargets++;
+	v->remote = dl_remote_get(r);
+	/* Not yet visible to anyone: v->lock is not needed, nor is it taken. */
+	v->mig.incoming = true;
+	return 0;
+}
+
 static int dl_mdev_probe(struct mdev_device *mdev)
 {
 	struct dl_borrower *b;
@@ -352,11 +381,20 @@ static int dl_mdev_probe(struct mdev_device *mdev)
 	b = v->b;
 
 	/*
-	 * The mdev takes one of the type's instances, a device of its own
-	 * from now on (until remote_device says otherwise), or is not created.
+	 * The mdev takes the device it was named the migration destination
+	 * for, or one of the type's instances, a device of its own from now
+	 * on (until remote_device says otherwise), or is not created.
 	 */
 	mutex_lock(&b->lock);
-	if (dl_mdev_available(b, v->mtype)) {
+	r = dl_remote_incoming_for(b, &mdev->uuid);
+	if (r) {
+		ret = dl_mdev_take_incoming(v, r);
+		dl_remote_put(r);
+		if (ret) {
+			mutex_unlock(&b->lock);
+			goto err_put_vdev;
+		}
+	} else if (dl_mdev_available(b, v->mtype)) {
 		list_for_each_entry(r, &b->remotes, node) {
 			if (dl_remote_is_free(r) && dl_remote_matches(r, v->mtype)) {
 				r->ntargets++;

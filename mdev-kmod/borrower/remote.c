@@ -12,8 +12,9 @@
  * (and gone) for it.
  *
  * Each entry is a directory <adapter>/fabric/remote/<host>:<dev_id>/ with
- * lender, name, vendor, device, class, state and borrower. Its readers take
- * b->lock, so directories are never removed with b->lock held.
+ * lender, name, vendor, device, class, state and borrower, and the one
+ * writable file incoming_mdev (see incoming_mdev_store()). Its readers and
+ * writers take b->lock, so directories are never removed with b->lock held.
  *
  * Everything a lender answers is checked: counts and lengths against the
  * buffers, ids against the request, names made printable.
@@ -27,6 +28,7 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
+#include <linux/uuid.h>
 
 #include "internal.h"
 
@@ -157,6 +159,78 @@ DL_REMOTE_ATTR(borrower, DL_RA_BORROWER);
 /* A virtual function's PF on the lender; empty for other devices. */
 DL_REMOTE_ATTR(pf, DL_RA_PF);
 
+static ssize_t incoming_mdev_show(struct kobject *kobj,
+				  struct kobj_attribute *attr, char *buf)
+{
+	struct dl_remote *r = to_dl_remote(kobj);
+	ssize_t ret;
+
+	mutex_lock(&r->b->lock);
+	if (r->incoming_set)
+		ret = sysfs_emit(buf, "%pUl\n", &r->incoming_uuid);
+	else
+		ret = sysfs_emit(buf, "\n");
+	mutex_unlock(&r->b->lock);
+	return ret;
+}
+
+/**
+ * incoming_mdev_store() - name the mdev that is to be this device's
+ *	migration destination on this host, before it is created.
+ * @kobj: the entry's directory.
+ * @attr: its incoming_mdev file.
+ * @buf: an mdev UUID, or "none" (or nothing) to take it back.
+ * @count: its bytes.
+ *
+ * A migration's destination must have an mdev for the device its source
+ * holds, and creating an mdev takes a free device of its type: while the
+ * source holds the only one, there is none, and the create fails as
+ * mdevctl and libvirt expect of a type with no instance left. An mdev
+ * created with the UUID written here takes this device instead, free or
+ * not, as a migration's destination (it borrows nothing until its guest
+ * runs: the lender hands it over then). One UUID per device, kept until
+ * such an mdev is created or the entry leaves the table.
+ *
+ * Return: @count; -EINVAL for what is not a UUID; -ENODEV for an entry
+ * that left the table; -EOPNOTSUPP where this build offers no migration.
+ */
+static ssize_t incoming_mdev_store(struct kobject *kobj,
+				   struct kobj_attribute *attr,
+				   const char *buf, size_t count)
+{
+	struct dl_remote *r = to_dl_remote(kobj);
+	char text[UUID_STRING_LEN + 2], *s;
+	bool set = true;
+	guid_t uuid;
+	int ret = 0;
+
+	if (count >= sizeof(text))
+		return -EINVAL;
+	memcpy(text, buf, count);
+	text[count] = '\0';
+	s = strim(text);
+	if (!*s || !strcmp(s, "none"))
+		set = false;
+	else if (guid_parse(s, &uuid))
+		return -EINVAL;
+	if (set && !dl_mig_supported())
+		return -EOPNOTSUPP;
+
+	mutex_lock(&r->b->lock);
+	if (set && r->gone) {
+		ret = -ENODEV;
+	} else {
+		r->incoming_set = set;
+		if (set)
+			guid_copy(&r->incoming_uuid, &uuid);
+	}
+	mutex_unlock(&r->b->lock);
+	return ret ? ret : count;
+}
+
+static struct kobj_attribute dl_remote_attr_incoming_mdev =
+	__ATTR_RW(incoming_mdev);
+
 static struct attribute *dl_remote_attrs[] = {
 	&dl_remote_attr_lender.attr.attr,
 	&dl_remote_attr_name.attr.attr,
@@ -166,6 +240,7 @@ static struct attribute *dl_remote_attrs[] = {
 	&dl_remote_attr_state.attr.attr,
 	&dl_remote_attr_borrower.attr.attr,
 	&dl_remote_attr_pf.attr.attr,
+	&dl_remote_attr_incoming_mdev.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(dl_remote);
@@ -279,6 +354,33 @@ struct dl_remote *dl_remote_find(struct dl_borrower *b, const char *spec)
 		    !strncmp(r->lender, spec, slash - spec) &&
 		    !strcmp(r->info.name, slash + 1))
 			return dl_remote_get(r);
+	}
+	return NULL;
+}
+
+/**
+ * dl_remote_incoming_for() - the entry an mdev being created is to be the
+ *	migration destination for (incoming_mdev_store()).
+ * @b: the borrower; caller holds b->lock.
+ * @uuid: the new mdev's UUID.
+ *
+ * The entry's declaration is used up.
+ *
+ * Return: the entry with a reference, or NULL when none names @uuid.
+ */
+struct dl_remote *dl_remote_incoming_for(struct dl_borrower *b,
+					 const guid_t *uuid)
+{
+	struct dl_remote *r;
+
+	lockdep_assert_held(&b->lock);
+
+	list_for_each_entry(r, &b->remotes, node) {
+		if (r->gone || !r->incoming_set ||
+		    !guid_equal(&r->incoming_uuid, uuid))
+			continue;
+		r->incoming_set = false;
+		return dl_remote_get(r);
 	}
 	return NULL;
 }

@@ -912,11 +912,10 @@ pub fn igb(c: &Cluster) -> anyhow::Result<PciDev> {
 }
 
 /// The lender's device `dev` lent, listed on both borrowers, and an mdev
-/// for it on each: `src` an ordinary one, `dst` a migration's destination
-/// (`devlend mdev create --incoming`), both made while the device is free
-/// (an mdev takes one of its type's available instances when it is
-/// made), removed when the scope ends; both with UUID `uuid` if given
-/// (libvirt migrates a domain's mdev by its UUID). The two UUIDs.
+/// for it on each: `src` an ordinary one ([`source_mdev`]), `dst` a
+/// migration's destination ([`destination_mdev`]), both made while the
+/// device is free, removed when the scope ends; both with UUID `uuid` if
+/// given (libvirt migrates a domain's mdev by its UUID). The two UUIDs.
 pub fn mdev_pair(
     s: &mut Scope<'_>,
     cli: &str,
@@ -925,31 +924,46 @@ pub fn mdev_pair(
     (src, dst): (&str, &str),
     uuid: Option<&str>,
 ) -> anyhow::Result<(String, String)> {
+    let src_uuid = source_mdev(s, cli, dev, what, src, uuid)?;
+    let dst_uuid = destination_mdev(s, cli, dev, dst, uuid)?;
+    println!(
+        "  mdev {src_uuid} on {src}, and {dst_uuid} on {dst} made a destination, both for {LENDER}/{}",
+        dev.addr
+    );
+    Ok((src_uuid, dst_uuid))
+}
+
+/// The lender's device `dev` lent and listed on both borrowers, and an
+/// ordinary mdev for it on `src` (with UUID `uuid` if given), removed when
+/// the scope ends. Its UUID.
+pub fn source_mdev(
+    s: &mut Scope<'_>,
+    cli: &str,
+    dev: &PciDev,
+    what: &str,
+    src: &str,
+    uuid: Option<&str>,
+) -> anyhow::Result<String> {
     lending::ensure_lent(s.agent(LENDER)?, &dev.addr)?;
-    let remote = format!("{LENDER}/{}", dev.addr);
     for b in BORROWERS {
         lending::wait_remote_listed(s.agent(b)?, &dev.addr, what)?;
     }
-    let mut uuids = Vec::new();
-    let given = uuid.map_or_else(String::new, |u| format!(" --uuid {u}"));
-    for (b, flag) in [(src, ""), (dst, " --incoming")] {
-        let out = sh(
-            s.agent(b)?,
-            &format!("{cli} mdev create --device {remote}{given}{flag} 2>&1"),
-        )?;
-        let uuid = uuid_in(&out)?;
-        let (h, u) = (b.to_owned(), uuid.clone());
-        s.defer(format!("remove mdev {uuid} on {b}"), move |c| {
-            let a = c.agent(&h)?;
-            if sh(a, &format!("test -e /sys/bus/mdev/devices/{u}")).is_ok() {
-                lending::remove_mdev(a, &u)?;
-            }
-            Ok(())
-        });
-        uuids.push(uuid);
-    }
-    let dst_uuid = uuids.pop().context("two mdevs")?;
-    let src_uuid = uuids.pop().context("two mdevs")?;
+    made_mdev(s, cli, dev, src, uuid, "")
+}
+
+/// A migration's destination for `dev` on `dst` (`devlend mdev create
+/// --device ... --incoming`, with UUID `uuid` if given), removed when the
+/// scope ends; its `migration` must read `incoming`. The source may hold
+/// the device meanwhile: the mdev takes it all the same (the borrower's
+/// `incoming_mdev`). Its UUID.
+pub fn destination_mdev(
+    s: &mut Scope<'_>,
+    cli: &str,
+    dev: &PciDev,
+    dst: &str,
+    uuid: Option<&str>,
+) -> anyhow::Result<String> {
+    let dst_uuid = made_mdev(s, cli, dev, dst, uuid, " --incoming")?;
     let dst_state = sh(
         s.agent(dst)?,
         &format!("cat /sys/bus/mdev/devices/{dst_uuid}/migration"),
@@ -958,10 +972,81 @@ pub fn mdev_pair(
         dst_state.trim() == "incoming",
         "the destination's mdev reads {dst_state:?}, not incoming"
     );
-    println!(
-        "  mdev {src_uuid} on {src}, and {dst_uuid} on {dst} made a destination, both for {remote}"
-    );
-    Ok((src_uuid, dst_uuid))
+    Ok(dst_uuid)
+}
+
+/// How `host` sees the lender's `dev` (`devlend remote --json`): its
+/// state and borrower, and the available instances of the mdev type that
+/// stands for it (`devlend mdev types --json`).
+pub fn remote_seen(
+    s: &Scope<'_>,
+    cli: &str,
+    host: &str,
+    dev: &PciDev,
+) -> anyhow::Result<(String, Option<u64>, u64)> {
+    let a = s.agent(host)?;
+    let remotes: serde_json::Value = serde_json::from_str(&sh(a, &format!("{cli} remote --json"))?)
+        .context("devlend remote --json")?;
+    let r = remotes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["lender"] == LENDER && r["name"] == dev.addr.as_str())
+        .with_context(|| format!("{host} does not list {LENDER}/{}: {remotes}", dev.addr))?;
+    let types: serde_json::Value =
+        serde_json::from_str(&sh(a, &format!("{cli} mdev types --json"))?)
+            .context("devlend mdev types --json")?;
+    let want = type_for(r);
+    let avail = types
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|t| t["id"] == want.as_str())
+        .and_then(|t| t["available_instances"].as_u64())
+        .with_context(|| format!("{host} has no mdev type {want}: {types}"))?;
+    Ok((
+        r["state"].as_str().unwrap_or("?").to_owned(),
+        r["borrower"].as_u64(),
+        avail,
+    ))
+}
+
+/// The mdev type a remote device of `devlend remote --json` gets by
+/// default (`devlend-nvme` for an NVMe, `devlend-net` for a NIC).
+fn type_for(r: &serde_json::Value) -> String {
+    let class = r["class"].as_str().unwrap_or("0");
+    let class = u32::from_str_radix(class.trim_start_matches("0x"), 16).unwrap_or(0);
+    devlend::abi::type_for_class(class).to_owned()
+}
+
+/// `devlend mdev create --device <lender>/<dev> [--uuid] <flags>` on
+/// `host`, removed when the scope ends. Its UUID.
+fn made_mdev(
+    s: &mut Scope<'_>,
+    cli: &str,
+    dev: &PciDev,
+    host: &str,
+    uuid: Option<&str>,
+    flags: &str,
+) -> anyhow::Result<String> {
+    let given = uuid.map_or_else(String::new, |u| format!(" --uuid {u}"));
+    let out = sh(
+        s.agent(host)?,
+        &format!(
+            "{cli} mdev create --device {LENDER}/{}{given}{flags} 2>&1",
+            dev.addr
+        ),
+    )?;
+    let uuid = uuid_in(&out)?;
+    let (h, u) = (host.to_owned(), uuid.clone());
+    s.defer(format!("remove mdev {uuid} on {host}"), move |c| {
+        let a = c.agent(&h)?;
+        if sh(a, &format!("test -e /sys/bus/mdev/devices/{u}")).is_ok() {
+            lending::remove_mdev(a, &u)?;
+        }
+        Ok(())
+    });
+    Ok(uuid)
 }
 
 /// `devlend qemu-args` for mdev `uuid` on `host`, at guest slot 5 (the

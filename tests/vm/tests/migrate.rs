@@ -249,8 +249,10 @@ fn nvme_holder(c: &Cluster, nvme: &PciDev) -> anyhow::Result<(String, String)> {
 /// A guest with the lender's NVMe, lent to it through an mdev, writes and
 /// reads back with O_DIRECT, round after round, and migrates borrower ->
 /// borrower2 -> borrower while it does. The destination's mdev is made a
-/// migration's destination with the CLI (`devlend mdev create --device
-/// ... --incoming`, then `devlend mdev incoming` for the way back) and the
+/// migration's destination with the CLI once the guest runs (`devlend
+/// mdev create --device ... --incoming`, while the source holds the
+/// device and its type has no instance left; then `devlend mdev incoming`
+/// for the way back) and the
 /// guest gets it with `devlend qemu-args`, at the same PCI address on both
 /// sides. Required on each leg: the migration completes, the guest's
 /// verified rounds go on on the destination (no round failed, no I/O
@@ -264,12 +266,17 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
     migrate::mig_network_ready(c)?;
     let mut s = Scope::new(c);
     let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
-    let (nvme, src_uuid, dst_uuid) = nvme_and_mdevs(&mut s, &cli, BORROWER, BORROWER2)?;
+    let nvme = devlend_vmtests::lending::find_by_class(
+        s.agent(LENDER)?,
+        devlend_vmtests::lending::NVME_CLASS,
+    )?;
+    let src_uuid = migrate::source_mdev(&mut s, &cli, &nvme, "the lender's NVMe", BORROWER, None)?;
     let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
     let spec = GuestSpec::new("nvme", &migrate::nvme_workload(0));
     let mut g = MigratingGuest::start(&mut s, BORROWER, spec, &src_args)?;
     let r = wait_rounds(&s, &g, 0, 3, Duration::from_secs(600))?;
     println!("  the guest verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+    let dst_uuid = destination_while_held(&mut s, &cli, &nvme, BORROWER2, None)?;
 
     let there = nvme_leg(&mut s, &mut g, &nvme, BORROWER2, &dst_uuid, &cli)?;
     // The way back: the source's mdev, closed since its QEMU quit.
@@ -320,6 +327,32 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
     );
     g.kill(&s)?;
     Ok(())
+}
+
+/// The destination's mdev made as operators make it, once the source's
+/// guest runs: `dst` sees `dev` borrowed by the source, and the type that
+/// stands for it with no instance left (the create of an ordinary mdev
+/// would fail); [`migrate::destination_mdev`] makes it all the same.
+fn destination_while_held(
+    s: &mut Scope<'_>,
+    cli: &str,
+    dev: &PciDev,
+    dst: &str,
+    uuid: Option<&str>,
+) -> anyhow::Result<String> {
+    let src_id = fabric::host_id(s.agent(BORROWER)?)?;
+    let (state, borrower, avail) = migrate::remote_seen(s, cli, dst, dev)?;
+    ensure!(
+        state == "borrowed" && borrower == Some(u64::from(src_id)) && avail == 0,
+        "{dst} sees the device {state} by {borrower:?} with {avail} instances of its type \
+         available, not borrowed by {BORROWER} (host {src_id}) with none"
+    );
+    let uuid = migrate::destination_mdev(s, cli, dev, dst, uuid)?;
+    println!(
+        "  {dst} sees the device borrowed by host {src_id} and no instance of its type \
+         available; its destination mdev {uuid} was made all the same"
+    );
+    Ok(uuid)
 }
 
 /// Pings the NIC check's guest may lose per leg: those in flight when it
@@ -454,7 +487,8 @@ const LIBVIRT_MDEV: &str = "d1ee0030-0000-4000-8000-000000000030";
 /// libvirt-xml --domain` with the lender's NVMe as `<hostdev
 /// type='mdev'>`, its guest under verified O_DIRECT I/O, moved with
 /// `virsh migrate --live` to borrower2, whose mdev of the same UUID was
-/// made a destination (`devlend mdev create --uuid ... --incoming`).
+/// made a destination while the domain ran (`devlend mdev create --uuid
+/// ... --incoming`).
 /// Required: virsh succeeds, the domain runs on borrower2 and not on
 /// borrower, its verified rounds go on there with no I/O trouble, the
 /// lender handed the device over once and resumed it, and borrower2's
@@ -470,12 +504,12 @@ fn migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest(c: &mut Cluster) -> a
         s.agent(LENDER)?,
         devlend_vmtests::lending::NVME_CLASS,
     )?;
-    migrate::mdev_pair(
+    migrate::source_mdev(
         &mut s,
         &cli,
         &nvme,
         "the lender's NVMe",
-        (BORROWER, BORROWER2),
+        BORROWER,
         Some(LIBVIRT_MDEV),
     )?;
     let src = Libvirt::start(s.agent(BORROWER)?, &share)?;
@@ -487,7 +521,7 @@ fn migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest(c: &mut Cluster) -> a
                 return Err(e);
             }
         };
-    let res = virsh_migrate(&s, &src, &dst, &cli, &images, &nvme);
+    let res = virsh_migrate(&mut s, &src, &dst, &cli, &images, &nvme);
     let stopped = [src.stop(s.agent(BORROWER)?), dst.stop(s.agent(BORROWER2)?)];
     res?;
     for st in stopped {
@@ -499,14 +533,14 @@ fn migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest(c: &mut Cluster) -> a
 /// The body of [`migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest`],
 /// between the daemons' start and stop.
 fn virsh_migrate(
-    s: &Scope<'_>,
+    s: &mut Scope<'_>,
     src: &Libvirt,
     dst: &Libvirt,
     cli: &str,
     images: &std::path::Path,
     nvme: &devlend_vmtests::lending::PciDev,
 ) -> anyhow::Result<()> {
-    let (a1, a2) = (s.agent(BORROWER)?, s.agent(BORROWER2)?);
+    let a1 = s.agent(BORROWER)?;
     let console = "/tmp/dl-mig.console";
     let dom = src.rw.sh(
         a1,
@@ -549,6 +583,10 @@ fn virsh_migrate(
     };
     let r = rounds_on(src, a1, 0, 3)?;
     println!("  libvirt's domain dl-mig verifies its NVMe I/O on {BORROWER}: rounds {r:?}");
+    // The destination's mdev, of the same UUID, made while the domain
+    // holds the device.
+    destination_while_held(s, cli, nvme, BORROWER2, Some(LIBVIRT_MDEV))?;
+    let (a1, a2) = (s.agent(BORROWER)?, s.agent(BORROWER2)?);
 
     let before = lender_mig(s, nvme)?;
     let (_, took0, _) = mdev_mig(a2, LIBVIRT_MDEV)?;

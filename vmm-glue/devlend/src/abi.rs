@@ -125,6 +125,8 @@ paths! {
     REMOTE_BORROWER = "/sys/bus/pci/devices/<adapter>/fabric/remote/<id>:<dev_id>/" "borrower";
     /// Its PF, for a VF.
     REMOTE_PF = "/sys/bus/pci/devices/<adapter>/fabric/remote/<id>:<dev_id>/" "pf";
+    /// The mdev to be created as its live migration destination.
+    REMOTE_INCOMING_MDEV = "/sys/bus/pci/devices/<adapter>/fabric/remote/<id>:<dev_id>/" "incoming_mdev";
     /// A lent device's directory.
     LENT = "/sys/bus/pci/devices/<dev>/" "devlend";
     /// Its dev_id, in [`LENT`].

@@ -221,7 +221,7 @@ enum MdevCmd {
         /// Wait up to SECONDS for a free device (of the type, or the --device named) instead of failing; 0: do not wait.
         #[arg(long, value_name = "SECONDS", default_value_t = 0)]
         wait: u64,
-        /// The mdev is a live migration's destination (with --device, the source's): see `devlend mdev incoming`.
+        /// The mdev is a live migration's destination for --device, the source's device, which the source (another host) may hold meanwhile: see `devlend mdev incoming`.
         #[arg(long, requires = "device")]
         incoming: bool,
     },
@@ -404,11 +404,9 @@ fn run(cli: Cli) -> Result<()> {
                 device: device.as_deref(),
                 uuid: uuid.as_deref(),
                 wait,
+                incoming,
             };
-            let mut c = commands::mdev::create::run(&sys, &req, |r| out.note_held(r))?;
-            if incoming {
-                c.mdev = commands::mdev::incoming::run(&sys, &c.mdev.uuid, true)?;
-            }
+            let c = commands::mdev::create::run(&sys, &req, |r| out.note_held(r))?;
             out.mdev_created(&c);
         }
         Cmd::Mdev(MdevCmd::Incoming { uuid, cancel }) => {

@@ -253,6 +253,26 @@ pub fn check_bdf(s: &str) -> Result<()> {
     }
 }
 
+/// Waits a moment for the mdev `uuid` just written to `type_dir`'s
+/// `create` to show in sysfs at `d` (the kernel creates the device before
+/// the write returns).
+fn wait_for_mdev(d: &Path, type_dir: &Path, uuid: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !d.exists() {
+        if Instant::now() > deadline {
+            return Err(CliError::not_found(
+                format!(
+                    "mdev {uuid} did not appear after writing it to {}",
+                    type_dir.join(TYPE_CREATE).display()
+                ),
+                "check `dmesg`",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
 /// Checks a UUID `8-4-4-4-12` hex digits (any case).
 pub fn check_uuid(s: &str) -> Result<()> {
     let ok = s.len() == 36
@@ -883,21 +903,7 @@ impl Sysfs {
                 e => Err(e),
             };
         }
-        // The kernel creates the device before the write returns; allow a
-        // moment for sysfs to show it.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while !d.exists() {
-            if Instant::now() > deadline {
-                return Err(CliError::not_found(
-                    format!(
-                        "mdev {uuid} did not appear after writing it to {}",
-                        type_dir.join(TYPE_CREATE).display()
-                    ),
-                    "check `dmesg`",
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_for_mdev(&d, type_dir, uuid)?;
         if let Some(spec) = remote {
             if let Err(e) = self.write(
                 &d.join(MDEV_REMOTE_DEVICE),
@@ -924,6 +930,75 @@ impl Sysfs {
             }
         }
         Ok(Attempt::Made(self.mdev(&d)))
+    }
+
+    /// Creates the mdev `uuid` of `type_dir` as the live migration
+    /// destination for remote device `r`, which the migration's source
+    /// (another host) may hold: names it in the device's `incoming_mdev`
+    /// first, so that the kernel gives it that device rather than a free
+    /// one of its type (there is none while the source holds the only
+    /// one), then creates it. Checks that it came out `incoming` for `r`,
+    /// and removes it again otherwise.
+    pub fn mdev_create_incoming(&self, type_dir: &Path, uuid: &str, r: &Remote) -> Result<Mdev> {
+        check_uuid(uuid)?;
+        let d = self.path(MDEV_DEVICES).join(uuid);
+        if d.exists() {
+            return Err(CliError::busy(
+                format!("an mdev {uuid} exists already"),
+                "pick another UUID, or leave --uuid out",
+            ));
+        }
+        let named = self
+            .adapter()?
+            .join(FABRIC_REMOTE)
+            .join(&r.id)
+            .join(REMOTE_INCOMING_MDEV);
+        if !named.exists() {
+            return Err(CliError::not_found(
+                format!("remote device {} has no incoming_mdev", r.id),
+                "the borrower module predates creating a migration's destination for a held device: load this version's devlend_borrower",
+            ));
+        }
+        self.write(&named, uuid, "").map_err(|e| match e {
+            CliError::Sysfs { ref source, .. }
+                if source.raw_os_error() == Some(libc::EOPNOTSUPP) =>
+            {
+                CliError::not_found(
+                    format!("remote device {} cannot migrate to this host", r.id),
+                    "this kernel's VFIO cannot report a device's dirty pages (it needs CONFIG_IOMMUFD_DRIVER, which Debian's 6.12 lacks; docs/migration.md)",
+                )
+            }
+            e => e,
+        })?;
+        let made = self
+            .write(
+                &type_dir.join(TYPE_CREATE),
+                uuid,
+                "`dmesg` says why the borrower refused (EBUSY: another mdev of this host targets the device)",
+            )
+            .and_then(|()| wait_for_mdev(&d, type_dir, uuid));
+        if let Err(e) = made {
+            // Taken back, or a later mdev of that UUID would take it.
+            let _ = self.write(&named, "none", "");
+            return Err(e);
+        }
+        let m = self.mdev(&d);
+        if m.remote_device.as_deref() != Some(r.id.as_str())
+            || m.migration.as_deref() != Some("incoming")
+        {
+            let kept = self.remove_unless_open(&d, uuid);
+            return Err(CliError::not_found(
+                format!(
+                    "mdev {uuid} came out for {} ({}), not as {}'s migration destination{}",
+                    m.remote_device.as_deref().unwrap_or("?"),
+                    m.migration.as_deref().unwrap_or("no migration"),
+                    r.id,
+                    if kept.is_ok() { "; removed again" } else { "" }
+                ),
+                "`dmesg` may say why",
+            ));
+        }
+        Ok(m)
     }
 
     /// Why an mdev of type `mtype` (for the remote device named `spec`,

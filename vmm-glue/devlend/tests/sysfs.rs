@@ -1095,3 +1095,86 @@ fn mdev_incoming_and_qemu_args_for_a_migratable_mdev() {
         "running\n"
     );
 }
+
+/// `mdev create --device ... --incoming` while the source (host 3) holds
+/// the device and the type has no instance left: the UUID goes into the
+/// device's `incoming_mdev` before `create` is written (the kernel then
+/// gives the new mdev that device as a destination, which the fake kernel
+/// here plays), and the mdev must come out `incoming` for it. Without
+/// `--device`, with `--wait`, or with a module that has no
+/// `incoming_mdev`, nothing is created.
+#[test]
+fn mdev_create_incoming_names_the_held_device_before_creating() {
+    let t = borrower();
+    let r = t.adapter().join("fabric/remote/0:1");
+    write(&r.join("state"), "borrowed\n");
+    write(&r.join("borrower"), "3\n");
+    let ty = t.adapter().join("mdev_supported_types/devlend-nvme");
+    write(&ty.join("available_instances"), "0\n");
+
+    // A borrower module without incoming_mdev.
+    let o = t.devlend(&["mdev", "create", "--device", "0:1", "--incoming"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("incoming_mdev"), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(ty.join("create")).unwrap(), "");
+    let o = t.devlend(&["mdev", "create", "--type", "nvme", "--incoming"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = t.devlend(&[
+        "mdev",
+        "create",
+        "--device",
+        "0:1",
+        "--incoming",
+        "--wait",
+        "5",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    let named = r.join("incoming_mdev");
+    write(&named, "\n");
+    let (create, root) = (ty.join("create"), t.root().to_path_buf());
+    let named2 = named.clone();
+    let k = thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let uuid = fs::read_to_string(&create).unwrap_or_default();
+            if uuid.is_empty() {
+                thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            // What the kernel reads when the create comes.
+            let seen = fs::read_to_string(&named2).unwrap();
+            let d = root.join(format!("sys/devices/pci0000:00/{ADAPTER}/{uuid}"));
+            let target = if seen == uuid { "0:1" } else { "any" };
+            write(&d.join("remote_device"), &format!("{target}\n"));
+            write(&d.join("migration"), "incoming\n");
+            write(&d.join("state"), "idle\n");
+            write(&d.join("open"), "0\n");
+            fs::create_dir_all(root.join("sys/bus/mdev/devices")).unwrap();
+            std::os::unix::fs::symlink(
+                format!("../../../devices/pci0000:00/{ADAPTER}/{uuid}"),
+                root.join(format!("sys/bus/mdev/devices/{uuid}")),
+            )
+            .unwrap();
+            return Some(seen);
+        }
+        None
+    });
+    let o = t.devlend(&[
+        "mdev",
+        "create",
+        "--device",
+        "lender/0000:01:00.0",
+        "--incoming",
+        "--uuid",
+        UUID,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(k.join().unwrap().as_deref(), Some(UUID));
+    assert_eq!(stdout(&o).trim(), UUID);
+    let m = t.adapter().join(UUID);
+    assert_eq!(
+        fs::read_to_string(m.join("remote_device")).unwrap(),
+        "0:1\n"
+    );
+}

@@ -627,6 +627,8 @@ struct vfio_irq_set;
 struct eventfd_ctx;
 struct seq_file;
 void seq_printf(struct seq_file *s, const char *fmt, ...) __printf(2, 3);
+/* linux/uuid.h: the borrower keeps an mdev UUID per remote device. */
+typedef struct { __u8 b[16]; } guid_t;
 struct mdev_type { const char *sysfs_name; };
 struct mdev_parent { struct device *dev; };
 int vfio_pin_pages(struct vfio_device *device, dma_addr_t iova, int npage,

@@ -20,6 +20,9 @@ pub struct Request<'a> {
     pub uuid: Option<&'a str>,
     /// Seconds to wait for a free device; 0: do not wait.
     pub wait: u64,
+    /// A live migration's destination for `device`, which the migration's
+    /// source (another host) may hold.
+    pub incoming: bool,
 }
 
 /// An mdev made, with its type and the remote device it is pinned to.
@@ -41,7 +44,19 @@ pub fn run(sys: &Sysfs, req: &Request<'_>, note_held: impl FnOnce(&Remote)) -> R
         (None, Some(r)) => r.default_type().to_string(),
         (None, None) => "devlend-any".to_string(),
     };
-    if req.wait > 0 {
+    if req.incoming {
+        let Some(r) = remote else {
+            return Err(CliError::usage(
+                "a migration's destination must name its source's device: --device",
+            ));
+        };
+        if req.wait > 0 {
+            return Err(CliError::usage(
+                "--incoming does not wait: the destination takes the device the source holds",
+            ));
+        }
+        create_incoming(sys, &type_name, r, &uuid)
+    } else if req.wait > 0 {
         create_waiting(sys, &type_name, req.device, &uuid, req.wait)
     } else {
         create_now(sys, &type_name, remote, &uuid, note_held)
@@ -96,6 +111,35 @@ fn create_now(
     Ok(Created {
         mtype,
         remote,
+        mdev,
+    })
+}
+
+/// With --incoming: an mdev that takes the device `r` whoever holds it,
+/// as a live migration's destination (it borrows the device only when
+/// the migration hands it over).
+fn create_incoming(sys: &Sysfs, type_name: &str, r: Remote, uuid: &str) -> Result<Created> {
+    if !r.mdevs.is_empty() {
+        return Err(CliError::busy(
+            format!(
+                "remote device {} is the target of mdev {} on this host",
+                r.id,
+                r.mdevs.join(", ")
+            ),
+            "make that mdev the destination (`devlend mdev incoming UUID`), or remove it first",
+        ));
+    }
+    if !matches!(r.state.as_str(), "available" | "borrowed" | "returning") {
+        return Err(CliError::busy(
+            format!("remote device {} ({}/{}) is {}", r.id, r.lender, r.name, r.state),
+            "a migration's destination needs the device its source uses; `devlend remote` shows what is offered",
+        ));
+    }
+    let (dir, mtype) = sys.find_type(type_name)?;
+    let mdev = sys.mdev_create_incoming(&dir, uuid, &r)?;
+    Ok(Created {
+        mtype,
+        remote: Some(r),
         mdev,
     })
 }
