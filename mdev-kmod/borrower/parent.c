@@ -351,6 +351,10 @@ static int dl_mdev_take_incoming(struct dl_vdev *v, struct dl_remote *r)
 {
 	lockdep_assert_held(&v->b->lock);
 
+	if (!dl_mig_supported()) {
+		dev_err(dl_vdev_dev(v), "named a migration's destination, but this kernel's VFIO cannot report a device's dirty pages (no CONFIG_IOMMUFD_DRIVER)\n");
+		return -EOPNOTSUPP;
+	}
 	if (!dl_remote_matches(r, v->mtype)) {
 		dev_err(dl_vdev_dev(v), "remote device %u:%u, named for this mdev's migration, is not of type %s\n",
 			r->host, r->dev_id, v->mtype->type.sysfs_name);

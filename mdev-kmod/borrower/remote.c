@@ -192,7 +192,8 @@ static ssize_t incoming_mdev_show(struct kobject *kobj,
  * such an mdev is created or the entry leaves the table.
  *
  * Return: @count; -EINVAL for what is not a UUID; -ENODEV for an entry
- * that left the table; -EOPNOTSUPP where this build offers no migration.
+ * that left the table. (Where this build offers no migration, the
+ * create fails: dl_mdev_take_incoming().)
  */
 static ssize_t incoming_mdev_store(struct kobject *kobj,
 				   struct kobj_attribute *attr,
@@ -213,8 +214,6 @@ static ssize_t incoming_mdev_store(struct kobject *kobj,
 		set = false;
 	else if (guid_parse(s, &uuid))
 		return -EINVAL;
-	if (set && !dl_mig_supported())
-		return -EOPNOTSUPP;
 
 	mutex_lock(&r->b->lock);
 	if (set && r->gone) {

@@ -959,23 +959,24 @@ impl Sysfs {
                 "the borrower module predates creating a migration's destination for a held device: load this version's devlend_borrower",
             ));
         }
-        self.write(&named, uuid, "").map_err(|e| match e {
-            CliError::Sysfs { ref source, .. }
-                if source.raw_os_error() == Some(libc::EOPNOTSUPP) =>
-            {
-                CliError::not_found(
-                    format!("remote device {} cannot migrate to this host", r.id),
-                    "this kernel's VFIO cannot report a device's dirty pages (it needs CONFIG_IOMMUFD_DRIVER, which Debian's 6.12 lacks; docs/migration.md)",
-                )
-            }
-            e => e,
-        })?;
+        self.write(&named, uuid, "")?;
         let made = self
             .write(
                 &type_dir.join(TYPE_CREATE),
                 uuid,
                 "`dmesg` says why the borrower refused (EBUSY: another mdev of this host targets the device)",
             )
+            .map_err(|e| match e {
+                CliError::Sysfs { ref source, .. }
+                    if source.raw_os_error() == Some(libc::EOPNOTSUPP) =>
+                {
+                    CliError::not_found(
+                        format!("remote device {} cannot migrate to this host", r.id),
+                        "this kernel's VFIO cannot report a device's dirty pages (it needs CONFIG_IOMMUFD_DRIVER, which Debian's 6.12 lacks; docs/migration.md)",
+                    )
+                }
+                e => e,
+            })
             .and_then(|()| wait_for_mdev(&d, type_dir, uuid));
         if let Err(e) = made {
             // Taken back, or a later mdev of that UUID would take it.
