@@ -542,9 +542,15 @@ fn virsh_migrate(
 ) -> anyhow::Result<()> {
     let a1 = s.agent(BORROWER)?;
     let console = "/tmp/dl-mig.console";
+    // The writable root sees the outer root unmasked: the CLI at its outer
+    // path there (`cli` is the host's view of it).
+    let rw_cli = devlend_cluster::tools::our_binary("devlend", "DEVLEND_CLI")?;
     let dom = src.rw.sh(
         a1,
-        &format!("{cli} libvirt-xml --domain dl-mig --memory 256 {LIBVIRT_MDEV}"),
+        &format!(
+            "{} libvirt-xml --domain dl-mig --memory 256 {LIBVIRT_MDEV}",
+            rw_cli.display()
+        ),
     )?;
     let dom = libvirt::boot_guest_domain(&dom, images, &migrate::nvme_workload(0), console)?;
     src.rw.sh(
