@@ -496,6 +496,11 @@ const LIBVIRT_MDEV: &str = "d1ee0030-0000-4000-8000-000000000030";
 fn migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest(c: &mut Cluster) -> anyhow::Result<()> {
     modules_and_peers_up(c)?;
     migrate::mig_network_ready(c)?;
+    // KVM before libvirtd starts: it reads what QEMU can do once, and a
+    // domain of virt type kvm is refused where it found no /dev/kvm.
+    for b in migrate::BORROWERS {
+        migrate::kvm_up(c.agent(b)?)?;
+    }
     let share = c.paths().share.clone();
     let images = devlend_cluster::tools::guest_images_dir()?;
     let mut s = Scope::new(c);
