@@ -898,9 +898,14 @@ pub fn nvme_and_mdevs(
     src: &str,
     dst: &str,
 ) -> anyhow::Result<(PciDev, String, String)> {
-    let nvme = lending::find_by_class(s.agent(LENDER)?, lending::NVME_CLASS)?;
+    let nvme = lender_nvme(s)?;
     let (src_uuid, dst_uuid) = mdev_pair(s, cli, &nvme, "the lender's NVMe", (src, dst), None)?;
     Ok((nvme, src_uuid, dst_uuid))
+}
+
+/// The lender's NVMe, the device the NVMe checks lend.
+pub fn lender_nvme(c: &Cluster) -> anyhow::Result<PciDev> {
+    lending::find_by_class(c.agent(LENDER)?, lending::NVME_CLASS)
 }
 
 /// The lender's igb (82576), the NIC the NIC check lends.

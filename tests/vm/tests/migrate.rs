@@ -266,10 +266,7 @@ fn migrate_nvme_guest_round_trip_keeps_its_bytes(c: &mut Cluster) -> anyhow::Res
     migrate::mig_network_ready(c)?;
     let mut s = Scope::new(c);
     let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
-    let nvme = devlend_vmtests::lending::find_by_class(
-        s.agent(LENDER)?,
-        devlend_vmtests::lending::NVME_CLASS,
-    )?;
+    let nvme = migrate::lender_nvme(&s)?;
     let src_uuid = migrate::source_mdev(&mut s, &cli, &nvme, "the lender's NVMe", BORROWER, None)?;
     let src_args = qemu_args(&s, &cli, BORROWER, &src_uuid)?;
     let spec = GuestSpec::new("nvme", &migrate::nvme_workload(0));
@@ -505,10 +502,7 @@ fn migrate_libvirt_virsh_migrate_live_moves_the_nvme_guest(c: &mut Cluster) -> a
     let images = devlend_cluster::tools::guest_images_dir()?;
     let mut s = Scope::new(c);
     let cli = twohost::host_bin("devlend", "DEVLEND_CLI")?;
-    let nvme = devlend_vmtests::lending::find_by_class(
-        s.agent(LENDER)?,
-        devlend_vmtests::lending::NVME_CLASS,
-    )?;
+    let nvme = migrate::lender_nvme(&s)?;
     migrate::source_mdev(
         &mut s,
         &cli,

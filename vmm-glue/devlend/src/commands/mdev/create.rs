@@ -77,12 +77,8 @@ fn create_now(
     // has an instance to spare: say so.
     if let Some(r) = &remote {
         if !r.mdevs.is_empty() {
-            return Err(CliError::busy(
-                format!(
-                    "remote device {} is the target of mdev {} on this host",
-                    r.id,
-                    r.mdevs.join(", ")
-                ),
+            return Err(targeted(
+                r,
                 "an mdev holds its device on this host: give that mdev to the VM, or remove it first (`devlend mdev remove UUID`); `--wait SECONDS` queues for it",
             ));
         }
@@ -120,12 +116,8 @@ fn create_now(
 /// the migration hands it over).
 fn create_incoming(sys: &Sysfs, type_name: &str, r: Remote, uuid: &str) -> Result<Created> {
     if !r.mdevs.is_empty() {
-        return Err(CliError::busy(
-            format!(
-                "remote device {} is the target of mdev {} on this host",
-                r.id,
-                r.mdevs.join(", ")
-            ),
+        return Err(targeted(
+            &r,
             "make that mdev the destination (`devlend mdev incoming UUID`), or remove it first",
         ));
     }
@@ -168,4 +160,17 @@ fn create_waiting(
     with_progress(&what, || {
         sys.mdev_create_waiting(type_name, device, uuid, Duration::from_secs(wait))
     })
+}
+
+/// The device `r` is the target of an mdev of this host already: one mdev
+/// per device on a host, as the kernel has it.
+fn targeted(r: &Remote, hint: &str) -> CliError {
+    CliError::busy(
+        format!(
+            "remote device {} is the target of mdev {} on this host",
+            r.id,
+            r.mdevs.join(", ")
+        ),
+        hint,
+    )
 }
