@@ -1001,12 +1001,12 @@ pub fn remote_seen(
     let types: serde_json::Value =
         serde_json::from_str(&sh(a, &format!("{cli} mdev types --json"))?)
             .context("devlend mdev types --json")?;
-    let want = type_for(r);
+    let want = type_for(r)?;
     let avail = types
         .as_array()
         .into_iter()
         .flatten()
-        .find(|t| t["id"] == want.as_str())
+        .find(|t| t["id"] == want)
         .and_then(|t| t["available_instances"].as_u64())
         .with_context(|| format!("{host} has no mdev type {want}: {types}"))?;
     Ok((
@@ -1018,10 +1018,10 @@ pub fn remote_seen(
 
 /// The mdev type a remote device of `devlend remote --json` gets by
 /// default (`devlend-nvme` for an NVMe, `devlend-net` for a NIC).
-fn type_for(r: &serde_json::Value) -> String {
-    let class = r["class"].as_str().unwrap_or("0");
-    let class = u32::from_str_radix(class.trim_start_matches("0x"), 16).unwrap_or(0);
-    devlend::abi::type_for_class(class).to_owned()
+fn type_for(r: &serde_json::Value) -> anyhow::Result<&'static str> {
+    let class = crate::ownership::hex(r["class"].as_str().unwrap_or_default())
+        .with_context(|| format!("the class of {r}"))?;
+    Ok(devlend::abi::type_for_class(class as u32))
 }
 
 /// `devlend mdev create --device <lender>/<dev> [--uuid] <flags>` on

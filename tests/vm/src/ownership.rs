@@ -298,7 +298,8 @@ pub fn marker_landed_only_in(
     Ok(landed)
 }
 
-fn hex(s: &str) -> anyhow::Result<u64> {
+/// A hex number as sysfs and the CLI print it (`0x` or not).
+pub fn hex(s: &str) -> anyhow::Result<u64> {
     u64::from_str_radix(s.trim_start_matches("0x"), 16).with_context(|| format!("hex {s:?}"))
 }
 

@@ -876,13 +876,7 @@ impl Sysfs {
         if mtype.available_instances == 0 {
             return Ok(Attempt::Taken(none_available()));
         }
-        let d = self.path(MDEV_DEVICES).join(uuid);
-        if d.exists() {
-            return Err(CliError::busy(
-                format!("an mdev {uuid} exists already"),
-                "pick another UUID, or leave --uuid out",
-            ));
-        }
+        let d = self.new_mdev_dir(uuid)?;
         if let Err(e) = self.write(
             &type_dir.join(TYPE_CREATE),
             uuid,
@@ -932,6 +926,19 @@ impl Sysfs {
         Ok(Attempt::Made(self.mdev(&d)))
     }
 
+    /// Where the mdev `uuid`, about to be created, will be; refused when
+    /// an mdev of that UUID exists already.
+    pub fn new_mdev_dir(&self, uuid: &str) -> Result<PathBuf> {
+        let d = self.path(MDEV_DEVICES).join(uuid);
+        if d.exists() {
+            return Err(CliError::busy(
+                format!("an mdev {uuid} exists already"),
+                "pick another UUID, or leave --uuid out",
+            ));
+        }
+        Ok(d)
+    }
+
     /// Creates the mdev `uuid` of `type_dir` as the live migration
     /// destination for remote device `r`, which the migration's source
     /// (another host) may hold: names it in the device's `incoming_mdev`
@@ -941,13 +948,7 @@ impl Sysfs {
     /// and removes it again otherwise.
     pub fn mdev_create_incoming(&self, type_dir: &Path, uuid: &str, r: &Remote) -> Result<Mdev> {
         check_uuid(uuid)?;
-        let d = self.path(MDEV_DEVICES).join(uuid);
-        if d.exists() {
-            return Err(CliError::busy(
-                format!("an mdev {uuid} exists already"),
-                "pick another UUID, or leave --uuid out",
-            ));
-        }
+        let d = self.new_mdev_dir(uuid)?;
         let named = self
             .adapter()?
             .join(FABRIC_REMOTE)

@@ -228,6 +228,18 @@ fn fake_kernel_after(
     delay: Duration,
     first: impl FnOnce() + Send + 'static,
 ) -> thread::JoinHandle<Option<String>> {
+    fake_kernel_with(t, mtype, delay, first, |_, _| {})
+}
+
+/// [`fake_kernel_after`], and `made` is given the new mdev's directory
+/// and UUID once it is there (it may change what the kernel would).
+fn fake_kernel_with(
+    t: &Tree,
+    mtype: &'static str,
+    delay: Duration,
+    first: impl FnOnce() + Send + 'static,
+    made: impl FnOnce(&std::path::Path, &str) + Send + 'static,
+) -> thread::JoinHandle<Option<String>> {
     let create = t
         .adapter()
         .join(format!("mdev_supported_types/{mtype}/create"));
@@ -256,6 +268,7 @@ fn fake_kernel_after(
                     root.join(format!("sys/bus/mdev/devices/{uuid}")),
                 )
                 .unwrap();
+                made(&d, &uuid);
                 return Some(uuid);
             }
             thread::sleep(Duration::from_millis(5));
@@ -1132,34 +1145,20 @@ fn mdev_create_incoming_names_the_held_device_before_creating() {
 
     let named = r.join("incoming_mdev");
     write(&named, "\n");
-    let (create, root) = (ty.join("create"), t.root().to_path_buf());
     let named2 = named.clone();
-    let k = thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            let uuid = fs::read_to_string(&create).unwrap_or_default();
-            if uuid.is_empty() {
-                thread::sleep(Duration::from_millis(5));
-                continue;
-            }
-            // What the kernel reads when the create comes.
+    // The kernel gives the new mdev the device named for its UUID.
+    let k = fake_kernel_with(
+        &t,
+        "devlend-nvme",
+        Duration::ZERO,
+        || {},
+        move |d, uuid| {
             let seen = fs::read_to_string(&named2).unwrap();
-            let d = root.join(format!("sys/devices/pci0000:00/{ADAPTER}/{uuid}"));
             let target = if seen == uuid { "0:1" } else { "any" };
             write(&d.join("remote_device"), &format!("{target}\n"));
             write(&d.join("migration"), "incoming\n");
-            write(&d.join("state"), "idle\n");
-            write(&d.join("open"), "0\n");
-            fs::create_dir_all(root.join("sys/bus/mdev/devices")).unwrap();
-            std::os::unix::fs::symlink(
-                format!("../../../devices/pci0000:00/{ADAPTER}/{uuid}"),
-                root.join(format!("sys/bus/mdev/devices/{uuid}")),
-            )
-            .unwrap();
-            return Some(seen);
-        }
-        None
-    });
+        },
+    );
     let o = t.devlend(&[
         "mdev",
         "create",

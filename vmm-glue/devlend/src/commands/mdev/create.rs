@@ -147,12 +147,7 @@ fn create_waiting(
 ) -> Result<Created> {
     let (_, t) = sys.find_type(type_name)?;
     // Nothing to wait for when the UUID is taken already.
-    if sys.path(sysfs::MDEV_DEVICES).join(uuid).exists() {
-        return Err(CliError::busy(
-            format!("an mdev {uuid} exists already"),
-            "pick another UUID, or leave --uuid out",
-        ));
-    }
+    sys.new_mdev_dir(uuid)?;
     let what = match device {
         Some(spec) => format!("waiting up to {wait} s for remote device {spec} to be free"),
         None => format!("waiting up to {wait} s for a free {} device", t.id),
